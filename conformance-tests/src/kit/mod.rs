@@ -1,0 +1,44 @@
+//! The test kit: where the servers are, and real fault hooks.
+//!
+//! Tests find servers through environment variables: `DISTLOCK_REDIS_URL` and
+//! `DISTLOCK_POSTGRES_URL`. When one is not set, a test prints that it skipped —
+//! unless `DISTLOCK_REQUIRE_SERVICES=1` (set by `scripts/test.sh` and CI), which turns
+//! the skip into a failure.
+
+pub mod postgres_server;
+pub mod redis_server;
+
+/// Whether `DISTLOCK_REQUIRE_SERVICES=1`: a missing server fails the test instead of
+/// skipping it.
+pub fn services_required() -> bool {
+    std::env::var("DISTLOCK_REQUIRE_SERVICES").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// The value of the environment variable `var` naming a server URL, or `None` after
+/// printing that `test` skipped.
+///
+/// # Panics
+///
+/// When the variable is unset and [`services_required`] — CI never skips.
+pub fn server_url(var: &str, test: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if services_required() => {
+            panic!("{test}: {var} is not set and DISTLOCK_REQUIRE_SERVICES=1 forbids skipping")
+        }
+        _ => {
+            eprintln!("SKIPPED {test}: set {var} to run it against a real server");
+            None
+        }
+    }
+}
+
+/// `DISTLOCK_REDIS_URL`, see [`server_url`].
+pub fn redis_url(test: &str) -> Option<String> {
+    server_url("DISTLOCK_REDIS_URL", test)
+}
+
+/// `DISTLOCK_POSTGRES_URL`, see [`server_url`].
+pub fn postgres_url(test: &str) -> Option<String> {
+    server_url("DISTLOCK_POSTGRES_URL", test)
+}

@@ -1,0 +1,1 @@
+//! PostgreSQL fault hooks (terminating the pool's backends).

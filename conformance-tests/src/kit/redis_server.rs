@@ -1,0 +1,1 @@
+//! A private `redis-server` on a free port that a test can stop, restart and flush.

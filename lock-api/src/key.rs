@@ -1,0 +1,176 @@
+//! Validated lock keys and the `lock:` namespace.
+
+use std::fmt;
+
+use crate::error::{InvalidKey, LockError};
+
+/// The namespace the [`LockManager`](crate::LockManager) puts in front of every key
+/// before a store sees it (seed 000, constraint 7).
+pub const LOCK_NAMESPACE: &str = "lock:";
+
+/// A validated, application-level lock key such as `order:42`.
+///
+/// A key is 1 to [`LockKey::MAX_LEN`] bytes of UTF-8 without NUL or any other control
+/// character. Keys are case-sensitive and compared byte for byte. The `lock:` namespace
+/// is **not** part of a `LockKey`; see [`StoreKey`].
+///
+/// ```
+/// use distlock_api::LockKey;
+///
+/// let key = LockKey::new("order:42")?;
+/// assert_eq!(key.as_str(), "order:42");
+/// assert!(LockKey::new("").is_err());
+/// assert!(LockKey::new("bad\nkey").is_err());
+/// # Ok::<(), distlock_api::LockError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LockKey(String);
+
+impl LockKey {
+    /// The longest key accepted, in bytes.
+    pub const MAX_LEN: usize = 512;
+
+    /// Validates `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] when the key is empty, longer than [`LockKey::MAX_LEN`]
+    /// bytes, or contains a control character (including NUL).
+    pub fn new(key: impl Into<String>) -> Result<Self, LockError> {
+        let key = key.into();
+        validate(&key)?;
+        Ok(Self(key))
+    }
+
+    /// The key as the application wrote it (without the `lock:` namespace).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The namespaced key a store receives: `lock:` followed by this key.
+    pub fn to_store_key(&self) -> StoreKey {
+        StoreKey(format!("{LOCK_NAMESPACE}{}", self.0))
+    }
+}
+
+fn validate(key: &str) -> Result<(), LockError> {
+    let reason = if key.is_empty() {
+        InvalidKey::Empty
+    } else if key.len() > LockKey::MAX_LEN {
+        InvalidKey::TooLong { len: key.len(), max: LockKey::MAX_LEN }
+    } else if let Some((index, _)) = key.char_indices().find(|(_, c)| c.is_control()) {
+        InvalidKey::ControlCharacter { index }
+    } else {
+        return Ok(());
+    };
+    Err(LockError::InvalidKey { reason })
+}
+
+impl fmt::Display for LockKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for LockKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("LockKey").field(&self.0).finish()
+    }
+}
+
+impl AsRef<str> for LockKey {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<&str> for LockKey {
+    type Error = LockError;
+
+    fn try_from(key: &str) -> Result<Self, LockError> {
+        Self::new(key)
+    }
+}
+
+impl TryFrom<String> for LockKey {
+    type Error = LockError;
+
+    fn try_from(key: String) -> Result<Self, LockError> {
+        Self::new(key)
+    }
+}
+
+/// A namespaced key as a [`LockStore`](crate::LockStore) receives it: `lock:` + a
+/// validated [`LockKey`].
+///
+/// Only a `LockKey` can make one ([`LockKey::to_store_key`]), so a store never sees an
+/// un-namespaced or unvalidated key. A store may add its own prefix in front (the Redis
+/// store writes `{key_prefix}:lock:{key}`).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StoreKey(String);
+
+impl StoreKey {
+    /// The full namespaced key, e.g. `lock:order:42`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The application's part of the key, e.g. `order:42`.
+    pub fn lock_key(&self) -> &str {
+        &self.0[LOCK_NAMESPACE.len()..]
+    }
+}
+
+impl fmt::Display for StoreKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for StoreKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("StoreKey").field(&self.0).finish()
+    }
+}
+
+impl From<&LockKey> for StoreKey {
+    fn from(key: &LockKey) -> Self {
+        key.to_store_key()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_edges_and_non_ascii() {
+        assert!(LockKey::new("a").is_ok());
+        assert!(LockKey::new("x".repeat(LockKey::MAX_LEN)).is_ok());
+        assert!(LockKey::new("订单:42 ünïcødé").is_ok());
+        assert!(LockKey::new("quote' \" back\\slash").is_ok());
+    }
+
+    #[test]
+    fn rejects_bad_keys_with_a_reason() {
+        let err = LockKey::new("").unwrap_err();
+        assert!(matches!(err, LockError::InvalidKey { reason: InvalidKey::Empty }), "{err}");
+        let err = LockKey::new("x".repeat(LockKey::MAX_LEN + 1)).unwrap_err();
+        assert!(matches!(err, LockError::InvalidKey { reason: InvalidKey::TooLong { len: 513, max: 512 } }), "{err}");
+        for bad in ["a\0b", "a\nb", "tab\t", "\u{7f}", "\u{85}"] {
+            let err = LockKey::new(bad).unwrap_err();
+            assert!(
+                matches!(err, LockError::InvalidKey { reason: InvalidKey::ControlCharacter { .. } }),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn store_key_is_namespaced() {
+        let key = LockKey::new("order:1").unwrap();
+        let store_key = key.to_store_key();
+        assert_eq!(store_key.as_str(), "lock:order:1");
+        assert_eq!(store_key.lock_key(), "order:1");
+    }
+}

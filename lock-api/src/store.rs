@@ -1,0 +1,189 @@
+//! The `LockStore` trait: the atomic primitives every store implements.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::LockError;
+use crate::key::StoreKey;
+use crate::options::Ttl;
+use crate::token::Token;
+
+/// A type-erased store, as users hold it: `Arc<DynLockStore>`.
+pub type DynLockStore = dyn LockStore;
+
+/// What a successful or failed [`LockStore::try_acquire`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Acquire {
+    /// The caller's token now holds the key.
+    Acquired {
+        /// The fencing number of this acquisition, on stores that fence
+        /// ([`Capabilities::fencing`]); strictly greater than every earlier one for the key.
+        fence: Option<u64>,
+    },
+    /// Another token holds an unexpired lease.
+    Held {
+        /// The holder's remaining lease, when the store learned it in the same operation.
+        ttl_left: Option<Duration>,
+    },
+}
+
+impl Acquire {
+    /// Whether the key was acquired.
+    pub fn is_acquired(&self) -> bool {
+        matches!(self, Self::Acquired { .. })
+    }
+}
+
+/// The current holder of a key, as reported by [`LockStore::inspect`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The holder's token.
+    pub token: Token,
+    /// The holder's fencing number, on stores that fence.
+    pub fence: Option<u64>,
+    /// The time left on the lease, by the store's clock; never more than the TTL.
+    pub ttl_left: Duration,
+}
+
+impl LockInfo {
+    /// Builds a `LockInfo` (the struct is `#[non_exhaustive]`).
+    pub fn new(token: Token, fence: Option<u64>, ttl_left: Duration) -> Self {
+        Self { token, fence, ttl_left }
+    }
+}
+
+/// Optional abilities of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Every acquisition returns a fencing number ([`Acquire::Acquired::fence`]).
+    pub fencing: bool,
+    /// [`LockStore::wait_for_release`] wakes on a release signal; without it the method
+    /// just sleeps and waiters poll.
+    pub release_notifications: bool,
+}
+
+impl Capabilities {
+    /// No optional abilities.
+    pub const NONE: Self = Self { fencing: false, release_notifications: false };
+
+    /// Sets [`Capabilities::fencing`].
+    #[must_use]
+    pub const fn with_fencing(mut self, fencing: bool) -> Self {
+        self.fencing = fencing;
+        self
+    }
+
+    /// Sets [`Capabilities::release_notifications`].
+    #[must_use]
+    pub const fn with_release_notifications(mut self, notifications: bool) -> Self {
+        self.release_notifications = notifications;
+        self
+    }
+}
+
+/// The atomic primitives a lock store provides.
+///
+/// Applications rarely call a store directly: they wrap it in a
+/// [`LockManager`](crate::LockManager), which validates input, generates tokens, waits,
+/// and releases dropped handles. Every method here is **one atomic operation** on the
+/// server (one command, one script or one SQL statement).
+///
+/// Keys arrive as [`StoreKey`]s (already validated and in the `lock:` namespace), TTLs as
+/// [`Ttl`]s (whole milliseconds, ≥ 1), so a store does no input validation of its own.
+///
+/// # Contract
+///
+/// Every store keeps these promises; the `distlock-conformance` suite checks each.
+///
+/// 1. **Mutual exclusion.** While a lease is unexpired, at most one token holds the key.
+/// 2. **Token-safe release and extend.** Only the holder's token can release or extend;
+///    a wrong or expired token gets `false` and changes nothing.
+/// 3. **Leases expire on the store's clock** (Redis `PX`, PostgreSQL `clock_timestamp()`,
+///    tokio's clock in memory), never on a client's wall clock. An expired lease can be
+///    taken over atomically by exactly one new acquirer.
+/// 4. **Not reentrant.** Acquiring a held key with another token fails. The manager uses
+///    a fresh token per acquisition, so a process cannot take its own lock twice.
+/// 5. **Unknown outcomes are recoverable.** When `try_acquire` returns an error (say the
+///    connection dropped after the command was sent) the lease may exist on the server.
+///    The manager then releases the key with the same token, which must be harmless if
+///    the lease does not exist. A store that retries internally must recognise a lease
+///    already held by the same token as acquired, never leave it orphaned.
+/// 6. **Fencing** (when [`Capabilities::fencing`]): each successful acquisition of a key
+///    gets a number strictly greater than every earlier one for that key, across
+///    release, expiry take-over and store restarts (as far as the store's durability goes).
+/// 7. **Errors are honest.** A failure is [`LockError::Store`] carrying the backend name
+///    and the driver error as `source()`; never a panic, never a false "acquired" or
+///    "released".
+/// 8. **Cancel safety.** Dropping any returned future leaves the store consistent: the
+///    operation either happened atomically or not at all. (The manager releases a lease
+///    whose acquisition was cancelled.)
+#[async_trait]
+pub trait LockStore: Debug + Send + Sync + 'static {
+    /// A short, stable backend name: `"memory"`, `"redis"`, `"postgres"`.
+    fn backend(&self) -> &'static str;
+
+    /// The store's optional abilities.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Takes `key` for `token` for `ttl` if it is free or its lease has expired.
+    async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError>;
+
+    /// Frees `key` if it is still held by `token` and unexpired; returns whether it did.
+    /// `false` means "you no longer held it"; another holder's lock is never touched.
+    async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError>;
+
+    /// Resets the lease of `key` to `ttl` from now, if it is still held by `token`;
+    /// returns whether it did.
+    async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError>;
+
+    /// The current holder of `key`, or `None` when it is free (or its lease expired).
+    async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError>;
+
+    /// Waits at most `max` for a release of `key`, returning early when the store signals
+    /// one (or the key is already free). A store without release notifications simply
+    /// sleeps `max`. Spurious early returns are allowed; the caller tries again.
+    async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError>;
+}
+
+macro_rules! forward_lock_store {
+    ($($ptr:ident),*) => {$(
+        #[async_trait]
+        impl<S: LockStore + ?Sized> LockStore for $ptr<S> {
+            fn backend(&self) -> &'static str {
+                (**self).backend()
+            }
+
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
+            }
+
+            async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+                (**self).try_acquire(key, token, ttl).await
+            }
+
+            async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
+                (**self).release(key, token).await
+            }
+
+            async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
+                (**self).extend(key, token, ttl).await
+            }
+
+            async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
+                (**self).inspect(key).await
+            }
+
+            async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
+                (**self).wait_for_release(key, max).await
+            }
+        }
+    )*};
+}
+
+forward_lock_store!(Arc, Box);

@@ -1,0 +1,83 @@
+//! Lock tokens: 128-bit random values that identify one acquisition.
+
+use std::fmt;
+
+use uuid::Uuid;
+
+use crate::error::LockError;
+
+/// The secret that identifies one acquisition of a lock.
+///
+/// A fresh token is generated for every acquisition: a random UUID v4 (122 random bits)
+/// in its 36-character hyphenated text form, never a timestamp or a counter (seed 000,
+/// constraint 4). Stores save it as the lock's value and compare it on release and
+/// extend.
+///
+/// `Debug` shows only the first 8 characters, so a token does not end up whole in logs;
+/// [`Token::as_str`] gives the full text. Tokens never appear in the `Display` of a
+/// [`LockError`].
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Token(String);
+
+impl Token {
+    /// The length of a token's text form.
+    pub const LEN: usize = 36;
+
+    /// Generates a new random token.
+    pub fn generate() -> Self {
+        Self(Uuid::new_v4().hyphenated().to_string())
+    }
+
+    /// Parses a token given as text, e.g. by an administrator who releases a lock by hand.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidToken`] when `token` is not a hyphenated UUID v4.
+    pub fn parse(token: &str) -> Result<Self, LockError> {
+        match Uuid::try_parse(token) {
+            Ok(uuid) if token.len() == Self::LEN && uuid.get_version_num() == 4 => {
+                Ok(Self(uuid.hyphenated().to_string()))
+            }
+            _ => Err(LockError::InvalidToken),
+        }
+    }
+
+    /// The token's text, as stored by the store.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The first 8 characters, for display in tools and logs.
+    pub fn short(&self) -> &str {
+        &self.0[..8]
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Token({}…)", self.short())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_tokens_are_uuid_v4_text() {
+        let token = Token::generate();
+        assert_eq!(token.as_str().len(), Token::LEN);
+        assert_eq!(Token::parse(token.as_str()).unwrap(), token);
+        assert_ne!(Token::generate(), token);
+        assert!(!format!("{token:?}").contains(&token.as_str()[8..]));
+    }
+
+    #[test]
+    fn parse_rejects_non_v4_text() {
+        for bad in ["", "not-a-token", "00000000-0000-1000-8000-000000000000", "0123456789abcdef0123456789abcdef"] {
+            assert!(matches!(Token::parse(bad), Err(LockError::InvalidToken)), "{bad}");
+        }
+        let upper = Token::generate().as_str().to_uppercase();
+        assert_eq!(Token::parse(&upper).unwrap().as_str(), upper.to_lowercase());
+    }
+}

@@ -1,0 +1,1 @@
+//! distlock postgres store (work in progress).

@@ -1,0 +1,1 @@
+//! distlock redis store (work in progress).
