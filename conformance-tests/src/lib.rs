@@ -1,4 +1,95 @@
 //! The conformance suite every distlock store runs, and the test kit.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//!
+//! [`cases`] holds one `pub async fn` per promise of the
+//! [`LockStore`](distlock_api::LockStore) contract, each taking the store under test as
+//! an `Arc<DynLockStore>`. [`conformance_suite!`] expands to one `#[tokio::test]` per
+//! case for a store factory, so a failure names its case and the other cases still run.
+//! A new store gets the whole suite with one macro call in its `tests/` folder:
+//!
+//! ```ignore
+//! use std::sync::Arc;
+//! use distlock_api::DynLockStore;
+//!
+//! async fn store() -> Option<Arc<DynLockStore>> {
+//!     // `None` skips (printing why), unless DISTLOCK_REQUIRE_SERVICES=1 made the kit panic.
+//!     let url = distlock_conformance::kit::redis_url("redis conformance")?;
+//!     Some(Arc::new(distlock_redis::RedisLockStore::connect(&url).await.expect("connect")))
+//! }
+//!
+//! distlock_conformance::conformance_suite!(store);
+//! ```
+//!
+//! The calling crate needs `tokio` (features `macros`, `rt-multi-thread`) as a
+//! dev-dependency. Every case uses its own random key namespace, so cases run in parallel
+//! against one server without flushing it.
+//!
+//! [`kit`] has what store tests need beyond the cases: server URLs from the environment,
+//! child processes to `kill -9`, and per-store fault hooks. [`counting`] has store
+//! wrappers that count calls or lose answers.
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::missing_panics_doc)]
 
+pub mod cases;
+pub mod counting;
 pub mod kit;
+
+/// Calls `$callback!($($args)*; case, case, …)` with the name of every case in [`cases`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_every_case {
+    ($callback:ident!($($args:tt)*)) => {
+        $crate::$callback!($($args)*;
+            acquire_conflict_release_reacquire,
+            not_reentrant,
+            distinct_keys_are_independent,
+            keys_are_case_sensitive,
+            odd_keys_round_trip,
+            foreign_token_cannot_release,
+            foreign_token_cannot_extend,
+            second_release_returns_false,
+            expired_lease_can_be_taken_over,
+            extend_keeps_the_lock_past_its_ttl,
+            waiter_acquires_after_release,
+            waiter_gives_up_at_deadline,
+            waiting_is_not_a_busy_loop,
+            with_lock_releases_on_ok,
+            with_lock_releases_on_err,
+            with_lock_releases_on_panic,
+            with_lock_not_acquired_when_busy,
+            contended_counter_is_exact,
+            dropped_handle_is_freed_promptly,
+            cancelled_acquire_leaves_nothing,
+            bad_input_is_rejected_before_any_store_call,
+            tokens_are_unique,
+            inspect_reports_the_holder,
+            fences_strictly_increase,
+            many_keys_held_at_once,
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_tests {
+    ($factory:path; $($case:ident),* $(,)?) => {$(
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            let Some(store) = $factory().await else { return };
+            $crate::cases::$case(store).await;
+        }
+    )*};
+}
+
+/// Expands to one `#[tokio::test]` per conformance case, each calling `$factory().await`
+/// to get the store under test.
+///
+/// `$factory` is the path of an `async fn() -> Option<Arc<DynLockStore>>`; returning
+/// `None` skips the case (use [`kit::server_url`] and friends, which refuse to skip when
+/// `DISTLOCK_REQUIRE_SERVICES=1`). Call it once per store configuration, each in its own
+/// module.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($factory:path) => {
+        $crate::__with_every_case!(__conformance_tests!($factory));
+    };
+}

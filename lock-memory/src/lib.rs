@@ -1,1 +1,8 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
+mod shard;
+mod store;
+
+pub use store::MemoryLockStore;

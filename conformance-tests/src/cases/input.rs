@@ -1,0 +1,68 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{DynLockStore, InvalidKey, InvalidOptions, LockError, LockManager, LockOptions, Ttl};
+
+use super::{Keys, LONG_TTL, RETRY};
+use crate::counting::CountingStore;
+
+/// Every bad input (DESIGN.md §9) gets its typed error, and the store is never called.
+pub async fn bad_input_is_rejected_before_any_store_call(store: Arc<DynLockStore>) {
+    let keys = Keys::new("input");
+    let counting = CountingStore::new(store);
+    let locks = LockManager::new(counting.clone());
+    let good = keys.key("a");
+    let too_long = "k".repeat(513);
+
+    let bad_keys: [(&str, fn(&InvalidKey) -> bool); 5] = [
+        ("", |r| matches!(r, InvalidKey::Empty)),
+        (&too_long, |r| matches!(r, InvalidKey::TooLong { len: 513, max: 512 })),
+        ("nul\0byte", |r| matches!(r, InvalidKey::ControlCharacter { index: 3 })),
+        ("new\nline", |r| matches!(r, InvalidKey::ControlCharacter { index: 3 })),
+        ("\u{1b}[31mred", |r| matches!(r, InvalidKey::ControlCharacter { index: 0 })),
+    ];
+    for (key, expected) in bad_keys {
+        for err in [
+            locks.try_lock(key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap_err(),
+            locks.lock(key, LONG_TTL, Duration::from_secs(1), RETRY).await.unwrap_err(),
+            locks
+                .with_lock(key, LONG_TTL, Duration::ZERO, RETRY, || async { Ok::<_, LockError>(()) })
+                .await
+                .unwrap_err(),
+        ] {
+            assert!(matches!(&err, LockError::InvalidKey { reason } if expected(reason)), "{key:?}: {err}");
+        }
+    }
+
+    let bad_options: [(LockOptions, fn(&InvalidOptions) -> bool); 5] = [
+        (LockOptions::new(Duration::ZERO), |r| matches!(r, InvalidOptions::ZeroTtl)),
+        (LockOptions::new(Duration::MAX), |r| matches!(r, InvalidOptions::TtlTooLong { .. })),
+        (LockOptions::new(Ttl::MAX + Duration::from_millis(1)), |r| matches!(r, InvalidOptions::TtlTooLong { .. })),
+        (LockOptions::new(LONG_TTL).wait(Duration::MAX), |r| matches!(r, InvalidOptions::WaitTooLong { .. })),
+        (LockOptions::new(LONG_TTL).wait(Duration::from_secs(1)).retry_interval(Duration::ZERO), |r| {
+            matches!(r, InvalidOptions::ZeroRetryInterval)
+        }),
+    ];
+    for (options, expected) in bad_options {
+        for err in [
+            locks.try_lock_with(&good, &options).await.unwrap_err(),
+            locks.lock_with(&good, &options).await.unwrap_err(),
+            locks.with_lock_options(&good, &options, || async { Ok::<_, LockError>(()) }).await.unwrap_err(),
+        ] {
+            assert!(matches!(&err, LockError::InvalidOptions { reason } if expected(reason)), "{options:?}: {err}");
+        }
+    }
+    assert_eq!(counting.total(), 0, "bad input reached the store");
+
+    // A sub-millisecond TTL is not an error: it rounds up to 1 ms.
+    assert_eq!(Ttl::new(Duration::from_nanos(1)).unwrap().as_millis(), 1);
+
+    let held = locks.lock(&good, LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+    let calls = counting.total();
+    for ttl in [Duration::ZERO, Duration::MAX] {
+        let err = held.extend(ttl).await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidOptions { .. }), "{err}");
+    }
+    assert_eq!(counting.total(), calls, "a bad extend reached the store");
+    assert!(held.release().await.unwrap());
+}

@@ -1,0 +1,63 @@
+//! The conformance cases: one `pub async fn` per promise, each taking the store under test.
+//!
+//! Every case works in its own random key namespace, so cases run in parallel against
+//! one server without flushing it. Timing bounds are generous: these check behaviour,
+//! benchmarks measure speed.
+
+mod basics;
+mod cleanup;
+mod contention;
+mod input;
+mod scale;
+mod tokens;
+mod ttl;
+mod waiting;
+mod with_lock;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{DynLockStore, LockKey, LockManager, StoreKey};
+
+pub use basics::{
+    acquire_conflict_release_reacquire, distinct_keys_are_independent, foreign_token_cannot_extend,
+    foreign_token_cannot_release, keys_are_case_sensitive, not_reentrant, odd_keys_round_trip,
+    second_release_returns_false,
+};
+pub use cleanup::{cancelled_acquire_leaves_nothing, dropped_handle_is_freed_promptly};
+pub use contention::contended_counter_is_exact;
+pub use input::bad_input_is_rejected_before_any_store_call;
+pub use scale::{many_keys_held_at_once, tokens_are_unique};
+pub use tokens::{fences_strictly_increase, inspect_reports_the_holder};
+pub use ttl::{expired_lease_can_be_taken_over, extend_keeps_the_lock_past_its_ttl};
+pub use waiting::{waiter_acquires_after_release, waiter_gives_up_at_deadline, waiting_is_not_a_busy_loop};
+pub use with_lock::{
+    with_lock_not_acquired_when_busy, with_lock_releases_on_err, with_lock_releases_on_ok, with_lock_releases_on_panic,
+};
+
+/// A long TTL: the lease never expires during a case unless the case says so.
+pub(crate) const LONG_TTL: Duration = Duration::from_secs(30);
+/// The retry interval used by waiting cases.
+pub(crate) const RETRY: Duration = Duration::from_millis(20);
+
+/// A random namespace for one case's keys.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys(String);
+
+impl Keys {
+    pub(crate) fn new(case: &str) -> Self {
+        Self(format!("conformance:{case}:{}", uuid::Uuid::new_v4().simple()))
+    }
+
+    pub(crate) fn key(&self, name: &str) -> String {
+        format!("{}:{name}", self.0)
+    }
+
+    pub(crate) fn store_key(&self, name: &str) -> StoreKey {
+        LockKey::new(self.key(name)).expect("test keys are valid").to_store_key()
+    }
+}
+
+pub(crate) fn manager(store: &Arc<DynLockStore>) -> LockManager {
+    LockManager::new(Arc::clone(store))
+}

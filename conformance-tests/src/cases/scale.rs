@@ -1,0 +1,77 @@
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{DistributedLock, DynLockStore, LockManager, Token};
+use tokio::task::JoinSet;
+
+use super::{manager, Keys, LONG_TTL, RETRY};
+
+const ACQUISITIONS: usize = 10_000;
+const WORKERS: usize = 16;
+
+/// Acquires `ACQUISITIONS` distinct keys with `WORKERS` concurrent tasks.
+async fn acquire_many(locks: &LockManager, keys: &Keys) -> Vec<DistributedLock> {
+    let mut tasks = JoinSet::new();
+    for worker in 0..WORKERS {
+        let (locks, keys) = (locks.clone(), keys.clone());
+        tasks.spawn(async move {
+            let mut held = Vec::new();
+            for i in (worker..ACQUISITIONS).step_by(WORKERS) {
+                held.push(locks.lock(&keys.key(&i.to_string()), LONG_TTL, Duration::ZERO, RETRY).await.unwrap());
+            }
+            held
+        });
+    }
+    let mut all = Vec::with_capacity(ACQUISITIONS);
+    while let Some(held) = tasks.join_next().await {
+        all.extend(held.unwrap());
+    }
+    all
+}
+
+/// Releases every lock with `WORKERS` concurrent tasks, asserting each was still held.
+async fn release_all(held: Vec<DistributedLock>) {
+    let mut chunks: Vec<Vec<DistributedLock>> = (0..WORKERS).map(|_| Vec::new()).collect();
+    for (i, lock) in held.into_iter().enumerate() {
+        chunks[i % WORKERS].push(lock);
+    }
+    let mut tasks = JoinSet::new();
+    for chunk in chunks {
+        tasks.spawn(async move {
+            for lock in chunk {
+                assert!(lock.release().await.unwrap(), "a held lock was not released");
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+}
+
+/// 10,000 acquisitions get 10,000 distinct 36-character tokens.
+pub async fn tokens_are_unique(store: Arc<DynLockStore>) {
+    let keys = Keys::new("tokens");
+    let locks = manager(&store);
+    let held = acquire_many(&locks, &keys).await;
+    let tokens: HashSet<&str> = held.iter().map(|lock| lock.token().as_str()).collect();
+    assert_eq!(tokens.len(), ACQUISITIONS, "token collision");
+    assert!(tokens.iter().all(|t| t.len() == Token::LEN && Token::parse(t).is_ok()));
+    release_all(held).await;
+}
+
+/// 10,000 distinct keys held at once, each exclusive, then all released and free again.
+pub async fn many_keys_held_at_once(store: Arc<DynLockStore>) {
+    let keys = Keys::new("many");
+    let locks = manager(&store);
+    let held = acquire_many(&locks, &keys).await;
+    assert_eq!(held.len(), ACQUISITIONS);
+    for i in (0..ACQUISITIONS).step_by(997) {
+        let key = keys.key(&i.to_string());
+        assert!(locks.try_lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap().is_none(), "{key} not held");
+    }
+    release_all(held).await;
+    for i in (0..ACQUISITIONS).step_by(997) {
+        assert!(store.inspect(&keys.store_key(&i.to_string())).await.unwrap().is_none(), "key {i} still held");
+    }
+}

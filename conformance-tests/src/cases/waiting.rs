@@ -1,0 +1,64 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{DynLockStore, LockError, LockManager};
+use tokio::time::Instant;
+
+use super::{manager, Keys, LONG_TTL};
+use crate::counting::CountingStore;
+
+/// A waiter gets the lock soon after the holder releases it.
+pub async fn waiter_acquires_after_release(store: Arc<DynLockStore>) {
+    let keys = Keys::new("waiter");
+    let counting = CountingStore::new(store);
+    let locks = LockManager::new(counting.clone());
+    let key = keys.key("a");
+    let held = locks.lock(&key, LONG_TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap();
+    let waiter = tokio::spawn({
+        let (locks, key) = (locks.clone(), key.clone());
+        async move {
+            let lock = locks.lock(&key, LONG_TTL, Duration::from_secs(20), Duration::from_millis(50)).await?;
+            let acquired_at = Instant::now();
+            lock.release().await?;
+            Ok::<_, LockError>(acquired_at)
+        }
+    });
+    counting.wait_for_acquires(2).await; // the waiter has tried once and is waiting
+    let released_at = Instant::now();
+    assert!(held.release().await.unwrap());
+    let acquired_at = waiter.await.unwrap().expect("the waiter gets the lock");
+    let hand_off = acquired_at - released_at;
+    assert!(hand_off < Duration::from_secs(2), "hand-off took {hand_off:?} with a 50 ms retry interval");
+}
+
+/// A waiter whose wait runs out gets `NotAcquired` — at the deadline, not much later.
+pub async fn waiter_gives_up_at_deadline(store: Arc<DynLockStore>) {
+    let keys = Keys::new("deadline");
+    let locks = manager(&store);
+    let key = keys.key("a");
+    let held = locks.lock(&key, LONG_TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap();
+    let wait = Duration::from_millis(400);
+    let started = Instant::now();
+    let err = locks.lock(&key, LONG_TTL, wait, Duration::from_millis(50)).await.unwrap_err();
+    let waited = started.elapsed();
+    assert!(matches!(&err, LockError::NotAcquired { key: k } if *k == key), "{err}");
+    assert!(waited >= wait, "gave up after {waited:?}, before the {wait:?} wait");
+    assert!(waited < wait + Duration::from_secs(2), "gave up after {waited:?}, long after the {wait:?} wait");
+    assert!(held.release().await.unwrap());
+}
+
+/// Waiting retries about once per retry interval, never in a busy loop.
+pub async fn waiting_is_not_a_busy_loop(store: Arc<DynLockStore>) {
+    let keys = Keys::new("busy");
+    let counting = CountingStore::new(store);
+    let locks = LockManager::new(counting.clone());
+    let key = keys.key("a");
+    let held = locks.lock(&key, LONG_TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap();
+    let before = counting.acquires();
+    let (wait, retry) = (Duration::from_millis(600), Duration::from_millis(50));
+    assert!(locks.try_lock(&key, LONG_TTL, wait, retry).await.unwrap().is_none());
+    let attempts = counting.acquires() - before;
+    // 600 ms / 50 ms = 12 pauses, so 13 attempts at most, plus slack for early wake-ups.
+    assert!((3..=20).contains(&attempts), "{attempts} attempts in a 600 ms wait with a 50 ms retry interval");
+    assert!(held.release().await.unwrap());
+}

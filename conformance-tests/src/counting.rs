@@ -1,0 +1,162 @@
+//! Store wrappers for tests: one that counts calls, one that loses answers.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use distlock_api::{Acquire, Capabilities, DynLockStore, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
+use tokio::sync::watch;
+
+/// Counts the calls made to the store it wraps, per operation.
+///
+/// Used to prove that bad input never reaches the store and that waiting is not a busy
+/// loop. [`CountingStore::wait_for_acquires`] lets a test wait (without sleeping) until
+/// a waiter has made its first attempt.
+#[derive(Debug)]
+pub struct CountingStore {
+    inner: Arc<DynLockStore>,
+    acquires: AtomicUsize,
+    releases: AtomicUsize,
+    extends: AtomicUsize,
+    inspects: AtomicUsize,
+    waits: AtomicUsize,
+    acquire_count: watch::Sender<usize>,
+}
+
+impl CountingStore {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<DynLockStore>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            acquires: AtomicUsize::new(0),
+            releases: AtomicUsize::new(0),
+            extends: AtomicUsize::new(0),
+            inspects: AtomicUsize::new(0),
+            waits: AtomicUsize::new(0),
+            acquire_count: watch::channel(0).0,
+        })
+    }
+
+    /// `try_acquire` calls so far.
+    pub fn acquires(&self) -> usize {
+        self.acquires.load(Ordering::SeqCst)
+    }
+
+    /// `release` calls so far.
+    pub fn releases(&self) -> usize {
+        self.releases.load(Ordering::SeqCst)
+    }
+
+    /// `extend` calls so far.
+    pub fn extends(&self) -> usize {
+        self.extends.load(Ordering::SeqCst)
+    }
+
+    /// `wait_for_release` calls so far.
+    pub fn waits(&self) -> usize {
+        self.waits.load(Ordering::SeqCst)
+    }
+
+    /// Every call so far, whatever the operation.
+    pub fn total(&self) -> usize {
+        self.acquires() + self.releases() + self.extends() + self.inspects.load(Ordering::SeqCst) + self.waits()
+    }
+
+    /// Waits until at least `n` `try_acquire` calls have completed.
+    ///
+    /// # Panics
+    ///
+    /// After 30 s.
+    pub async fn wait_for_acquires(&self, n: usize) {
+        let mut seen = self.acquire_count.subscribe();
+        tokio::time::timeout(Duration::from_secs(30), seen.wait_for(|count| *count >= n))
+            .await
+            .expect("timed out waiting for try_acquire calls")
+            .expect("the sender lives as long as the store");
+    }
+}
+
+#[async_trait]
+impl LockStore for CountingStore {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+        let outcome = self.inner.try_acquire(key, token, ttl).await;
+        let n = self.acquires.fetch_add(1, Ordering::SeqCst) + 1;
+        self.acquire_count.send_replace(n);
+        outcome
+    }
+
+    async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
+        self.releases.fetch_add(1, Ordering::SeqCst);
+        self.inner.release(key, token).await
+    }
+
+    async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
+        self.extends.fetch_add(1, Ordering::SeqCst);
+        self.inner.extend(key, token, ttl).await
+    }
+
+    async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
+        self.inspects.fetch_add(1, Ordering::SeqCst);
+        self.inner.inspect(key).await
+    }
+
+    async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        self.waits.fetch_add(1, Ordering::SeqCst);
+        self.inner.wait_for_release(key, max).await
+    }
+}
+
+/// A store whose `try_acquire` runs on the real store and then never answers, like a
+/// connection that dies after the command reached the server. Everything else forwards.
+#[derive(Debug)]
+pub struct LostAnswerStore {
+    inner: Arc<DynLockStore>,
+}
+
+impl LostAnswerStore {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<DynLockStore>) -> Arc<Self> {
+        Arc::new(Self { inner })
+    }
+}
+
+#[async_trait]
+impl LockStore for LostAnswerStore {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+        let _ = self.inner.try_acquire(key, token, ttl).await;
+        std::future::pending().await
+    }
+
+    async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
+        self.inner.release(key, token).await
+    }
+
+    async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
+        self.inner.extend(key, token, ttl).await
+    }
+
+    async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
+        self.inner.inspect(key).await
+    }
+
+    async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        self.inner.wait_for_release(key, max).await
+    }
+}

@@ -1,0 +1,182 @@
+//! `MemoryLockStore`: leases in sharded in-process maps, on tokio's clock.
+
+use std::collections::hash_map::{DefaultHasher, Entry};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use distlock_api::{Acquire, Capabilities, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::shard::{Lease, Shard};
+
+const SHARDS: usize = 32;
+
+/// An in-process [`LockStore`]: locks shared by the tasks of one process.
+///
+/// Leases expire on **tokio's clock** ([`tokio::time::Instant`]), so tests can run TTL
+/// logic instantly and deterministically with `#[tokio::test(start_paused = true)]` and
+/// [`tokio::time::advance`]. Keys are spread over 32 mutex-protected shards, every
+/// operation is O(1) (amortised), expired leases are reclaimed as the store is used,
+/// fencing numbers come from one store-wide counter (so they strictly increase per key),
+/// and waiters are woken on release.
+///
+/// Cloning is cheap and clones share the locks.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use distlock_api::LockManager;
+/// use distlock_memory::MemoryLockStore;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), distlock_api::LockError> {
+/// let locks = LockManager::new(Arc::new(MemoryLockStore::new()));
+/// let ttl = Duration::from_secs(10);
+/// let lock = locks.lock("job:nightly", ttl, Duration::ZERO, Duration::from_millis(50)).await?;
+/// assert!(locks.try_lock("job:nightly", ttl, Duration::ZERO, Duration::from_millis(50)).await?.is_none());
+/// assert!(lock.release().await?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Default)]
+pub struct MemoryLockStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    shards: [Mutex<Shard>; SHARDS],
+    fences: AtomicU64,
+}
+
+impl MemoryLockStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The number of leases currently stored, live or expired-but-not-yet-reclaimed.
+    /// Useful to check that memory stays bounded.
+    pub fn stored_leases(&self) -> usize {
+        self.inner.shards.iter().map(|shard| lock_shard(shard).leases.len()).sum()
+    }
+
+    fn shard(&self, key: &StoreKey) -> MutexGuard<'_, Shard> {
+        let mut hasher = DefaultHasher::new();
+        key.as_str().hash(&mut hasher);
+        // The modulo keeps the index below SHARDS, so the truncation is lossless.
+        let index = (hasher.finish() % SHARDS as u64) as usize;
+        lock_shard(&self.inner.shards[index])
+    }
+}
+
+/// A panic while a shard was locked cannot leave a lease half-written (every update is a
+/// single map operation), so a poisoned shard is still consistent.
+fn lock_shard(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    shard.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl fmt::Debug for MemoryLockStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryLockStore").field("shards", &SHARDS).finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl LockStore for MemoryLockStore {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE.with_fencing(true).with_release_notifications(true)
+    }
+
+    async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+        let now = Instant::now();
+        let expires_at = now + ttl.as_duration();
+        let mut shard = self.shard(key);
+        shard.maybe_sweep(now);
+        let acquired = match shard.leases.entry(key.as_str().to_owned()) {
+            Entry::Occupied(mut entry) => {
+                let lease = entry.get_mut();
+                if lease.is_live(now) {
+                    return Ok(Acquire::Held { ttl_left: Some(lease.expires_at - now) });
+                }
+                lease.token = token.clone();
+                lease.fence = self.inner.fences.fetch_add(1, Ordering::Relaxed) + 1;
+                lease.expires_at = expires_at;
+                lease.fence
+            }
+            Entry::Vacant(entry) => {
+                let fence = self.inner.fences.fetch_add(1, Ordering::Relaxed) + 1;
+                entry.insert(Lease { token: token.clone(), fence, expires_at, released: None });
+                fence
+            }
+        };
+        Ok(Acquire::Acquired { fence: Some(acquired) })
+    }
+
+    async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        let held = shard.live(key.as_str(), now).is_some_and(|lease| lease.token == *token);
+        if held {
+            if let Some(lease) = shard.leases.remove(key.as_str()) {
+                if let Some(waiters) = lease.released {
+                    waiters.notify_waiters();
+                }
+            }
+        }
+        Ok(held)
+    }
+
+    async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        match shard.live(key.as_str(), now) {
+            Some(lease) if lease.token == *token => {
+                lease.expires_at = now + ttl.as_duration();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        Ok(shard
+            .live(key.as_str(), now)
+            .map(|lease| LockInfo::new(lease.token.clone(), Some(lease.fence), lease.expires_at - now)))
+    }
+
+    async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        let now = Instant::now();
+        let (waiters, wake_at) = {
+            let mut shard = self.shard(key);
+            let Some(lease) = shard.live(key.as_str(), now) else { return Ok(()) };
+            let wake_at = lease.expires_at.min(now + max);
+            (Arc::clone(lease.released.get_or_insert_with(|| Arc::new(Notify::new()))), wake_at)
+        };
+        // `notify_waiters` only wakes waiters already registered: register first, then look
+        // again, so a release between the two shard locks is not missed.
+        let released = waiters.notified();
+        tokio::pin!(released);
+        released.as_mut().enable();
+        if !self.is_held(key) {
+            return Ok(());
+        }
+        let _ = tokio::time::timeout_at(wake_at, released).await;
+        Ok(())
+    }
+}
+
+impl MemoryLockStore {
+    fn is_held(&self, key: &StoreKey) -> bool {
+        self.shard(key).live(key.as_str(), Instant::now()).is_some()
+    }
+}
