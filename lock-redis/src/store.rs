@@ -1,0 +1,326 @@
+//! `RedisLockStore`: seed 000's commands behind the `LockStore` trait.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use distlock_api::{Acquire, Capabilities, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
+use redis::aio::ConnectionManager;
+use redis::Value;
+
+use crate::config::RedisLockStoreBuilder;
+use crate::scripts::SCRIPTS;
+
+/// A [`LockStore`] on a single Redis server, implementing seed 000 (frozen v1) to the letter.
+///
+/// | operation | what the server receives |
+/// |---|---|
+/// | acquire | `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>` |
+/// | acquire, [fencing mode](RedisLockStoreBuilder::fencing) | `EVALSHA` of a script doing that `SET` and, on success, `HINCRBY {key_prefix}:fence:{key} fence 1` |
+/// | release | `EVALSHA` of seed 000 §3.2 (`GET` == token → `DEL`) |
+/// | extend | `EVALSHA` of seed 000 §3.3 (`GET` == token → `PEXPIRE`) |
+/// | inspect | `EVALSHA` of a read-only script (`GET`, `PTTL`, the fence hash) |
+///
+/// Every `EVALSHA` falls back to `EVAL` once when the server answers `NOSCRIPT`.
+/// Commands go through a [`ConnectionManager`], which reconnects after a lost connection.
+/// The store itself never retries a command: an error means the outcome is unknown, and
+/// the [`LockManager`](distlock_api::LockManager) then releases the attempted lease with
+/// the same token (the token check makes that harmless if the lease does not exist).
+///
+/// Cloning is cheap and clones share the connection.
+#[derive(Clone)]
+pub struct RedisLockStore {
+    conn: ConnectionManager,
+    key_prefix: String,
+    fencing: bool,
+}
+
+impl fmt::Debug for RedisLockStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLockStore")
+            .field("key_prefix", &self.key_prefix)
+            .field("fencing", &self.fencing)
+            .field("conn", &self.conn)
+            .finish()
+    }
+}
+
+impl RedisLockStore {
+    /// The name reported by [`LockStore::backend`] and in [`LockError::Store`].
+    pub const BACKEND: &'static str = "redis";
+
+    /// The default key prefix: keys are `distlock:lock:{key}`.
+    pub const DEFAULT_KEY_PREFIX: &'static str = "distlock";
+
+    /// Connects to `url` (`redis://[[user]:password@]host[:port][/db]`) with the default
+    /// configuration: key prefix `distlock`, no fencing, 2 s timeouts.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), distlock_api::LockError> {
+    /// let store = distlock_redis::RedisLockStore::connect("redis://127.0.0.1:6379").await?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for an unusable URL, before any I/O; [`LockError::Store`]
+    /// when the server cannot be reached.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is written to the server.
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        RedisLockStoreBuilder::new().connect(url).await
+    }
+
+    /// A store with the default configuration on an existing connection.
+    pub fn from_connection_manager(conn: ConnectionManager) -> Self {
+        Self::from_parts(conn, Self::DEFAULT_KEY_PREFIX.to_owned(), false)
+    }
+
+    /// A builder for a non-default key prefix, fencing mode or timeouts.
+    pub fn builder() -> RedisLockStoreBuilder {
+        RedisLockStoreBuilder::new()
+    }
+
+    pub(crate) fn from_parts(conn: ConnectionManager, key_prefix: String, fencing: bool) -> Self {
+        Self { conn, key_prefix, fencing }
+    }
+
+    /// The prefix in front of every key (`{key_prefix}:lock:{key}`).
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// Whether acquisitions return fencing numbers.
+    pub fn fencing(&self) -> bool {
+        self.fencing
+    }
+
+    /// The connection the store uses (a clone shares it).
+    pub fn connection_manager(&self) -> &ConnectionManager {
+        &self.conn
+    }
+
+    /// The Redis key of a lock: `{key_prefix}:lock:{key}`, e.g. `neton:lock:order:1`.
+    pub fn redis_key(&self, key: &StoreKey) -> String {
+        format!("{}:{}", self.key_prefix, key.as_str())
+    }
+
+    /// The Redis key of a lock's fencing counter: `{key_prefix}:fence:{key}`, e.g.
+    /// `neton:fence:order:1`. A hash (`fence` = last number issued, `token` = its holder),
+    /// written only in fencing mode and never deleted.
+    pub fn fence_key(&self, key: &StoreKey) -> String {
+        format!("{}:fence:{}", self.key_prefix, key.lock_key())
+    }
+
+    fn error(operation: &'static str, redis_key: String, err: impl Into<distlock_api::BoxError>) -> LockError {
+        LockError::store(Self::BACKEND, operation, redis_key, err)
+    }
+
+    async fn acquire_plain(&self, redis_key: String, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+        let mut conn = self.conn.clone();
+        let reply: Value = redis::cmd("SET")
+            .arg(&redis_key)
+            .arg(token.as_str())
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl.as_millis())
+            .query_async(&mut conn)
+            .await
+            .map_err(|err| Self::error("acquire", redis_key.clone(), err))?;
+        match reply {
+            Value::Okay => Ok(Acquire::Acquired { fence: None }),
+            Value::SimpleString(ref s) if s == "OK" => Ok(Acquire::Acquired { fence: None }),
+            Value::Nil => Ok(Acquire::Held { ttl_left: None }),
+            other => Err(Self::error("acquire", redis_key, unexpected("SET … NX PX", &other))),
+        }
+    }
+
+    async fn acquire_fenced(
+        &self,
+        key: &StoreKey,
+        redis_key: String,
+        token: &Token,
+        ttl: Ttl,
+    ) -> Result<Acquire, LockError> {
+        let fence_key = self.fence_key(key);
+        let mut conn = self.conn.clone();
+        let (acquired, number): (i64, i64) = SCRIPTS
+            .fenced_acquire
+            .run(&mut conn, |cmd| {
+                cmd.arg(2).arg(&redis_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
+            })
+            .await
+            .map_err(|err| Self::error("acquire", redis_key.clone(), err))?;
+        match (acquired, u64::try_from(number)) {
+            (1, Ok(fence)) if fence > 0 => Ok(Acquire::Acquired { fence: Some(fence) }),
+            (0, Ok(ms)) => Ok(Acquire::Held { ttl_left: Some(Duration::from_millis(ms)) }),
+            // PTTL -1: a key without expiry, not written by this store.
+            (0, Err(_)) => Ok(Acquire::Held { ttl_left: None }),
+            _ => Err(Self::error(
+                "acquire",
+                redis_key,
+                UnexpectedReply(format!("fenced acquire returned {{{acquired}, {number}}}")),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl LockStore for RedisLockStore {
+    fn backend(&self) -> &'static str {
+        Self::BACKEND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE.with_fencing(self.fencing)
+    }
+
+    /// `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>`, or in fencing mode the
+    /// fenced-acquire script. One round trip; never retried.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in the [`LockStore`] sense: the command either ran atomically or not;
+    /// if it ran, the lease is released by the manager that dropped the future.
+    async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+        let redis_key = self.redis_key(key);
+        if self.fencing {
+            self.acquire_fenced(key, redis_key, token, ttl).await
+        } else {
+            self.acquire_plain(redis_key, token, ttl).await
+        }
+    }
+
+    /// Seed 000 §3.2's compare-and-delete script (`EVALSHA`, `EVAL` on `NOSCRIPT`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the script runs atomically or not at all.
+    async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
+        let redis_key = self.redis_key(key);
+        let mut conn = self.conn.clone();
+        let deleted: i64 = SCRIPTS
+            .release
+            .run(&mut conn, |cmd| {
+                cmd.arg(1).arg(&redis_key).arg(token.as_str());
+            })
+            .await
+            .map_err(|err| Self::error("release", redis_key.clone(), err))?;
+        check_flag("release", redis_key, deleted)
+    }
+
+    /// Seed 000 §3.3: `GET` == token, then `PEXPIRE` (`EVALSHA`, `EVAL` on `NOSCRIPT`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the script runs atomically or not at all.
+    async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
+        let redis_key = self.redis_key(key);
+        let mut conn = self.conn.clone();
+        let extended: i64 = SCRIPTS
+            .extend
+            .run(&mut conn, |cmd| {
+                cmd.arg(1).arg(&redis_key).arg(token.as_str()).arg(ttl.as_millis());
+            })
+            .await
+            .map_err(|err| Self::error("extend", redis_key.clone(), err))?;
+        check_flag("extend", redis_key, extended)
+    }
+
+    /// `GET` + `PTTL` (+ the fence hash in fencing mode) in one read-only script.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] also when the key holds something this store did not write
+    /// (not a token, or no expiry).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
+        let redis_key = self.redis_key(key);
+        let fence_key = self.fencing.then(|| self.fence_key(key));
+        let mut conn = self.conn.clone();
+        let holder: Option<(String, i64, Option<u64>)> = SCRIPTS
+            .inspect
+            .run(&mut conn, |cmd| match &fence_key {
+                Some(fence_key) => {
+                    cmd.arg(2).arg(&redis_key).arg(fence_key);
+                }
+                None => {
+                    cmd.arg(1).arg(&redis_key);
+                }
+            })
+            .await
+            .map_err(|err| Self::error("inspect", redis_key.clone(), err))?;
+        let Some((token, pttl, fence)) = holder else { return Ok(None) };
+        let token = Token::parse(&token).map_err(|err| Self::error("inspect", redis_key.clone(), err))?;
+        let Ok(ms) = u64::try_from(pttl) else {
+            return Err(Self::error(
+                "inspect",
+                redis_key,
+                UnexpectedReply(format!("the lock key has no expiry (PTTL {pttl})")),
+            ));
+        };
+        Ok(Some(LockInfo::new(token, fence, Duration::from_millis(ms))))
+    }
+
+    /// Sleeps `max`: this store has no release notifications yet.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    async fn wait_for_release(&self, _key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        tokio::time::sleep(max).await;
+        Ok(())
+    }
+}
+
+fn check_flag(operation: &'static str, redis_key: String, reply: i64) -> Result<bool, LockError> {
+    match reply {
+        1 => Ok(true),
+        0 => Ok(false),
+        other => Err(RedisLockStore::error(operation, redis_key, UnexpectedReply(format!("script returned {other}")))),
+    }
+}
+
+fn unexpected(command: &str, reply: &Value) -> UnexpectedReply {
+    UnexpectedReply(format!("unexpected reply to {command}: {reply:?}"))
+}
+
+/// The server answered something this store never expects (another program wrote the
+/// key, or a proxy changed the protocol).
+#[derive(Debug)]
+struct UnexpectedReply(String);
+
+impl fmt::Display for UnexpectedReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UnexpectedReply {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use distlock_api::LockKey;
+
+    #[test]
+    fn keys_follow_seed_000() {
+        // `redis_key` and `fence_key` are pure; a lazy manager never connects.
+        let client = redis::Client::open("redis://127.0.0.1:1").unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let _guard = runtime.enter();
+        let conn = ConnectionManager::new_lazy_with_config(client, Default::default()).unwrap();
+        let store = RedisLockStore::builder().key_prefix("neton").build(conn).unwrap();
+        let key = LockKey::new("order:1").unwrap().to_store_key();
+        assert_eq!(store.redis_key(&key), "neton:lock:order:1");
+        assert_eq!(store.fence_key(&key), "neton:fence:order:1");
+        assert_eq!(store.backend(), "redis");
+        assert!(!store.capabilities().fencing);
+        assert!(!store.capabilities().release_notifications);
+    }
+}
