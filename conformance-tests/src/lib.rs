@@ -27,7 +27,7 @@
 //! child processes to `kill -9`, and per-store fault hooks. [`counting`] has store
 //! wrappers that count calls or lose answers.
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::missing_panics_doc)]
+#![allow(clippy::missing_panics_doc)]
 
 pub mod cases;
 pub mod counting;

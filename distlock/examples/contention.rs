@@ -43,7 +43,8 @@ async fn main() -> Result<(), LockError> {
                 // Half the workers give up at once when the key is busy; the others wait.
                 let wait = if worker % 2 == 0 { Duration::ZERO } else { Duration::from_secs(10) };
                 let key = format!("account:{slot}");
-                let Some(lock) = locks.try_lock(&key, Duration::from_secs(5), wait, Duration::from_millis(5)).await? else {
+                let Some(lock) = locks.try_lock(&key, Duration::from_secs(5), wait, Duration::from_millis(5)).await?
+                else {
                     stats.busy.fetch_add(1, Ordering::Relaxed);
                     continue;
                 };

@@ -31,13 +31,18 @@ use distlock_api::{DynLockStore, LockError};
 /// Cancel safe: dropping the future drops the half-made connection.
 pub async fn connect(url: &str) -> Result<Arc<DynLockStore>, LockError> {
     let Some((scheme, _)) = url.split_once("://") else {
-        return Err(config(format!("`{}` is not a store URL: expected `memory://`, `redis://…` or `postgres://…`", redact(url))));
+        return Err(config(format!(
+            "`{}` is not a store URL: expected `memory://`, `redis://…` or `postgres://…`",
+            redact(url)
+        )));
     };
     match scheme.to_ascii_lowercase().as_str() {
         "memory" => memory(),
         "redis" | "rediss" => redis(url).await,
         "postgres" | "postgresql" => postgres(url).await,
-        other => Err(config(format!("unknown store URL scheme `{other}://`: expected `memory://`, `redis://…` or `postgres://…`"))),
+        other => Err(config(format!(
+            "unknown store URL scheme `{other}://`: expected `memory://`, `redis://…` or `postgres://…`"
+        ))),
     }
 }
 

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod shard;
 mod store;

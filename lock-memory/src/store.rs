@@ -20,7 +20,7 @@ const SHARDS: usize = 32;
 ///
 /// Leases expire on **tokio's clock** ([`tokio::time::Instant`]), so tests can run TTL
 /// logic instantly and deterministically with `#[tokio::test(start_paused = true)]` and
-/// [`tokio::time::advance`]. Keys are spread over 32 mutex-protected shards, every
+/// `tokio::time::advance`. Keys are spread over 32 mutex-protected shards, every
 /// operation is O(1) (amortised), expired leases are reclaimed as the store is used,
 /// fencing numbers come from one store-wide counter (so they strictly increase per key),
 /// and waiters are woken on release.

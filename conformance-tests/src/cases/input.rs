@@ -4,6 +4,9 @@ use std::time::Duration;
 use distlock_api::{DynLockStore, InvalidKey, InvalidOptions, LockError, LockManager, LockOptions, Ttl};
 
 use super::{Keys, LONG_TTL, RETRY};
+
+type KeyCheck = fn(&InvalidKey) -> bool;
+type OptionsCheck = fn(&InvalidOptions) -> bool;
 use crate::counting::CountingStore;
 
 /// Every bad input (DESIGN.md §9) gets its typed error, and the store is never called.
@@ -14,7 +17,7 @@ pub async fn bad_input_is_rejected_before_any_store_call(store: Arc<DynLockStore
     let good = keys.key("a");
     let too_long = "k".repeat(513);
 
-    let bad_keys: [(&str, fn(&InvalidKey) -> bool); 5] = [
+    let bad_keys: [(&str, KeyCheck); 5] = [
         ("", |r| matches!(r, InvalidKey::Empty)),
         (&too_long, |r| matches!(r, InvalidKey::TooLong { len: 513, max: 512 })),
         ("nul\0byte", |r| matches!(r, InvalidKey::ControlCharacter { index: 3 })),
@@ -34,7 +37,7 @@ pub async fn bad_input_is_rejected_before_any_store_call(store: Arc<DynLockStore
         }
     }
 
-    let bad_options: [(LockOptions, fn(&InvalidOptions) -> bool); 5] = [
+    let bad_options: [(LockOptions, OptionsCheck); 5] = [
         (LockOptions::new(Duration::ZERO), |r| matches!(r, InvalidOptions::ZeroTtl)),
         (LockOptions::new(Duration::MAX), |r| matches!(r, InvalidOptions::TtlTooLong { .. })),
         (LockOptions::new(Ttl::MAX + Duration::from_millis(1)), |r| matches!(r, InvalidOptions::TtlTooLong { .. })),
