@@ -1,0 +1,137 @@
+//! Bounded growth: deleting rows whose lease ended long ago, by hand or in the background.
+//!
+//! Release and expiry leave a key's row in place (it is re-used by the key's next
+//! acquisition), so without a purge the table grows with the number of distinct keys
+//! ever locked. A purge deletes rows whose lease ended — by release or expiry — at least
+//! a *horizon* ago.
+//!
+//! # Why a purge cannot break fencing
+//!
+//! Fences come from a sequence, not from the row, so a key whose row was deleted and is
+//! acquired again draws a value larger than every value drawn before that acquisition's
+//! statement started — including the deleted row's fence, which was drawn before its
+//! lease began, and so at least the horizon before the purge. The only way to get a
+//! smaller fence would be an acquire statement that started before the purged fence
+//! was drawn and inserted after the purge: a statement running longer than the horizon.
+//! The horizon is therefore at least [`MIN_PURGE_HORIZON`], and the store refuses any
+//! acquisition whose statement ran that long (it returns [`LockError::Store`] instead of
+//! a fence; the manager then releases the lease). This relies on the server's clock not
+//! jumping by more than the horizon, as leases themselves rely on it.
+
+use std::fmt;
+use std::time::Duration;
+
+use distlock_api::LockError;
+use tokio::task::JoinHandle;
+
+use crate::sql::{millis, PURGE_BATCH};
+use crate::store::{PostgresLockStore, BACKEND};
+
+/// The shortest purge horizon: [`PostgresLockStore::purge`] never deletes a row whose
+/// lease ended less than this long ago, and an acquire statement that ran this long is
+/// refused (see the [module documentation](self)). One minute.
+pub const MIN_PURGE_HORIZON: Duration = Duration::from_secs(60);
+
+/// A horizon far beyond any lease, still well inside PostgreSQL's timestamp range.
+const MAX_PURGE_HORIZON: Duration = Duration::from_secs(1_000 * 366 * 24 * 60 * 60);
+
+impl PostgresLockStore {
+    /// Deletes the rows of free keys whose lease ended (by release or expiry) at least
+    /// `older_than` ago — never less than [`MIN_PURGE_HORIZON`] — and returns how many.
+    ///
+    /// Held keys are never touched, and fencing stays strictly increasing for purged keys
+    /// (see [`MIN_PURGE_HORIZON`] and the crate documentation). The purge is a sequential
+    /// scan of the table, deleting at most 10 000 rows per statement so that an acquirer
+    /// of a purged key waits only briefly; run it every few minutes or hours, not per
+    /// operation, or let [`spawn_purger`](Self::spawn_purger) do it.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] (operation `"purge"`) when the server fails; rows deleted by
+    /// earlier batches stay deleted.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: each batch is one atomic statement; a cancelled purge has deleted
+    /// some eligible rows, which is harmless.
+    pub async fn purge(&self, older_than: Duration) -> Result<u64, LockError> {
+        let horizon = millis(older_than.clamp(MIN_PURGE_HORIZON, MAX_PURGE_HORIZON));
+        let mut purged = 0;
+        loop {
+            let batch = sqlx::query(&self.statements().purge)
+                .bind(horizon)
+                .bind(PURGE_BATCH)
+                .execute(self.pool())
+                .await
+                .map_err(|error| LockError::store(BACKEND, "purge", self.table_name(), error))?
+                .rows_affected();
+            purged += batch;
+            if batch < PURGE_BATCH.unsigned_abs() {
+                tracing::debug!(table = %self.table_name(), purged, "purged lock rows");
+                return Ok(purged);
+            }
+        }
+    }
+
+    /// Starts a background task on the current tokio runtime that calls
+    /// [`purge(older_than)`](Self::purge) now and then every `every` (at least 1 ms),
+    /// logging failures with `tracing` and carrying on. The task stops when the returned
+    /// handle is dropped or [stopped](PurgerHandle::stop).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] when called outside a tokio runtime.
+    pub fn spawn_purger(&self, every: Duration, older_than: Duration) -> Result<PurgerHandle, LockError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| LockError::Config {
+            message: "spawn_purger must be called inside a tokio runtime".to_owned(),
+        })?;
+        let store = self.clone();
+        let task = runtime.spawn(async move {
+            let mut ticks = tokio::time::interval(every.max(Duration::from_millis(1)));
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(error) = store.purge(older_than).await {
+                    tracing::warn!(
+                        table = %store.table_name(),
+                        error = &error as &dyn std::error::Error,
+                        "background purge failed; retrying at the next interval"
+                    );
+                }
+            }
+        });
+        Ok(PurgerHandle { task })
+    }
+}
+
+/// The background purge task of [`PostgresLockStore::spawn_purger`]; dropping the handle
+/// stops the task (a purge statement in flight completes or not, atomically).
+#[must_use = "the background purge stops when its handle is dropped"]
+pub struct PurgerHandle {
+    task: JoinHandle<()>,
+}
+
+impl PurgerHandle {
+    /// Stops the task and waits until it has stopped.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the task is aborted either way.
+    pub async fn stop(mut self) {
+        self.task.abort();
+        // An aborted task ends with a cancellation error, which is what we asked for.
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl fmt::Debug for PurgerHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PurgerHandle").field("finished", &self.task.is_finished()).finish()
+    }
+}
+
+impl Drop for PurgerHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,264 @@
+//! `PostgresLockStore`: the `LockStore` implementation over a `PgPool`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{async_trait, Acquire, Capabilities, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
+use sqlx::postgres::PgPool;
+
+use crate::config::{Layout, PostgresLockStoreBuilder};
+use crate::error::{SlowAcquire, UnexpectedAnswer};
+use crate::sql::{self, Statements, SCHEMA_LOCK_KEY};
+
+/// The backend name reported by [`LockStore::backend`] and in [`LockError::Store`].
+pub(crate) const BACKEND: &str = "postgres";
+
+/// A [`LockStore`] keeping leases in a PostgreSQL table.
+///
+/// Every operation is one autocommit statement on the pool, timed by the server's
+/// `clock_timestamp()`; see the crate documentation for the table and the statements.
+/// Fencing is always on: every acquisition returns a fence strictly greater than every
+/// earlier one for the key.
+///
+/// Cloning is cheap and clones share the pool.
+#[derive(Clone)]
+pub struct PostgresLockStore {
+    pool: PgPool,
+    sql: Arc<Statements>,
+    layout: Arc<Layout>,
+}
+
+impl fmt::Debug for PostgresLockStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresLockStore")
+            .field("table", &self.table_name())
+            .field("sequence", &self.sequence_name())
+            .field("unlogged", &self.layout.unlogged)
+            .field("pool_size", &self.pool.size())
+            .finish()
+    }
+}
+
+impl PostgresLockStore {
+    /// Connects to `url` with the defaults (`public.distlock_locks`, a pool of 8
+    /// connections named `distlock`, 5 s acquire timeout). Call
+    /// [`ensure_schema`](Self::ensure_schema) next unless migrations create the table.
+    ///
+    /// Use [`builder`](Self::builder) for another schema, table or pool settings.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for an unparsable URL (before any I/O);
+    /// [`LockError::Store`] (operation `"connect"`) when no connection could be made
+    /// within the acquire timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future drops the half-built pool.
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        Self::builder().connect(url).await
+    }
+
+    /// A store with the default table over an existing pool. Does no I/O.
+    pub fn from_pool(pool: PgPool) -> Self {
+        let layout = Layout::default();
+        Self::from_parts(pool, Arc::new(Statements::new(&layout)), Arc::new(layout))
+    }
+
+    /// A builder for a store with another schema, table, sequence, an `UNLOGGED` table,
+    /// or other pool settings.
+    pub fn builder() -> PostgresLockStoreBuilder {
+        PostgresLockStoreBuilder::new()
+    }
+
+    pub(crate) fn from_parts(pool: PgPool, sql: Arc<Statements>, layout: Arc<Layout>) -> Self {
+        Self { pool, sql, layout }
+    }
+
+    /// The pool the store works on.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The lease table, qualified and quoted as it appears in the SQL, e.g.
+    /// `"public"."distlock_locks"`.
+    pub fn table_name(&self) -> String {
+        format!("{}.{}", self.layout.schema.quoted(), self.layout.table.quoted())
+    }
+
+    /// The fence sequence, qualified and quoted, e.g. `"public"."distlock_fence_seq"`.
+    pub fn sequence_name(&self) -> String {
+        format!("{}.{}", self.layout.schema.quoted(), self.layout.sequence.quoted())
+    }
+
+    /// Whether [`ensure_schema`](Self::ensure_schema) creates the table `UNLOGGED`.
+    pub fn is_unlogged(&self) -> bool {
+        self.layout.unlogged
+    }
+
+    pub(crate) fn statements(&self) -> &Statements {
+        &self.sql
+    }
+
+    /// Creates the schema, the fence sequence and the lease table if they do not exist.
+    ///
+    /// Idempotent and safe when many processes call it at the same moment: when anything
+    /// is missing, the `CREATE … IF NOT EXISTS` statements run in one transaction
+    /// serialised by `pg_advisory_xact_lock`. When everything exists it only reads the
+    /// catalog, so a role without `CREATE` privileges may call it too. An existing table
+    /// is left as it is (a logged table is not made `UNLOGGED` or the reverse; a
+    /// mismatch is logged as a warning).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] (operation `"ensure schema"`) when the server fails or refuses.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped transaction is rolled back; nothing half-created remains.
+    pub async fn ensure_schema(&self) -> Result<(), LockError> {
+        let fail = |error: sqlx::Error| LockError::store(BACKEND, "ensure schema", self.table_name(), error);
+        let state = || {
+            sqlx::query_as::<_, (bool, bool, Option<String>)>(&self.sql.schema_state)
+                .bind(self.layout.schema.as_str())
+                .bind(self.layout.sequence.as_str())
+                .bind(self.layout.table.as_str())
+        };
+        let (schema, sequence, table) = state().fetch_one(&self.pool).await.map_err(fail)?;
+        let persistence = match (schema, sequence, table) {
+            (true, true, Some(persistence)) => persistence,
+            _ => {
+                let mut tx = self.pool.begin().await.map_err(fail)?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(SCHEMA_LOCK_KEY)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(fail)?;
+                // Re-read under the lock: `CREATE SCHEMA IF NOT EXISTS` needs the CREATE
+                // privilege on the database even when the schema exists.
+                let (schema, _, _) = state().fetch_one(&mut *tx).await.map_err(fail)?;
+                if !schema {
+                    sqlx::query(&self.sql.create_schema).execute(&mut *tx).await.map_err(fail)?;
+                }
+                sqlx::query(&self.sql.create_sequence).execute(&mut *tx).await.map_err(fail)?;
+                sqlx::query(&self.sql.create_table).execute(&mut *tx).await.map_err(fail)?;
+                tx.commit().await.map_err(fail)?;
+                return Ok(());
+            }
+        };
+        let unlogged = persistence == "u";
+        if unlogged != self.layout.unlogged {
+            tracing::warn!(
+                table = %self.table_name(),
+                existing_unlogged = unlogged,
+                configured_unlogged = self.layout.unlogged,
+                "the lease table exists with another persistence than configured; leaving it as it is"
+            );
+        }
+        Ok(())
+    }
+
+    fn fail(&self, operation: &'static str, key: &StoreKey, error: impl Into<distlock_api::BoxError>) -> LockError {
+        LockError::store(BACKEND, operation, key.as_str(), error)
+    }
+}
+
+#[async_trait]
+impl LockStore for PostgresLockStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE.with_fencing(true)
+    }
+
+    /// One `INSERT … ON CONFLICT (key) DO UPDATE … WHERE <expired> RETURNING fence`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement either committed or did not; the manager releases a
+    /// cancelled attempt with the same token.
+    async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+        let row = sqlx::query_as::<_, (i64, bool)>(&self.sql.acquire)
+            .bind(key.as_str())
+            .bind(token.as_str())
+            .bind(sql::millis(ttl.as_duration()))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|error| self.fail("acquire", key, error))?;
+        let Some((fence, in_time)) = row else {
+            return Ok(Acquire::Held { ttl_left: None });
+        };
+        if !in_time {
+            return Err(self.fail("acquire", key, SlowAcquire));
+        }
+        let fence = u64::try_from(fence)
+            .map_err(|_| self.fail("acquire", key, UnexpectedAnswer(format!("negative fence {fence}"))))?;
+        Ok(Acquire::Acquired { fence: Some(fence) })
+    }
+
+    /// One token-checked `UPDATE … SET token = NULL, expires_at = clock_timestamp()`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement either committed or did not.
+    async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
+        let done = sqlx::query(&self.sql.release)
+            .bind(key.as_str())
+            .bind(token.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.fail("release", key, error))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// One token-checked `UPDATE … SET expires_at = clock_timestamp() + ttl`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement either committed or did not.
+    async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
+        let done = sqlx::query(&self.sql.extend)
+            .bind(key.as_str())
+            .bind(token.as_str())
+            .bind(sql::millis(ttl.as_duration()))
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.fail("extend", key, error))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// One `SELECT`; the time left is computed on the server.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
+        let row = sqlx::query_as::<_, (Option<String>, i64, i64)>(&self.sql.inspect)
+            .bind(key.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|error| self.fail("inspect", key, error))?;
+        let Some((Some(token), fence, micros_left)) = row else {
+            return Ok(None);
+        };
+        let token = Token::parse(&token)
+            .map_err(|_| self.fail("inspect", key, UnexpectedAnswer("the stored token is not a UUID v4".into())))?;
+        let fence = u64::try_from(fence)
+            .map_err(|_| self.fail("inspect", key, UnexpectedAnswer(format!("negative fence {fence}"))))?;
+        let ttl_left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
+        Ok(Some(LockInfo::new(token, Some(fence), ttl_left)))
+    }
+
+    /// No release notifications yet: sleeps `max`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    async fn wait_for_release(&self, _key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        tokio::time::sleep(max).await;
+        Ok(())
+    }
+}
