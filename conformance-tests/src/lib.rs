@@ -64,6 +64,11 @@ macro_rules! __with_every_case {
             inspect_reports_the_holder,
             fences_strictly_increase,
             many_keys_held_at_once,
+            renewal_keeps_a_short_lease_alive,
+            stolen_lease_fires_lost,
+            lost_fires_at_the_deadline_without_renewal,
+            dropping_a_renewing_handle_is_safe,
+            with_lock_stops_the_block_when_the_lease_is_lost,
         );
     };
 }

@@ -46,6 +46,17 @@ pub enum LockError {
         reason: InvalidOptions,
     },
 
+    /// The lease was lost while the lock was in use (see
+    /// [`DistributedLock::lost`](crate::DistributedLock::lost)): `with_lock` with renewal
+    /// stopped the block rather than let it run on unprotected.
+    #[error("lease of lock `{key}` lost: {reason}")]
+    LeaseLost {
+        /// The application's key.
+        key: String,
+        /// How it was lost.
+        reason: crate::lease::LossReason,
+    },
+
     /// A token given as text is not a hyphenated UUID v4.
     #[error("invalid lock token: expected a 36-character UUID v4")]
     InvalidToken,
@@ -137,6 +148,14 @@ pub enum InvalidOptions {
         wait: Duration,
         /// The maximum.
         max: Duration,
+    },
+    /// A renewal interval must be greater than zero and shorter than the TTL.
+    #[error("the renewal interval {interval:?} must be greater than zero and shorter than the TTL {ttl:?}")]
+    RenewInterval {
+        /// The interval given.
+        interval: Duration,
+        /// The TTL.
+        ttl: Duration,
     },
     /// Waiting with a zero retry interval would be a busy loop.
     #[error("the retry interval must be greater than zero when wait > 0")]

@@ -5,6 +5,7 @@
 
 mod error;
 mod key;
+mod lease;
 mod lock;
 mod manager;
 mod options;
@@ -14,8 +15,9 @@ mod token;
 pub use async_trait::async_trait;
 pub use error::{BoxError, InvalidKey, InvalidOptions, LockError};
 pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
+pub use lease::LossReason;
 pub use lock::DistributedLock;
 pub use manager::LockManager;
-pub use options::{LockOptions, Ttl, ValidOptions};
+pub use options::{LockOptions, Renewal, Ttl, ValidOptions};
 pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockStore};
 pub use token::Token;

@@ -4,11 +4,26 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
 use crate::error::LockError;
 use crate::key::{LockKey, StoreKey};
+use crate::lease::{Lease, LossReason};
 use crate::manager::ManagerInner;
 use crate::options::Ttl;
 use crate::token::Token;
+
+/// What the manager hands over to a new handle.
+pub(crate) struct Parts {
+    pub(crate) key: LockKey,
+    pub(crate) store_key: StoreKey,
+    pub(crate) token: Token,
+    pub(crate) fence: Option<u64>,
+    pub(crate) ttl: Ttl,
+    pub(crate) lease: Arc<Lease>,
+    pub(crate) watchdog: Option<AbortHandle>,
+}
 
 /// A held lock (seed 000's `DistributedLock`).
 ///
@@ -17,50 +32,101 @@ use crate::token::Token;
 /// only after the TTL, and without doing I/O inside `Drop`. When no tokio runtime is left
 /// to run that release, a warning is logged and the lease expires on its own.
 /// [`leak`](Self::leak) opts out: the lock then lives until its TTL.
+///
+/// The handle tracks its lease on a monotonic clock: [`lost`](Self::lost) resolves and
+/// [`is_lost`](Self::is_lost) turns true once the lease can no longer be assumed held.
 #[must_use = "a lock is released as soon as its handle is dropped"]
 pub struct DistributedLock {
     manager: Arc<ManagerInner>,
-    key: LockKey,
-    store_key: StoreKey,
-    token: Token,
-    fence: Option<u64>,
+    parts: Parts,
     armed: bool,
 }
 
 impl DistributedLock {
-    pub(crate) fn new(
-        manager: Arc<ManagerInner>,
-        key: LockKey,
-        store_key: StoreKey,
-        token: Token,
-        fence: Option<u64>,
-    ) -> Self {
-        Self { manager, key, store_key, token, fence, armed: true }
+    pub(crate) fn new(manager: Arc<ManagerInner>, parts: Parts) -> Self {
+        Self { manager, parts, armed: true }
     }
 
     /// The application's key (without the `lock:` namespace).
     pub fn key(&self) -> &LockKey {
-        &self.key
+        &self.parts.key
     }
 
     /// The namespaced key the store holds.
     pub fn store_key(&self) -> &StoreKey {
-        &self.store_key
+        &self.parts.store_key
     }
 
     /// The token of this acquisition.
     pub fn token(&self) -> &Token {
-        &self.token
+        &self.parts.token
     }
 
     /// The fencing number of this acquisition, when the store fences
     /// ([`Capabilities::fencing`](crate::Capabilities::fencing)). Pass it to the protected
     /// resource, which rejects writes carrying a smaller number than it has seen.
     pub fn fence(&self) -> Option<u64> {
-        self.fence
+        self.parts.fence
     }
 
-    /// Releases the lock, checking the token (seed 000 §3.2).
+    /// The lease length this lock was taken (and is renewed) with.
+    pub fn ttl(&self) -> Duration {
+        self.parts.ttl.as_duration()
+    }
+
+    /// Whether a background task renews the lease.
+    pub fn is_renewing(&self) -> bool {
+        self.parts.watchdog.as_ref().is_some_and(|task| !task.is_finished())
+    }
+
+    /// The time left before the lease ends unless renewed, by this process's monotonic
+    /// clock, measured from when the last successful acquire or extend was sent (so it is
+    /// never later than the store's own expiry). Zero once lost.
+    pub fn time_left(&self) -> Duration {
+        if self.parts.lease.lost_reason().is_some() {
+            return Duration::ZERO;
+        }
+        self.parts.lease.deadline().saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the lease is lost: renewal or an extend found it no longer held, or its
+    /// deadline passed without a confirmed renewal.
+    pub fn is_lost(&self) -> bool {
+        self.parts.lease.lost_reason().is_some()
+    }
+
+    /// Resolves when the lease is lost, with the reason:
+    ///
+    /// - [`LossReason::NotHeld`] when renewal (or [`extend`](Self::extend)) found the key no
+    ///   longer held by this token — it expired, was taken over, or was released by an
+    ///   administrator;
+    /// - [`LossReason::DeadlinePassed`] when the lease's deadline (the moment the last
+    ///   confirmed acquire or extend was sent, plus the TTL) passed — the store could not
+    ///   be reached in time, or the lock is not renewed. It fires no later than the
+    ///   store's own expiry, so before another client can take the lock.
+    ///
+    /// A normal [`release`](Self::release) consumes the handle; it never fires this.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # async fn demo(locks: distlock_api::LockManager) -> Result<(), distlock_api::LockError> {
+    /// let options = distlock_api::LockOptions::new(Duration::from_secs(10)).auto_renew();
+    /// let lock = locks.lock_with("job:import", &options).await?;
+    /// tokio::select! {
+    ///     () = async { /* … the long job … */ } => { lock.release().await?; }
+    ///     reason = lock.lost() => eprintln!("stopped: {reason}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes the lease.
+    pub async fn lost(&self) -> LossReason {
+        self.parts.lease.lost().await
+    }
+
+    /// Releases the lock, checking the token (seed 000 §3.2). Stops renewal first.
     ///
     /// Returns `true` when this handle still held the lock and freed it, `false` when the
     /// lease had already expired (and perhaps been taken by another owner, whose lock is
@@ -76,16 +142,18 @@ impl DistributedLock {
     /// Cancel safe: if the future is dropped before the store answered, the handle is
     /// dropped with it and released in the background.
     pub async fn release(mut self) -> Result<bool, LockError> {
-        let released = self.manager.store.release(&self.store_key, &self.token).await?;
+        self.stop_renewal();
+        let store = &self.manager.store;
+        let released = store.release(&self.parts.store_key, &self.parts.token).await?;
         self.armed = false;
-        tracing::debug!(lock.key = %self.key, backend = self.manager.store.backend(), released, "lock released");
+        tracing::debug!(lock.key = %self.parts.key, backend = store.backend(), released, "lock released");
         Ok(released)
     }
 
     /// Resets the lease to `ttl` from now, if this handle still holds the lock.
     ///
     /// Returns `false` when the lease had already expired or been taken over; the handle is
-    /// then useless (a new acquisition is needed).
+    /// then lost ([`lost`](Self::lost) fires) and a new acquisition is needed.
     ///
     /// # Errors
     ///
@@ -97,21 +165,36 @@ impl DistributedLock {
     /// Cancel safe: the extension either happened atomically or not at all.
     pub async fn extend(&self, ttl: Duration) -> Result<bool, LockError> {
         let ttl = Ttl::new(ttl)?;
-        self.manager.store.extend(&self.store_key, &self.token, ttl).await
+        let sent_at = Instant::now();
+        let extended = self.manager.store.extend(&self.parts.store_key, &self.parts.token, ttl).await?;
+        if extended {
+            self.parts.lease.renewed(sent_at, ttl);
+        } else {
+            self.parts.lease.mark_lost(LossReason::NotHeld);
+        }
+        Ok(extended)
     }
 
-    /// Gives up the handle without releasing the lock: it stays held until its TTL runs
-    /// out. Returns the token, e.g. to release it later by other means.
+    /// Gives up the handle without releasing the lock (and stops renewal): it stays held
+    /// until its TTL runs out. Returns the token, e.g. to release it later by other means.
     pub fn leak(mut self) -> Token {
+        self.stop_renewal();
         self.armed = false;
-        self.token.clone()
+        self.parts.token.clone()
+    }
+
+    fn stop_renewal(&mut self) {
+        if let Some(task) = self.parts.watchdog.take() {
+            task.abort();
+        }
     }
 }
 
 impl Drop for DistributedLock {
     fn drop(&mut self) {
+        self.stop_renewal();
         if self.armed {
-            self.manager.release_in_background(self.store_key.clone(), self.token.clone());
+            self.manager.release_in_background(self.parts.store_key.clone(), self.parts.token.clone());
         }
     }
 }
@@ -119,10 +202,12 @@ impl Drop for DistributedLock {
 impl fmt::Debug for DistributedLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DistributedLock")
-            .field("key", &self.key)
-            .field("token", &self.token)
-            .field("fence", &self.fence)
+            .field("key", &self.parts.key)
+            .field("token", &self.parts.token)
+            .field("fence", &self.parts.fence)
             .field("backend", &self.manager.store.backend())
+            .field("renewing", &self.is_renewing())
+            .field("lost", &self.is_lost())
             .finish()
     }
 }

@@ -11,8 +11,9 @@ use tokio::time::Instant;
 
 use crate::error::LockError;
 use crate::key::{LockKey, StoreKey};
+use crate::lease::{Lease, Watchdog};
 use crate::lock::DistributedLock;
-use crate::options::{LockOptions, ValidOptions};
+use crate::options::{LockOptions, Renewal, ValidOptions};
 use crate::store::{Acquire, DynLockStore, LockStore};
 use crate::token::Token;
 
@@ -100,7 +101,7 @@ impl LockManager {
         wait: Duration,
         retry_interval: Duration,
     ) -> Result<Option<DistributedLock>, LockError> {
-        self.try_lock_with(key, &LockOptions { ttl, wait, retry_interval }).await
+        self.try_lock_with(key, &LockOptions::new(ttl).wait(wait).retry_interval(retry_interval)).await
     }
 
     /// [`try_lock`](Self::try_lock) with [`LockOptions`].
@@ -135,7 +136,7 @@ impl LockManager {
         wait: Duration,
         retry_interval: Duration,
     ) -> Result<DistributedLock, LockError> {
-        self.lock_with(key, &LockOptions { ttl, wait, retry_interval }).await
+        self.lock_with(key, &LockOptions::new(ttl).wait(wait).retry_interval(retry_interval)).await
     }
 
     /// [`lock`](Self::lock) with [`LockOptions`].
@@ -160,6 +161,11 @@ impl LockManager {
     /// `Err` or panics (on panic, through the dropped handle's background release). The
     /// block's own result is returned unchanged: a failed release is logged with
     /// `tracing`, never allowed to replace the block's error or value.
+    ///
+    /// With renewal on ([`with_lock_options`](Self::with_lock_options) and
+    /// [`LockOptions::auto_renew`]) the block is raced against the loss of the lease: if
+    /// the lease is lost first, the block is dropped and
+    /// [`LockError::LeaseLost`] returned, instead of letting the block run on unprotected.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -196,7 +202,7 @@ impl LockManager {
         Fut: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        self.with_lock_options(key, &LockOptions { ttl, wait, retry_interval }, block).await
+        self.with_lock_options(key, &LockOptions::new(ttl).wait(wait).retry_interval(retry_interval), block).await
     }
 
     /// [`with_lock`](Self::with_lock) with [`LockOptions`].
@@ -215,7 +221,18 @@ impl LockManager {
         E: From<LockError>,
     {
         let lock = self.lock_with(key, options).await?;
-        let outcome = block().await;
+        let outcome = if matches!(options.renewal, Renewal::Off) {
+            block().await
+        } else {
+            tokio::select! {
+                outcome = block() => outcome,
+                reason = lock.lost() => {
+                    let key = lock.key().as_str().to_owned();
+                    drop(lock);
+                    return Err(E::from(LockError::LeaseLost { key, reason }));
+                }
+            }
+        };
         let key = lock.key().as_str().to_owned();
         match lock.release().await {
             Ok(true) => {}
@@ -265,12 +282,26 @@ impl LockManager {
         let deadline = Instant::now() + options.wait;
         loop {
             let attempt = InFlightAcquire { manager: &self.inner, key: &store_key, token: &token, armed: true };
+            let sent_at = Instant::now();
             let outcome = store.try_acquire(&store_key, &token, options.ttl).await;
             match outcome {
                 Ok(Acquire::Acquired { fence }) => {
                     attempt.disarm();
                     tracing::debug!(lock.key = %key, backend = store.backend(), fence, "lock acquired");
-                    return Ok(Some(DistributedLock::new(Arc::clone(&self.inner), key, store_key, token, fence)));
+                    let lease = Lease::new(sent_at, options.ttl);
+                    let watchdog = options.renew_every.map(|every| {
+                        let watchdog = Watchdog {
+                            store: Arc::clone(store),
+                            key: store_key.clone(),
+                            token: token.clone(),
+                            ttl: options.ttl,
+                            every,
+                            lease: Arc::clone(&lease),
+                        };
+                        tokio::spawn(watchdog.run()).abort_handle()
+                    });
+                    let parts = crate::lock::Parts { key, store_key, token, fence, ttl: options.ttl, lease, watchdog };
+                    return Ok(Some(DistributedLock::new(Arc::clone(&self.inner), parts)));
                 }
                 Ok(Acquire::Held { .. }) => attempt.disarm(),
                 // The attempt's outcome is unknown: dropping `attempt` releases it in the background.

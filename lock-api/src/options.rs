@@ -87,6 +87,28 @@ pub struct LockOptions {
     /// The longest pause between two attempts while waiting. A waiter may wake sooner
     /// when the store signals a release, and the last attempt happens at the deadline.
     pub retry_interval: Duration,
+    /// Whether the lease is renewed in the background while the handle lives.
+    pub renewal: Renewal,
+}
+
+/// Automatic lease renewal (the "watchdog") for a held lock.
+///
+/// With renewal on, a background task extends the lease (token-checked) every interval
+/// while the [`DistributedLock`](crate::DistributedLock) lives, so jobs of unknown length
+/// keep their lock with a short TTL: if the process dies, the lock is free one TTL later.
+/// Renewal stops on release, on drop, and once the lease is lost; transient store errors
+/// are retried while the lease is still valid; a lease found taken is never silently
+/// re-acquired. See [`DistributedLock::lost`](crate::DistributedLock::lost).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Renewal {
+    /// No renewal: the lease ends after its TTL unless extended by hand (seed 000 v1).
+    #[default]
+    Off,
+    /// Renew every TTL / 3.
+    Auto,
+    /// Renew at this interval, which must be shorter than the TTL.
+    Every(Duration),
 }
 
 impl LockOptions {
@@ -98,7 +120,7 @@ impl LockOptions {
 
     /// Options with the given lease, no waiting and a 50 ms retry interval.
     pub fn new(ttl: Duration) -> Self {
-        Self { ttl, wait: Duration::ZERO, retry_interval: Self::DEFAULT_RETRY_INTERVAL }
+        Self { ttl, wait: Duration::ZERO, retry_interval: Self::DEFAULT_RETRY_INTERVAL, renewal: Renewal::Off }
     }
 
     /// Sets how long to keep trying when the lock is held.
@@ -115,12 +137,28 @@ impl LockOptions {
         self
     }
 
+    /// Renews the lease automatically every TTL / 3 while the handle lives.
+    #[must_use]
+    pub fn auto_renew(mut self) -> Self {
+        self.renewal = Renewal::Auto;
+        self
+    }
+
+    /// Renews the lease automatically every `interval` (shorter than the TTL) while the
+    /// handle lives.
+    #[must_use]
+    pub fn renew_every(mut self, interval: Duration) -> Self {
+        self.renewal = Renewal::Every(interval);
+        self
+    }
+
     /// Checks every field and returns the validated form the manager works with.
     ///
     /// # Errors
     ///
     /// [`LockError::InvalidOptions`] for a zero or too long TTL, a `wait` longer than
-    /// [`LockOptions::MAX_WAIT`], or a zero `retry_interval` while `wait` > 0.
+    /// [`LockOptions::MAX_WAIT`], a zero `retry_interval` while `wait` > 0, or a renewal
+    /// interval that is zero or not shorter than the TTL.
     pub fn validate(&self) -> Result<ValidOptions, LockError> {
         let ttl = Ttl::new(self.ttl)?;
         if self.wait > Self::MAX_WAIT {
@@ -131,7 +169,17 @@ impl LockOptions {
         if !self.wait.is_zero() && self.retry_interval.is_zero() {
             return Err(LockError::InvalidOptions { reason: InvalidOptions::ZeroRetryInterval });
         }
-        Ok(ValidOptions { ttl, wait: self.wait, retry_interval: self.retry_interval })
+        let renew_every = match self.renewal {
+            Renewal::Off => None,
+            Renewal::Auto => Some((ttl.as_duration() / 3).max(Duration::from_millis(1))),
+            Renewal::Every(every) if every.is_zero() || every >= ttl.as_duration() => {
+                return Err(LockError::InvalidOptions {
+                    reason: InvalidOptions::RenewInterval { interval: every, ttl: ttl.as_duration() },
+                });
+            }
+            Renewal::Every(every) => Some(every),
+        };
+        Ok(ValidOptions { ttl, wait: self.wait, retry_interval: self.retry_interval, renew_every })
     }
 }
 
@@ -144,6 +192,8 @@ pub struct ValidOptions {
     pub wait: Duration,
     /// The longest pause between attempts (> 0 whenever `wait` > 0).
     pub retry_interval: Duration,
+    /// The renewal interval, when the lease is renewed automatically (< the TTL).
+    pub renew_every: Option<Duration>,
 }
 
 #[cfg(test)]
@@ -171,6 +221,15 @@ mod tests {
         assert!(options.retry_interval(Duration::ZERO).validate().is_ok(), "no wait, no retry needed");
         let err = options.wait(Duration::from_secs(1)).retry_interval(Duration::ZERO).validate().unwrap_err();
         assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::ZeroRetryInterval }), "{err}");
+        assert_eq!(options.auto_renew().validate().unwrap().renew_every, Some(Duration::from_secs(1) / 3));
+        assert_eq!(
+            options.renew_every(Duration::from_millis(10)).validate().unwrap().renew_every,
+            Some(Duration::from_millis(10))
+        );
+        for bad in [Duration::ZERO, Duration::from_secs(1), Duration::from_secs(2)] {
+            let err = options.renew_every(bad).validate().unwrap_err();
+            assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::RenewInterval { .. } }), "{err}");
+        }
         let err = options.wait(Duration::MAX).validate().unwrap_err();
         assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::WaitTooLong { .. } }), "{err}");
     }

@@ -1,0 +1,164 @@
+//! Lease tracking for a held lock: its deadline on a monotonic clock, the lost-lease
+//! signal, and the renewal watchdog.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::key::StoreKey;
+use crate::options::Ttl;
+use crate::store::DynLockStore;
+use crate::token::Token;
+
+/// Why a lease was lost (see [`DistributedLock::lost`](crate::DistributedLock::lost)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// The store answered that the token no longer holds the key: the lease expired and
+    /// perhaps was taken over, or an administrator released it.
+    NotHeld,
+    /// The lease's deadline passed without a confirmed renewal (the store could not be
+    /// reached in time, or the lock was not being renewed). The deadline is computed on a
+    /// monotonic clock from the moment the last successful acquire or extend was *sent*,
+    /// so it passes no later than the store's own expiry.
+    DeadlinePassed,
+}
+
+impl std::fmt::Display for LossReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NotHeld => "the store no longer holds the lease for this token",
+            Self::DeadlinePassed => "the lease's deadline passed without a confirmed renewal",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LeaseState {
+    /// The lease surely ends no earlier than this, unless renewed.
+    deadline: Instant,
+    lost: Option<LossReason>,
+}
+
+/// The lease state shared by a handle and its watchdog.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    state: watch::Sender<LeaseState>,
+}
+
+impl Lease {
+    /// A lease whose acquisition was sent at `sent_at`.
+    pub(crate) fn new(sent_at: Instant, ttl: Ttl) -> Arc<Self> {
+        Arc::new(Self { state: watch::channel(LeaseState { deadline: sent_at + ttl.as_duration(), lost: None }).0 })
+    }
+
+    /// A renewal sent at `sent_at` was confirmed.
+    pub(crate) fn renewed(&self, sent_at: Instant, ttl: Ttl) {
+        self.state.send_if_modified(|state| {
+            if state.lost.is_some() {
+                return false;
+            }
+            state.deadline = state.deadline.max(sent_at + ttl.as_duration());
+            true
+        });
+    }
+
+    pub(crate) fn mark_lost(&self, reason: LossReason) {
+        self.state.send_if_modified(|state| {
+            if state.lost.is_some() {
+                return false;
+            }
+            state.lost = Some(reason);
+            true
+        });
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.state.borrow().deadline
+    }
+
+    pub(crate) fn lost_reason(&self) -> Option<LossReason> {
+        let state = *self.state.borrow();
+        state.lost.or_else(|| (Instant::now() >= state.deadline).then_some(LossReason::DeadlinePassed))
+    }
+
+    /// Resolves when the lease is lost (at the latest at its deadline).
+    pub(crate) async fn lost(&self) -> LossReason {
+        let mut seen = self.state.subscribe();
+        loop {
+            let state = *seen.borrow_and_update();
+            if let Some(reason) = state.lost {
+                return reason;
+            }
+            tokio::select! {
+                changed = seen.changed() => {
+                    if changed.is_err() {
+                        return LossReason::DeadlinePassed;
+                    }
+                }
+                () = tokio::time::sleep_until(state.deadline) => {
+                    if self.deadline() <= Instant::now() {
+                        self.mark_lost(LossReason::DeadlinePassed);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What the watchdog renews, and how often.
+pub(crate) struct Watchdog {
+    pub(crate) store: Arc<DynLockStore>,
+    pub(crate) key: StoreKey,
+    pub(crate) token: Token,
+    pub(crate) ttl: Ttl,
+    pub(crate) every: Duration,
+    pub(crate) lease: Arc<Lease>,
+}
+
+impl Watchdog {
+    /// Renews the lease every `every` until it is lost; the handle aborts the task on
+    /// release or drop. Transient store errors are retried while the lease is still
+    /// valid; "not held" is final and never leads to a re-acquisition.
+    pub(crate) async fn run(self) {
+        let backend = self.store.backend();
+        let retry_pause = (self.every / 4).clamp(Duration::from_millis(5), Duration::from_millis(500));
+        let mut next = Instant::now() + self.every;
+        loop {
+            tokio::time::sleep_until(next).await;
+            let sent_at = Instant::now();
+            let deadline = self.lease.deadline();
+            if sent_at >= deadline {
+                self.lease.mark_lost(LossReason::DeadlinePassed);
+                break;
+            }
+            match tokio::time::timeout_at(deadline, self.store.extend(&self.key, &self.token, self.ttl)).await {
+                Ok(Ok(true)) => {
+                    self.lease.renewed(sent_at, self.ttl);
+                    next = sent_at + self.every;
+                }
+                Ok(Ok(false)) => {
+                    tracing::warn!(lock.key = %self.key.lock_key(), backend, "lease lost: the store no longer holds it");
+                    self.lease.mark_lost(LossReason::NotHeld);
+                    break;
+                }
+                Ok(Err(error)) => {
+                    tracing::warn!(
+                        lock.key = %self.key.lock_key(),
+                        backend,
+                        error = &error as &dyn std::error::Error,
+                        "lease renewal failed; retrying while the lease is still valid"
+                    );
+                    next = (Instant::now() + retry_pause).min(deadline);
+                }
+                Err(_) => {
+                    tracing::warn!(lock.key = %self.key.lock_key(), backend, "lease lost: no renewal confirmed before its deadline");
+                    self.lease.mark_lost(LossReason::DeadlinePassed);
+                    break;
+                }
+            }
+        }
+    }
+}
