@@ -1,0 +1,338 @@
+//! Real faults on a private `redis-server` (never the shared one): `SCRIPT FLUSH`, a
+//! stopped and restarted server, killed client connections, a command whose reply is
+//! lost while the server still runs it, and a lock holder killed with `kill -9`.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{eventually, store_key, unique_prefix};
+use distlock_api::{Acquire, LockError, LockManager, LockStore, Token, Ttl};
+use distlock_conformance::kit::child::{self, ChildProcess};
+use distlock_conformance::kit::redis_server::{monitor_args, RedisServer, Reply};
+use distlock_redis::{RedisLockStore, RedisLockStoreBuilder, EXTEND_SCRIPT, RELEASE_SCRIPT};
+
+const RETRY: Duration = Duration::from_millis(20);
+
+fn ttl(duration: Duration) -> Ttl {
+    Ttl::new(duration).unwrap()
+}
+
+/// Short timeouts, so that every failure shows quickly.
+fn builder(test: &str, fencing: bool) -> RedisLockStoreBuilder {
+    RedisLockStore::builder()
+        .key_prefix(unique_prefix(test))
+        .fencing(fencing)
+        .response_timeout(Duration::from_secs(1))
+        .connection_timeout(Duration::from_secs(1))
+        .reconnect_retries(2)
+}
+
+fn script_cached(server: &RedisServer, code: &str) -> bool {
+    let sha = distlock_redis::redis::Script::new(code).get_hash().to_owned();
+    match server.command(&["SCRIPT", "EXISTS", &sha]) {
+        Reply::Array(Some(flags)) => flags == [Reply::Int(1)],
+        other => panic!("SCRIPT EXISTS: {other:?}"),
+    }
+}
+
+fn assert_store_error<T: std::fmt::Debug>(result: Result<T, LockError>, operation: &str) {
+    match result {
+        Err(LockError::Store { backend: "redis", operation: op, .. }) if op == operation => {}
+        other => panic!("expected a redis store error from {operation}, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn script_flush_then_release_and_extend_still_work() {
+    let Some(server) = RedisServer::start_or_skip("script_flush") else { return };
+    for fencing in [false, true] {
+        let store = builder("flush", fencing).connect(&server.url()).await.unwrap();
+        let key = store_key("flushed");
+        let token = Token::generate();
+
+        // In fencing mode acquire is a script too.
+        server.script_flush();
+        let acquired = store.try_acquire(&key, &token, ttl(Duration::from_secs(30))).await.unwrap();
+        assert_eq!(acquired, Acquire::Acquired { fence: fencing.then_some(1) });
+
+        server.script_flush();
+        assert!(!script_cached(&server, EXTEND_SCRIPT));
+        assert!(store.extend(&key, &token, ttl(Duration::from_secs(60))).await.unwrap(), "fencing={fencing}");
+        assert!(script_cached(&server, EXTEND_SCRIPT), "the NOSCRIPT fallback sent EVAL, which caches the script");
+        let pttl = server.command(&["PTTL", &store.redis_key(&key)]).as_int().unwrap();
+        assert!(pttl > 30_000, "extended: PTTL {pttl}");
+
+        server.script_flush();
+        assert!(!script_cached(&server, RELEASE_SCRIPT));
+        assert!(store.release(&key, &token).await.unwrap(), "fencing={fencing}");
+        assert!(script_cached(&server, RELEASE_SCRIPT));
+        assert_eq!(server.command(&["EXISTS", &store.redis_key(&key)]), Reply::Int(0));
+
+        server.script_flush();
+        assert!(store.inspect(&key).await.unwrap().is_none());
+        assert!(!store.release(&key, &token).await.unwrap(), "a foreign or absent lock is never reported released");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stopped_server_gives_store_errors_and_the_same_store_recovers_after_restart() {
+    let Some(mut server) = RedisServer::start_or_skip("stop_restart") else { return };
+    let store = Arc::new(builder("stop", true).connect(&server.url()).await.unwrap());
+    let locks = LockManager::new(store.clone());
+    let held = locks.try_lock("held", Duration::from_secs(60), Duration::ZERO, RETRY).await.unwrap().unwrap();
+    assert_eq!(held.fence(), Some(1));
+    let (held_key, held_token) = (held.store_key().clone(), held.token().clone());
+    let _ = held.leak();
+
+    server.stop();
+    let bound = Duration::from_secs(10);
+    for _round in 0..2 {
+        let other = store_key("other");
+        let long = ttl(Duration::from_secs(60));
+        let started = Instant::now();
+        assert_store_error(store.try_acquire(&other, &Token::generate(), long).await, "acquire");
+        assert_store_error(store.release(&held_key, &held_token).await, "release");
+        assert_store_error(store.extend(&held_key, &held_token, long).await, "extend");
+        assert_store_error(store.inspect(&held_key).await, "inspect");
+        assert_store_error(
+            locks.try_lock("other", Duration::from_secs(60), Duration::ZERO, RETRY).await.map(|l| l.is_some()),
+            "acquire",
+        );
+        assert_store_error(
+            locks.lock("other", Duration::from_secs(60), Duration::from_secs(1), RETRY).await.map(|_| ()),
+            "acquire",
+        );
+        let elapsed = started.elapsed();
+        assert!(elapsed < 6 * bound, "six failing operations took {elapsed:?}");
+        eprintln!("six operations against a stopped server failed in {elapsed:?}");
+    }
+
+    server.restart();
+    // The same store reconnects by itself; the first operations may still fail while it does.
+    let (holder, failures) = eventually(Duration::from_secs(15), || store.inspect(&held_key)).await;
+    eprintln!("{failures} operations failed while reconnecting");
+    assert_eq!(holder, None, "no persistence: the restart dropped the lock");
+    let lock = locks.try_lock("held", Duration::from_secs(60), Duration::ZERO, RETRY).await.unwrap().unwrap();
+    assert_eq!(lock.fence(), Some(1), "no persistence: the restart also reset the fencing counter");
+    assert!(lock.extend(Duration::from_secs(30)).await.unwrap());
+    assert!(lock.release().await.unwrap());
+    locks.flush_releases().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fences_survive_a_restart_with_persistence() {
+    if !RedisServer::binary_available() {
+        eprintln!("SKIPPED fences_survive_a_restart_with_persistence: no redis-server");
+        return;
+    }
+    let mut server = RedisServer::start_persistent();
+    let store = builder("persist", true).connect(&server.url()).await.unwrap();
+    let key = store_key("job");
+    let long = ttl(Duration::from_secs(60));
+    for expected in 1..=2 {
+        let token = Token::generate();
+        assert_eq!(store.try_acquire(&key, &token, long).await.unwrap(), Acquire::Acquired { fence: Some(expected) });
+        assert!(store.release(&key, &token).await.unwrap());
+    }
+    let holder = Token::generate();
+    assert_eq!(store.try_acquire(&key, &holder, long).await.unwrap(), Acquire::Acquired { fence: Some(3) });
+
+    server.stop(); // SIGKILL; the append-only file is fsynced on every write
+    server.restart();
+    let (info, _) = eventually(Duration::from_secs(15), || store.inspect(&key)).await;
+    let info = info.expect("the lease survived the restart");
+    assert_eq!((info.token, info.fence), (holder.clone(), Some(3)));
+    assert!(store.release(&key, &holder).await.unwrap());
+    assert_eq!(store.try_acquire(&key, &Token::generate(), long).await.unwrap(), Acquire::Acquired { fence: Some(4) });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_kill_mid_run_resumes_without_false_results() {
+    let Some(server) = RedisServer::start_or_skip("client_kill") else { return };
+    let store = Arc::new(builder("kill", false).connect(&server.url()).await.unwrap());
+    let locks = LockManager::new(store.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let cycles = Arc::new(AtomicUsize::new(0));
+    let errors = Arc::new(AtomicUsize::new(0));
+
+    let mut workers = Vec::new();
+    for worker in 0..4 {
+        let (store, locks, stop, cycles, errors) =
+            (store.clone(), locks.clone(), stop.clone(), cycles.clone(), errors.clone());
+        workers.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                // A fresh key per cycle: "held" or "not released" can only be false results.
+                let key = format!("w{worker}-{n}");
+                let lock = match locks.try_lock(&key, Duration::from_secs(30), Duration::ZERO, RETRY).await {
+                    Ok(Some(lock)) => lock,
+                    Ok(None) => panic!("{key}: a fresh key was reported held"),
+                    Err(err) => {
+                        assert!(matches!(err, LockError::Store { operation: "acquire", .. }), "{err}");
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                };
+                match store.inspect(lock.store_key()).await {
+                    Ok(Some(info)) => assert_eq!(&info.token, lock.token(), "{key}"),
+                    Ok(None) => panic!("{key}: reported acquired but not held"),
+                    Err(err) => {
+                        assert!(matches!(err, LockError::Store { operation: "inspect", .. }), "{err}");
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                match lock.release().await {
+                    Ok(true) => {
+                        cycles.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(false) => panic!("{key}: release of a held lock reported false"),
+                    Err(err) => {
+                        assert!(matches!(err, LockError::Store { operation: "release", .. }), "{err}");
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+
+    let progress = |target: usize| {
+        let cycles = cycles.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while cycles.load(Ordering::Relaxed) < target {
+                assert!(Instant::now() < deadline, "no progress to {target} cycles");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    let mut kills = 0;
+    for _ in 0..3 {
+        progress(cycles.load(Ordering::Relaxed) + 50).await;
+        let killed = tokio::task::block_in_place(|| server.client_kill_all_normal());
+        assert!(killed >= 1, "the store's connection was killed");
+        kills += killed;
+    }
+    progress(cycles.load(Ordering::Relaxed) + 50).await;
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    locks.flush_releases().await;
+
+    let errors = errors.load(Ordering::Relaxed);
+    let leftover = tokio::task::block_in_place(|| server.keys(&format!("{}:*", store.key_prefix())));
+    eprintln!(
+        "{} cycles, {kills} connections killed, {errors} store errors, leftover {leftover:?}",
+        cycles.load(Ordering::Relaxed)
+    );
+    // A lease is left only when its acquire or release failed *and* the manager's background
+    // release failed too; it then expires with its TTL.
+    assert!(leftover.len() <= errors, "{} leftover leases for {errors} errors", leftover.len());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_acquire_whose_reply_is_lost_leaves_no_orphan_lease() {
+    let Some(server) = RedisServer::start_or_skip("lost_reply") else { return };
+    for fencing in [false, true] {
+        let store = builder("lost", fencing).response_timeout(Duration::from_millis(300)).connect(&server.url()).await;
+        let store = Arc::new(store.unwrap());
+        let locks = LockManager::new(store.clone());
+        // Warm up, so the release's EVALSHA finds its script once the server runs it.
+        let warm = locks.try_lock("warm-up", Duration::from_secs(5), Duration::ZERO, RETRY).await.unwrap().unwrap();
+        assert!(warm.release().await.unwrap());
+
+        let key = store_key("uncertain");
+        let redis_key = store.redis_key(&key);
+        let release_sha = distlock_redis::redis::Script::new(RELEASE_SCRIPT).get_hash().to_owned();
+        let monitor = tokio::task::block_in_place(|| server.monitor());
+        // The server holds writes for 1.5 s, then runs them: the client gives up after 0.3 s
+        // although its SET will run.
+        tokio::task::block_in_place(|| server.pause_writes(Duration::from_millis(1_500)));
+        let err = locks.try_lock("uncertain", Duration::from_secs(60), Duration::ZERO, RETRY).await.unwrap_err();
+        assert!(matches!(err, LockError::Store { operation: "acquire", .. }), "{err}");
+        locks.flush_releases().await;
+
+        // The SET ran after the pause, and the manager's release (same token) right after it.
+        let lines = tokio::task::block_in_place(|| monitor.lines_until(&release_sha, Duration::from_secs(10)));
+        let commands: Vec<Vec<String>> =
+            lines.iter().filter(|line| !line.contains(" lua]")).map(|line| monitor_args(line)).collect();
+        let acquired = commands.iter().position(|args| args.iter().any(|a| *a == redis_key)).unwrap();
+        let released = commands.len() - 1;
+        assert!(acquired < released, "{commands:?}");
+        let token = &commands[released][4];
+        assert!(commands[acquired].contains(token), "released with the acquiring token: {commands:?}");
+        assert_eq!(commands[released][3], redis_key);
+        assert_eq!(
+            tokio::task::block_in_place(|| server.command(&["EXISTS", &redis_key])),
+            Reply::Int(0),
+            "fencing={fencing}: the lease taken by the lost command was released, not orphaned for 60 s"
+        );
+        assert!(store.try_acquire(&key, &Token::generate(), ttl(Duration::from_secs(5))).await.unwrap().is_acquired());
+    }
+}
+
+/// The child side of [`killed_holder_process_frees_the_lock_only_after_its_ttl`]: takes
+/// the lock and waits to be killed. Returns at once when run as an ordinary test.
+#[tokio::test(flavor = "multi_thread")]
+async fn child_entry_holds_redis_lock() {
+    let Some(arg) = child::role_arg("redis-holder") else { return };
+    let mut parts = arg.split(' ');
+    let (Some(url), Some(prefix), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
+        panic!("bad child argument {arg:?}")
+    };
+    let store = RedisLockStore::builder().key_prefix(prefix).connect(url).await.unwrap();
+    let locks = LockManager::new(Arc::new(store));
+    let lock = locks.try_lock(key, HOLDER_TTL, Duration::ZERO, RETRY).await.unwrap().expect("the child takes the lock");
+    // The test harness has printed `test … ... ` without a newline: end that line first.
+    child::announce("");
+    child::announce(&format!("ACQUIRED {}", lock.token().as_str()));
+    child::park().await;
+}
+
+const HOLDER_TTL: Duration = Duration::from_secs(3);
+
+#[test]
+fn killed_holder_process_frees_the_lock_only_after_its_ttl() {
+    let Some(server) = RedisServer::start_or_skip("kill -9 holder") else { return };
+    let prefix = unique_prefix("kill9");
+    let arg = format!("{} {prefix} job:1", server.url());
+    let mut holder = ChildProcess::spawn("child_entry_holds_redis_lock", "redis-holder", &arg);
+    let line = holder.wait_for_line("ACQUIRED ", Duration::from_secs(60));
+    let child_token = Token::parse(line.trim_start_matches("ACQUIRED ")).unwrap();
+    holder.kill9();
+    let killed_at = Instant::now();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let store = Arc::new(RedisLockStore::builder().key_prefix(&prefix).connect(&server.url()).await.unwrap());
+        let locks = LockManager::new(store.clone());
+        let key = store_key("job:1");
+
+        // The dead process still holds the lease: its TTL, not its death, frees it.
+        let asked_at = Instant::now();
+        let info = store.inspect(&key).await.unwrap().expect("still held after kill -9");
+        assert_eq!(info.token, child_token);
+        assert!(info.ttl_left <= HOLDER_TTL && !info.ttl_left.is_zero(), "{info:?}");
+        let expires_no_sooner_than = asked_at + info.ttl_left;
+        let early = locks.try_lock("job:1", Duration::from_secs(10), Duration::ZERO, RETRY).await.unwrap();
+        assert!(early.is_none(), "acquired {:?} after kill -9, before the TTL ran out", killed_at.elapsed());
+
+        let lock = locks
+            .lock("job:1", Duration::from_secs(10), HOLDER_TTL + Duration::from_secs(3), RETRY)
+            .await
+            .expect("acquired once the dead holder's TTL ran out");
+        let acquired_at = Instant::now();
+        // Redis rounds PTTL to whole milliseconds.
+        assert!(
+            acquired_at + Duration::from_millis(20) >= expires_no_sooner_than,
+            "acquired {:?} before the lease's expiry",
+            expires_no_sooner_than - acquired_at
+        );
+        eprintln!("acquired {:?} after kill -9 (TTL {HOLDER_TTL:?})", acquired_at - killed_at);
+        assert!(lock.release().await.unwrap());
+    });
+}
