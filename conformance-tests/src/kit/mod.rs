@@ -7,6 +7,7 @@
 
 pub mod child;
 pub mod postgres_server;
+pub mod proxy;
 pub mod redis_server;
 
 /// Whether `DISTLOCK_REQUIRE_SERVICES=1`: a missing server fails the test instead of
