@@ -1,0 +1,115 @@
+//! The exact keys and commands, as a private server's `MONITOR` sees them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{LockManager, Token};
+use distlock_conformance::kit::redis_server::{monitor_args, RedisServer};
+use distlock_redis::redis::Script;
+use distlock_redis::{RedisLockStore, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT};
+
+const TTL: Duration = Duration::from_millis(15_000);
+
+/// Runs one acquire + release of `order:1` through the manager with prefix `neton`, and
+/// returns the `MONITOR` lines of that cycle, split into the client's commands and the
+/// commands run inside scripts.
+async fn one_cycle(server: &RedisServer, fencing: bool) -> (Vec<Vec<String>>, Vec<Vec<String>>, Token, Option<u64>) {
+    let store = RedisLockStore::builder().key_prefix("neton").fencing(fencing).connect(&server.url()).await.unwrap();
+    let locks = LockManager::new(Arc::new(store));
+    // Load the scripts first, so the cycle below shows plain EVALSHAs (no NOSCRIPT fallback).
+    let warm = locks.try_lock("warm-up", TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap().unwrap();
+    assert!(warm.release().await.unwrap());
+
+    let monitor = tokio::task::block_in_place(|| server.monitor());
+    let lock = locks.try_lock("order:1", TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap().unwrap();
+    let (token, fence) = (lock.token().clone(), lock.fence());
+    let keys_while_held = tokio::task::block_in_place(|| server.keys("neton:*"));
+    let expected_keys: &[&str] = if fencing {
+        &["neton:fence:order:1", "neton:fence:warm-up", "neton:lock:order:1"]
+    } else {
+        &["neton:lock:order:1"]
+    };
+    assert_eq!(keys_while_held, expected_keys, "SCAN while held");
+    assert!(lock.release().await.unwrap());
+
+    let marker = format!("marker-{}", Token::generate().as_str());
+    tokio::task::block_in_place(|| server.command(&["ECHO", &marker]));
+    let lines = tokio::task::block_in_place(|| monitor.lines_until(&marker, Duration::from_secs(10)));
+    let mut client = Vec::new();
+    let mut scripted = Vec::new();
+    for line in &lines {
+        let args = monitor_args(line);
+        if line.contains(&marker) || args.first().is_some_and(|c| c.eq_ignore_ascii_case("scan")) {
+            continue; // the test's own commands
+        }
+        if line.contains(" lua]") {
+            scripted.push(args);
+        } else {
+            client.push(args);
+        }
+    }
+    (client, scripted, token, fence)
+}
+
+fn sha(code: &str) -> String {
+    Script::new(code).get_hash().to_owned()
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn default_mode_sends_exactly_seed_000s_commands() {
+    let Some(server) = RedisServer::start_or_skip("key layout") else { return };
+    let (client, scripted, token, fence) = one_cycle(&server, false).await;
+    let token = token.as_str();
+    assert_eq!(fence, None);
+    assert_eq!(
+        client,
+        [
+            owned(&["SET", "neton:lock:order:1", token, "NX", "PX", "15000"]),
+            owned(&["EVALSHA", &sha(RELEASE_SCRIPT), "1", "neton:lock:order:1", token]),
+        ]
+    );
+    assert_eq!(scripted, [owned(&["get", "neton:lock:order:1"]), owned(&["del", "neton:lock:order:1"])]);
+    assert!(server.keys("neton:*").is_empty(), "nothing is left behind in default mode");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fencing_mode_sets_the_token_and_bumps_a_counter_in_one_script() {
+    let Some(server) = RedisServer::start_or_skip("key layout, fencing") else { return };
+    let (client, scripted, token, fence) = one_cycle(&server, true).await;
+    let token = token.as_str();
+    assert_eq!(fence, Some(1));
+    assert_eq!(
+        client,
+        [
+            owned(&[
+                "EVALSHA",
+                &sha(FENCED_ACQUIRE_SCRIPT),
+                "2",
+                "neton:lock:order:1",
+                "neton:fence:order:1",
+                token,
+                "15000"
+            ]),
+            owned(&["EVALSHA", &sha(RELEASE_SCRIPT), "1", "neton:lock:order:1", token]),
+        ]
+    );
+    assert_eq!(
+        scripted,
+        [
+            owned(&["set", "neton:lock:order:1", token, "NX", "PX", "15000"]),
+            owned(&["hincrby", "neton:fence:order:1", "fence", "1"]),
+            owned(&["hset", "neton:fence:order:1", "token", token]),
+            owned(&["get", "neton:lock:order:1"]),
+            owned(&["del", "neton:lock:order:1"]),
+        ]
+    );
+    assert_eq!(
+        server.keys("neton:*"),
+        ["neton:fence:order:1", "neton:fence:warm-up"],
+        "only the fencing counters stay, by design"
+    );
+}
