@@ -22,7 +22,8 @@ pub enum LossReason {
     /// The lease's deadline passed without a confirmed renewal (the store could not be
     /// reached in time, or the lock was not being renewed). The deadline is computed on a
     /// monotonic clock from the moment the last successful acquire or extend was *sent*,
-    /// so it passes no later than the store's own expiry.
+    /// minus a clock-drift allowance (1 % of the TTL + 2 ms, as Redlock uses), so it passes
+    /// before the store's own expiry.
     DeadlinePassed,
 }
 
@@ -33,6 +34,14 @@ impl std::fmt::Display for LossReason {
             Self::DeadlinePassed => "the lease's deadline passed without a confirmed renewal",
         })
     }
+}
+
+/// When a lease confirmed by a call sent at `sent_at` surely still holds: the TTL minus
+/// an allowance for clock drift between this process and the store (1 % + 2 ms).
+fn safe_deadline(sent_at: Instant, ttl: Ttl) -> Instant {
+    let ttl = ttl.as_duration();
+    let drift = ttl / 100 + Duration::from_millis(2);
+    sent_at + ttl.saturating_sub(drift)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -51,7 +60,7 @@ pub(crate) struct Lease {
 impl Lease {
     /// A lease whose acquisition was sent at `sent_at`.
     pub(crate) fn new(sent_at: Instant, ttl: Ttl) -> Arc<Self> {
-        Arc::new(Self { state: watch::channel(LeaseState { deadline: sent_at + ttl.as_duration(), lost: None }).0 })
+        Arc::new(Self { state: watch::channel(LeaseState { deadline: safe_deadline(sent_at, ttl), lost: None }).0 })
     }
 
     /// A renewal sent at `sent_at` was confirmed.
@@ -60,7 +69,7 @@ impl Lease {
             if state.lost.is_some() {
                 return false;
             }
-            state.deadline = state.deadline.max(sent_at + ttl.as_duration());
+            state.deadline = state.deadline.max(safe_deadline(sent_at, ttl));
             true
         });
     }

@@ -101,9 +101,10 @@ impl DistributedLock {
     ///   longer held by this token — it expired, was taken over, or was released by an
     ///   administrator;
     /// - [`LossReason::DeadlinePassed`] when the lease's deadline (the moment the last
-    ///   confirmed acquire or extend was sent, plus the TTL) passed — the store could not
-    ///   be reached in time, or the lock is not renewed. It fires no later than the
-    ///   store's own expiry, so before another client can take the lock.
+    ///   confirmed acquire or extend was sent, plus the TTL, minus 1 % + 2 ms for clock
+    ///   drift) passed — the store could not be reached in time, or the lock is not
+    ///   renewed. It fires before the store's own expiry, so before another client can
+    ///   take the lock.
     ///
     /// A normal [`release`](Self::release) consumes the handle; it never fires this.
     ///

@@ -29,8 +29,9 @@ pub use cleanup::{cancelled_acquire_leaves_nothing, dropped_handle_is_freed_prom
 pub use contention::contended_counter_is_exact;
 pub use input::bad_input_is_rejected_before_any_store_call;
 pub use renewal::{
-    dropping_a_renewing_handle_is_safe, lost_fires_at_the_deadline_without_renewal, renewal_keeps_a_short_lease_alive,
-    stolen_lease_fires_lost, with_lock_stops_the_block_when_the_lease_is_lost,
+    dropping_a_renewing_handle_is_safe, lost_fires_at_the_deadline_without_renewal,
+    partition_fires_lost_before_the_ttl, renewal_keeps_a_short_lease_alive, stolen_lease_fires_lost,
+    with_lock_stops_the_block_when_the_lease_is_lost,
 };
 pub use scale::{many_keys_held_at_once, tokens_are_unique};
 pub use tokens::{fences_strictly_increase, inspect_reports_the_holder};

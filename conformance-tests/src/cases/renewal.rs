@@ -108,3 +108,35 @@ pub async fn with_lock_stops_the_block_when_the_lease_is_lost(store: Arc<DynLock
         "{outcome:?}"
     );
 }
+
+/// A network partition between a renewing holder and its store (through the kit's
+/// [`FaultProxy`](crate::kit::proxy::FaultProxy)) fires `lost` before the lease expires on
+/// the server and no later than one TTL after the partition began.
+///
+/// `via_proxy` reaches the server through `proxy`; `direct` reaches the same server
+/// without it. Not applicable to in-process stores.
+pub async fn partition_fires_lost_before_the_ttl(
+    via_proxy: Arc<DynLockStore>,
+    proxy: &crate::kit::proxy::FaultProxy,
+    direct: Arc<DynLockStore>,
+) {
+    let keys = Keys::new("partition");
+    let locks = manager(&via_proxy);
+    let ttl = Duration::from_secs(3);
+    let options = LockOptions::new(ttl).renew_every(Duration::from_millis(500));
+    let held = locks.lock_with(&keys.key("a"), &options).await.unwrap();
+    let token = held.token().clone();
+    proxy.pause();
+    let partitioned_at = Instant::now();
+    let reason = tokio::time::timeout(ttl + Duration::from_secs(2), held.lost()).await.expect("lost did not fire");
+    let fired_after = partitioned_at.elapsed();
+    let on_server = direct.inspect(&keys.store_key("a")).await.unwrap();
+    assert_eq!(reason, LossReason::DeadlinePassed);
+    assert!(fired_after <= ttl, "lost fired {fired_after:?} into the partition, later than the {ttl:?} TTL");
+    assert!(
+        on_server.as_ref().is_some_and(|info| info.token == token),
+        "lost fired only after the server had let the lease go ({fired_after:?} into the partition)"
+    );
+    proxy.resume();
+    drop(held);
+}
