@@ -1,0 +1,317 @@
+//! Fault and input tests against a real PostgreSQL: terminated backends, an unreachable
+//! server, hostile identifiers, odd keys, and a lock holder killed with `kill -9`.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{key, TestTable, TEST_SCHEMA};
+use distlock_api::{Acquire, LockError, LockKey, LockManager, LockStore, Token, Ttl};
+use distlock_conformance::kit::child::{self, ChildProcess};
+use distlock_conformance::kit::{self, postgres_server};
+use distlock_postgres::sqlx::postgres::PgPoolOptions;
+use distlock_postgres::{sqlx, PostgresLockStore};
+
+const UNREACHABLE: &str = "postgres://postgres@127.0.0.1:1/x";
+
+fn ttl(ms: u64) -> Ttl {
+    Ttl::new(Duration::from_millis(ms)).unwrap()
+}
+
+fn assert_store_error(result: Result<impl std::fmt::Debug, LockError>, operation: &str) {
+    match result {
+        Err(LockError::Store { backend: "postgres", operation: op, source, .. }) if op == operation => {
+            assert!(!source.to_string().is_empty());
+        }
+        other => panic!("expected a postgres store error for {operation}, got {other:?}"),
+    }
+}
+
+/// The token the table holds for `key` (whatever the lease's state), read on a separate
+/// admin connection that the fault does not touch.
+async fn stored_token(admin: &sqlx::PgPool, table: &str, key: &distlock_api::StoreKey) -> Option<String> {
+    let sql = format!("SELECT token FROM {table} WHERE key = $1 AND expires_at > clock_timestamp()");
+    sqlx::query_scalar(&sql).bind(key.as_str()).fetch_optional(admin).await.unwrap().flatten()
+}
+
+/// While eight workers run acquire/verify/release cycles, the pool's backends are
+/// terminated three times. Every answer the store gives must be true (checked on an
+/// untouched admin connection); errors are allowed, and afterwards every worker completes
+/// more cycles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_backends_cause_errors_never_false_answers_and_operations_resume() {
+    let Some(t) = TestTable::new("terminated_backends_cause_errors_never_false_answers").await else { return };
+    let admin = PgPoolOptions::new().max_connections(2).connect(&t.url).await.unwrap();
+    let cycles = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let (store, admin, table) = (t.store.clone(), admin.clone(), t.store.table_name());
+            let (cycles, errors, stop) = (Arc::clone(&cycles), Arc::clone(&errors), Arc::clone(&stop));
+            tokio::spawn(async move {
+                let k = key("worker");
+                let stopped = stop.notified();
+                tokio::pin!(stopped);
+                loop {
+                    if futures_poll_ready(stopped.as_mut()) {
+                        return;
+                    }
+                    let token = Token::generate();
+                    match store.try_acquire(&k, &token, ttl(30_000)).await {
+                        Ok(Acquire::Acquired { .. }) => {
+                            let held = stored_token(&admin, &table, &k).await;
+                            assert_eq!(held.as_deref(), Some(token.as_str()), "false \"acquired\"");
+                        }
+                        Ok(other) => panic!("the worker's own key was not free: {other:?}"),
+                        Err(LockError::Store { .. }) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                            // Outcome unknown: release with the same token until the store answers.
+                            release_until_answered(&store, &k, &token, &errors).await;
+                            assert_eq!(stored_token(&admin, &table, &k).await, None, "left behind");
+                            continue;
+                        }
+                        Err(other) => panic!("unexpected error {other}"),
+                    }
+                    match store.release(&k, &token).await {
+                        Ok(true) => {}
+                        Ok(false) => panic!("false \"not released\": the worker held the key"),
+                        Err(LockError::Store { .. }) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                            release_until_answered(&store, &k, &token, &errors).await;
+                        }
+                        Err(other) => panic!("unexpected error {other}"),
+                    }
+                    assert_eq!(stored_token(&admin, &table, &k).await, None, "false \"released\"");
+                    cycles.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+
+    let wait_for_cycles = |target: u64| {
+        let cycles = Arc::clone(&cycles);
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while cycles.load(Ordering::Relaxed) < target {
+                assert!(Instant::now() < deadline, "workers stalled below {target} cycles");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    for _ in 0..3 {
+        let before = cycles.load(Ordering::Relaxed);
+        wait_for_cycles(before + 50).await;
+        let killed = postgres_server::terminate_backends(&t.url, &t.application_name).await;
+        assert!(killed > 0, "no backend of the pool was terminated");
+    }
+    let before = cycles.load(Ordering::Relaxed);
+    wait_for_cycles(before + 200).await;
+    stop.notify_waiters();
+    for worker in workers {
+        tokio::time::timeout(Duration::from_secs(30), worker).await.expect("worker stopped").unwrap();
+    }
+    eprintln!("cycles: {}, store errors seen: {}", cycles.load(Ordering::Relaxed), errors.load(Ordering::Relaxed));
+    admin.close().await;
+    t.drop().await;
+}
+
+fn futures_poll_ready<F: std::future::Future>(future: std::pin::Pin<&mut F>) -> bool {
+    let waker = std::task::Waker::noop();
+    future.poll(&mut std::task::Context::from_waker(waker)).is_ready()
+}
+
+async fn release_until_answered(
+    store: &PostgresLockStore,
+    k: &distlock_api::StoreKey,
+    token: &Token,
+    errors: &AtomicU64,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match store.release(k, token).await {
+            Ok(_) => return,
+            Err(_) => {
+                errors.fetch_add(1, Ordering::Relaxed);
+                assert!(Instant::now() < deadline, "the store never recovered");
+            }
+        }
+    }
+}
+
+/// Nothing listens on port 1: connecting fails with a store error within the acquire
+/// timeout, and so does every operation of a store over a lazy pool — never a panic,
+/// never a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_database_gives_store_errors_within_bounded_time() {
+    let started = Instant::now();
+    let result = PostgresLockStore::builder().acquire_timeout(Duration::from_secs(2)).connect(UNREACHABLE).await;
+    assert_store_error(result, "connect");
+    assert!(started.elapsed() < Duration::from_secs(10), "connect took {:?}", started.elapsed());
+
+    // 192.0.2.1 (TEST-NET-1) is not routed: the connection attempt hangs or fails.
+    for url in [UNREACHABLE, "postgres://postgres@192.0.2.1:5432/x"] {
+        let pool = PgPoolOptions::new().acquire_timeout(Duration::from_secs(1)).connect_lazy(url).unwrap();
+        let store = PostgresLockStore::from_pool(pool);
+        let (k, token) = (key("unreachable"), Token::generate());
+        let started = Instant::now();
+        assert_store_error(store.try_acquire(&k, &token, ttl(1_000)).await, "acquire");
+        assert_store_error(store.release(&k, &token).await, "release");
+        assert_store_error(store.extend(&k, &token, ttl(1_000)).await, "extend");
+        assert_store_error(store.inspect(&k).await, "inspect");
+        assert_store_error(store.purge(Duration::ZERO).await, "purge");
+        assert_store_error(store.ensure_schema().await, "ensure schema");
+        let locks = LockManager::new(Arc::new(store));
+        let err =
+            locks.try_lock("a", Duration::from_secs(1), Duration::ZERO, Duration::from_millis(10)).await.unwrap_err();
+        assert!(matches!(err, LockError::Store { .. }), "{err}");
+        assert!(!err.to_string().contains(token.as_str()));
+        assert!(started.elapsed() < Duration::from_secs(40), "{url}: took {:?}", started.elapsed());
+    }
+}
+
+const HOSTILE: [&str; 8] = [
+    "x; DROP TABLE y",
+    "a\"b",
+    "a'b",
+    "",
+    "1abc",
+    "schema.table",
+    "ünï",
+    "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn",
+];
+
+/// Bad schema, table and sequence names are rejected with `LockError::Config` before any
+/// I/O: against an address where any connection attempt would take the full 5 s acquire
+/// timeout, the error comes at once; against the real server, a canary table survives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_identifiers_are_rejected_before_any_query() {
+    assert_eq!(HOSTILE[7].len(), 64);
+    let lazy = PgPoolOptions::new().connect_lazy(UNREACHABLE).unwrap();
+    for name in HOSTILE {
+        let builders = [
+            PostgresLockStore::builder().schema(name),
+            PostgresLockStore::builder().table(name),
+            PostgresLockStore::builder().sequence(name),
+        ];
+        for builder in builders {
+            let err = builder.clone().build(lazy.clone()).unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{name:?}: {err}");
+            let started = Instant::now();
+            let err = builder.connect(UNREACHABLE).await.unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{name:?}: {err}");
+            assert!(started.elapsed() < Duration::from_secs(1), "{name:?}: I/O before rejecting");
+        }
+    }
+    assert_eq!(lazy.size(), 0, "the lazy pool never connected");
+
+    let Some(url) = kit::postgres_url("hostile_identifiers_are_rejected_before_any_query") else { return };
+    let canary = postgres_server::random_identifier("canary");
+    postgres_server::execute(&url, &format!("CREATE TABLE \"{TEST_SCHEMA}\".\"{canary}\" (x int)")).await;
+    for name in [format!("x; DROP TABLE \"{TEST_SCHEMA}\".\"{canary}\"; --"), format!("{canary}\" CASCADE; --")] {
+        let err = PostgresLockStore::builder().schema(TEST_SCHEMA).table(&name).connect(&url).await.unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{name:?}: {err}");
+    }
+    let exists = postgres_server::execute(&url, &format!("SELECT 1 FROM \"{TEST_SCHEMA}\".\"{canary}\"")).await;
+    assert_eq!(exists, 0, "the canary table is still there (and empty)");
+    postgres_server::execute(&url, &format!("DROP TABLE \"{TEST_SCHEMA}\".\"{canary}\"")).await;
+}
+
+/// Keys with quotes, backslashes, SQL wildcards and non-ASCII text are stored byte for
+/// byte as `lock:<key>` and matched exactly (no case folding, no normalisation, no LIKE).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_keys_are_stored_and_matched_verbatim() {
+    let Some(t) = TestTable::new("odd_keys_are_stored_and_matched_verbatim").await else { return };
+    let prefix = postgres_server::random_identifier("odd");
+    let names = [
+        "it's \"quoted\"",
+        "back\\slash\\\\",
+        "%_wild*?[x]",
+        "订单:42",
+        "e\u{301}", // e + combining acute
+        "\u{e9}",   // precomposed é: a different key
+        "emoji 🔒",
+        "'); DROP TABLE x; --",
+        "Case",
+        "case",
+    ];
+    let mut held = Vec::new();
+    for name in names {
+        let store_key = LockKey::new(format!("{prefix}:{name}")).unwrap().to_store_key();
+        let token = Token::generate();
+        assert!(t.store.try_acquire(&store_key, &token, ttl(30_000)).await.unwrap().is_acquired(), "{name}");
+        held.push((store_key, token));
+    }
+    let sql = format!("SELECT key, octet_length(key) FROM {} WHERE key LIKE $1 ORDER BY key", t.store.table_name());
+    let rows: Vec<(String, i32)> =
+        sqlx::query_as(&sql).bind(format!("lock:{prefix}:%")).fetch_all(t.store.pool()).await.unwrap();
+    assert_eq!(rows.len(), names.len(), "every key is its own row: {rows:?}");
+    for (store_key, token) in &held {
+        let (stored, octets) = rows.iter().find(|(k, _)| k == store_key.as_str()).expect("stored verbatim");
+        assert_eq!(usize::try_from(*octets).unwrap(), store_key.as_str().len(), "{stored}");
+        let info = t.store.inspect(store_key).await.unwrap().expect("held");
+        assert_eq!(&info.token, token);
+    }
+    for (store_key, token) in held {
+        assert!(t.store.release(&store_key, &token).await.unwrap(), "{store_key}");
+    }
+    t.drop().await;
+}
+
+/// Run by `killed_holder_frees_the_lock_after_its_ttl` as a child process: takes the lock
+/// named by the role argument (`table|key`) for 2 s, says so, and waits to be killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_entry_holds_lock() {
+    let Some(arg) = child::role_arg("postgres-holder") else { return };
+    let (table, name) = arg.split_once('|').expect("table|key");
+    let url = kit::postgres_url("child_entry_holds_lock").expect("the parent has a URL");
+    let store = PostgresLockStore::builder().schema(TEST_SCHEMA).table(table).connect(&url).await.unwrap();
+    let locks = LockManager::new(Arc::new(store));
+    let lock = locks.lock(name, Duration::from_secs(2), Duration::ZERO, Duration::from_millis(10)).await.unwrap();
+    // Leading newline: libtest has already printed "test child_entry_holds_lock ... "
+    // without one, and the parent matches lines by prefix.
+    child::announce(&format!("\nACQUIRED {}", lock.fence().unwrap()));
+    let _lock = lock;
+    child::park().await;
+}
+
+/// A process holding a 2 s lock is killed with `kill -9`: it releases nothing, so
+/// another process cannot take the lock ~0.5 s later, and gets it once the lease ran out
+/// on the server's clock — not before, and within TTL + 3 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_holder_frees_the_lock_after_its_ttl() {
+    let Some(t) = TestTable::new("killed_holder_frees_the_lock_after_its_ttl").await else { return };
+    let name = postgres_server::random_identifier("killed");
+    let table = t.store.table_name();
+    let table = table.rsplit('.').next().unwrap().trim_matches('"').to_owned();
+    let mut holder = ChildProcess::spawn("child_entry_holds_lock", "postgres-holder", &format!("{table}|{name}"));
+    let line = tokio::task::block_in_place(|| holder.wait_for_line("ACQUIRED", Duration::from_secs(60)));
+    let child_fence: u64 = line["ACQUIRED ".len()..].parse().unwrap();
+
+    let store_key = LockKey::new(name.as_str()).unwrap().to_store_key();
+    let info = t.store.inspect(&store_key).await.unwrap().expect("the child holds the lock");
+    let lease_ends = Instant::now() + info.ttl_left;
+    holder.kill9();
+    let killed_at = Instant::now();
+    assert!(lease_ends > killed_at, "the lease ran out before the kill; nothing left to test");
+
+    let locks = LockManager::new(Arc::new(t.store.clone()));
+    tokio::time::sleep_until((killed_at + Duration::from_millis(500)).into()).await;
+    if Instant::now() + Duration::from_millis(50) < lease_ends {
+        let early =
+            locks.try_lock(&name, Duration::from_secs(5), Duration::ZERO, Duration::from_millis(10)).await.unwrap();
+        assert!(early.is_none(), "acquired before the killed holder's TTL ran out");
+    }
+    let lock =
+        locks.lock(&name, Duration::from_secs(5), Duration::from_secs(5), Duration::from_millis(20)).await.unwrap();
+    let acquired_at = Instant::now();
+    // The server's clock decides; allow for the two clocks' reading of "now" differing by
+    // the round trip of the inspect above.
+    assert!(acquired_at + Duration::from_millis(100) >= lease_ends, "acquired {:?} early", lease_ends - acquired_at);
+    assert!(acquired_at <= killed_at + Duration::from_secs(2 + 3), "took {:?} after the kill", acquired_at - killed_at);
+    assert!(lock.fence().unwrap() > child_fence);
+    assert!(lock.release().await.unwrap());
+    t.drop().await;
+}

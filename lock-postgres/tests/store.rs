@@ -1,0 +1,338 @@
+//! The PostgreSQL store's own tests: statements, fencing under races, purge, schema.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{key, TestTable};
+use distlock_api::{Acquire, LockManager, LockStore, Token, Ttl};
+use distlock_conformance::kit::{self, postgres_server};
+use distlock_postgres::{sqlx, PostgresLockStore, MIN_PURGE_HORIZON};
+
+fn ttl(ms: u64) -> Ttl {
+    Ttl::new(Duration::from_millis(ms)).unwrap()
+}
+
+async fn acquired_fence(store: &PostgresLockStore, key: &distlock_api::StoreKey, token: &Token, ttl: Ttl) -> u64 {
+    match store.try_acquire(key, token, ttl).await.unwrap() {
+        Acquire::Acquired { fence: Some(fence) } => fence,
+        other => panic!("expected an acquisition with a fence, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_release_extend_inspect_round_trip() {
+    let Some(t) = TestTable::new("acquire_release_extend_inspect_round_trip").await else { return };
+    let store = &t.store;
+    assert_eq!(store.backend(), "postgres");
+    assert!(store.capabilities().fencing);
+    let k = key("a");
+    let (holder, other) = (Token::generate(), Token::generate());
+
+    let fence = acquired_fence(store, &k, &holder, ttl(30_000)).await;
+    assert_eq!(store.try_acquire(&k, &other, ttl(30_000)).await.unwrap(), Acquire::Held { ttl_left: None });
+    assert!(!store.try_acquire(&k, &holder, ttl(30_000)).await.unwrap().is_acquired(), "not reentrant");
+
+    let info = store.inspect(&k).await.unwrap().expect("held");
+    assert_eq!(info.token, holder);
+    assert_eq!(info.fence, Some(fence));
+    assert!(info.ttl_left <= Duration::from_secs(30) && info.ttl_left > Duration::from_secs(20), "{info:?}");
+
+    assert!(!store.extend(&k, &other, ttl(60_000)).await.unwrap(), "foreign extend");
+    assert!(store.extend(&k, &holder, ttl(60_000)).await.unwrap());
+    let info = store.inspect(&k).await.unwrap().expect("held");
+    assert!(info.ttl_left > Duration::from_secs(50), "extend reset the lease: {info:?}");
+
+    assert!(!store.release(&k, &other).await.unwrap(), "foreign release");
+    assert!(store.release(&k, &holder).await.unwrap());
+    assert!(!store.release(&k, &holder).await.unwrap(), "second release");
+    assert!(!store.extend(&k, &holder, ttl(1_000)).await.unwrap(), "extend after release");
+    assert_eq!(store.inspect(&k).await.unwrap(), None);
+
+    // The row stays (the purge removes it later) with the token cleared.
+    let sql =
+        format!("SELECT token, fence, expires_at <= clock_timestamp() FROM {} WHERE key = $1", store.table_name());
+    let (token, kept_fence, ended): (Option<String>, i64, bool) =
+        sqlx::query_as(&sql).bind(k.as_str()).fetch_one(store.pool()).await.unwrap();
+    assert_eq!((token, kept_fence, ended), (None, i64::try_from(fence).unwrap(), true));
+
+    let next = acquired_fence(store, &k, &other, ttl(1_000)).await;
+    assert!(next > fence, "{next} after {fence}");
+    t.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_expire_on_the_server_clock() {
+    let Some(t) = TestTable::new("leases_expire_on_the_server_clock").await else { return };
+    let store = &t.store;
+    let k = key("short");
+    let first = Token::generate();
+    let fence = acquired_fence(store, &k, &first, ttl(300)).await;
+    let started = std::time::Instant::now();
+    let second = Token::generate();
+    let taken_over = loop {
+        match store.try_acquire(&k, &second, ttl(30_000)).await.unwrap() {
+            Acquire::Acquired { fence } => break fence.unwrap(),
+            Acquire::Held { .. } => {
+                assert!(started.elapsed() < Duration::from_secs(10), "a 300 ms lease never expired");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(started.elapsed() >= Duration::from_millis(250), "taken over after {:?}", started.elapsed());
+    assert!(taken_over > fence);
+    assert!(!store.release(&k, &first).await.unwrap(), "the expired holder must not release the new one");
+    assert!(!store.extend(&k, &first, ttl(1_000)).await.unwrap(), "the expired holder must not extend");
+    assert_eq!(store.inspect(&k).await.unwrap().unwrap().token, second);
+    t.drop().await;
+}
+
+/// Many acquirers race over one key whose leases last 1 ms, so take-overs of expired rows
+/// happen concurrently. A trigger logs every fence written, in row-lock order: the fences
+/// must strictly increase in that order, and each acquirer must have been told the fence
+/// that was written. (A fence drawn before the row lock, applied with
+/// `SET fence = EXCLUDED.fence`, fails this.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_strictly_increase_when_acquirers_race_over_expired_rows() {
+    let Some(t) = TestTable::new("fences_strictly_increase_when_acquirers_race_over_expired_rows").await else {
+        return;
+    };
+    let log = format!("{}_log", t.store.table_name().trim_end_matches('"'));
+    let log = format!("{log}\"");
+    let function = log.replace("_log\"", "_logf\"");
+    t.admin(&format!(
+        "CREATE TABLE {log} (id bigserial PRIMARY KEY, fence bigint NOT NULL); \
+         CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           IF TG_OP = 'INSERT' OR NEW.fence <> OLD.fence THEN INSERT INTO {log} (fence) VALUES (NEW.fence); END IF; \
+           RETURN NEW; END $$; \
+         CREATE TRIGGER log_fences AFTER INSERT OR UPDATE ON {{table}} FOR EACH ROW EXECUTE FUNCTION {function}();"
+    ))
+    .await;
+
+    let k = key("raced");
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (store, k) = (t.store.clone(), k.clone());
+            tokio::spawn(async move {
+                let mut fences = Vec::new();
+                for _ in 0..60 {
+                    if let Acquire::Acquired { fence } =
+                        store.try_acquire(&k, &Token::generate(), ttl(1)).await.unwrap()
+                    {
+                        fences.push(fence.unwrap());
+                    }
+                }
+                fences
+            })
+        })
+        .collect();
+    let mut told = BTreeSet::new();
+    for task in tasks {
+        for fence in task.await.unwrap() {
+            assert!(told.insert(fence), "fence {fence} handed out twice");
+        }
+    }
+    let sql = format!("SELECT fence FROM {log} ORDER BY id");
+    let written: Vec<i64> = sqlx::query_scalar(&sql).fetch_all(t.store.pool()).await.unwrap();
+    assert!(written.len() > 20, "too few take-overs to mean anything: {}", written.len());
+    for pair in written.windows(2) {
+        assert!(pair[1] > pair[0], "fence {} written after {}", pair[1], pair[0]);
+    }
+    let written: BTreeSet<u64> = written.into_iter().map(|f| u64::try_from(f).unwrap()).collect();
+    assert_eq!(told, written, "acquirers were told exactly the fences that were written");
+
+    t.admin(&format!("DROP TABLE {{table}}; DROP TABLE {log}; DROP FUNCTION {function}()")).await;
+}
+
+/// Rounds of 16 acquirers racing over a row whose lease has expired: exactly one wins each
+/// round, and the winners' fences strictly increase.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_one_of_many_racers_takes_over_an_expired_lease() {
+    let Some(t) = TestTable::new("exactly_one_of_many_racers_takes_over_an_expired_lease").await else { return };
+    let k = key("expired");
+    let mut last = acquired_fence(&t.store, &k, &Token::generate(), ttl(60_000)).await;
+    for round in 0..15 {
+        t.age(&k, "1 millisecond").await;
+        let racers: Vec<_> = (0..16)
+            .map(|_| {
+                let (store, k) = (t.store.clone(), k.clone());
+                tokio::spawn(async move { store.try_acquire(&k, &Token::generate(), ttl(60_000)).await.unwrap() })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for racer in racers {
+            if let Acquire::Acquired { fence } = racer.await.unwrap() {
+                winners.push(fence.unwrap());
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
+        assert!(winners[0] > last, "round {round}: fence {} after {last}", winners[0]);
+        last = winners[0];
+    }
+    t.drop().await;
+}
+
+/// A purged key starts again with a fence larger than every fence it had before; the
+/// purge never touches held keys or leases that ended within the horizon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_deletes_old_rows_and_reacquired_keys_keep_increasing_fences() {
+    let Some(t) = TestTable::new("purge_deletes_old_rows_and_reacquired_keys_keep_increasing_fences").await else {
+        return;
+    };
+    let store = &t.store;
+    let (old, recent, held, expired) = (key("old"), key("recent"), key("held"), key("expired-old"));
+    let mut last = 0;
+    for _ in 0..5 {
+        let token = Token::generate();
+        last = acquired_fence(store, &old, &token, ttl(60_000)).await;
+        assert!(store.release(&old, &token).await.unwrap());
+    }
+    let token = Token::generate();
+    acquired_fence(store, &recent, &token, ttl(60_000)).await;
+    assert!(store.release(&recent, &token).await.unwrap());
+    let holder = Token::generate();
+    acquired_fence(store, &held, &holder, ttl(60_000)).await;
+    acquired_fence(store, &expired, &Token::generate(), ttl(60_000)).await;
+    t.age(&old, "2 hours").await;
+    t.age(&expired, "30 minutes").await;
+    assert_eq!(t.row_count().await, 4);
+
+    // A horizon below the minimum is raised to it: the just-released row stays.
+    assert_eq!(store.purge(Duration::from_secs(3 * 3600)).await.unwrap(), 0, "nothing ended 3 h ago");
+    assert_eq!(store.purge(Duration::from_secs(3600)).await.unwrap(), 1, "only the 2 h old row");
+    assert_eq!(store.purge(Duration::ZERO).await.unwrap(), 1, "the 30 min old expired row");
+    assert_eq!(store.purge(Duration::ZERO).await.unwrap(), 0);
+    assert_eq!(t.row_count().await, 2, "the held and the recently released rows remain");
+    assert_eq!(store.inspect(&held).await.unwrap().unwrap().token, holder);
+
+    let again = acquired_fence(store, &old, &Token::generate(), ttl(60_000)).await;
+    assert!(again > last, "a purged key restarted its fences: {again} after {last}");
+    assert!(MIN_PURGE_HORIZON >= Duration::from_secs(60));
+    t.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_purger_deletes_old_rows_until_stopped() {
+    let Some(t) = TestTable::new("background_purger_deletes_old_rows_until_stopped").await else { return };
+    let k = key("old");
+    acquired_fence(&t.store, &k, &Token::generate(), ttl(60_000)).await;
+    t.age(&k, "2 hours").await;
+    let purger = t.store.spawn_purger(Duration::from_millis(50), Duration::from_secs(3600)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while t.row_count().await > 0 {
+        assert!(std::time::Instant::now() < deadline, "the background purger did not delete the old row");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(format!("{purger:?}").contains("finished: false"));
+    purger.stop().await;
+    t.drop().await;
+}
+
+#[tokio::test]
+async fn spawn_purger_needs_a_runtime() {
+    let pool = sqlx::postgres::PgPoolOptions::new().connect_lazy("postgres://nobody@127.0.0.1:1/x").unwrap();
+    let store = PostgresLockStore::from_pool(pool);
+    let err = std::thread::spawn(move || store.spawn_purger(Duration::from_secs(1), Duration::ZERO).unwrap_err())
+        .join()
+        .unwrap();
+    assert!(matches!(err, distlock_api::LockError::Config { .. }), "{err}");
+}
+
+/// Eight stores call `ensure_schema` at the same moment on a schema and table that do not
+/// exist yet; all succeed (plain `CREATE … IF NOT EXISTS` can fail with a unique
+/// violation here), and the result works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_schema_is_safe_when_called_concurrently() {
+    let Some(url) = kit::postgres_url("ensure_schema_is_safe_when_called_concurrently") else { return };
+    let schema = postgres_server::random_identifier("dl_schema");
+    for round in 0..3 {
+        let table = format!("t{round}");
+        let stores: Vec<_> = futures_join((0..8).map(|_| {
+            let (url, builder) = (url.clone(), PostgresLockStore::builder().schema(&schema).table(&table));
+            async move { builder.max_connections(1).connect(&url).await }
+        }))
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+        let calls: Vec<_> =
+            stores.iter().cloned().map(|store| tokio::spawn(async move { store.ensure_schema().await })).collect();
+        for call in calls {
+            call.await.unwrap().unwrap();
+        }
+        let k = key("works");
+        acquired_fence(&stores[0], &k, &Token::generate(), ttl(1_000)).await;
+        assert!(!stores[7].try_acquire(&k, &Token::generate(), ttl(1_000)).await.unwrap().is_acquired());
+        stores[3].ensure_schema().await.unwrap();
+        for store in stores {
+            store.pool().close().await;
+        }
+    }
+    postgres_server::execute(&url, &format!("DROP SCHEMA \"{schema}\" CASCADE")).await;
+}
+
+async fn futures_join<F: std::future::Future + Send + 'static>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F::Output: Send,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut outputs = Vec::new();
+    for handle in handles {
+        outputs.push(handle.await.unwrap());
+    }
+    outputs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_schema_creates_logged_and_unlogged_tables_and_one_logged_sequence() {
+    for unlogged in [false, true] {
+        let Some(t) = TestTable::with("ensure_schema_creates_logged_and_unlogged_tables", unlogged).await else {
+            return;
+        };
+        let persistence = |name: String| {
+            let pool = t.store.pool().clone();
+            async move {
+                sqlx::query_scalar::<_, String>("SELECT relpersistence::text FROM pg_class WHERE oid = $1::regclass")
+                    .bind(name)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(persistence(t.store.table_name()).await, if unlogged { "u" } else { "p" });
+        assert_eq!(persistence(t.store.sequence_name()).await, "p", "fences must survive a crash");
+        let k = key("x");
+        acquired_fence(&t.store, &k, &Token::generate(), ttl(1_000)).await;
+        t.drop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_manager_works_over_the_store() {
+    let Some(t) = TestTable::new("lock_manager_works_over_the_store").await else { return };
+    let locks = LockManager::new(Arc::new(t.store.clone()));
+    let name = postgres_server::random_identifier("order");
+    let lock = locks.try_lock(&name, Duration::from_secs(10), Duration::ZERO, Duration::from_millis(10)).await.unwrap();
+    let lock = lock.expect("free key");
+    assert!(lock.fence().is_some());
+    assert!(locks
+        .try_lock(&name, Duration::from_secs(10), Duration::ZERO, Duration::from_millis(10))
+        .await
+        .unwrap()
+        .is_none());
+    drop(lock);
+    locks.flush_releases().await;
+    let again = locks.lock(&name, Duration::from_secs(10), Duration::ZERO, Duration::from_millis(10)).await.unwrap();
+    assert!(again.release().await.unwrap());
+    t.drop().await;
+}
+
+#[test]
+fn futures_and_store_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<PostgresLockStore>();
+    assert_send_sync::<distlock_postgres::PurgerHandle>();
+}
