@@ -22,6 +22,7 @@ pub struct CountingStore {
     inspects: AtomicUsize,
     waits: AtomicUsize,
     acquire_count: watch::Sender<usize>,
+    calls: watch::Sender<()>,
 }
 
 impl CountingStore {
@@ -35,6 +36,7 @@ impl CountingStore {
             inspects: AtomicUsize::new(0),
             waits: AtomicUsize::new(0),
             acquire_count: watch::channel(0).0,
+            calls: watch::channel(()).0,
         })
     }
 
@@ -61,6 +63,19 @@ impl CountingStore {
     /// Every call so far, whatever the operation.
     pub fn total(&self) -> usize {
         self.acquires() + self.releases() + self.extends() + self.inspects.load(Ordering::SeqCst) + self.waits()
+    }
+
+    /// Waits until `condition` holds, checking after every call to the store.
+    ///
+    /// # Panics
+    ///
+    /// After 30 s.
+    pub async fn wait_until(&self, condition: impl Fn(&Self) -> bool) {
+        let mut calls = self.calls.subscribe();
+        tokio::time::timeout(Duration::from_secs(30), calls.wait_for(|()| condition(self)))
+            .await
+            .expect("timed out waiting for store calls")
+            .expect("the sender lives as long as the store");
     }
 
     /// Waits until at least `n` `try_acquire` calls have completed.
@@ -91,6 +106,7 @@ impl LockStore for CountingStore {
         let outcome = self.inner.try_acquire(key, token, ttl).await;
         let n = self.acquires.fetch_add(1, Ordering::SeqCst) + 1;
         self.acquire_count.send_replace(n);
+        self.calls.send_replace(());
         outcome
     }
 
@@ -111,6 +127,7 @@ impl LockStore for CountingStore {
 
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
         self.waits.fetch_add(1, Ordering::SeqCst);
+        self.calls.send_replace(());
         self.inner.wait_for_release(key, max).await
     }
 }

@@ -62,3 +62,34 @@ pub async fn waiting_is_not_a_busy_loop(store: Arc<DynLockStore>) {
     assert!((3..=20).contains(&attempts), "{attempts} attempts in a 600 ms wait with a 50 ms retry interval");
     assert!(held.release().await.unwrap());
 }
+
+/// A waiter is woken by the release itself: with a 2 s retry interval it still holds the
+/// lock well under 500 ms after the release (polling alone would average 1 s).
+pub async fn waiter_wakes_on_release_not_by_polling(store: Arc<DynLockStore>) {
+    let keys = Keys::new("wake");
+    let counting = CountingStore::new(store);
+    let locks = LockManager::new(counting.clone());
+    let key = keys.key("a");
+    let retry = Duration::from_secs(2);
+    for round in 0..3 {
+        let held = locks.lock(&key, LONG_TTL, Duration::ZERO, retry).await.unwrap();
+        let (acquires, waits) = (counting.acquires(), counting.waits());
+        let waiter = tokio::spawn({
+            let (locks, key) = (locks.clone(), key.clone());
+            async move {
+                let lock = locks.lock(&key, LONG_TTL, Duration::from_secs(20), retry).await?;
+                let acquired_at = Instant::now();
+                lock.release().await?;
+                Ok::<_, LockError>(acquired_at)
+            }
+        });
+        // The waiter has tried once, found the lock held and is now waiting.
+        counting.wait_for_acquires(acquires + 1).await;
+        counting.wait_until(|c| c.waits() > waits).await;
+        let released_at = Instant::now();
+        assert!(held.release().await.unwrap());
+        let acquired_at = waiter.await.unwrap().expect("the waiter gets the lock");
+        let hand_off = acquired_at - released_at;
+        assert!(hand_off < Duration::from_millis(500), "round {round}: hand-off took {hand_off:?} (retry 2 s)");
+    }
+}

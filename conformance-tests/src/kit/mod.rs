@@ -6,6 +6,7 @@
 //! the skip into a failure.
 
 pub mod child;
+pub mod handoff;
 pub mod postgres_server;
 pub mod proxy;
 pub mod redis_server;
