@@ -260,7 +260,7 @@ async fn an_acquire_whose_reply_is_lost_leaves_no_orphan_lease() {
         let lines = tokio::task::block_in_place(|| monitor.lines_until(&release_sha, Duration::from_secs(10)));
         let commands: Vec<Vec<String>> =
             lines.iter().filter(|line| !line.contains(" lua]")).map(|line| monitor_args(line)).collect();
-        let acquired = commands.iter().position(|args| args.iter().any(|a| *a == redis_key)).unwrap();
+        let acquired = commands.iter().position(|args| args.contains(&redis_key)).unwrap();
         let released = commands.len() - 1;
         assert!(acquired < released, "{commands:?}");
         let token = &commands[released][4];

@@ -1,0 +1,196 @@
+//! Redis store benchmark, each scenario beside the same commands sent raw, in one run.
+//!
+//! ```text
+//! DISTLOCK_REDIS_URL=redis://127.0.0.1:6379 cargo bench -p distlock-redis
+//! ```
+//!
+//! - uncontended: one acquire + release cycle, one task:
+//!   - `raw`: `SET key token NX PX 30000` + `EVALSHA <release sha> 1 key token` sent with
+//!     the `redis` crate;
+//!   - `store`: `RedisLockStore::try_acquire` + `release` (fixed token);
+//!   - `manager`: `LockManager::try_lock` + `DistributedLock::release` (key validation,
+//!     token generation, the handle).
+//! - distinct: 8 tasks, each cycling its own key, same three variants.
+//!
+//! All variants share one `ConnectionManager` (the store is built on a clone of the raw
+//! connection). Rounds rotate the order of the variants; the median round is reported.
+//! Keys live under a random prefix and are all released; nothing is flushed.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use distlock_api::{LockKey, LockManager, LockStore, Token, Ttl};
+use distlock_redis::redis::aio::ConnectionManager;
+use distlock_redis::redis::{self, Value};
+use distlock_redis::{RedisLockStore, RELEASE_SCRIPT};
+
+const ROUNDS: usize = 9;
+const CYCLES: usize = 2_000;
+const TASKS: usize = 8;
+const TASK_CYCLES: usize = 500;
+const TTL: Duration = Duration::from_secs(30);
+const RETRY: Duration = Duration::from_millis(50);
+
+#[derive(Clone)]
+struct Bench {
+    conn: ConnectionManager,
+    store: Arc<RedisLockStore>,
+    locks: LockManager,
+    prefix: String,
+    release_sha: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Variant {
+    Raw,
+    Store,
+    Manager,
+}
+
+const VARIANTS: [Variant; 3] = [Variant::Raw, Variant::Store, Variant::Manager];
+
+impl Bench {
+    async fn raw_cycle(&self, conn: &mut ConnectionManager, redis_key: &str, token: &str) {
+        let set: Value = redis::cmd("SET")
+            .arg(redis_key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(TTL.as_millis() as u64)
+            .query_async(conn)
+            .await
+            .expect("raw SET");
+        assert!(matches!(set, Value::Okay), "raw SET: {set:?}");
+        let released: i64 = redis::cmd("EVALSHA")
+            .arg(&self.release_sha)
+            .arg(1)
+            .arg(redis_key)
+            .arg(token)
+            .query_async(conn)
+            .await
+            .expect("raw EVALSHA");
+        assert_eq!(released, 1);
+    }
+
+    /// `cycles` acquire + release cycles of `name` with `variant`.
+    async fn run(&self, variant: Variant, name: &str, cycles: usize) {
+        match variant {
+            Variant::Raw => {
+                let mut conn = self.conn.clone();
+                let redis_key = format!("{}:lock:{name}", self.prefix);
+                let token = Token::generate();
+                for _ in 0..cycles {
+                    self.raw_cycle(&mut conn, &redis_key, token.as_str()).await;
+                }
+            }
+            Variant::Store => {
+                let key = LockKey::new(name).expect("key").to_store_key();
+                let token = Token::generate();
+                let ttl = Ttl::new(TTL).expect("ttl");
+                for _ in 0..cycles {
+                    assert!(self.store.try_acquire(&key, &token, ttl).await.expect("acquire").is_acquired());
+                    assert!(self.store.release(&key, &token).await.expect("release"));
+                }
+            }
+            Variant::Manager => {
+                for _ in 0..cycles {
+                    let lock =
+                        self.locks.try_lock(name, TTL, Duration::ZERO, RETRY).await.expect("lock").expect("free");
+                    assert!(lock.release().await.expect("release"));
+                }
+            }
+        }
+    }
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+async fn timed<F: Future<Output = ()>>(work: F) -> Duration {
+    let started = Instant::now();
+    work.await;
+    started.elapsed()
+}
+
+/// Runs `scenario` for every variant, `ROUNDS` times in rotating order, and returns the
+/// median duration of each variant in µs.
+async fn rounds<F, Fut>(bench: &Bench, scenario: F) -> [f64; 3]
+where
+    F: Fn(Bench, Variant) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut samples: [Vec<f64>; 3] = Default::default();
+    // One warm-up round, not measured: connections, script cache, allocator.
+    for variant in VARIANTS {
+        scenario(bench.clone(), variant).await;
+    }
+    for round in 0..ROUNDS {
+        for i in 0..VARIANTS.len() {
+            let index = (i + round) % VARIANTS.len();
+            let elapsed = timed(scenario(bench.clone(), VARIANTS[index])).await;
+            samples[index].push(elapsed.as_secs_f64() * 1e6);
+        }
+    }
+    samples.map(median)
+}
+
+fn report(title: &str, unit: &str, per: f64, medians: [f64; 3]) {
+    let [raw, store, manager] = medians.map(|us| us / per);
+    println!("{title}");
+    println!("  raw      {raw:8.2} {unit}");
+    println!("  store    {store:8.2} {unit}   {:.3}× raw", store / raw);
+    println!("  manager  {manager:8.2} {unit}   {:.3}× raw", manager / raw);
+}
+
+fn main() {
+    let url = std::env::var("DISTLOCK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let prefix = format!("dlbench-{}", Token::generate().as_str());
+        let client = redis::Client::open(url.as_str()).expect("DISTLOCK_REDIS_URL");
+        let config = RedisLockStore::builder().connection_manager_config();
+        let conn = ConnectionManager::new_with_config(client, config).await.expect("connect");
+        let store = RedisLockStore::builder().key_prefix(&prefix).build(conn.clone()).expect("store");
+        let store = Arc::new(store);
+        let locks = LockManager::new(store.clone());
+        let release_sha = redis::Script::new(RELEASE_SCRIPT).get_hash().to_owned();
+        let bench = Bench { conn, store, locks, prefix, release_sha };
+
+        println!("distlock-redis benchmark against {url}: {ROUNDS} rounds, median round");
+        let uncontended = rounds(&bench, |bench, variant| async move {
+            bench.run(variant, "bench:uncontended", CYCLES).await;
+        })
+        .await;
+        report(
+            &format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round"),
+            "µs/cycle",
+            CYCLES as f64,
+            uncontended,
+        );
+
+        let distinct = rounds(&bench, |bench, variant| async move {
+            let tasks: Vec<_> = (0..TASKS)
+                .map(|t| {
+                    let bench = bench.clone();
+                    tokio::spawn(async move { bench.run(variant, &format!("bench:distinct:{t}"), TASK_CYCLES).await })
+                })
+                .collect();
+            for task in tasks {
+                task.await.expect("task");
+            }
+        })
+        .await;
+        let total = (TASKS * TASK_CYCLES) as f64;
+        report(
+            &format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round"),
+            "µs/cycle (wall)",
+            total,
+            distinct,
+        );
+        let [raw, store, manager] = distinct.map(|us| total / us * 1e6);
+        println!("  throughput: raw {raw:.0}, store {store:.0}, manager {manager:.0} cycles/s");
+    });
+}
