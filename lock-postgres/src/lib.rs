@@ -4,6 +4,7 @@
 
 mod config;
 mod error;
+mod inflight;
 mod purge;
 mod sql;
 mod store;

@@ -9,6 +9,7 @@ use sqlx::postgres::PgPool;
 
 use crate::config::{Layout, PostgresLockStoreBuilder};
 use crate::error::{SlowAcquire, UnexpectedAnswer};
+use crate::inflight::InFlight;
 use crate::sql::{self, Statements, SCHEMA_LOCK_KEY};
 
 /// The backend name reported by [`LockStore::backend`] and in [`LockError::Store`].
@@ -27,6 +28,7 @@ pub struct PostgresLockStore {
     pool: PgPool,
     sql: Arc<Statements>,
     layout: Arc<Layout>,
+    in_flight: Arc<InFlight>,
 }
 
 impl fmt::Debug for PostgresLockStore {
@@ -73,7 +75,7 @@ impl PostgresLockStore {
     }
 
     pub(crate) fn from_parts(pool: PgPool, sql: Arc<Statements>, layout: Arc<Layout>) -> Self {
-        Self { pool, sql, layout }
+        Self { pool, sql, layout, in_flight: Arc::default() }
     }
 
     /// The pool the store works on.
@@ -178,16 +180,21 @@ impl LockStore for PostgresLockStore {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the statement either committed or did not; the manager releases a
-    /// cancelled attempt with the same token.
+    /// Cancel safe: the statement either commits or not. If the future is dropped while
+    /// the statement is in flight, a [`release`](LockStore::release) with the same token
+    /// first waits until the statement has been answered, so that the release cannot run
+    /// before a late acquisition (the manager releases cancelled attempts that way).
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+        let mut attempt = self.in_flight.begin(token);
+        let conn = self.pool.acquire().await.map_err(|error| self.fail("acquire", key, error))?;
         let row = sqlx::query_as::<_, (i64, bool)>(&self.sql.acquire)
             .bind(key.as_str())
             .bind(token.as_str())
             .bind(sql::millis(ttl.as_duration()))
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|error| self.fail("acquire", key, error))?;
+            .fetch_optional(&mut **attempt.hold(conn))
+            .await;
+        attempt.finish();
+        let row = row.map_err(|error| self.fail("acquire", key, error))?;
         let Some((fence, in_time)) = row else {
             return Ok(Acquire::Held { ttl_left: None });
         };
@@ -199,12 +206,14 @@ impl LockStore for PostgresLockStore {
         Ok(Acquire::Acquired { fence: Some(fence) })
     }
 
-    /// One token-checked `UPDATE … SET token = NULL, expires_at = clock_timestamp()`.
+    /// One token-checked `UPDATE … SET token = NULL, expires_at = clock_timestamp()`,
+    /// sent once any cancelled acquisition with the same token has been answered.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: the statement either committed or did not.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
+        self.in_flight.settled(token).await;
         let done = sqlx::query(&self.sql.release)
             .bind(key.as_str())
             .bind(token.as_str())

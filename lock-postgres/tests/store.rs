@@ -63,6 +63,32 @@ async fn acquire_release_extend_inspect_round_trip() {
     t.drop().await;
 }
 
+/// Acquisitions cancelled at every point of their flight, each followed at once by a
+/// release with the same token (what the manager does): no lease is ever left behind.
+/// sqlx sends a cancelled query's buffered statement later, when the connection is next
+/// used; the store must not let the release overtake it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_after_a_cancelled_acquire_never_leaves_a_lease() {
+    let Some(t) = TestTable::new("release_after_a_cancelled_acquire_never_leaves_a_lease").await else { return };
+    let k = key("cancelled");
+    let (mut cancelled, mut completed) = (0, 0);
+    for i in 0..300u64 {
+        let token = Token::generate();
+        let attempt = t.store.try_acquire(&k, &token, ttl(60_000));
+        match tokio::time::timeout(Duration::from_micros((i * 3) % 300), attempt).await {
+            Ok(result) => {
+                assert!(result.unwrap().is_acquired());
+                completed += 1;
+            }
+            Err(_) => cancelled += 1,
+        }
+        t.store.release(&k, &token).await.unwrap();
+        assert_eq!(t.store.inspect(&k).await.unwrap(), None, "iteration {i}: a cancelled acquisition left a lease");
+    }
+    assert!(cancelled >= 10 && completed > 0, "cancelled {cancelled}, completed {completed}");
+    t.drop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_expire_on_the_server_clock() {
     let Some(t) = TestTable::new("leases_expire_on_the_server_clock").await else { return };
