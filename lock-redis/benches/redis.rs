@@ -13,7 +13,8 @@
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
 //!
 //! All variants share one `ConnectionManager` (the store is built on a clone of the raw
-//! connection). Rounds rotate the order of the variants; the median round is reported.
+//! connection). Rounds rotate the order of the variants; the median round is reported, and the median
+//! of the per-round ratios to raw (a round's variants run back to back, under the same load).
 //! Keys live under a random prefix and are all released; nothing is flushed.
 
 use std::future::Future;
@@ -25,10 +26,10 @@ use distlock_redis::redis::aio::ConnectionManager;
 use distlock_redis::redis::{self, Value};
 use distlock_redis::{RedisLockStore, RELEASE_SCRIPT};
 
-const ROUNDS: usize = 9;
-const CYCLES: usize = 2_000;
+const ROUNDS: usize = 21;
+const CYCLES: usize = 1_000;
 const TASKS: usize = 8;
-const TASK_CYCLES: usize = 500;
+const TASK_CYCLES: usize = 250;
 const TTL: Duration = Duration::from_secs(30);
 const RETRY: Duration = Duration::from_millis(50);
 
@@ -115,9 +116,9 @@ async fn timed<F: Future<Output = ()>>(work: F) -> Duration {
     started.elapsed()
 }
 
-/// Runs `scenario` for every variant, `ROUNDS` times in rotating order, and returns the
-/// median duration of each variant in µs.
-async fn rounds<F, Fut>(bench: &Bench, scenario: F) -> [f64; 3]
+/// Runs `scenario` for every variant, `ROUNDS` times in rotating order, and returns each
+/// variant's durations in µs, one per round.
+async fn rounds<F, Fut>(bench: &Bench, scenario: F) -> [Vec<f64>; 3]
 where
     F: Fn(Bench, Variant) -> Fut,
     Fut: Future<Output = ()>,
@@ -134,15 +135,28 @@ where
             samples[index].push(elapsed.as_secs_f64() * 1e6);
         }
     }
-    samples.map(median)
+    samples
 }
 
-fn report(title: &str, unit: &str, per: f64, medians: [f64; 3]) {
+/// Prints each variant's median round per cycle, and its median ratio to the raw variant
+/// of the same round (robust to load that drifts during the run). Returns the medians.
+fn report(title: &str, unit: &str, per: f64, samples: &[Vec<f64>; 3]) -> [f64; 3] {
+    let medians = samples.clone().map(median);
     let [raw, store, manager] = medians.map(|us| us / per);
+    let ratio = |variant: &[f64]| median(variant.iter().zip(&samples[0]).map(|(lib, raw)| lib / raw).collect());
     println!("{title}");
     println!("  raw      {raw:8.2} {unit}");
-    println!("  store    {store:8.2} {unit}   {:.3}× raw", store / raw);
-    println!("  manager  {manager:8.2} {unit}   {:.3}× raw", manager / raw);
+    println!(
+        "  store    {store:8.2} {unit}   {:.3}× raw (median of per-round ratios {:.3}×)",
+        store / raw,
+        ratio(&samples[1])
+    );
+    println!(
+        "  manager  {manager:8.2} {unit}   {:.3}× raw (median of per-round ratios {:.3}×)",
+        manager / raw,
+        ratio(&samples[2])
+    );
+    medians
 }
 
 fn main() {
@@ -168,7 +182,7 @@ fn main() {
             &format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round"),
             "µs/cycle",
             CYCLES as f64,
-            uncontended,
+            &uncontended,
         );
 
         let distinct = rounds(&bench, |bench, variant| async move {
@@ -184,13 +198,13 @@ fn main() {
         })
         .await;
         let total = (TASKS * TASK_CYCLES) as f64;
-        report(
+        let medians = report(
             &format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round"),
             "µs/cycle (wall)",
             total,
-            distinct,
+            &distinct,
         );
-        let [raw, store, manager] = distinct.map(|us| total / us * 1e6);
+        let [raw, store, manager] = medians.map(|us| total / us * 1e6);
         println!("  throughput: raw {raw:.0}, store {store:.0}, manager {manager:.0} cycles/s");
     });
 }
