@@ -14,5 +14,6 @@ pub use config::{
     DEFAULT_SCHEMA, DEFAULT_SEQUENCE, DEFAULT_TABLE,
 };
 pub use purge::{PurgerHandle, MIN_PURGE_HORIZON};
+pub use sql::Statements;
 pub use sqlx;
 pub use store::PostgresLockStore;

@@ -47,9 +47,11 @@ pub(crate) const PURGE_BATCH: i64 = 10_000;
 /// when two sessions create the same table at once). ASCII "distlock".
 pub(crate) const SCHEMA_LOCK_KEY: i64 = 0x6469_7374_6c6f_636b;
 
-/// The statements of one store.
+/// The exact SQL a [`PostgresLockStore`](crate::PostgresLockStore) sends, for review, for
+/// DBAs, and for running the same statements by hand
+/// ([`PostgresLockStore::statements`](crate::PostgresLockStore::statements)).
 #[derive(Debug)]
-pub(crate) struct Statements {
+pub struct Statements {
     /// `$1` key, `$2` token, `$3` TTL in ms → one row `(fence, finished_in_time)` when
     /// acquired, no row when the lease is held.
     pub(crate) acquire: String,
@@ -70,6 +72,40 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
+    /// Acquire: `$1` key (`text`), `$2` token (`text`), `$3` TTL in ms (`int8`). Returns one
+    /// row `(fence int8, finished_within_purge_horizon bool)` when acquired, no row when
+    /// another lease holds the key.
+    pub fn acquire(&self) -> &str {
+        &self.acquire
+    }
+
+    /// Release: `$1` key, `$2` token; one row affected when released.
+    pub fn release(&self) -> &str {
+        &self.release
+    }
+
+    /// Extend: `$1` key, `$2` token, `$3` TTL in ms; one row affected when extended.
+    pub fn extend(&self) -> &str {
+        &self.extend
+    }
+
+    /// Inspect: `$1` key; one row `(token, fence, microseconds left)` while held.
+    pub fn inspect(&self) -> &str {
+        &self.inspect
+    }
+
+    /// One purge batch: `$1` horizon in ms, `$2` batch size; rows affected.
+    pub fn purge(&self) -> &str {
+        &self.purge
+    }
+
+    /// The DDL of [`ensure_schema`](crate::PostgresLockStore::ensure_schema), in order
+    /// (it runs them in one transaction under `pg_advisory_xact_lock`, skipping `CREATE
+    /// SCHEMA` when the schema exists).
+    pub fn ddl(&self) -> [&str; 3] {
+        [&self.create_schema, &self.create_sequence, &self.create_table]
+    }
+
     pub(crate) fn new(layout: &Layout) -> Self {
         let schema = layout.schema.quoted();
         let table = format!("{schema}.{}", layout.table.quoted());

@@ -99,7 +99,8 @@ impl PostgresLockStore {
         self.layout.unlogged
     }
 
-    pub(crate) fn statements(&self) -> &Statements {
+    /// The exact SQL this store sends.
+    pub fn statements(&self) -> &Statements {
         &self.sql
     }
 

@@ -1,0 +1,212 @@
+//! PostgreSQL store benchmark: each scenario beside the same statements sent raw, in one run.
+//!
+//! ```text
+//! DISTLOCK_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p distlock-postgres
+//! ```
+//!
+//! - uncontended: one acquire + release cycle, one task, logged and UNLOGGED table:
+//!   - `raw`: the store's own acquire and release statements
+//!     ([`PostgresLockStore::statements`]) sent with `sqlx::query` through the same pool;
+//!   - `store`: `PostgresLockStore::try_acquire` + `release` (fixed token);
+//!   - `manager`: `LockManager::try_lock` + `DistributedLock::release` (key validation,
+//!     token generation, the handle).
+//! - distinct: 8 tasks, each cycling its own key, same three variants.
+//!
+//! Rounds rotate the order of the variants; the median round is reported, and the median
+//! of the per-round ratios to raw (a round's variants run back to back, under the same
+//! load). The tables live in schema `distlock_bench` under random names and are dropped
+//! at the end.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use distlock_api::{LockKey, LockManager, LockStore, Token, Ttl};
+use distlock_postgres::sqlx;
+use distlock_postgres::PostgresLockStore;
+
+const ROUNDS: usize = 15;
+const CYCLES: usize = 300;
+const TASKS: usize = 8;
+const TASK_CYCLES: usize = 100;
+const TTL: Duration = Duration::from_secs(30);
+const RETRY: Duration = Duration::from_millis(50);
+
+#[derive(Clone)]
+struct Bench {
+    store: Arc<PostgresLockStore>,
+    locks: LockManager,
+    prefix: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Variant {
+    Raw,
+    Store,
+    Manager,
+}
+
+const VARIANTS: [Variant; 3] = [Variant::Raw, Variant::Store, Variant::Manager];
+
+impl Bench {
+    async fn new(url: &str, table: &str, unlogged: bool) -> Self {
+        let store = PostgresLockStore::builder()
+            .schema("distlock_bench")
+            .table(table)
+            .unlogged(unlogged)
+            .application_name("distlock_bench")
+            .max_connections(TASKS as u32 + 2)
+            .connect(url)
+            .await
+            .expect("connect");
+        store.ensure_schema().await.expect("ensure_schema");
+        let store = Arc::new(store);
+        let locks = LockManager::new(store.clone());
+        Self { store, locks, prefix: Token::generate().as_str()[..8].to_owned() }
+    }
+
+    /// `cycles` acquire + release cycles of `name` with `variant`.
+    async fn run(&self, variant: Variant, name: &str, cycles: usize) {
+        let name = format!("{}:{name}", self.prefix);
+        let ttl = Ttl::new(TTL).expect("ttl");
+        match variant {
+            Variant::Raw => {
+                let key = LockKey::new(name).expect("key").to_store_key();
+                let token = Token::generate();
+                let (sql, pool) = (self.store.statements(), self.store.pool());
+                for _ in 0..cycles {
+                    let acquired: Option<(i64, bool)> = sqlx::query_as(sql.acquire())
+                        .bind(key.as_str())
+                        .bind(token.as_str())
+                        .bind(i64::try_from(ttl.as_millis()).expect("ttl"))
+                        .fetch_optional(pool)
+                        .await
+                        .expect("raw acquire");
+                    assert!(acquired.is_some(), "raw acquire");
+                    let released = sqlx::query(sql.release())
+                        .bind(key.as_str())
+                        .bind(token.as_str())
+                        .execute(pool)
+                        .await
+                        .expect("raw release");
+                    assert_eq!(released.rows_affected(), 1);
+                }
+            }
+            Variant::Store => {
+                let key = LockKey::new(name).expect("key").to_store_key();
+                let token = Token::generate();
+                for _ in 0..cycles {
+                    assert!(self.store.try_acquire(&key, &token, ttl).await.expect("acquire").is_acquired());
+                    assert!(self.store.release(&key, &token).await.expect("release"));
+                }
+            }
+            Variant::Manager => {
+                for _ in 0..cycles {
+                    let lock =
+                        self.locks.try_lock(&name, TTL, Duration::ZERO, RETRY).await.expect("lock").expect("free");
+                    assert!(lock.release().await.expect("release"));
+                }
+            }
+        }
+    }
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+async fn timed<F: Future<Output = ()>>(work: F) -> Duration {
+    let started = Instant::now();
+    work.await;
+    started.elapsed()
+}
+
+/// Runs `scenario` for every variant, `ROUNDS` times in rotating order, and returns each
+/// variant's durations in µs, one per round.
+async fn rounds<F, Fut>(bench: &Bench, scenario: F) -> [Vec<f64>; 3]
+where
+    F: Fn(Bench, Variant) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut samples: [Vec<f64>; 3] = Default::default();
+    // One warm-up round, not measured: connections, prepared statements, the rows.
+    for variant in VARIANTS {
+        scenario(bench.clone(), variant).await;
+    }
+    for round in 0..ROUNDS {
+        for i in 0..VARIANTS.len() {
+            let index = (i + round) % VARIANTS.len();
+            let elapsed = timed(scenario(bench.clone(), VARIANTS[index])).await;
+            samples[index].push(elapsed.as_secs_f64() * 1e6);
+        }
+    }
+    samples
+}
+
+/// Prints each variant's median round per cycle and per statement, and its median ratio
+/// to the raw variant of the same round.
+fn report(title: &str, per: f64, samples: &[Vec<f64>; 3]) -> [f64; 3] {
+    let medians = samples.clone().map(median);
+    let [raw, store, manager] = medians.map(|us| us / per);
+    let ratio = |variant: &[f64]| median(variant.iter().zip(&samples[0]).map(|(lib, raw)| lib / raw).collect());
+    println!("{title}");
+    println!("  raw      {raw:8.1} µs/cycle {:8.1} µs/op", raw / 2.0);
+    println!(
+        "  store    {store:8.1} µs/cycle {:8.1} µs/op   {:.3}× raw (median of per-round ratios {:.3}×)",
+        store / 2.0,
+        store / raw,
+        ratio(&samples[1])
+    );
+    println!(
+        "  manager  {manager:8.1} µs/cycle {:8.1} µs/op   {:.3}× raw (median of per-round ratios {:.3}×)",
+        manager / 2.0,
+        manager / raw,
+        ratio(&samples[2])
+    );
+    medians
+}
+
+async fn scenarios(bench: &Bench, kind: &str) {
+    let uncontended = rounds(bench, |bench, variant| async move {
+        bench.run(variant, "bench:uncontended", CYCLES).await;
+    })
+    .await;
+    report(&format!("{kind}: uncontended acquire+release, 1 task, {CYCLES} cycles/round"), CYCLES as f64, &uncontended);
+
+    let distinct = rounds(bench, |bench, variant| async move {
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let bench = bench.clone();
+                tokio::spawn(async move { bench.run(variant, &format!("bench:distinct:{t}"), TASK_CYCLES).await })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task");
+        }
+    })
+    .await;
+    let total = (TASKS * TASK_CYCLES) as f64;
+    let medians =
+        report(&format!("{kind}: distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)"), total, &distinct);
+    let [raw, store, manager] = medians.map(|us| total / us * 1e6);
+    println!("  throughput: raw {raw:.0}, store {store:.0}, manager {manager:.0} cycles/s");
+}
+
+fn main() {
+    let url = std::env::var("DISTLOCK_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        println!("distlock-postgres benchmark against {url}: {ROUNDS} rounds, median round");
+        let suffix = Token::generate().as_str()[..8].to_owned();
+        for (kind, unlogged) in [("logged", false), ("unlogged", true)] {
+            let table = format!("bench_{kind}_{suffix}");
+            let bench = Bench::new(&url, &table, unlogged).await;
+            scenarios(&bench, kind).await;
+            let drop = format!("DROP TABLE {}", bench.store.table_name());
+            sqlx::query(&drop).execute(bench.store.pool()).await.expect("drop the bench table");
+            bench.store.pool().close().await;
+        }
+    });
+}
