@@ -1,0 +1,216 @@
+//! The command line, as `clap` parses it.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use distlock::{LockKey, Token};
+
+use crate::exit::EXIT_STATUS_HELP;
+
+/// Distributed locks from the shell: run a command under a lock, inspect and release
+/// locks, benchmark a store. One tool for every store: memory://, redis://, postgres://.
+#[derive(Debug, Parser)]
+#[command(name = "distlock", version, after_help = EXIT_STATUS_HELP)]
+pub(crate) struct Cli {
+    /// The lock store: `memory://`, `redis://[:PASSWORD@]HOST[:PORT][/DB]` or
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`.
+    #[arg(long, global = true, env = "DISTLOCK_STORE", value_name = "URL", hide_env_values = true)]
+    pub(crate) store: Option<String>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run a command while holding a lock (renewed automatically), then release it.
+    ///
+    /// The command gets DISTLOCK_KEY, DISTLOCK_TOKEN and DISTLOCK_FENCE (empty when the
+    /// store does not fence) in its environment and runs in its own process group. Its
+    /// exit status becomes distlock's. If the lease is lost, the command's process group
+    /// gets SIGTERM, then SIGKILL after --kill-grace, and distlock exits with 76.
+    /// SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to distlock are passed on to the
+    /// command; the lock is released when it exits. Unix only.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Run(RunArgs),
+    /// Show who holds a lock: token (shortened), fence and time left — or "free".
+    Inspect(InspectArgs),
+    /// Release a lock as an administrator, only if it is still held by the given token.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Release(ReleaseArgs),
+    /// Measure a store: uncontended cycle, N workers on distinct keys, N workers on one
+    /// hot key (hand-off latency). The store defaults to memory://, so this works on a
+    /// machine without servers.
+    Bench(BenchArgs),
+}
+
+/// `distlock run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The lock's key, e.g. `backup:db1` (1–512 bytes, no control characters).
+    #[arg(long, short, value_parser = parse_key)]
+    pub(crate) key: LockKey,
+
+    /// The lease; renewed every TTL / 3 while the command runs, so a crashed distlock
+    /// frees the lock at most one TTL later.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) ttl: Duration,
+
+    /// How long to wait for a held lock before giving up with status 75; 0s tries once.
+    #[arg(long, default_value = "0s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) wait: Duration,
+
+    /// The longest pause between two attempts while waiting.
+    #[arg(long, default_value = "50ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) retry: Duration,
+
+    /// Renew the lease at this interval instead of every TTL / 3 (must be shorter than
+    /// the TTL).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) renew_every: Option<Duration>,
+
+    /// After a lost lease, how long the command has between SIGTERM and SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) kill_grace: Duration,
+
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// `distlock inspect`.
+#[derive(Debug, Args)]
+pub(crate) struct InspectArgs {
+    /// The lock's key.
+    #[arg(value_parser = parse_key)]
+    pub(crate) key: LockKey,
+
+    /// Print the whole token (e.g. for `distlock release`) instead of its first 8
+    /// characters.
+    #[arg(long)]
+    pub(crate) show_token: bool,
+
+    /// Print one JSON object instead of a line of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `distlock release`.
+#[derive(Debug, Args)]
+pub(crate) struct ReleaseArgs {
+    /// The lock's key.
+    #[arg(value_parser = parse_key)]
+    pub(crate) key: LockKey,
+
+    /// The holder's token (36-character UUID), e.g. from `inspect --show-token` or the
+    /// command's DISTLOCK_TOKEN. The lock is released only if this token still holds it.
+    #[arg(long, value_parser = parse_token)]
+    pub(crate) token: Token,
+}
+
+/// `distlock bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// How long each scenario runs (per implementation).
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) duration: Duration,
+
+    /// Workers in the distinct-keys and hot-key scenarios.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) workers: u16,
+
+    /// The lease of each acquisition.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) ttl: Duration,
+
+    /// The retry interval of waiting workers (hot key). The library also wakes on a
+    /// release when the store signals one (memory); the raw baseline only polls.
+    #[arg(long, default_value = "50ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) retry: Duration,
+
+    /// The scenarios to run (all by default).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "SCENARIO")]
+    pub(crate) scenarios: Vec<Scenario>,
+
+    /// Also run the store's raw commands (no distlock) in the same run and print the
+    /// ratio: memory — a tokio Mutex<HashMap>; Redis — SET NX PX + EVALSHA release;
+    /// PostgreSQL — the store's INSERT … ON CONFLICT and UPDATE statements through sqlx.
+    #[arg(long)]
+    pub(crate) baseline: bool,
+
+    /// Print one JSON object on stdout instead of the table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// A `bench` scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Scenario {
+    /// One worker: acquire + release of one free key, in a loop.
+    Uncontended,
+    /// N workers, each cycling its own key.
+    Distinct,
+    /// N workers on one key; each waits for it, and measures release → next holder.
+    HotKey,
+}
+
+impl Scenario {
+    /// Every scenario, in the order they run.
+    pub(crate) const ALL: [Self; 3] = [Self::Uncontended, Self::Distinct, Self::HotKey];
+
+    /// The scenario's name in tables and JSON.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Uncontended => "uncontended",
+            Self::Distinct => "distinct",
+            Self::HotKey => "hot-key",
+        }
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|error| format!("{error}; write a duration such as 30s, 250ms or 1m30s"))
+}
+
+fn parse_key(text: &str) -> Result<LockKey, String> {
+    LockKey::new(text).map_err(|error| error.to_string())
+}
+
+fn parse_token(text: &str) -> Result<Token, String> {
+    Token::parse(text).map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_the_command_after_the_flags() {
+        let cli = Cli::try_parse_from(["distlock", "run", "--key", "k", "--ttl", "2s", "--", "ls", "-l"]).unwrap();
+        let Command::Run(run) = cli.command else { panic!("not run") };
+        assert_eq!(run.ttl, Duration::from_secs(2));
+        assert_eq!(run.command, ["ls", "-l"]);
+    }
+
+    #[test]
+    fn bad_durations_keys_and_tokens_are_rejected() {
+        for args in [
+            &["distlock", "run", "--key", "k", "--ttl", "soon", "--", "true"][..],
+            &["distlock", "run", "--key", "", "--", "true"],
+            &["distlock", "release", "k", "--token", "abc"],
+        ] {
+            let err = Cli::try_parse_from(args).unwrap_err();
+            assert!(err.use_stderr(), "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! `distlock`: run a command under a distributed lock, inspect and release locks, and
+//! benchmark a store — with any distlock store (`memory://`, `redis://`, `postgres://`).
+//!
+//! See the crate's README for the commands, exit statuses and benchmark figures.
+
+#![warn(clippy::unwrap_used, clippy::expect_used)]
+
+mod bench;
+mod cli;
+mod exit;
+mod inspect;
+mod run;
+mod store;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::exit::Failure;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            // --help and --version are "errors" printed on stdout with status 0.
+            let code = if error.use_stderr() { exit::USAGE } else { 0 };
+            let _ = error.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            Failure::new(exit::SOFTWARE, format!("cannot start the async runtime: {error}")).report();
+            return ExitCode::from(exit::SOFTWARE);
+        }
+    };
+    let store = cli.store.as_deref();
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run::run(store, args).await,
+            Command::Inspect(args) => inspect::inspect(store, args).await,
+            Command::Release(args) => inspect::release(store, args).await,
+            Command::Bench(args) => bench::bench(store, args).await,
+        }
+    });
+    // Leftover tasks (a renewal being aborted, a connection's driver) must not hold the
+    // exit up.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            failure.report();
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// Library warnings (a failed renewal, a failed background release) go to stderr;
+/// `DISTLOCK_LOG=debug` shows more.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DISTLOCK_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
