@@ -241,9 +241,16 @@ async fn an_acquire_whose_reply_is_lost_leaves_no_orphan_lease() {
         let store = builder("lost", fencing).response_timeout(Duration::from_millis(300)).connect(&server.url()).await;
         let store = Arc::new(store.unwrap());
         let locks = LockManager::new(store.clone());
-        // Warm up, so the release's EVALSHA finds its script once the server runs it.
-        let warm = locks.try_lock("warm-up", Duration::from_secs(5), Duration::ZERO, RETRY).await.unwrap().unwrap();
-        assert!(warm.release().await.unwrap());
+        // Load the scripts (server-wide) so the release's EVALSHA finds its script once the
+        // server runs it; through a store with a 1 s timeout, so that load cannot fail it.
+        let patient = builder("lost", fencing).key_prefix(store.key_prefix()).connect(&server.url()).await.unwrap();
+        let warm = Token::generate();
+        assert!(patient
+            .try_acquire(&store_key("warm-up"), &warm, ttl(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .is_acquired());
+        assert!(patient.release(&store_key("warm-up"), &warm).await.unwrap());
 
         let key = store_key("uncertain");
         let redis_key = store.redis_key(&key);
@@ -271,7 +278,11 @@ async fn an_acquire_whose_reply_is_lost_leaves_no_orphan_lease() {
             Reply::Int(0),
             "fencing={fencing}: the lease taken by the lost command was released, not orphaned for 60 s"
         );
-        assert!(store.try_acquire(&key, &Token::generate(), ttl(Duration::from_secs(5))).await.unwrap().is_acquired());
+        assert!(patient
+            .try_acquire(&key, &Token::generate(), ttl(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .is_acquired());
     }
 }
 
