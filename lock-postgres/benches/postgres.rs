@@ -187,8 +187,11 @@ async fn scenarios(bench: &Bench, kind: &str) {
     })
     .await;
     let total = (TASKS * TASK_CYCLES) as f64;
-    let medians =
-        report(&format!("{kind}: distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)"), total, &distinct);
+    let medians = report(
+        &format!("{kind}: distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)"),
+        total,
+        &distinct,
+    );
     let [raw, store, manager] = medians.map(|us| total / us * 1e6);
     println!("  throughput: raw {raw:.0}, store {store:.0}, manager {manager:.0} cycles/s");
 }

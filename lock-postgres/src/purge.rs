@@ -29,7 +29,7 @@ use crate::store::{PostgresLockStore, BACKEND};
 
 /// The shortest purge horizon: [`PostgresLockStore::purge`] never deletes a row whose
 /// lease ended less than this long ago, and an acquire statement that ran this long is
-/// refused (see the [module documentation](self)). One minute.
+/// refused (see "The purge horizon" in the [crate documentation](crate)). One minute.
 pub const MIN_PURGE_HORIZON: Duration = Duration::from_secs(60);
 
 /// A horizon far beyond any lease, still well inside PostgreSQL's timestamp range.
