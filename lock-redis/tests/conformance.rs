@@ -18,7 +18,13 @@ mod fencing {
 
     async fn store() -> Option<Arc<DynLockStore>> {
         let url = distlock_conformance::kit::redis_url("redis conformance, fencing")?;
-        let store = distlock_redis::RedisLockStore::builder().fencing(true).connect(&url).await.expect("connect");
+        // Fencing counters are never deleted: a prefix of their own keeps them easy to find.
+        let store = distlock_redis::RedisLockStore::builder()
+            .key_prefix("distlock-conformance-fencing")
+            .fencing(true)
+            .connect(&url)
+            .await
+            .expect("connect");
         Some(Arc::new(store))
     }
 
