@@ -298,8 +298,6 @@ async fn child_entry_holds_redis_lock() {
     let store = RedisLockStore::builder().key_prefix(prefix).connect(url).await.unwrap();
     let locks = LockManager::new(Arc::new(store));
     let lock = locks.try_lock(key, HOLDER_TTL, Duration::ZERO, RETRY).await.unwrap().expect("the child takes the lock");
-    // The test harness has printed `test … ... ` without a newline: end that line first.
-    child::announce("");
     child::announce(&format!("ACQUIRED {}", lock.token().as_str()));
     child::park().await;
 }

@@ -43,11 +43,12 @@ pub fn role_arg(role: &str) -> Option<String> {
     }
 }
 
-/// Prints `line` on stdout (flushed) for the parent's [`ChildProcess::wait_for_line`].
+/// Prints `line` on stdout (flushed, on a line of its own) for the parent's
+/// [`ChildProcess::wait_for_line`].
 pub fn announce(line: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
+    let _ = writeln!(out, "\n{line}");
     let _ = out.flush();
 }
 
@@ -93,7 +94,8 @@ impl ChildProcess {
         Self { child, lines }
     }
 
-    /// Waits for a stdout line starting with `prefix` and returns it.
+    /// Waits for a stdout line containing `prefix` and returns it from `prefix` on. (The
+    /// test harness may have printed `test name ... ` on the same line first.)
     ///
     /// # Panics
     ///
@@ -103,7 +105,10 @@ impl ChildProcess {
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(line) if line.contains(prefix) => {
+                    let start = line.find(prefix).unwrap_or_default();
+                    return line[start..].to_owned();
+                }
                 Ok(_) => continue,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     panic!("child did not print a line starting with {prefix:?} within {timeout:?}")
