@@ -260,9 +260,7 @@ async fn child_entry_holds_lock() {
     let store = PostgresLockStore::builder().schema(TEST_SCHEMA).table(table).connect(&url).await.unwrap();
     let locks = LockManager::new(Arc::new(store));
     let lock = locks.lock(name, Duration::from_secs(2), Duration::ZERO, Duration::from_millis(10)).await.unwrap();
-    // Leading newline: libtest has already printed "test child_entry_holds_lock ... "
-    // without one, and the parent matches lines by prefix.
-    child::announce(&format!("\nACQUIRED {}", lock.fence().unwrap()));
+    child::announce(&format!("ACQUIRED {}", lock.fence().unwrap()));
     let _lock = lock;
     child::park().await;
 }
