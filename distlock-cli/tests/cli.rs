@@ -1,0 +1,107 @@
+//! The `distlock` binary without a server: usage errors, refusals, help, and the memory
+//! benchmark.
+
+mod common;
+
+use common::*;
+
+#[tokio::test]
+async fn run_refuses_the_memory_store_and_says_why() {
+    for store in ["memory://", "MEMORY://"] {
+        let out = output(distlock(Some(store), &["run", "--key", "k", "--", "true"])).await;
+        assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
+        let message = stderr(&out);
+        assert!(message.contains("memory://") && message.contains("no other process"), "{message}");
+    }
+}
+
+#[tokio::test]
+async fn bad_durations_are_usage_errors_with_a_clear_message() {
+    for (flag, value) in [("--ttl", "soon"), ("--wait", "5 parsecs"), ("--retry", "ten"), ("--kill-grace", "")] {
+        let out =
+            output(distlock(Some("redis://127.0.0.1:1"), &["run", "--key", "k", flag, value, "--", "true"])).await;
+        assert_eq!(out.status.code(), Some(USAGE), "{flag} {value:?}: {}", stderr(&out));
+        let message = stderr(&out);
+        assert!(message.contains(flag) && message.contains("duration such as 30s"), "{message}");
+        assert!(message.contains("--help"), "points to the usage: {message}");
+    }
+}
+
+#[tokio::test]
+async fn out_of_range_options_are_usage_errors_before_any_connection() {
+    // Port 1 would fail to connect: the options must be refused first.
+    for args in [
+        &["run", "--key", "k", "--ttl", "0s", "--", "true"][..],
+        &["run", "--key", "k", "--ttl", "1s", "--renew-every", "2s", "--", "true"],
+        &["run", "--key", "k", "--wait", "1s", "--retry", "0s", "--", "true"],
+    ] {
+        let out = output(distlock(Some("redis://127.0.0.1:1"), args)).await;
+        assert_eq!(out.status.code(), Some(USAGE), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("invalid lock options"), "{}", stderr(&out));
+    }
+}
+
+#[tokio::test]
+async fn bad_keys_tokens_and_missing_stores_are_usage_errors() {
+    let token = "4f1c0a4e-8d5b-4d61-9a8e-0c2b7f3e9a10";
+    for (store, args) in [
+        (Some("redis://127.0.0.1:1"), &["run", "--key", "", "--", "true"][..]),
+        (Some("redis://127.0.0.1:1"), &["inspect", "bad\u{7}key"]),
+        (Some("redis://127.0.0.1:1"), &["release", "k", "--token", "not-a-token"]),
+        (None, &["run", "--key", "k", "--", "true"]),
+        (None, &["inspect", "k"]),
+        (None, &["release", "k", "--token", token]),
+        (Some("etcd://127.0.0.1"), &["inspect", "k"]),
+        (Some("redis://127.0.0.1:1"), &["run", "--key", "k"]),
+        (Some("redis://127.0.0.1:1"), &["frobnicate"]),
+    ] {
+        let out = output(distlock(store, args)).await;
+        assert_eq!(out.status.code(), Some(USAGE), "{store:?} {args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).is_empty());
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_store_is_status_69() {
+    let out = output(distlock(Some("redis://127.0.0.1:1"), &["inspect", "k"])).await;
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(stderr(&out).contains("redis"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn help_documents_the_exit_statuses_and_environment() {
+    let out = output(distlock(None, &["run", "--help"])).await;
+    assert_eq!(out.status.code(), Some(0));
+    let help = stdout(&out);
+    for needle in
+        ["75", "76", "64", "DISTLOCK_KEY", "DISTLOCK_TOKEN", "DISTLOCK_FENCE", "DISTLOCK_STORE", "--kill-grace"]
+    {
+        assert!(help.contains(needle), "`{needle}` missing from run --help:\n{help}");
+    }
+}
+
+#[tokio::test]
+async fn bench_on_memory_reports_zero_violations_and_the_raw_ratio() {
+    let out = output(distlock(None, &["bench", "--duration", "100ms", "--workers", "4", "--baseline", "--json"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bench --json prints JSON");
+    assert_eq!(report["store"], "memory");
+    assert_eq!(report["violations"], 0);
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 6, "3 scenarios × (distlock, raw): {report:#}");
+    for row in rows {
+        assert_eq!(row["violations"], 0, "{row:#}");
+        assert!(row["ops"].as_u64().expect("ops") > 0, "{row:#}");
+        let is_library = row["implementation"] == "distlock";
+        assert_eq!(row["vs_raw"]["time_per_op"].is_f64(), is_library, "{row:#}");
+    }
+}
+
+#[tokio::test]
+async fn bench_prints_a_table_by_default() {
+    let out = output(distlock(None, &["bench", "--duration", "50ms", "--scenarios", "uncontended,hot-key"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let table = stdout(&out);
+    assert!(table.contains("store memory") && table.contains("uncontended") && table.contains("hot-key"), "{table}");
+    assert!(!table.contains("distinct "), "{table}");
+}

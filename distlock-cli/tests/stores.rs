@@ -1,0 +1,305 @@
+//! The real `distlock` binary against real Redis and PostgreSQL servers
+//! (`DISTLOCK_REDIS_URL`, `DISTLOCK_POSTGRES_URL`; `DISTLOCK_REQUIRE_SERVICES=1` turns a
+//! missing server into a failure).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The child's view of the lock, printed by [`PRINT_LOCK`].
+const PRINT_LOCK: &str = r#"printf '%s\n%s\n%s\n' "$DISTLOCK_KEY" "$DISTLOCK_TOKEN" "$DISTLOCK_FENCE""#;
+
+/// Deletes the lock's key behind distlock's back, as a server-side loss would.
+async fn delete_on_server(url: &str, key: &str) {
+    if url.starts_with("redis") {
+        use distlock::redis::redis;
+        let client = redis::Client::open(url).expect("redis url");
+        let mut conn = client.get_multiplexed_async_connection().await.expect("connect to redis");
+        let deleted: i64 = redis::cmd("DEL")
+            .arg(format!("{}:lock:{key}", distlock::redis::RedisLockStore::DEFAULT_KEY_PREFIX))
+            .query_async(&mut conn)
+            .await
+            .expect("DEL");
+        assert_eq!(deleted, 1, "the lock's key exists in Redis");
+    } else {
+        use distlock::postgres::sqlx;
+        let pool = sqlx::PgPool::connect(url).await.expect("connect to postgres");
+        let deleted = sqlx::query("DELETE FROM public.distlock_locks WHERE key = $1")
+            .bind(format!("{}{key}", distlock::LOCK_NAMESPACE))
+            .execute(&pool)
+            .await
+            .expect("DELETE");
+        assert_eq!(deleted.rows_affected(), 1, "the lock's row exists in PostgreSQL");
+        pool.close().await;
+    }
+}
+
+/// `inspect KEY --json`.
+async fn inspect(url: &str, key: &str) -> serde_json::Value {
+    let out = output(distlock(Some(url), &["inspect", key, "--json"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("inspect --json")
+}
+
+fn fenced(url: &str) -> bool {
+    url.starts_with("postgres")
+}
+
+async fn child_gets_the_lock_in_its_environment_and_its_status_is_passed_through(url: &str) {
+    let key = key("env");
+    let script = format!("{PRINT_LOCK}; exit 7");
+    let out = output(distlock(Some(url), &["run", "--key", &key, "--", "sh", "-c", &script])).await;
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let printed = stdout(&out);
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines.len(), 3, "{printed}");
+    assert_eq!(lines[0], key);
+    assert!(distlock::Token::parse(lines[1]).is_ok(), "DISTLOCK_TOKEN is a UUID v4: {}", lines[1]);
+    if fenced(url) {
+        assert!(lines[2].parse::<u64>().is_ok_and(|fence| fence > 0), "DISTLOCK_FENCE: {:?}", lines[2]);
+    } else {
+        assert_eq!(lines[2], "", "no fencing on the default Redis store");
+    }
+    assert_eq!(inspect(url, &key).await["state"], "free", "released after the command");
+
+    for (script, status) in [("exit 0", 0), ("exit 1", 1), ("exit 255", 255), ("kill -TERM $$", 143)] {
+        let out = output(distlock(Some(url), &["run", "--key", &key, "--", "sh", "-c", script])).await;
+        assert_eq!(out.status.code(), Some(status), "{script}: {}", stderr(&out));
+    }
+    let out = output(distlock(Some(url), &["run", "--key", &key, "--", "distlock-no-such-command"])).await;
+    assert_eq!(out.status.code(), Some(COMMAND_NOT_FOUND), "{}", stderr(&out));
+    assert_eq!(inspect(url, &key).await["state"], "free", "released when the command could not start");
+}
+
+async fn a_held_lock_is_not_acquired_with_a_distinct_status(url: &str) {
+    let key = key("busy");
+    let mut holder = Running::start(url, &["run", "--key", &key, "--", "sh", "-c", "echo ready; read line || true"]);
+    assert_eq!(holder.line().await, "ready");
+
+    let out = output(distlock(Some(url), &["run", "--key", &key, "--", "sh", "-c", "echo ran"])).await;
+    assert_eq!(out.status.code(), Some(NOT_ACQUIRED), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "", "the command must not run");
+    let message = stderr(&out);
+    assert_eq!(message.lines().count(), 1, "one line: {message}");
+    assert!(message.contains("not acquired") && message.contains(&key), "{message}");
+
+    let started = Instant::now();
+    let out =
+        output(distlock(Some(url), &["run", "--key", &key, "--wait", "300ms", "--retry", "20ms", "--", "true"])).await;
+    assert_eq!(out.status.code(), Some(NOT_ACQUIRED), "{}", stderr(&out));
+    assert!(started.elapsed() >= Duration::from_millis(300), "waited {:?}", started.elapsed());
+
+    holder.close_stdin();
+    let (status, stderr) = holder.finish().await;
+    assert_eq!(status, 0, "{stderr}");
+    let out = output(distlock(Some(url), &["run", "--key", &key, "--", "true"])).await;
+    assert_eq!(out.status.code(), Some(0), "free again: {}", common::stderr(&out));
+}
+
+async fn concurrent_runs_on_one_key_never_overlap(url: &str) {
+    const RUNS: usize = 4;
+    let key = key("overlap");
+    let dir = std::env::temp_dir().join(format!("distlock-cli-overlap-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let log = dir.join("intervals");
+    let script = format!(
+        r#"echo "$DISTLOCK_TOKEN start $(date +%s%N) ${{DISTLOCK_FENCE:-0}}" >> '{log}'; sleep 0.2; echo "$DISTLOCK_TOKEN end $(date +%s%N) ${{DISTLOCK_FENCE:-0}}" >> '{log}'"#,
+        log = log.display()
+    );
+    let runs: Vec<_> = (0..RUNS)
+        .map(|_| {
+            distlock(Some(url), &["run", "--key", &key, "--wait", "25s", "--retry", "10ms", "--", "sh", "-c", &script])
+                .spawn()
+                .expect("spawn distlock run")
+        })
+        .collect();
+    for run in runs {
+        let out =
+            tokio::time::timeout(TIMEOUT, run.wait_with_output()).await.expect("run finished in time").expect("wait");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+
+    let text = std::fs::read_to_string(&log).expect("the children wrote their intervals");
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut intervals: Vec<(u128, u128, u64)> = Vec::new();
+    for token in text.lines().filter_map(|line| line.split(' ').next()).collect::<std::collections::BTreeSet<_>>() {
+        let field = |kind: &str, index: usize| -> String {
+            text.lines()
+                .map(|line| line.split(' ').collect::<Vec<_>>())
+                .find(|fields| fields[0] == token && fields[1] == kind)
+                .unwrap_or_else(|| panic!("no {kind} line for {token}:\n{text}"))[index]
+                .to_owned()
+        };
+        let start = field("start", 2).parse().expect("ns");
+        let end = field("end", 2).parse().expect("ns");
+        intervals.push((start, end, field("start", 3).parse().expect("fence")));
+    }
+    assert_eq!(intervals.len(), RUNS, "one interval per run:\n{text}");
+    intervals.sort_unstable();
+    for pair in intervals.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "critical sections overlap: {pair:?}\n{text}");
+        if fenced(url) {
+            assert!(pair[0].2 < pair[1].2, "fences increase with each holder: {pair:?}");
+        }
+    }
+}
+
+/// How a test takes the lease away from a running holder.
+enum Lose {
+    /// Delete the key on the server.
+    DeleteOnServer,
+    /// `distlock release KEY --token T` (after a wrong token, which must change nothing).
+    AdminRelease,
+}
+
+/// Starts a holder whose child prints its token and `$$` then runs `child`, takes its
+/// lease away, and waits for distlock: (status, stderr, time from the loss to the exit).
+async fn lease_loss(url: &str, child: &str, kill_grace: &str, lose: Lose) -> (i32, String, Duration) {
+    let key = key("lease-loss");
+    let script = format!(r#"echo "$DISTLOCK_TOKEN"; echo $$; {child}"#);
+    let mut holder = Running::start(
+        url,
+        &["run", "--key", &key, "--ttl", "1s", "--kill-grace", kill_grace, "--", "sh", "-c", &script],
+    );
+    let token = holder.line().await;
+    let child_pid: i32 = holder.line().await.parse().expect("pid");
+    match lose {
+        Lose::DeleteOnServer => delete_on_server(url, &key).await,
+        Lose::AdminRelease => {
+            let wrong = distlock::Token::generate();
+            let out = output(distlock(Some(url), &["release", &key, "--token", wrong.as_str()])).await;
+            assert_eq!(out.status.code(), Some(NOT_RELEASED), "a wrong token releases nothing: {}", stderr(&out));
+            let out = output(distlock(Some(url), &["release", &key, "--token", &token])).await;
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        }
+    }
+    let lost_at = Instant::now();
+    let (status, stderr) = holder.finish().await;
+    let took = lost_at.elapsed();
+    let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child_pid), None).is_ok();
+    assert!(!alive, "the command (pid {child_pid}) still runs after distlock exited");
+    (status, stderr, took)
+}
+
+async fn deleting_the_key_on_the_server_stops_the_command(url: &str) {
+    let (status, stderr, _) = lease_loss(url, "exec sleep 60", "10s", Lose::DeleteOnServer).await;
+    assert_eq!(status, LEASE_LOST, "{stderr}");
+    assert!(stderr.contains("lease of lock") && stderr.contains("lost") && stderr.contains("SIGTERM"), "{stderr}");
+    assert!(!stderr.contains("sending SIGKILL"), "sleep dies on SIGTERM: {stderr}");
+}
+
+async fn an_administrators_release_stops_the_command(url: &str) {
+    let (status, stderr, _) = lease_loss(url, "exec sleep 60", "10s", Lose::AdminRelease).await;
+    assert_eq!(status, LEASE_LOST, "{stderr}");
+}
+
+async fn a_command_ignoring_sigterm_gets_sigkill_after_the_grace(url: &str) {
+    let child = r#"trap "" TERM; while :; do sleep 0.1; done"#;
+    let (status, stderr, took) = lease_loss(url, child, "600ms", Lose::DeleteOnServer).await;
+    assert_eq!(status, LEASE_LOST, "{stderr}");
+    assert!(stderr.contains("sending SIGKILL"), "{stderr}");
+    assert!(took >= Duration::from_millis(600), "SIGKILL came after the grace, not before: {took:?}");
+}
+
+async fn sigterm_to_distlock_reaches_the_command_and_the_lock_is_released(url: &str) {
+    let key = key("sigterm");
+    // `ready` only once `sleep` runs, so that the forwarded SIGTERM reaches it too.
+    let script = r#"trap 'echo got-term; exit 3' TERM; sleep 60 & echo ready; wait"#;
+    let mut holder = Running::start(url, &["run", "--key", &key, "--", "sh", "-c", script]);
+    assert_eq!(holder.line().await, "ready");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(holder.pid()), nix::sys::signal::Signal::SIGTERM)
+        .expect("signal distlock");
+    assert_eq!(holder.line().await, "got-term");
+    let (status, stderr) = holder.finish().await;
+    assert_eq!(status, 3, "the command's own status: {stderr}");
+    assert_eq!(inspect(url, &key).await["state"], "free");
+}
+
+async fn inspect_shows_the_holder_and_release_checks_the_token(url: &str) {
+    let key = key("inspect");
+    assert_eq!(inspect(url, &key).await, serde_json::json!({ "key": key, "state": "free" }));
+    let script = format!("{PRINT_LOCK}; read line");
+    let mut holder = Running::start(url, &["run", "--key", &key, "--ttl", "20s", "--", "sh", "-c", &script]);
+    holder.line().await;
+    let token = holder.line().await;
+    let fence = holder.line().await;
+
+    let held = inspect(url, &key).await;
+    assert_eq!(held["state"], "held", "{held}");
+    assert_eq!(held["token"], token[..8], "shortened: {held}");
+    let left = held["ttl_left_ms"].as_u64().expect("time left");
+    assert!(left > 0 && left <= 20_000, "{held}");
+    if fenced(url) {
+        assert_eq!(held["fence"].to_string(), fence, "{held}");
+    }
+    let out = output(distlock(Some(url), &["inspect", &key])).await;
+    let line = stdout(&out);
+    assert!(line.contains("held by token") && line.contains(&token[..8]) && !line.contains(&token), "{line}");
+    let out = output(distlock(Some(url), &["inspect", &key, "--show-token"])).await;
+    assert!(stdout(&out).contains(&token), "{}", stdout(&out));
+
+    let out = output(distlock(Some(url), &["release", &key, "--token", distlock::Token::generate().as_str()])).await;
+    assert_eq!(out.status.code(), Some(NOT_RELEASED), "{}", stderr(&out));
+    assert!(!stderr(&out).contains(&token), "never prints the holder's token: {}", stderr(&out));
+    assert_eq!(inspect(url, &key).await["state"], "held", "a wrong token changes nothing");
+    let out = output(distlock(Some(url), &["release", &key, "--token", &token])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(inspect(url, &key).await["state"], "free");
+
+    // The holder learns at the latest when its command ends that it lost the lease.
+    holder.close_stdin();
+    let (status, stderr) = holder.finish().await;
+    assert_eq!(status, LEASE_LOST, "{stderr}");
+}
+
+async fn bench_with_baseline_reports_zero_violations(url: &str) {
+    let out = output(distlock(
+        Some(url),
+        &["bench", "--duration", "200ms", "--workers", "4", "--retry", "5ms", "--baseline", "--json"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["violations"], 0, "{report:#}");
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 6, "{report:#}");
+    for row in rows {
+        assert!(row["ops"].as_u64().expect("ops") > 0, "{row:#}");
+        assert_eq!(row["lost_leases"], 0, "{row:#}");
+    }
+}
+
+macro_rules! store_tests {
+    ($store:ident, $url:ident, [$($case:ident),* $(,)?]) => {
+        mod $store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let Some(url) = distlock_conformance::kit::$url(concat!(stringify!($store), "::", stringify!($case))) else { return };
+                    super::$case(&url).await;
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! all_stores {
+    ($($case:ident),* $(,)?) => {
+        store_tests!(redis, redis_url, [$($case),*]);
+        store_tests!(postgres, postgres_url, [$($case),*]);
+    };
+}
+
+all_stores!(
+    child_gets_the_lock_in_its_environment_and_its_status_is_passed_through,
+    a_held_lock_is_not_acquired_with_a_distinct_status,
+    concurrent_runs_on_one_key_never_overlap,
+    deleting_the_key_on_the_server_stops_the_command,
+    an_administrators_release_stops_the_command,
+    a_command_ignoring_sigterm_gets_sigkill_after_the_grace,
+    sigterm_to_distlock_reaches_the_command_and_the_lock_is_released,
+    inspect_shows_the_holder_and_release_checks_the_token,
+    bench_with_baseline_reports_zero_violations,
+);
