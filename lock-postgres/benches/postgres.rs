@@ -83,13 +83,13 @@ impl Bench {
                         .await
                         .expect("raw acquire");
                     assert!(acquired.is_some(), "raw acquire");
-                    let released = sqlx::query(sql.release())
+                    let released: i64 = sqlx::query_scalar(sql.release())
                         .bind(key.as_str())
                         .bind(token.as_str())
-                        .execute(pool)
+                        .fetch_one(pool)
                         .await
                         .expect("raw release");
-                    assert_eq!(released.rows_affected(), 1);
+                    assert_eq!(released, 1);
                 }
             }
             Variant::Store => {

@@ -5,6 +5,7 @@
 mod config;
 mod error;
 mod inflight;
+mod notify;
 mod purge;
 mod sql;
 mod store;

@@ -36,6 +36,7 @@
 use std::time::Duration;
 
 use crate::config::Layout;
+use crate::notify::channel_name;
 use crate::purge::MIN_PURGE_HORIZON;
 
 /// How many rows one purge statement deletes at most, so that it holds row locks (which
@@ -55,8 +56,10 @@ pub struct Statements {
     /// `$1` key, `$2` token, `$3` TTL in ms → one row `(fence, finished_in_time)` when
     /// acquired, no row when the lease is held.
     pub(crate) acquire: String,
-    /// `$1` key, `$2` token → 1 row affected when released.
+    /// `$1` key, `$2` token → one row: `count` 1 when released (and notified), else 0.
     pub(crate) release: String,
+    /// The `LISTEN`/`pg_notify` channel of the table.
+    pub(crate) channel: String,
     /// `$1` key, `$2` token, `$3` TTL in ms → 1 row affected when extended.
     pub(crate) extend: String,
     /// `$1` key → `(token, fence, micros_left)` of an unexpired lease, or no row.
@@ -79,9 +82,17 @@ impl Statements {
         &self.acquire
     }
 
-    /// Release: `$1` key, `$2` token; one row affected when released.
+    /// Release: `$1` key, `$2` token; one row `(count int8)`, 1 when released. A release
+    /// also sends `pg_notify(<channel>, key)`, delivered when it commits.
     pub fn release(&self) -> &str {
         &self.release
+    }
+
+    /// The notification channel releases are announced on (payload: the store key,
+    /// `lock:<key>`): `distlock:<schema>.<table>`, or `distlock:<hash>` when that would
+    /// exceed PostgreSQL's 63 bytes. `LISTEN` needs it double-quoted.
+    pub fn channel(&self) -> &str {
+        &self.channel
     }
 
     /// Extend: `$1` key, `$2` token, `$3` TTL in ms; one row affected when extended.
@@ -113,6 +124,8 @@ impl Statements {
         let sequence = format!("{schema}.{}", layout.sequence.quoted());
         let horizon_ms = millis(MIN_PURGE_HORIZON);
         let unlogged = if layout.unlogged { "UNLOGGED " } else { "" };
+        // Also inside a string literal: only `[A-Za-z0-9_:.]`.
+        let channel = channel_name(layout);
         Self {
             acquire: format!(
                 "INSERT INTO {table} AS held (key, token, fence, expires_at) \
@@ -125,9 +138,14 @@ impl Statements {
                  RETURNING held.fence, \
                      clock_timestamp() - statement_timestamp() < {horizon_ms} * interval '1 millisecond'"
             ),
+            // pg_notify in FROM runs once per released row (never when nothing was
+            // released); the notification is delivered when the statement commits.
             release: format!(
-                "UPDATE {table} SET token = NULL, expires_at = clock_timestamp() \
-                 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()"
+                "WITH released AS ( \
+                     UPDATE {table} SET token = NULL, expires_at = clock_timestamp() \
+                     WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp() \
+                     RETURNING key) \
+                 SELECT count(*) FROM released, pg_notify('{channel}', released.key)"
             ),
             extend: format!(
                 "UPDATE {table} SET expires_at = clock_timestamp() + $3 * interval '1 millisecond' \
@@ -145,6 +163,7 @@ impl Statements {
                      LIMIT $2)) \
                  AND expires_at < statement_timestamp() - $1 * interval '1 millisecond'"
             ),
+            channel,
             schema_state: "SELECT \
                      EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), \
                      EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
@@ -199,6 +218,7 @@ mod tests {
         assert!(sql.acquire.contains("WHERE held.expires_at <= clock_timestamp()"), "{}", sql.acquire);
         assert!(!sql.acquire.contains("EXCLUDED.fence"), "the fence must be drawn after the row lock");
         assert!(sql.release.contains("token = $2") && !sql.release.contains("DELETE"), "{}", sql.release);
+        assert!(sql.release.contains("pg_notify('distlock:s.t', released.key)"), "{}", sql.release);
         assert!(sql.create_table.starts_with("CREATE TABLE IF NOT EXISTS \"s\".\"t\""), "{}", sql.create_table);
         let unlogged = Statements::new(&layout(true));
         assert!(unlogged.create_table.starts_with("CREATE UNLOGGED TABLE"), "{}", unlogged.create_table);

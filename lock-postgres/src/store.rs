@@ -10,6 +10,7 @@ use sqlx::postgres::PgPool;
 use crate::config::{Layout, PostgresLockStoreBuilder};
 use crate::error::{SlowAcquire, UnexpectedAnswer};
 use crate::inflight::InFlight;
+use crate::notify::Notifier;
 use crate::sql::{self, Statements, SCHEMA_LOCK_KEY};
 
 /// The backend name reported by [`LockStore::backend`] and in [`LockError::Store`].
@@ -29,6 +30,7 @@ pub struct PostgresLockStore {
     sql: Arc<Statements>,
     layout: Arc<Layout>,
     in_flight: Arc<InFlight>,
+    notifier: Arc<Notifier>,
 }
 
 impl fmt::Debug for PostgresLockStore {
@@ -37,6 +39,7 @@ impl fmt::Debug for PostgresLockStore {
             .field("table", &self.table_name())
             .field("sequence", &self.sequence_name())
             .field("unlogged", &self.layout.unlogged)
+            .field("channel", &self.notifier.channel())
             .field("pool_size", &self.pool.size())
             .finish()
     }
@@ -75,7 +78,8 @@ impl PostgresLockStore {
     }
 
     pub(crate) fn from_parts(pool: PgPool, sql: Arc<Statements>, layout: Arc<Layout>) -> Self {
-        Self { pool, sql, layout, in_flight: Arc::default() }
+        let notifier = Arc::new(Notifier::new(sql.channel.clone(), pool.clone()));
+        Self { pool, sql, layout, in_flight: Arc::default(), notifier }
     }
 
     /// The pool the store works on.
@@ -174,7 +178,7 @@ impl LockStore for PostgresLockStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::NONE.with_fencing(true)
+        Capabilities::NONE.with_fencing(true).with_release_notifications(true)
     }
 
     /// One `INSERT … ON CONFLICT (key) DO UPDATE … WHERE <expired> RETURNING fence`.
@@ -207,21 +211,22 @@ impl LockStore for PostgresLockStore {
         Ok(Acquire::Acquired { fence: Some(fence) })
     }
 
-    /// One token-checked `UPDATE … SET token = NULL, expires_at = clock_timestamp()`,
-    /// sent once any cancelled acquisition with the same token has been answered.
+    /// One token-checked `UPDATE … SET token = NULL, expires_at = clock_timestamp()` that
+    /// also `pg_notify`s the key when it released it, sent once any cancelled acquisition
+    /// with the same token has been answered.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: the statement either committed or did not.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         self.in_flight.settled(token).await;
-        let done = sqlx::query(&self.sql.release)
+        let released: i64 = sqlx::query_scalar(&self.sql.release)
             .bind(key.as_str())
             .bind(token.as_str())
-            .execute(&self.pool)
+            .fetch_one(&self.pool)
             .await
             .map_err(|error| self.fail("release", key, error))?;
-        Ok(done.rows_affected() == 1)
+        Ok(released == 1)
     }
 
     /// One token-checked `UPDATE … SET expires_at = clock_timestamp() + ttl`.
@@ -262,13 +267,74 @@ impl LockStore for PostgresLockStore {
         Ok(Some(LockInfo::new(token, Some(fence), ttl_left)))
     }
 
-    /// No release notifications yet: sleeps `max`.
+    /// Waits for a `NOTIFY` of a release of `key` on the store's one listener connection,
+    /// for the lease to run out, or for `max`, whichever comes first.
+    ///
+    /// The waiter registers for the key before it reads the key's lease (one `SELECT`), so
+    /// a release between the caller's failed attempt and the registration is not slept
+    /// through: it returns at once when the key is free. While the listener is not
+    /// connected (first use, or re-connecting after a lost connection) it sleeps, so the
+    /// caller polls; a waiter registered when the listener loses its connection returns
+    /// early. Never returns later than `max` (plus scheduling).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] (operation `"wait for release"`) when the lease could not be
+    /// read; the caller then sleeps instead.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe.
-    async fn wait_for_release(&self, _key: &StoreKey, max: Duration) -> Result<(), LockError> {
-        tokio::time::sleep(max).await;
+    /// Cancel safe: it only reads; a dropped waiter unregisters.
+    async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        let deadline = tokio::time::Instant::now() + max;
+        let mut listening = self.notifier.listening();
+        // Not listening yet (or re-connecting): sleep, unless the listener comes up first.
+        let up = tokio::time::timeout_at(deadline, listening.wait_for(|up| *up)).await.map(|up| up.is_ok());
+        match up {
+            Ok(true) => {}
+            Ok(false) => {
+                // The listener is gone (cannot happen while the store lives): just sleep.
+                tokio::time::sleep_until(deadline).await;
+                return Ok(());
+            }
+            Err(_) => return Ok(()),
+        }
+        let registration = self.notifier.register(key.as_str());
+        let notified = registration.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        // Registered: a release from now on is notified; an earlier one is seen here.
+        let lease = match tokio::time::timeout_at(deadline, self.lease_left(key)).await {
+            Err(_) => return Ok(()),
+            Ok(lease) => lease?,
+        };
+        let Some(left) = lease else { return Ok(()) };
+        // An expiring lease is not notified: wake up when it runs out (on the server's
+        // clock; a little late rather than early).
+        let until = deadline.min(tokio::time::Instant::now() + left + EXPIRY_MARGIN);
+        tokio::select! {
+            () = &mut notified => {}
+            // The listener went down (or came back): the release may have been missed.
+            _ = listening.changed() => {}
+            () = tokio::time::sleep_until(until) => {}
+        }
         Ok(())
+    }
+}
+
+/// How long after a lease's end (as the server computed it) a waiter wakes to retry.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
+
+impl PostgresLockStore {
+    /// The time left on `key`'s lease, or `None` when it is free.
+    async fn lease_left(&self, key: &StoreKey) -> Result<Option<Duration>, LockError> {
+        let row = sqlx::query_as::<_, (Option<String>, i64, i64)>(&self.sql.inspect)
+            .bind(key.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|error| self.fail("wait for release", key, error))?;
+        Ok(row.and_then(|(token, _, micros_left)| {
+            token.map(|_| Duration::from_micros(u64::try_from(micros_left).unwrap_or(1)))
+        }))
     }
 }

@@ -1,5 +1,6 @@
 //! Fault and input tests against a real PostgreSQL: terminated backends, an unreachable
-//! server, hostile identifiers, odd keys, and a lock holder killed with `kill -9`.
+//! server, a network partition through a fault proxy, hostile identifiers, odd keys, and a
+//! lock holder killed with `kill -9`.
 
 mod common;
 
@@ -10,8 +11,9 @@ use std::time::{Duration, Instant};
 use common::{key, TestTable, TEST_SCHEMA};
 use distlock_api::{Acquire, LockError, LockKey, LockManager, LockStore, Token, Ttl};
 use distlock_conformance::kit::child::{self, ChildProcess};
+use distlock_conformance::kit::proxy::FaultProxy;
 use distlock_conformance::kit::{self, postgres_server};
-use distlock_postgres::sqlx::postgres::PgPoolOptions;
+use distlock_postgres::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use distlock_postgres::{sqlx, PostgresLockStore};
 
 const UNREACHABLE: &str = "postgres://postgres@127.0.0.1:1/x";
@@ -302,4 +304,76 @@ async fn killed_holder_frees_the_lock_after_its_ttl() {
     assert!(lock.fence().unwrap() > child_fence);
     assert!(lock.release().await.unwrap());
     t.drop().await;
+}
+
+/// The store's pool (and its listener) connect through a [`FaultProxy`]; the proxy is
+/// paused while a renewed 3 s lease is held: `lost` fires before the TTL runs out, while
+/// the server (read directly) still holds the lease. Nothing panics in the paused pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_fires_lost_before_the_ttl() {
+    let Some(t) = TestTable::new("partition_fires_lost_before_the_ttl").await else { return };
+    let options: PgConnectOptions = t.url.parse().unwrap();
+    let upstream = format!("{}:{}", options.get_host(), options.get_port());
+    let upstream_addr = tokio::net::lookup_host(&upstream).await.unwrap().next().expect("an address");
+    let proxy = FaultProxy::start(upstream_addr).await.unwrap();
+    let proxied_url = t.url.replacen(&upstream, &proxy.addr().to_string(), 1);
+    assert_ne!(proxied_url, t.url, "the URL names {upstream} literally");
+    let table = t.store.table_name();
+    let table = table.rsplit('.').next().unwrap().trim_matches('"').to_owned();
+    let via_proxy = PostgresLockStore::builder()
+        .schema(TEST_SCHEMA)
+        .table(table)
+        .application_name(&t.application_name)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect(&proxied_url)
+        .await
+        .unwrap();
+    // Start the listener through the proxy too, so the partition cuts it off as well.
+    via_proxy.wait_for_release(&key("warm-up"), Duration::from_secs(5)).await.unwrap();
+    let via_proxy = Arc::new(via_proxy);
+    distlock_conformance::cases::partition_fires_lost_before_the_ttl(
+        via_proxy.clone(),
+        &proxy,
+        Arc::new(t.store.clone()),
+    )
+    .await;
+
+    // Partitioned again: waiting is bounded by `max`, operations fail within the pool's
+    // timeout or hang until the caller's own timeout — never a panic.
+    proxy.pause();
+    let k = key("partitioned");
+    let started = Instant::now();
+    let waited =
+        tokio::time::timeout(Duration::from_secs(10), via_proxy.wait_for_release(&k, Duration::from_millis(500)))
+            .await
+            .expect("wait_for_release past its max");
+    assert!(waited.is_ok() || matches!(waited, Err(LockError::Store { .. })), "{waited:?}");
+    assert!(started.elapsed() < Duration::from_secs(3), "waited {:?}", started.elapsed());
+    let acquired =
+        tokio::time::timeout(Duration::from_secs(3), via_proxy.try_acquire(&k, &Token::generate(), ttl(1_000))).await;
+    if let Ok(result) = acquired {
+        assert_store_error(result, "acquire");
+    }
+    proxy.resume();
+    drop(via_proxy);
+    drop(proxy);
+    t.drop().await;
+}
+
+/// With no server to listen to, `wait_for_release` sleeps `max` (the caller polls): not
+/// much less, not more, and without an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_release_without_a_server_sleeps_max() {
+    let pool = PgPoolOptions::new().acquire_timeout(Duration::from_millis(300)).connect_lazy(UNREACHABLE).unwrap();
+    let store = PostgresLockStore::from_pool(pool);
+    let k = key("unreachable-wait");
+    for max in [Duration::from_millis(200), Duration::from_millis(800)] {
+        let started = Instant::now();
+        store.wait_for_release(&k, max).await.unwrap();
+        let waited = started.elapsed();
+        assert!(
+            waited + Duration::from_millis(10) >= max && waited < max + Duration::from_secs(1),
+            "{max:?}: {waited:?}"
+        );
+    }
 }

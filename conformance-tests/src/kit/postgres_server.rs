@@ -85,15 +85,47 @@ async fn count_on(conn: &mut PgConnection, application_name: &str) -> u64 {
 ///
 /// When the server refuses, or a terminated backend is still there after 15 s.
 pub async fn terminate_backends(admin_url: &str, application_name: &str) -> u64 {
+    terminate_where(admin_url, application_name, None).await
+}
+
+/// The process ids of the backends named `application_name` whose latest statement was a
+/// `LISTEN` — the connections a store listens for notifications on.
+pub async fn listener_backends(admin_url: &str, application_name: &str) -> Vec<i32> {
+    let mut conn = admin_connection(admin_url).await;
+    let pids: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity \
+         WHERE application_name = $1 AND pid <> pg_backend_pid() AND query LIKE 'LISTEN %' ORDER BY pid",
+    )
+    .bind(application_name)
+    .fetch_all(&mut conn)
+    .await
+    .expect("list listener backends");
+    let _ = conn.close().await;
+    pids
+}
+
+/// Like [`terminate_backends`], but only the backends named `application_name` whose
+/// latest statement was a `LISTEN` (see [`listener_backends`]).
+///
+/// # Panics
+///
+/// As [`terminate_backends`].
+pub async fn terminate_listeners(admin_url: &str, application_name: &str) -> u64 {
+    terminate_where(admin_url, application_name, Some("LISTEN %")).await
+}
+
+async fn terminate_where(admin_url: &str, application_name: &str, query_like: Option<&str>) -> u64 {
     let mut conn = admin_connection(admin_url).await;
     let terminated: Vec<i32> = sqlx::query_scalar(
         // MATERIALIZED: the filter must run before pg_terminate_backend; in one WHERE
         // clause the planner may evaluate the two in either order.
         "WITH victims AS MATERIALIZED ( \
-             SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()) \
+             SELECT pid FROM pg_stat_activity \
+             WHERE application_name = $1 AND pid <> pg_backend_pid() AND ($2::text IS NULL OR query LIKE $2)) \
          SELECT pid FROM victims WHERE pg_terminate_backend(pid)",
     )
     .bind(application_name)
+    .bind(query_like)
     .fetch_all(&mut conn)
     .await
     .expect("pg_terminate_backend");

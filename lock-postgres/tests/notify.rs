@@ -1,0 +1,204 @@
+//! Release notifications: `pg_notify` on release, one `LISTEN` connection per store,
+//! no missed wake-ups, and falling back to polling while the listener is lost.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{key, TestTable};
+use distlock_api::{DynLockStore, LockError, LockManager, LockStore, Token, Ttl};
+use distlock_conformance::counting::CountingStore;
+use distlock_conformance::kit::postgres_server;
+use distlock_postgres::sqlx;
+use distlock_postgres::sqlx::postgres::PgListener;
+
+fn ttl(ms: u64) -> Ttl {
+    Ttl::new(Duration::from_millis(ms)).unwrap()
+}
+
+/// Waits (bounded) until `condition` holds for the listener backends of `app`.
+async fn until_listeners(url: &str, app: &str, what: &str, condition: impl Fn(&[i32]) -> bool) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pids = postgres_server::listener_backends(url, app).await;
+        if condition(&pids) {
+            return pids;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}; listener backends: {pids:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A release notifies the key on the table's channel exactly when it released something:
+/// not for a foreign token, not for a second release. Markers sent in between by another
+/// session fix the order (notifications arrive in commit order), so nothing is timed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_notifies_its_key_only_when_it_released() {
+    let Some(t) = TestTable::new("release_notifies_its_key_only_when_it_released").await else { return };
+    let channel = t.store.statements().channel().to_owned();
+    assert!(channel.starts_with("distlock:distlock_test.t_"), "{channel}");
+    let mut listener = PgListener::connect(&t.url).await.unwrap();
+    listener.listen(&channel).await.unwrap();
+    let marker = |n: u32| {
+        let (pool, channel) = (t.store.pool().clone(), channel.clone());
+        async move {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(channel)
+                .bind(format!("marker {n}"))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    let (k, holder) = (key("notified"), Token::generate());
+    assert!(t.store.try_acquire(&k, &holder, ttl(30_000)).await.unwrap().is_acquired());
+    assert!(!t.store.release(&k, &Token::generate()).await.unwrap(), "foreign release");
+    marker(1).await;
+    assert!(t.store.release(&k, &holder).await.unwrap());
+    assert!(!t.store.release(&k, &holder).await.unwrap(), "second release");
+    marker(2).await;
+
+    let mut received = Vec::new();
+    while received.last().map(String::as_str) != Some("marker 2") {
+        let notification =
+            tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("notification").unwrap();
+        assert_eq!(notification.channel(), channel);
+        received.push(notification.payload().to_owned());
+    }
+    assert_eq!(received, ["marker 1", k.as_str(), "marker 2"]);
+    t.drop().await;
+}
+
+/// `wait_for_release` returns at once when the key is already free (a release between the
+/// caller's failed attempt and its registration is not slept through), when the lease runs
+/// out (expiry is not notified), and otherwise after `max` — not earlier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_release_returns_for_a_free_key_at_expiry_or_after_max() {
+    let Some(t) = TestTable::new("wait_for_release_returns_for_a_free_key_at_expiry_or_after_max").await else {
+        return;
+    };
+    let store = &t.store;
+    assert!(store.capabilities().release_notifications);
+    let (k, holder) = (key("w"), Token::generate());
+
+    // Never locked, then released: both free.
+    for _ in 0..2 {
+        let started = Instant::now();
+        store.wait_for_release(&k, Duration::from_secs(20)).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5), "free key: waited {:?}", started.elapsed());
+        if store.try_acquire(&k, &holder, ttl(30_000)).await.unwrap().is_acquired() {
+            assert!(store.release(&k, &holder).await.unwrap());
+        }
+    }
+
+    // Held and not released: waits `max`.
+    assert!(store.try_acquire(&k, &holder, ttl(30_000)).await.unwrap().is_acquired());
+    let started = Instant::now();
+    store.wait_for_release(&k, Duration::from_millis(700)).await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(690) && waited < Duration::from_secs(5), "held key: waited {waited:?}");
+    assert!(store.release(&k, &holder).await.unwrap());
+
+    // An expiring lease: back when it ran out, long before `max`.
+    assert!(store.try_acquire(&k, &holder, ttl(1_500)).await.unwrap().is_acquired());
+    let left = store.inspect(&k).await.unwrap().expect("held").ttl_left;
+    let started = Instant::now();
+    store.wait_for_release(&k, Duration::from_secs(20)).await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited + Duration::from_millis(100) >= left, "woke {waited:?} into a lease with {left:?} left");
+    assert!(waited < left + Duration::from_secs(3), "expired lease: waited {waited:?} ({left:?} left)");
+    assert!(store.try_acquire(&k, &Token::generate(), ttl(1_000)).await.unwrap().is_acquired());
+    t.drop().await;
+}
+
+/// 24 waiters on 6 keys (retry interval 20 s) are served by one `LISTEN` connection
+/// besides the pool, and every one of them gets its lock soon after the releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_listener_connection_serves_every_waiter() {
+    let Some(t) = TestTable::new("one_listener_connection_serves_every_waiter").await else { return };
+    let counting = CountingStore::new(Arc::new(t.store.clone()) as Arc<DynLockStore>);
+    let locks = LockManager::new(counting.clone());
+    let prefix = postgres_server::random_identifier("many");
+    let names: Vec<String> = (0..6).map(|i| format!("{prefix}:{i}")).collect();
+    let mut held = Vec::new();
+    for name in &names {
+        held.push(
+            locks.try_lock(name, Duration::from_secs(60), Duration::ZERO, Duration::ZERO).await.unwrap().unwrap(),
+        );
+    }
+    let retry = Duration::from_secs(20);
+    let waiters: Vec<_> = (0..24)
+        .map(|i| {
+            let (locks, name) = (locks.clone(), names[i % names.len()].clone());
+            tokio::spawn(async move {
+                let lock = locks.lock(&name, Duration::from_secs(60), Duration::from_secs(60), retry).await?;
+                let acquired_at = Instant::now();
+                lock.release().await?;
+                Ok::<_, LockError>(acquired_at)
+            })
+        })
+        .collect();
+    counting.wait_until(|c| c.waits() >= 24).await;
+    let listeners = until_listeners(&t.url, &t.application_name, "the listener", |pids| !pids.is_empty()).await;
+    assert_eq!(listeners.len(), 1, "one LISTEN connection per store: {listeners:?}");
+    let backends = postgres_server::backend_count(&t.url, &t.application_name).await;
+    assert!(backends <= 8 + 1, "{backends} backends: the pool (8) and one listener at most");
+
+    let released_at = Instant::now();
+    for lock in held {
+        assert!(lock.release().await.unwrap());
+    }
+    for waiter in waiters {
+        let acquired_at = waiter.await.unwrap().expect("every waiter gets its lock");
+        let after = acquired_at - released_at;
+        assert!(after < Duration::from_secs(10), "a waiter got its lock {after:?} after the release (retry {retry:?})");
+    }
+    assert_eq!(postgres_server::listener_backends(&t.url, &t.application_name).await.len(), 1);
+    t.drop().await;
+}
+
+/// The listener's backend is terminated while a waiter (retry interval 10 s) waits and the
+/// holder releases right after: the waiter still gets the lock quickly (waiters return
+/// when the listener goes down and poll until it is back), the listener re-connects on
+/// its own, and hand-off is notified again (retry 2 s, hand-off < 500 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_listener_falls_back_to_polling_and_notifications_come_back() {
+    let Some(t) = TestTable::new("terminated_listener_falls_back_to_polling").await else { return };
+    let store: Arc<DynLockStore> = Arc::new(t.store.clone());
+    let counting = CountingStore::new(Arc::clone(&store));
+    let locks = LockManager::new(counting.clone());
+    let name = postgres_server::random_identifier("relisten");
+    for round in 0..3 {
+        let held = locks.lock(&name, Duration::from_secs(60), Duration::ZERO, Duration::ZERO).await.unwrap();
+        let waits = counting.waits();
+        let waiter = tokio::spawn({
+            let (locks, name) = (locks.clone(), name.clone());
+            async move {
+                let lock = locks
+                    .lock(&name, Duration::from_secs(60), Duration::from_secs(60), Duration::from_secs(10))
+                    .await?;
+                let acquired_at = Instant::now();
+                lock.release().await?;
+                Ok::<_, LockError>(acquired_at)
+            }
+        });
+        counting.wait_until(|c| c.waits() > waits).await;
+        let before = until_listeners(&t.url, &t.application_name, "the listener", |pids| !pids.is_empty()).await;
+        let killed = postgres_server::terminate_listeners(&t.url, &t.application_name).await;
+        assert_eq!(killed, 1, "round {round}: listener backends {before:?}");
+        let released_at = Instant::now();
+        assert!(held.release().await.unwrap());
+        let acquired_at = waiter.await.unwrap().expect("the waiter gets the lock");
+        let after = acquired_at - released_at;
+        assert!(after < Duration::from_secs(5), "round {round}: the waiter was stuck for {after:?} (retry 10 s)");
+
+        let after_restart = until_listeners(&t.url, &t.application_name, "a new listener", |pids| {
+            pids.len() == 1 && !before.contains(&pids[0])
+        })
+        .await;
+        assert_eq!(after_restart.len(), 1);
+        distlock_conformance::cases::waiter_wakes_on_release_not_by_polling(Arc::clone(&store)).await;
+    }
+    t.drop().await;
+}
