@@ -27,8 +27,9 @@ use crate::store::RedisLockStore;
 pub struct RedisLockStoreBuilder {
     pub(crate) key_prefix: String,
     pub(crate) fencing: bool,
-    response_timeout: Duration,
-    connection_timeout: Duration,
+    pub(crate) release_notifications: bool,
+    pub(crate) response_timeout: Duration,
+    pub(crate) connection_timeout: Duration,
     reconnect_retries: usize,
 }
 
@@ -37,6 +38,7 @@ impl Default for RedisLockStoreBuilder {
         Self {
             key_prefix: RedisLockStore::DEFAULT_KEY_PREFIX.to_owned(),
             fencing: false,
+            release_notifications: true,
             response_timeout: RedisLockStoreBuilder::DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: RedisLockStoreBuilder::DEFAULT_CONNECTION_TIMEOUT,
             reconnect_retries: RedisLockStoreBuilder::DEFAULT_RECONNECT_RETRIES,
@@ -67,11 +69,22 @@ impl RedisLockStoreBuilder {
         self
     }
 
-    /// Fencing mode: every acquisition also returns a number strictly increasing per key
-    /// (kept in `{key_prefix}:fence:{key}`, never deleted). Off by default, so acquire
-    /// stays the spec's plain `SET key token NX PX ttl`.
+    /// Fencing mode: every acquisition also returns a number strictly increasing per key,
+    /// drawn from one counter per store (`{key_prefix}:fence`) and kept for the holder in
+    /// `{key_prefix}:fence:lock:{key}`, which expires with the lease. Off by default, so
+    /// acquire stays the spec's plain `SET key token NX PX ttl`.
     pub fn fencing(mut self, fencing: bool) -> Self {
         self.fencing = fencing;
+        self
+    }
+
+    /// Release notifications (on by default): every release also publishes the lock's
+    /// key on `{key_prefix}:released` (pipelined with the release, no extra round trip),
+    /// and waiters are woken through one subscriber connection per store instead of
+    /// polling every `retry_interval`. Off: releases send only seed 000's script and
+    /// waiters poll.
+    pub fn release_notifications(mut self, enabled: bool) -> Self {
+        self.release_notifications = enabled;
         self
     }
 
@@ -80,7 +93,8 @@ impl RedisLockStoreBuilder {
     ///
     /// A timed-out acquire has an unknown outcome; the
     /// [`LockManager`](distlock_api::LockManager) releases it with the same token.
-    /// Used by [`connect`](Self::connect) only: [`build`](Self::build) keeps the given
+    /// Used by [`connect`](Self::connect) (and for the subscriber connection's
+    /// `SUBSCRIBE` and health-check `PING`): [`build`](Self::build) keeps the given
     /// connection's own settings.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
@@ -88,7 +102,7 @@ impl RedisLockStoreBuilder {
     }
 
     /// How long one connection attempt may take. Default 2 s. Used by
-    /// [`connect`](Self::connect) only.
+    /// [`connect`](Self::connect), and for the subscriber connection.
     pub fn connection_timeout(mut self, timeout: Duration) -> Self {
         self.connection_timeout = timeout;
         self
@@ -128,20 +142,36 @@ impl RedisLockStoreBuilder {
         validate_key_prefix(&self.key_prefix)?;
         let client = redis::Client::open(url)
             .map_err(|err| LockError::Config { message: format!("unusable Redis URL: {err}") })?;
-        let conn = ConnectionManager::new_with_config(client, self.connection_manager_config())
+        let conn = ConnectionManager::new_with_config(client.clone(), self.connection_manager_config())
             .await
             .map_err(|err| LockError::store(RedisLockStore::BACKEND, "connect", "-", err))?;
-        self.build(conn)
+        self.build_with_client(client, conn)
     }
 
     /// Builds the store on an existing connection (its timeouts stay as they are).
+    ///
+    /// The store publishes its releases, but it has no [`redis::Client`] to open its
+    /// subscriber connection with, so its own waiters poll; use
+    /// [`build_with_client`](Self::build_with_client) for notified waits.
     ///
     /// # Errors
     ///
     /// [`LockError::Config`] for a bad key prefix.
     pub fn build(self, conn: ConnectionManager) -> Result<RedisLockStore, LockError> {
         validate_key_prefix(&self.key_prefix)?;
-        Ok(RedisLockStore::from_parts(conn, self.key_prefix, self.fencing))
+        Ok(RedisLockStore::from_parts(conn, None, &self))
+    }
+
+    /// Builds the store on an existing connection, with `client` (normally the one `conn`
+    /// was made from) for the subscriber connection of notified waits. Nothing is opened
+    /// until the first wait.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a bad key prefix.
+    pub fn build_with_client(self, client: redis::Client, conn: ConnectionManager) -> Result<RedisLockStore, LockError> {
+        validate_key_prefix(&self.key_prefix)?;
+        Ok(RedisLockStore::from_parts(conn, Some(client), &self))
     }
 }
 

@@ -3,11 +3,12 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 mod config;
+mod notify;
 mod scripts;
 mod store;
 
 pub use config::RedisLockStoreBuilder;
-pub use scripts::{EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, INSPECT_SCRIPT, RELEASE_SCRIPT};
+pub use scripts::{EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT, RELEASE_SCRIPT};
 pub use store::RedisLockStore;
 
 /// The `redis` crate this store is built on, so applications can match its version

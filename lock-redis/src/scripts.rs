@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionManager;
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind, Value};
 
 /// The release script: seed 000 §3.2, verbatim: delete the key only if it still holds the caller's token.
 /// `KEYS[1]` = lock key, `ARGV[1]` = token. Returns 1 when deleted, 0 otherwise.
@@ -26,23 +26,41 @@ else
 end
 "#;
 
-/// The fencing-mode acquire script: the spec's `SET key token NX PX ttl`, and on success the next
-/// number of the key's fencing counter, in one atomic step. The counter lives in a hash
-/// (`fence` = last number handed out, `token` = who got it) that is never deleted.
-/// `KEYS[1]` = lock key, `KEYS[2]` = fence key, `ARGV[1]` = token, `ARGV[2]` = TTL in ms.
+/// The fencing-mode acquire script: the spec's `SET key token NX PX ttl` and, only if it
+/// succeeded, the next number of the store's **one** fencing counter (`INCR`), recorded
+/// for the new holder in a companion key that expires with the lease — one atomic step.
+///
+/// The counter is shared by every key of the prefix: it only ever grows, so the numbers
+/// of any one key strictly increase too, and the store keeps one counter instead of one
+/// per key. The companion key's value is `<fence>:<token>`.
+/// `KEYS[1]` = lock key, `KEYS[2]` = counter, `KEYS[3]` = companion key,
+/// `ARGV[1]` = token, `ARGV[2]` = TTL in ms.
 /// Returns `{1, fence}` when acquired, `{0, pttl}` when held.
 pub const FENCED_ACQUIRE_SCRIPT: &str = r#"-- 获取锁并发放 fencing 号（单个原子脚本）
 if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-    local fence = redis.call("hincrby", KEYS[2], "fence", 1)
-    redis.call("hset", KEYS[2], "token", ARGV[1])
+    local fence = redis.call("incr", KEYS[2])
+    redis.call("set", KEYS[3], fence .. ":" .. ARGV[1], "PX", ARGV[2])
     return {1, fence}
 end
 return {0, redis.call("pttl", KEYS[1])}
 "#;
 
+/// The fencing-mode extend script: seed 000 §3.3 (`GET` == token → `PEXPIRE`), also
+/// moving the expiry of the holder's fence key, so the number lives as long as the lease.
+/// `KEYS[1]` = lock key, `KEYS[2]` = the fence key of the lock,
+/// `ARGV[1]` = token, `ARGV[2]` = TTL in ms. Returns 1 or 0.
+pub const FENCED_EXTEND_SCRIPT: &str = r#"-- 续租（fencing 模式）：仅当 value 等于传入的 token 时才 PEXPIRE，fencing 号同步续期
+if redis.call("get", KEYS[1]) == ARGV[1] then
+    redis.call("pexpire", KEYS[2], ARGV[2])
+    return redis.call("pexpire", KEYS[1], ARGV[2])
+else
+    return 0
+end
+"#;
+
 /// The inspect script: the current holder, `{token, pttl, fence-or-nil}`, or nil when the key is free.
-/// `KEYS[1]` = lock key, optional `KEYS[2]` = fence key (fencing mode): its number is
-/// reported only if it was handed to the current holder's token.
+/// `KEYS[1]` = lock key, optional `KEYS[2]` = the lock's fence key (fencing mode): its
+/// number is reported only if it was issued to the current holder's token.
 pub const INSPECT_SCRIPT: &str = r#"-- 查看当前持有者
 local token = redis.call("get", KEYS[1])
 if not token then
@@ -51,9 +69,12 @@ end
 local pttl = redis.call("pttl", KEYS[1])
 local fence = false
 if KEYS[2] then
-    local issued = redis.call("hmget", KEYS[2], "fence", "token")
-    if issued[2] == token then
-        fence = issued[1]
+    local issued = redis.call("get", KEYS[2])
+    if issued then
+        local number, owner = string.match(issued, "^(%d+):(.+)$")
+        if owner == token then
+            fence = number
+        end
     end
 end
 return {token, pttl, fence}
@@ -92,7 +113,7 @@ impl LuaScript {
         evalsha.arg(&self.sha);
         args(&mut evalsha);
         match evalsha.query_async(conn).await {
-            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            Err(err) if is_noscript(&err) => {
                 tracing::debug!(sha = %self.sha, "NOSCRIPT: falling back to EVAL");
                 let mut eval = redis::cmd("EVAL");
                 eval.arg(self.code);
@@ -102,6 +123,52 @@ impl LuaScript {
             result => result,
         }
     }
+
+    /// [`run`](Self::run), with `then` pipelined right behind the script: both are written
+    /// together and answered in one round trip, and the server runs `then` after the
+    /// script. `then`'s own reply is returned beside the script's, never as an error of
+    /// the script; on `NOSCRIPT` both are sent again (`EVAL` + `then`).
+    pub(crate) async fn run_then<T: FromRedisValue>(
+        &self,
+        conn: &mut ConnectionManager,
+        args: impl Fn(&mut Cmd),
+        then: &Cmd,
+    ) -> RedisResult<(T, RedisResult<Value>)> {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(&self.sha);
+        args(&mut evalsha);
+        match pipelined::<T>(conn, evalsha, then).await? {
+            (Err(err), _) if is_noscript(&err) => {
+                tracing::debug!(sha = %self.sha, "NOSCRIPT: falling back to EVAL");
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(self.code);
+                args(&mut eval);
+                let (script, then) = pipelined::<T>(conn, eval, then).await?;
+                Ok((script?, then))
+            }
+            (script, then) => Ok((script?, then)),
+        }
+    }
+}
+
+fn is_noscript(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+/// Sends `first` and `then` in one pipeline; a connection error fails the whole call, a
+/// server error fails only the command it answers.
+async fn pipelined<T: FromRedisValue>(
+    conn: &mut ConnectionManager,
+    first: Cmd,
+    then: &Cmd,
+) -> RedisResult<(RedisResult<T>, RedisResult<Value>)> {
+    let mut pipe = redis::pipe();
+    pipe.add_command(first).add_command(then.clone()).ignore_errors();
+    let mut replies: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
+    let (Some(then), Some(first), None) = (replies.pop(), replies.pop(), replies.pop()) else {
+        return Err(RedisError::from((ErrorKind::Client, "a pipeline of two commands did not get two replies")));
+    };
+    Ok((first.and_then(|value| Ok(T::from_redis_value(value)?)), then))
 }
 
 /// The store's scripts, hashed once per process.
@@ -110,6 +177,7 @@ pub(crate) struct Scripts {
     pub(crate) release: LuaScript,
     pub(crate) extend: LuaScript,
     pub(crate) fenced_acquire: LuaScript,
+    pub(crate) fenced_extend: LuaScript,
     pub(crate) inspect: LuaScript,
 }
 
@@ -117,6 +185,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     release: LuaScript::new(RELEASE_SCRIPT),
     extend: LuaScript::new(EXTEND_SCRIPT),
     fenced_acquire: LuaScript::new(FENCED_ACQUIRE_SCRIPT),
+    fenced_extend: LuaScript::new(FENCED_EXTEND_SCRIPT),
     inspect: LuaScript::new(INSPECT_SCRIPT),
 });
 
@@ -141,7 +210,7 @@ mod tests {
 
     #[test]
     fn shas_are_sha1_hex() {
-        for script in [&SCRIPTS.release, &SCRIPTS.extend, &SCRIPTS.fenced_acquire, &SCRIPTS.inspect] {
+        for script in [&SCRIPTS.release, &SCRIPTS.extend, &SCRIPTS.fenced_acquire, &SCRIPTS.fenced_extend, &SCRIPTS.inspect] {
             assert_eq!(script.sha().len(), 40);
             assert!(script.sha().bytes().all(|b| b.is_ascii_hexdigit()));
         }

@@ -1,6 +1,7 @@
 //! `RedisLockStore`: seed 000's commands behind the `LockStore` trait.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -9,6 +10,7 @@ use redis::aio::ConnectionManager;
 use redis::Value;
 
 use crate::config::RedisLockStoreBuilder;
+use crate::notify::ReleaseListener;
 use crate::scripts::SCRIPTS;
 
 /// A [`LockStore`] on a single Redis server, implementing seed 000 (frozen v1) to the letter.
@@ -16,10 +18,11 @@ use crate::scripts::SCRIPTS;
 /// | operation | what the server receives |
 /// |---|---|
 /// | acquire | `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>` |
-/// | acquire, [fencing mode](RedisLockStoreBuilder::fencing) | `EVALSHA` of a script doing that `SET` and, on success, `HINCRBY {key_prefix}:fence:{key} fence 1` |
-/// | release | `EVALSHA` of seed 000 §3.2 (`GET` == token → `DEL`) |
-/// | extend | `EVALSHA` of seed 000 §3.3 (`GET` == token → `PEXPIRE`) |
-/// | inspect | `EVALSHA` of a read-only script (`GET`, `PTTL`, the fence hash) |
+/// | acquire, [fencing mode](RedisLockStoreBuilder::fencing) | `EVALSHA` of a script doing that `SET` and, on success, `INCR {key_prefix}:fence` + `SET {key_prefix}:fence:lock:{key} <fence>:<token> PX <ttl_ms>` |
+/// | release | `EVALSHA` of seed 000 §3.2 (`GET` == token → `DEL`), with `PUBLISH {key_prefix}:released {key_prefix}:lock:{key}` pipelined behind it |
+/// | extend | `EVALSHA` of seed 000 §3.3 (`GET` == token → `PEXPIRE`); in fencing mode also `PEXPIRE` of the fence key |
+/// | inspect | `EVALSHA` of a read-only script (`GET`, `PTTL`, the fence key) |
+/// | wait for release | once per store: a subscriber connection on `{key_prefix}:released`; per wait: `EXISTS {key_prefix}:lock:{key}` |
 ///
 /// Every `EVALSHA` falls back to `EVAL` once when the server answers `NOSCRIPT`.
 /// Commands go through a [`ConnectionManager`], which reconnects after a lost connection.
@@ -33,6 +36,10 @@ pub struct RedisLockStore {
     conn: ConnectionManager,
     key_prefix: String,
     fencing: bool,
+    /// `{key_prefix}:released`, or `None` when release notifications are off.
+    release_channel: Option<String>,
+    /// The subscriber, when the store has a client to open it with.
+    listener: Option<Arc<ReleaseListener>>,
 }
 
 impl fmt::Debug for RedisLockStore {
@@ -40,6 +47,8 @@ impl fmt::Debug for RedisLockStore {
         f.debug_struct("RedisLockStore")
             .field("key_prefix", &self.key_prefix)
             .field("fencing", &self.fencing)
+            .field("release_channel", &self.release_channel)
+            .field("listener", &self.listener)
             .field("conn", &self.conn)
             .finish()
     }
@@ -74,8 +83,12 @@ impl RedisLockStore {
     }
 
     /// A store with the default configuration on an existing connection.
+    ///
+    /// Its releases are published, but without a [`redis::Client`] it cannot open a
+    /// subscriber connection, so its own waiters poll; use
+    /// [`RedisLockStoreBuilder::build_with_client`] to get notified waits.
     pub fn from_connection_manager(conn: ConnectionManager) -> Self {
-        Self::from_parts(conn, Self::DEFAULT_KEY_PREFIX.to_owned(), false)
+        Self::from_parts(conn, None, &RedisLockStoreBuilder::new())
     }
 
     /// A builder for a non-default key prefix, fencing mode or timeouts.
@@ -83,8 +96,22 @@ impl RedisLockStore {
         RedisLockStoreBuilder::new()
     }
 
-    pub(crate) fn from_parts(conn: ConnectionManager, key_prefix: String, fencing: bool) -> Self {
-        Self { conn, key_prefix, fencing }
+    pub(crate) fn from_parts(
+        conn: ConnectionManager,
+        client: Option<redis::Client>,
+        config: &RedisLockStoreBuilder,
+    ) -> Self {
+        let key_prefix = config.key_prefix.clone();
+        let release_channel = config.release_notifications.then(|| format!("{key_prefix}:released"));
+        let listener = release_channel.as_ref().zip(client).map(|(channel, client)| {
+            Arc::new(ReleaseListener::new(
+                client,
+                channel.clone(),
+                config.connection_timeout,
+                config.response_timeout,
+            ))
+        });
+        Self { conn, key_prefix, fencing: config.fencing, release_channel, listener }
     }
 
     /// The prefix in front of every key (`{key_prefix}:lock:{key}`).
@@ -107,11 +134,32 @@ impl RedisLockStore {
         format!("{}:{}", self.key_prefix, key.as_str())
     }
 
-    /// The Redis key of a lock's fencing counter: `{key_prefix}:fence:{key}`, e.g.
-    /// `neton:fence:order:1`. A hash (`fence` = last number issued, `token` = its holder),
-    /// written only in fencing mode and never deleted.
+    /// The fencing counter of the whole store: `{key_prefix}:fence`, e.g. `neton:fence`.
+    /// One integer (`INCR`) for every key of the prefix, written only in fencing mode and
+    /// never deleted; the only key this store keeps without an expiry.
+    pub fn fence_counter_key(&self) -> String {
+        format!("{}:fence", self.key_prefix)
+    }
+
+    /// The key that records a lock's fencing number for its holder:
+    /// `{key_prefix}:fence:{lock key}`, e.g. `neton:fence:lock:order:1`, value
+    /// `<fence>:<token>`. Written by a fencing-mode acquire with the lease's own `PX`,
+    /// extended with it, so it expires with the lease (release leaves it to expire).
     pub fn fence_key(&self, key: &StoreKey) -> String {
-        format!("{}:fence:{}", self.key_prefix, key.lock_key())
+        format!("{}:fence:{}", self.key_prefix, key.as_str())
+    }
+
+    /// The pub/sub channel every release is published on, `{key_prefix}:released` (the
+    /// message is the lock's Redis key), or `None` when release notifications are
+    /// [off](RedisLockStoreBuilder::release_notifications).
+    pub fn release_channel(&self) -> Option<&str> {
+        self.release_channel.as_deref()
+    }
+
+    /// Whether waits on this store are woken by published releases (it publishes and
+    /// has a client for its subscriber connection); otherwise waiters poll.
+    pub fn notified_waits(&self) -> bool {
+        self.listener.is_some()
     }
 
     fn error(operation: &'static str, redis_key: String, err: impl Into<distlock_api::BoxError>) -> LockError {
@@ -144,12 +192,12 @@ impl RedisLockStore {
         token: &Token,
         ttl: Ttl,
     ) -> Result<Acquire, LockError> {
-        let fence_key = self.fence_key(key);
+        let (counter_key, fence_key) = (self.fence_counter_key(), self.fence_key(key));
         let mut conn = self.conn.clone();
         let (acquired, number): (i64, i64) = SCRIPTS
             .fenced_acquire
             .run(&mut conn, |cmd| {
-                cmd.arg(2).arg(&redis_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
+                cmd.arg(3).arg(&redis_key).arg(&counter_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
             })
             .await
             .map_err(|err| Self::error("acquire", redis_key.clone(), err))?;
@@ -174,7 +222,7 @@ impl LockStore for RedisLockStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::NONE.with_fencing(self.fencing)
+        Capabilities::NONE.with_fencing(self.fencing).with_release_notifications(self.notified_waits())
     }
 
     /// `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>`, or in fencing mode the
@@ -193,7 +241,12 @@ impl LockStore for RedisLockStore {
         }
     }
 
-    /// Seed 000 §3.2's compare-and-delete script (`EVALSHA`, `EVAL` on `NOSCRIPT`).
+    /// Seed 000 §3.2's compare-and-delete script (`EVALSHA`, `EVAL` on `NOSCRIPT`),
+    /// with `PUBLISH {key_prefix}:released {key_prefix}:lock:{key}` pipelined behind it:
+    /// one round trip, and the server runs the `PUBLISH` after the script, so a woken
+    /// waiter finds the key deleted. A `PUBLISH` after a release that deleted nothing is
+    /// a harmless spurious wake-up; a failed `PUBLISH` does not fail the release (waiters
+    /// then find the key free at their next poll).
     ///
     /// # Cancel safety
     ///
@@ -201,17 +254,36 @@ impl LockStore for RedisLockStore {
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key);
         let mut conn = self.conn.clone();
-        let deleted: i64 = SCRIPTS
-            .release
-            .run(&mut conn, |cmd| {
-                cmd.arg(1).arg(&redis_key).arg(token.as_str());
-            })
-            .await
-            .map_err(|err| Self::error("release", redis_key.clone(), err))?;
+        let args = |cmd: &mut redis::Cmd| {
+            cmd.arg(1).arg(&redis_key).arg(token.as_str());
+        };
+        let deleted: i64 = match &self.release_channel {
+            Some(channel) => {
+                let mut publish = redis::cmd("PUBLISH");
+                publish.arg(channel).arg(&redis_key);
+                let (deleted, published) = SCRIPTS
+                    .release
+                    .run_then(&mut conn, args, &publish)
+                    .await
+                    .map_err(|err| Self::error("release", redis_key.clone(), err))?;
+                if let Err(err) = published {
+                    tracing::debug!(
+                        redis.key = %redis_key,
+                        error = &err as &dyn std::error::Error,
+                        "PUBLISH of a release failed; waiters will poll"
+                    );
+                }
+                deleted
+            }
+            None => {
+                SCRIPTS.release.run(&mut conn, args).await.map_err(|err| Self::error("release", redis_key.clone(), err))?
+            }
+        };
         check_flag("release", redis_key, deleted)
     }
 
     /// Seed 000 §3.3: `GET` == token, then `PEXPIRE` (`EVALSHA`, `EVAL` on `NOSCRIPT`).
+    /// In fencing mode its own script also moves the expiry of the fence key.
     ///
     /// # Cancel safety
     ///
@@ -219,17 +291,27 @@ impl LockStore for RedisLockStore {
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key);
         let mut conn = self.conn.clone();
-        let extended: i64 = SCRIPTS
-            .extend
-            .run(&mut conn, |cmd| {
-                cmd.arg(1).arg(&redis_key).arg(token.as_str()).arg(ttl.as_millis());
-            })
-            .await
-            .map_err(|err| Self::error("extend", redis_key.clone(), err))?;
+        let extended: Result<i64, _> = if self.fencing {
+            let fence_key = self.fence_key(key);
+            SCRIPTS
+                .fenced_extend
+                .run(&mut conn, |cmd| {
+                    cmd.arg(2).arg(&redis_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
+                })
+                .await
+        } else {
+            SCRIPTS
+                .extend
+                .run(&mut conn, |cmd| {
+                    cmd.arg(1).arg(&redis_key).arg(token.as_str()).arg(ttl.as_millis());
+                })
+                .await
+        };
+        let extended = extended.map_err(|err| Self::error("extend", redis_key.clone(), err))?;
         check_flag("extend", redis_key, extended)
     }
 
-    /// `GET` + `PTTL` (+ the fence hash in fencing mode) in one read-only script.
+    /// `GET` + `PTTL` (+ the fence key in fencing mode) in one read-only script.
     ///
     /// # Errors
     ///
@@ -267,13 +349,42 @@ impl LockStore for RedisLockStore {
         Ok(Some(LockInfo::new(token, fence, Duration::from_millis(ms))))
     }
 
-    /// Sleeps `max`: this store has no release notifications yet.
+    /// Waits for a published release of `key`, at most `max`.
+    ///
+    /// Registers the waiter, makes sure the store's one subscriber connection is
+    /// subscribed (starting it on the first wait), then sends `EXISTS` for the lock key:
+    /// a key released before the registration is seen free right away, a release after
+    /// it is published to a subscription that already exists. Returns early on the
+    /// release message, when the key is free, or when the subscription drops or comes
+    /// back (messages may have been missed). While the subscriber is not subscribed the
+    /// wait is a plain sleep of `max`: waiters poll, never busy-loop, never overstay `max`.
+    /// Without notifications ([`notified_waits`](Self::notified_waits) is `false`) it
+    /// sleeps `max`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when the `EXISTS` fails; the manager then sleeps the interval.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe.
-    async fn wait_for_release(&self, _key: &StoreKey, max: Duration) -> Result<(), LockError> {
-        tokio::time::sleep(max).await;
+    /// Cancel safe: dropping the future unregisters the waiter.
+    async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        let Some(listener) = &self.listener else {
+            tokio::time::sleep(max).await;
+            return Ok(());
+        };
+        let redis_key = self.redis_key(key);
+        let still_held = || async {
+            let mut conn = self.conn.clone();
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg(&redis_key)
+                .query_async(&mut conn)
+                .await
+                .map_err(|err| Self::error("wait_for_release", redis_key.clone(), err))?;
+            Ok::<_, LockError>(exists > 0)
+        };
+        let woken = listener.wait(&redis_key, max, still_held).await?;
+        tracing::trace!(redis.key = %redis_key, ?woken, "wait for release ended");
         Ok(())
     }
 }
@@ -315,12 +426,21 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let _guard = runtime.enter();
         let conn = ConnectionManager::new_lazy_with_config(client, Default::default()).unwrap();
-        let store = RedisLockStore::builder().key_prefix("neton").build(conn).unwrap();
+        let store = RedisLockStore::builder().key_prefix("neton").build(conn.clone()).unwrap();
         let key = LockKey::new("order:1").unwrap().to_store_key();
         assert_eq!(store.redis_key(&key), "neton:lock:order:1");
-        assert_eq!(store.fence_key(&key), "neton:fence:order:1");
+        assert_eq!(store.fence_counter_key(), "neton:fence");
+        assert_eq!(store.fence_key(&key), "neton:fence:lock:order:1");
+        assert_eq!(store.release_channel(), Some("neton:released"));
         assert_eq!(store.backend(), "redis");
         assert!(!store.capabilities().fencing);
-        assert!(!store.capabilities().release_notifications);
+        assert!(!store.capabilities().release_notifications, "no client for a subscriber: waiters poll");
+
+        let client = redis::Client::open("redis://127.0.0.1:1").unwrap();
+        let notified = RedisLockStore::builder().build_with_client(client.clone(), conn.clone()).unwrap();
+        assert!(notified.capabilities().release_notifications);
+        let quiet = RedisLockStore::builder().release_notifications(false).build_with_client(client, conn).unwrap();
+        assert_eq!(quiet.release_channel(), None);
+        assert!(!quiet.capabilities().release_notifications);
     }
 }

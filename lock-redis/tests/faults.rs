@@ -1,6 +1,7 @@
 //! Real faults on a private `redis-server` (never the shared one): `SCRIPT FLUSH`, a
 //! stopped and restarted server, killed client connections, a command whose reply is
-//! lost while the server still runs it, and a lock holder killed with `kill -9`.
+//! lost while the server still runs it, a lock holder killed with `kill -9`, a network
+//! partition through a fault proxy, and a killed release subscriber.
 
 mod common;
 
@@ -9,10 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{eventually, store_key, unique_prefix};
-use distlock_api::{Acquire, LockError, LockManager, LockStore, Token, Ttl};
+use distlock_api::{Acquire, DynLockStore, LockError, LockManager, LockStore, Token, Ttl};
+use distlock_conformance::counting::CountingStore;
 use distlock_conformance::kit::child::{self, ChildProcess};
+use distlock_conformance::kit::proxy::FaultProxy;
 use distlock_conformance::kit::redis_server::{monitor_args, RedisServer, Reply};
-use distlock_redis::{RedisLockStore, RedisLockStoreBuilder, EXTEND_SCRIPT, RELEASE_SCRIPT};
+use distlock_redis::{RedisLockStore, RedisLockStoreBuilder, EXTEND_SCRIPT, FENCED_EXTEND_SCRIPT, RELEASE_SCRIPT};
 
 const RETRY: Duration = Duration::from_millis(20);
 
@@ -58,10 +61,16 @@ async fn script_flush_then_release_and_extend_still_work() {
         let acquired = store.try_acquire(&key, &token, ttl(Duration::from_secs(30))).await.unwrap();
         assert_eq!(acquired, Acquire::Acquired { fence: fencing.then_some(1) });
 
+        // Fencing mode extends with its own script (the fence key too).
+        let extend_script = if fencing { FENCED_EXTEND_SCRIPT } else { EXTEND_SCRIPT };
         server.script_flush();
-        assert!(!script_cached(&server, EXTEND_SCRIPT));
+        assert!(!script_cached(&server, extend_script));
         assert!(store.extend(&key, &token, ttl(Duration::from_secs(60))).await.unwrap(), "fencing={fencing}");
-        assert!(script_cached(&server, EXTEND_SCRIPT), "the NOSCRIPT fallback sent EVAL, which caches the script");
+        assert!(script_cached(&server, extend_script), "the NOSCRIPT fallback sent EVAL, which caches the script");
+        if fencing {
+            let pttl = server.command(&["PTTL", &store.fence_key(&key)]).as_int().unwrap();
+            assert!(pttl > 30_000, "the fence key extended too: PTTL {pttl}");
+        }
         let pttl = server.command(&["PTTL", &store.redis_key(&key)]).as_int().unwrap();
         assert!(pttl > 30_000, "extended: PTTL {pttl}");
 
@@ -147,6 +156,11 @@ async fn fences_survive_a_restart_with_persistence() {
     assert_eq!((info.token, info.fence), (holder.clone(), Some(3)));
     assert!(store.release(&key, &holder).await.unwrap());
     assert_eq!(store.try_acquire(&key, &Token::generate(), long).await.unwrap(), Acquire::Acquired { fence: Some(4) });
+    // The store's one counter survived too: another key continues from it.
+    let other = store_key("other-job");
+    assert_eq!(store.try_acquire(&other, &Token::generate(), long).await.unwrap(), Acquire::Acquired { fence: Some(5) });
+    let counter = server.command(&["GET", &store.fence_counter_key()]).as_text();
+    assert_eq!(counter.as_deref(), Some("5"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -344,4 +358,104 @@ fn killed_holder_process_frees_the_lock_only_after_its_ttl() {
         eprintln!("acquired {:?} after kill -9 (TTL {HOLDER_TTL:?})", acquired_at - killed_at);
         assert!(lock.release().await.unwrap());
     });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partition_through_the_proxy_fires_lost_before_the_ttl() {
+    let Some(server) = RedisServer::start_or_skip("partition") else { return };
+    let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], server.port()));
+    for fencing in [false, true] {
+        let proxy = FaultProxy::start(upstream).await.unwrap();
+        let prefix = unique_prefix("partition");
+        // Default timeouts: the 2 s response timeout is shorter than the case's 3 s TTL.
+        let via_proxy = RedisLockStore::builder()
+            .key_prefix(&prefix)
+            .fencing(fencing)
+            .connect(&format!("redis://{}", proxy.addr()))
+            .await
+            .unwrap();
+        let direct = RedisLockStore::builder().key_prefix(&prefix).fencing(fencing).connect(&server.url()).await.unwrap();
+        let (via_proxy, direct): (Arc<DynLockStore>, Arc<DynLockStore>) = (Arc::new(via_proxy), Arc::new(direct));
+        distlock_conformance::cases::partition_fires_lost_before_the_ttl(via_proxy, &proxy, direct).await;
+    }
+}
+
+/// Measures one hand-off on `key`: a holder, one waiter (`retry`) that has already found
+/// the lock held and is waiting, then the release. Returns release → waiter holds it, and
+/// how many acquire attempts the waiter made while the lock was held for `hold`.
+async fn hand_off(counting: &Arc<CountingStore>, key: &str, retry: Duration, hold: Duration) -> (Duration, usize) {
+    let locks = LockManager::new(counting.clone());
+    let held = locks.lock(key, Duration::from_secs(30), Duration::ZERO, retry).await.unwrap();
+    let (acquires, waits) = (counting.acquires(), counting.waits());
+    let waiter = tokio::spawn({
+        let (locks, key) = (locks.clone(), key.to_owned());
+        async move {
+            let lock = locks.lock(&key, Duration::from_secs(30), Duration::from_secs(20), retry).await.unwrap();
+            let acquired_at = Instant::now();
+            assert!(lock.release().await.unwrap());
+            acquired_at
+        }
+    });
+    counting.wait_for_acquires(acquires + 1).await;
+    counting.wait_until(|c| c.waits() > waits).await;
+    tokio::time::sleep(hold).await; // the holder's critical section
+    let attempts = counting.acquires() - acquires;
+    let released_at = Instant::now();
+    assert!(held.release().await.unwrap());
+    let acquired_at = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("the waiter got the lock").unwrap();
+    (acquired_at - released_at, attempts)
+}
+
+/// Polls the server until `channel` has `expected` subscribers (an outside observation,
+/// not a stand-in for one of the store's own signals).
+async fn until_subscribers(server: &RedisServer, channel: &str, expected: i64) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let now = tokio::task::block_in_place(|| server.subscribers(channel));
+        if now == expected {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{channel}: {now} subscribers, expected {expected}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_subscriber_falls_back_to_polling_and_notifications_come_back() {
+    let Some(server) = RedisServer::start_or_skip("killed subscriber") else { return };
+    let store = Arc::new(builder("subscriber", false).connect(&server.url()).await.unwrap());
+    let channel = store.release_channel().unwrap().to_owned();
+    let counting = CountingStore::new(store.clone());
+    let notified_bound = Duration::from_millis(500);
+    let slow_retry = Duration::from_secs(2);
+
+    // Notified: the first wait opened the store's one subscriber connection.
+    let (took, _) = hand_off(&counting, "job", slow_retry, Duration::ZERO).await;
+    assert!(took < notified_bound, "notified hand-off took {took:?} (retry {slow_retry:?})");
+    assert_eq!(tokio::task::block_in_place(|| server.subscribers(&channel)), 1, "one subscriber per store");
+
+    // A killed subscriber reconnects by itself and notifications come back.
+    assert!(tokio::task::block_in_place(|| server.client_kill_pubsub()) >= 1);
+    until_subscribers(&server, &channel, 1).await;
+    let (took, _) = hand_off(&counting, "job", slow_retry, Duration::ZERO).await;
+    assert!(took < notified_bound, "after a reconnect: hand-off took {took:?}");
+
+    // Killed and unable to subscribe again (SUBSCRIBE refused): waiters poll — every
+    // retry interval, no faster — and still get the lock.
+    tokio::task::block_in_place(|| server.command(&["ACL", "SETUSER", "default", "-subscribe"]));
+    assert!(tokio::task::block_in_place(|| server.client_kill_pubsub()) >= 1);
+    until_subscribers(&server, &channel, 0).await;
+    let retry = Duration::from_millis(300);
+    let hold = Duration::from_millis(1_500);
+    let (took, attempts) = hand_off(&counting, "job", retry, hold).await;
+    assert!(took < Duration::from_secs(2), "polling hand-off took {took:?} (retry {retry:?})");
+    // 1.5 s held, one attempt per 300 ms (plus the first): polling, not a busy loop, not stuck.
+    assert!((3..=9).contains(&attempts), "{attempts} acquire attempts in {hold:?} with retry {retry:?}");
+
+    // SUBSCRIBE allowed again: the subscriber is back within its back-off, notifications too.
+    tokio::task::block_in_place(|| server.command(&["ACL", "SETUSER", "default", "+subscribe"]));
+    until_subscribers(&server, &channel, 1).await;
+    let (took, attempts) = hand_off(&counting, "job", slow_retry, Duration::from_millis(500)).await;
+    assert!(took < notified_bound, "notifications back: hand-off took {took:?}");
+    assert!(attempts <= 2, "a notified waiter does not poll: {attempts} attempts");
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use distlock_api::{LockManager, Token};
 use distlock_conformance::kit::redis_server::{monitor_args, RedisServer};
 use distlock_redis::redis::Script;
+use distlock_conformance::kit::redis_server::Reply;
 use distlock_redis::{RedisLockStore, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT};
 
 const TTL: Duration = Duration::from_millis(15_000);
@@ -25,7 +26,7 @@ async fn one_cycle(server: &RedisServer, fencing: bool) -> (Vec<Vec<String>>, Ve
     let (token, fence) = (lock.token().clone(), lock.fence());
     let keys_while_held = tokio::task::block_in_place(|| server.keys("neton:*"));
     let expected_keys: &[&str] = if fencing {
-        &["neton:fence:order:1", "neton:fence:warm-up", "neton:lock:order:1"]
+        &["neton:fence", "neton:fence:lock:order:1", "neton:fence:lock:warm-up", "neton:lock:order:1"]
     } else {
         &["neton:lock:order:1"]
     };
@@ -70,6 +71,7 @@ async fn default_mode_sends_exactly_seed_000s_commands() {
         [
             owned(&["SET", "neton:lock:order:1", token, "NX", "PX", "15000"]),
             owned(&["EVALSHA", &sha(RELEASE_SCRIPT), "1", "neton:lock:order:1", token]),
+            owned(&["PUBLISH", "neton:released", "neton:lock:order:1"]),
         ]
     );
     assert_eq!(scripted, [owned(&["get", "neton:lock:order:1"]), owned(&["del", "neton:lock:order:1"])]);
@@ -77,39 +79,83 @@ async fn default_mode_sends_exactly_seed_000s_commands() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn fencing_mode_sets_the_token_and_bumps_a_counter_in_one_script() {
+async fn fencing_mode_sets_the_token_and_draws_from_one_counter_in_one_script() {
     let Some(server) = RedisServer::start_or_skip("key layout, fencing") else { return };
     let (client, scripted, token, fence) = one_cycle(&server, true).await;
     let token = token.as_str();
-    assert_eq!(fence, Some(1));
+    assert_eq!(fence, Some(2), "one counter for the store: warm-up got 1");
+    let holder_fence = format!("2:{token}");
     assert_eq!(
         client,
         [
             owned(&[
                 "EVALSHA",
                 &sha(FENCED_ACQUIRE_SCRIPT),
-                "2",
+                "3",
                 "neton:lock:order:1",
-                "neton:fence:order:1",
+                "neton:fence",
+                "neton:fence:lock:order:1",
                 token,
                 "15000"
             ]),
             owned(&["EVALSHA", &sha(RELEASE_SCRIPT), "1", "neton:lock:order:1", token]),
+            owned(&["PUBLISH", "neton:released", "neton:lock:order:1"]),
         ]
     );
     assert_eq!(
         scripted,
         [
             owned(&["set", "neton:lock:order:1", token, "NX", "PX", "15000"]),
-            owned(&["hincrby", "neton:fence:order:1", "fence", "1"]),
-            owned(&["hset", "neton:fence:order:1", "token", token]),
+            owned(&["incr", "neton:fence"]),
+            owned(&["set", "neton:fence:lock:order:1", &holder_fence, "PX", "15000"]),
             owned(&["get", "neton:lock:order:1"]),
             owned(&["del", "neton:lock:order:1"]),
         ]
     );
+    // Memory stays bounded: besides the one counter, every key left expires with its lease.
+    let left = server.keys("neton:*");
+    assert_eq!(left, ["neton:fence", "neton:fence:lock:order:1", "neton:fence:lock:warm-up"]);
+    assert_eq!(server.command(&["PTTL", "neton:fence"]), Reply::Int(-1), "the counter never expires");
+    for key in &left[1..] {
+        let pttl = server.command(&["PTTL", key]).as_int().unwrap();
+        assert!((1..=15_000).contains(&pttl), "{key} expires with its lease: PTTL {pttl}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_after_script_flush_resends_eval_and_publishes_again() {
+    let Some(server) = RedisServer::start_or_skip("key layout, NOSCRIPT release") else { return };
+    let store = RedisLockStore::builder().key_prefix("neton").connect(&server.url()).await.unwrap();
+    let locks = LockManager::new(Arc::new(store));
+    let lock = locks.try_lock("order:1", TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap().unwrap();
+    let token = lock.token().as_str().to_owned();
+    server.script_flush();
+    let monitor = tokio::task::block_in_place(|| server.monitor());
+    assert!(lock.release().await.unwrap());
+    let marker = format!("marker-{}", Token::generate().as_str());
+    tokio::task::block_in_place(|| server.command(&["ECHO", &marker]));
+    let lines = tokio::task::block_in_place(|| monitor.lines_until(&marker, Duration::from_secs(10)));
+    let client: Vec<Vec<String>> = lines
+        .iter()
+        .filter(|line| !line.contains(" lua]") && !line.contains(&marker))
+        .map(|line| {
+            let mut args = monitor_args(line);
+            if args[0] == "EVAL" {
+                args[1] = "<script>".to_owned(); // MONITOR escapes the script's bytes
+            }
+            args
+        })
+        .collect();
+    // The NOSCRIPT'd EVALSHA deleted nothing (its PUBLISH is a spurious wake-up); the EVAL
+    // did, and its own PUBLISH follows it.
     assert_eq!(
-        server.keys("neton:*"),
-        ["neton:fence:order:1", "neton:fence:warm-up"],
-        "only the fencing counters stay, by design"
+        client,
+        [
+            owned(&["EVALSHA", &sha(RELEASE_SCRIPT), "1", "neton:lock:order:1", &token]),
+            owned(&["PUBLISH", "neton:released", "neton:lock:order:1"]),
+            owned(&["EVAL", "<script>", "1", "neton:lock:order:1", &token]),
+            owned(&["PUBLISH", "neton:released", "neton:lock:order:1"]),
+        ]
     );
+    assert!(server.keys("neton:*").is_empty());
 }

@@ -149,8 +149,44 @@ async fn fencing_numbers_increase_across_release_and_expiry() {
     assert_eq!(taken, Some(3), "a take-over after expiry gets the next number");
     assert!(!store.release(&key, &second).await.unwrap(), "the expired holder cannot release");
 
-    let issued: String = raw(&store, &["HGET", &fence_key, "fence"]).await;
-    assert_eq!(issued, "3", "the counter is never deleted");
+    let issued: String = raw(&store, &["GET", &store.fence_counter_key()]).await;
+    assert_eq!(issued, "3", "one counter for the store");
+    let holder: String = raw(&store, &["GET", &fence_key]).await;
+    assert!(holder.starts_with("3:"), "the holder's number: {holder}");
+    // Another key draws from the same counter: still strictly increasing for each key.
+    assert_eq!(
+        store.try_acquire(&store_key("other"), &Token::generate(), ttl).await.unwrap(),
+        Acquire::Acquired { fence: Some(4) }
+    );
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fencing_extend_keeps_the_fence_key_alive_as_long_as_the_lease() {
+    let Some(store) = shared_store("fence_extend", RedisLockStore::builder().fencing(true)).await else { return };
+    let key = store_key("long-job");
+    let (redis_key, fence_key) = (store.redis_key(&key), store.fence_key(&key));
+    let token = Token::generate();
+    let short = Ttl::new(Duration::from_secs(5)).unwrap();
+    assert_eq!(store.try_acquire(&key, &token, short).await.unwrap(), Acquire::Acquired { fence: Some(1) });
+    let pttl: i64 = raw(&store, &["PTTL", &fence_key]).await;
+    assert!((1..=5_000).contains(&pttl), "the fence key has the lease's PX: {pttl}");
+
+    assert!(store.extend(&key, &token, Ttl::new(LONG).unwrap()).await.unwrap());
+    for k in [&redis_key, &fence_key] {
+        let pttl: i64 = raw(&store, &["PTTL", k]).await;
+        assert!(pttl > 5_000 && pttl <= 30_000, "{k} extended: PTTL {pttl}");
+    }
+    assert!(!store.extend(&key, &Token::generate(), Ttl::new(Duration::from_secs(300)).unwrap()).await.unwrap());
+    let pttl: i64 = raw(&store, &["PTTL", &fence_key]).await;
+    assert!(pttl <= 30_000, "a wrong token extends nothing: {pttl}");
+    assert_eq!(store.inspect(&key).await.unwrap().and_then(|info| info.fence), Some(1));
+
+    // Release is seed 000's script (the lock key only); the fence key expires by itself.
+    assert!(store.release(&key, &token).await.unwrap());
+    assert!(store.inspect(&key).await.unwrap().is_none());
+    let pttl: i64 = raw(&store, &["PTTL", &fence_key]).await;
+    assert!((1..=30_000).contains(&pttl), "left to expire with the released lease's PX: {pttl}");
     cleanup(&store).await;
 }
 
@@ -219,11 +255,60 @@ async fn default_prefix_and_existing_connection() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn waiting_without_notifications_sleeps_the_whole_interval() {
-    let Some(store) = shared_store("wait", RedisLockStore::builder()).await else { return };
+    let builder = RedisLockStore::builder().release_notifications(false);
+    let Some(store) = shared_store("wait", builder).await else { return };
     assert!(!store.capabilities().release_notifications);
+    assert_eq!(store.release_channel(), None);
     let started = tokio::time::Instant::now();
     store.wait_for_release(&store_key("any"), Duration::from_millis(200)).await.unwrap();
     assert!(started.elapsed() >= Duration::from_millis(200));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_on_a_free_key_returns_at_once() {
+    let Some(store) = shared_store("wait_free", RedisLockStore::builder()).await else { return };
+    assert!(store.capabilities().release_notifications);
+    // The first wait starts the subscriber; either way the key is free, so the
+    // `EXISTS` after registering ends the wait long before its 10 s.
+    for _ in 0..3 {
+        let started = tokio::time::Instant::now();
+        store.wait_for_release(&store_key("never-taken"), Duration::from_secs(10)).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_wakes_every_waiter_of_the_key_and_only_them() {
+    let Some(store) = shared_store("wake_all", RedisLockStore::builder()).await else { return };
+    let store = Arc::new(store);
+    let (key, other) = (store_key("busy"), store_key("other"));
+    let ttl = Ttl::new(LONG).unwrap();
+    let (holder, other_holder) = (Token::generate(), Token::generate());
+    assert!(store.try_acquire(&key, &holder, ttl).await.unwrap().is_acquired());
+    assert!(store.try_acquire(&other, &other_holder, ttl).await.unwrap().is_acquired());
+    let wait = |key: distlock_api::StoreKey| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            store.wait_for_release(&key, Duration::from_secs(20)).await.unwrap();
+            started.elapsed()
+        })
+    };
+    let waiters: Vec<_> = (0..4).map(|_| wait(key.clone())).collect();
+    let bystander = wait(other.clone());
+    // Let every waiter register and subscribe (it would return at once if the key were free).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(waiters.iter().all(|w| !w.is_finished()) && !bystander.is_finished(), "nobody wakes before a release");
+    assert!(store.release(&key, &holder).await.unwrap());
+    for waiter in waiters {
+        let waited = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken by the release").unwrap();
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!bystander.is_finished(), "a release of another key wakes nobody here");
+    assert!(store.release(&other, &other_holder).await.unwrap());
+    tokio::time::timeout(Duration::from_secs(5), bystander).await.expect("woken by its own key").unwrap();
+    cleanup(&store).await;
 }
 
 #[test]

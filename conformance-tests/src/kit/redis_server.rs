@@ -235,6 +235,20 @@ impl RedisServer {
         self.command(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]).as_int().unwrap_or(0)
     }
 
+    /// `CLIENT KILL TYPE pubsub`: drops every connection in subscribed mode (the stores'
+    /// release subscribers). Returns how many were killed.
+    pub fn client_kill_pubsub(&self) -> i64 {
+        self.command(&["CLIENT", "KILL", "TYPE", "pubsub"]).as_int().unwrap_or(0)
+    }
+
+    /// `PUBSUB NUMSUB <channel>`: how many connections are subscribed to `channel`.
+    pub fn subscribers(&self, channel: &str) -> i64 {
+        match self.command(&["PUBSUB", "NUMSUB", channel]) {
+            Reply::Array(Some(parts)) => parts.get(1).and_then(Reply::as_int).unwrap_or(0),
+            other => panic!("unexpected PUBSUB NUMSUB reply {other:?}"),
+        }
+    }
+
     /// `CLIENT PAUSE <ms> WRITE`: the server holds every write (and script) command for
     /// `duration`, then runs them in order. Useful to make a client time out on a
     /// command that the server still runs later.
