@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! DISTLOCK_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p distlock-postgres
+//! # only the hand-off scenario:
+//! DISTLOCK_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p distlock-postgres -- handoff
 //! ```
 //!
 //! - uncontended: one acquire + release cycle, one task, logged and UNLOGGED table:
@@ -12,6 +14,11 @@
 //!     token generation, the handle).
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
 //!
+//! - hand-off: 8 waiters take turns on one hot key (hold 0, retry interval 50 ms): latency
+//!   from a release to the next holder (p50/p99) and critical sections per second, woken
+//!   by `LISTEN`/`NOTIFY` vs polling only ([`PollingOnly`]), alternating, the median round
+//!   of each.
+//!
 //! Rounds rotate the order of the variants; the median round is reported, and the median
 //! of the per-round ratios to raw (a round's variants run back to back, under the same
 //! load). The tables live in schema `distlock_bench` under random names and are dropped
@@ -21,7 +28,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock_api::{LockKey, LockManager, LockStore, Token, Ttl};
+use distlock_api::{DynLockStore, LockKey, LockManager, LockStore, Token, Ttl};
+use distlock_conformance::kit::handoff::{hot_key, HandOff, PollingOnly};
 use distlock_postgres::sqlx;
 use distlock_postgres::PostgresLockStore;
 
@@ -31,6 +39,9 @@ const TASKS: usize = 8;
 const TASK_CYCLES: usize = 100;
 const TTL: Duration = Duration::from_secs(30);
 const RETRY: Duration = Duration::from_millis(50);
+const HANDOFF_ROUNDS: usize = 5;
+const NOTIFIED_SECTIONS: usize = 1_600;
+const POLLING_SECTIONS: usize = 160;
 
 #[derive(Clone)]
 struct Bench {
@@ -196,9 +207,49 @@ async fn scenarios(bench: &Bench, kind: &str) {
     println!("  throughput: raw {raw:.0}, store {store:.0}, manager {manager:.0} cycles/s");
 }
 
+/// The round with the median p50 hand-off.
+fn median_round(mut rounds: Vec<HandOff>) -> HandOff {
+    rounds.sort_by_key(|round| round.p50);
+    rounds.swap_remove(rounds.len() / 2)
+}
+
+async fn hand_off(bench: &Bench, kind: &str) {
+    let store: Arc<DynLockStore> = bench.store.clone();
+    let polling: Arc<DynLockStore> = Arc::new(PollingOnly(Arc::clone(&store)));
+    let key = format!("{}:bench:handoff", bench.prefix);
+    // Warm-up: the listener, connections, the row.
+    hot_key(Arc::clone(&store), &key, TASKS, 200, RETRY).await;
+    let (mut notified, mut polled) = (Vec::new(), Vec::new());
+    for _ in 0..HANDOFF_ROUNDS {
+        notified.push(hot_key(Arc::clone(&store), &key, TASKS, NOTIFIED_SECTIONS, RETRY).await);
+        polled.push(hot_key(Arc::clone(&polling), &key, TASKS, POLLING_SECTIONS, RETRY).await);
+    }
+    for round in notified.iter().chain(&polled) {
+        assert_eq!(round.violations, 0, "two holders at once");
+    }
+    let all = |rounds: &[HandOff]| {
+        rounds.iter().map(|r| format!("{:.2}", r.p50.as_secs_f64() * 1e3)).collect::<Vec<_>>().join(" ")
+    };
+    let (all_notified, all_polled) = (all(&notified), all(&polled));
+    let (notified, polled) = (median_round(notified), median_round(polled));
+    let target = if notified.p50 <= Duration::from_millis(2) { "met" } else { "MISSED" };
+    println!(
+        "{kind}: hand-off on one hot key, {TASKS} waiters, hold 0, retry {RETRY:?}, median of {HANDOFF_ROUNDS} rounds"
+    );
+    println!("  notified      {notified}   (target p50 ≤ 2 ms: {target}; p50 per round: {all_notified} ms)");
+    println!("  polling only  {polled}   (p50 per round: {all_polled} ms)");
+    println!(
+        "  notified vs polling: p50 {:.0}× shorter, {:.1}× the sections/s",
+        polled.p50.as_secs_f64() / notified.p50.as_secs_f64().max(1e-9),
+        notified.sections_per_sec / polled.sections_per_sec
+    );
+}
+
 fn main() {
     let url = std::env::var("DISTLOCK_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    // `cargo bench -p distlock-postgres -- handoff` runs the hand-off scenario only.
+    let only_hand_off = std::env::args().skip(1).any(|arg| arg == "handoff");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         println!("distlock-postgres benchmark against {url}: {ROUNDS} rounds, median round");
@@ -206,7 +257,10 @@ fn main() {
         for (kind, unlogged) in [("logged", false), ("unlogged", true)] {
             let table = format!("bench_{kind}_{suffix}");
             let bench = Bench::new(&url, &table, unlogged).await;
-            scenarios(&bench, kind).await;
+            if !only_hand_off {
+                scenarios(&bench, kind).await;
+            }
+            hand_off(&bench, kind).await;
             let drop = format!("DROP TABLE {}", bench.store.table_name());
             sqlx::query(&drop).execute(bench.store.pool()).await.expect("drop the bench table");
             bench.store.pool().close().await;
