@@ -136,7 +136,7 @@ pub(crate) struct BenchArgs {
     pub(crate) scenarios: Vec<Scenario>,
 
     /// Also run the store's raw commands (no distlock) in the same run and print the
-    /// ratio: memory — a tokio Mutex<HashMap>; Redis — SET NX PX + EVALSHA release;
+    /// ratio: memory — a HashMap behind a tokio mutex; Redis — SET NX PX + EVALSHA release;
     /// PostgreSQL — the store's INSERT … ON CONFLICT and UPDATE statements through sqlx.
     #[arg(long)]
     pub(crate) baseline: bool,
