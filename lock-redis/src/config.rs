@@ -169,7 +169,11 @@ impl RedisLockStoreBuilder {
     /// # Errors
     ///
     /// [`LockError::Config`] for a bad key prefix.
-    pub fn build_with_client(self, client: redis::Client, conn: ConnectionManager) -> Result<RedisLockStore, LockError> {
+    pub fn build_with_client(
+        self,
+        client: redis::Client,
+        conn: ConnectionManager,
+    ) -> Result<RedisLockStore, LockError> {
         validate_key_prefix(&self.key_prefix)?;
         Ok(RedisLockStore::from_parts(conn, Some(client), &self))
     }

@@ -210,7 +210,9 @@ mod tests {
 
     #[test]
     fn shas_are_sha1_hex() {
-        for script in [&SCRIPTS.release, &SCRIPTS.extend, &SCRIPTS.fenced_acquire, &SCRIPTS.fenced_extend, &SCRIPTS.inspect] {
+        for script in
+            [&SCRIPTS.release, &SCRIPTS.extend, &SCRIPTS.fenced_acquire, &SCRIPTS.fenced_extend, &SCRIPTS.inspect]
+        {
             assert_eq!(script.sha().len(), 40);
             assert!(script.sha().bytes().all(|b| b.is_ascii_hexdigit()));
         }

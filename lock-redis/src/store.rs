@@ -104,12 +104,7 @@ impl RedisLockStore {
         let key_prefix = config.key_prefix.clone();
         let release_channel = config.release_notifications.then(|| format!("{key_prefix}:released"));
         let listener = release_channel.as_ref().zip(client).map(|(channel, client)| {
-            Arc::new(ReleaseListener::new(
-                client,
-                channel.clone(),
-                config.connection_timeout,
-                config.response_timeout,
-            ))
+            Arc::new(ReleaseListener::new(client, channel.clone(), config.connection_timeout, config.response_timeout))
         });
         Self { conn, key_prefix, fencing: config.fencing, release_channel, listener }
     }
@@ -275,9 +270,11 @@ impl LockStore for RedisLockStore {
                 }
                 deleted
             }
-            None => {
-                SCRIPTS.release.run(&mut conn, args).await.map_err(|err| Self::error("release", redis_key.clone(), err))?
-            }
+            None => SCRIPTS
+                .release
+                .run(&mut conn, args)
+                .await
+                .map_err(|err| Self::error("release", redis_key.clone(), err))?,
         };
         check_flag("release", redis_key, deleted)
     }

@@ -158,7 +158,10 @@ async fn fences_survive_a_restart_with_persistence() {
     assert_eq!(store.try_acquire(&key, &Token::generate(), long).await.unwrap(), Acquire::Acquired { fence: Some(4) });
     // The store's one counter survived too: another key continues from it.
     let other = store_key("other-job");
-    assert_eq!(store.try_acquire(&other, &Token::generate(), long).await.unwrap(), Acquire::Acquired { fence: Some(5) });
+    assert_eq!(
+        store.try_acquire(&other, &Token::generate(), long).await.unwrap(),
+        Acquire::Acquired { fence: Some(5) }
+    );
     let counter = server.command(&["GET", &store.fence_counter_key()]).as_text();
     assert_eq!(counter.as_deref(), Some("5"));
 }
@@ -374,7 +377,8 @@ async fn a_partition_through_the_proxy_fires_lost_before_the_ttl() {
             .connect(&format!("redis://{}", proxy.addr()))
             .await
             .unwrap();
-        let direct = RedisLockStore::builder().key_prefix(&prefix).fencing(fencing).connect(&server.url()).await.unwrap();
+        let direct =
+            RedisLockStore::builder().key_prefix(&prefix).fencing(fencing).connect(&server.url()).await.unwrap();
         let (via_proxy, direct): (Arc<DynLockStore>, Arc<DynLockStore>) = (Arc::new(via_proxy), Arc::new(direct));
         distlock_conformance::cases::partition_fires_lost_before_the_ttl(via_proxy, &proxy, direct).await;
     }
@@ -402,7 +406,8 @@ async fn hand_off(counting: &Arc<CountingStore>, key: &str, retry: Duration, hol
     let attempts = counting.acquires() - acquires;
     let released_at = Instant::now();
     assert!(held.release().await.unwrap());
-    let acquired_at = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("the waiter got the lock").unwrap();
+    let acquired_at =
+        tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("the waiter got the lock").unwrap();
     (acquired_at - released_at, attempts)
 }
 

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{LockManager, Token};
+use distlock_conformance::kit::redis_server::Reply;
 use distlock_conformance::kit::redis_server::{monitor_args, RedisServer};
 use distlock_redis::redis::Script;
-use distlock_conformance::kit::redis_server::Reply;
 use distlock_redis::{RedisLockStore, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT};
 
 const TTL: Duration = Duration::from_millis(15_000);
