@@ -14,6 +14,8 @@
 //!     token generation, the handle).
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
 //!
+//! - notify cost: the distinct scenario through `store` with and without
+//!   `release_notifications` (pg_notify in release), alternating rounds on the same table.
 //! - hand-off: 8 waiters take turns on one hot key (hold 0, retry interval 50 ms): latency
 //!   from a release to the next holder (p50/p99) and critical sections per second, woken
 //!   by `LISTEN`/`NOTIFY` vs polling only ([`PollingOnly`]), alternating, the median round
@@ -60,11 +62,12 @@ enum Variant {
 const VARIANTS: [Variant; 3] = [Variant::Raw, Variant::Store, Variant::Manager];
 
 impl Bench {
-    async fn new(url: &str, table: &str, unlogged: bool) -> Self {
+    async fn new(url: &str, table: &str, unlogged: bool, notify: bool) -> Self {
         let store = PostgresLockStore::builder()
             .schema("distlock_bench")
             .table(table)
             .unlogged(unlogged)
+            .release_notifications(notify)
             .application_name("distlock_bench")
             .max_connections(TASKS as u32 + 2)
             .connect(url)
@@ -207,6 +210,48 @@ async fn scenarios(bench: &Bench, kind: &str) {
     println!("  throughput: raw {raw:.0}, store {store:.0}, manager {manager:.0} cycles/s");
 }
 
+/// What `pg_notify` in release costs: the distinct-keys scenario through `store`, on the
+/// same table, with and without release notifications, in alternating rounds.
+async fn notify_cost(bench: &Bench, silent: &Bench, kind: &str) {
+    let run = |bench: Bench| async move {
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let bench = bench.clone();
+                tokio::spawn(async move {
+                    bench.run(Variant::Store, &format!("bench:notify-cost:{t}"), TASK_CYCLES).await;
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task");
+        }
+    };
+    run(bench.clone()).await;
+    run(silent.clone()).await;
+    let (mut notifying, mut quiet, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let (first, second) = if round % 2 == 0 { (bench, silent) } else { (silent, bench) };
+        let a = timed(run(first.clone())).await.as_secs_f64();
+        let b = timed(run(second.clone())).await.as_secs_f64();
+        let (with, without) = if round % 2 == 0 { (a, b) } else { (b, a) };
+        notifying.push(with);
+        quiet.push(without);
+        ratios.push(with / without);
+    }
+    let total = (TASKS * TASK_CYCLES) as f64;
+    let (with, without) = (median(notifying), median(quiet));
+    println!("{kind}: cost of pg_notify in release, distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (store)");
+    println!(
+        "  notifying {:6.1} µs/op {:6.0} cycles/s   silent {:6.1} µs/op {:6.0} cycles/s   {:.2}× (median of per-round ratios {:.2}×)",
+        with / total / 2.0 * 1e6,
+        total / with,
+        without / total / 2.0 * 1e6,
+        total / without,
+        with / without,
+        median(ratios)
+    );
+}
+
 /// The round with the median p50 hand-off.
 fn median_round(mut rounds: Vec<HandOff>) -> HandOff {
     rounds.sort_by_key(|round| round.p50);
@@ -256,9 +301,12 @@ fn main() {
         let suffix = Token::generate().as_str()[..8].to_owned();
         for (kind, unlogged) in [("logged", false), ("unlogged", true)] {
             let table = format!("bench_{kind}_{suffix}");
-            let bench = Bench::new(&url, &table, unlogged).await;
+            let bench = Bench::new(&url, &table, unlogged, true).await;
             if !only_hand_off {
                 scenarios(&bench, kind).await;
+                let silent = Bench::new(&url, &table, unlogged, false).await;
+                notify_cost(&bench, &silent, kind).await;
+                silent.store.pool().close().await;
             }
             hand_off(&bench, kind).await;
             let drop = format!("DROP TABLE {}", bench.store.table_name());

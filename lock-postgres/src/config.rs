@@ -82,6 +82,8 @@ pub(crate) struct Layout {
     pub(crate) table: Identifier,
     pub(crate) sequence: Identifier,
     pub(crate) unlogged: bool,
+    /// Whether release sends `pg_notify` (and waiters `LISTEN`).
+    pub(crate) notify: bool,
 }
 
 impl Default for Layout {
@@ -91,6 +93,7 @@ impl Default for Layout {
             table: Identifier::trusted(DEFAULT_TABLE),
             sequence: Identifier::trusted(DEFAULT_SEQUENCE),
             unlogged: false,
+            notify: true,
         }
     }
 }
@@ -121,6 +124,7 @@ pub struct PostgresLockStoreBuilder {
     table: String,
     sequence: String,
     unlogged: bool,
+    release_notifications: bool,
     application_name: Option<String>,
     max_connections: u32,
     acquire_timeout: Duration,
@@ -133,6 +137,7 @@ impl Default for PostgresLockStoreBuilder {
             table: DEFAULT_TABLE.to_owned(),
             sequence: DEFAULT_SEQUENCE.to_owned(),
             unlogged: false,
+            release_notifications: true,
             application_name: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
@@ -177,6 +182,19 @@ impl PostgresLockStoreBuilder {
     #[must_use]
     pub fn unlogged(mut self, unlogged: bool) -> Self {
         self.unlogged = unlogged;
+        self
+    }
+
+    /// Whether releases notify waiters with `pg_notify` and waiters `LISTEN` for them
+    /// (default `true`; see "Release notifications" in the crate documentation). With
+    /// `false`, release is the plain `UPDATE` and waiters poll every `retry_interval`:
+    /// for write-heavy workloads that rarely wait, because PostgreSQL serialises the
+    /// commits of all notifying transactions (so concurrent releases on a logged table no
+    /// longer share WAL flushes). Every store on a table should agree, or waiters on a
+    /// notifying store miss the releases of a silent one until their next poll.
+    #[must_use]
+    pub fn release_notifications(mut self, notify: bool) -> Self {
+        self.release_notifications = notify;
         self
     }
 
@@ -261,6 +279,7 @@ impl PostgresLockStoreBuilder {
             table: Identifier::new("table", &self.table)?,
             sequence: Identifier::new("sequence", &self.sequence)?,
             unlogged: self.unlogged,
+            notify: self.release_notifications,
         })
     }
 }

@@ -254,6 +254,7 @@ mod tests {
             table: Identifier::new("table", table).unwrap(),
             sequence: Identifier::new("sequence", "q").unwrap(),
             unlogged: false,
+            notify: true,
         }
     }
 

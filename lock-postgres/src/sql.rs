@@ -140,13 +140,23 @@ impl Statements {
             ),
             // pg_notify in FROM runs once per released row (never when nothing was
             // released); the notification is delivered when the statement commits.
-            release: format!(
-                "WITH released AS ( \
-                     UPDATE {table} SET token = NULL, expires_at = clock_timestamp() \
-                     WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp() \
-                     RETURNING key) \
-                 SELECT count(*) FROM released, pg_notify('{channel}', released.key)"
-            ),
+            release: if layout.notify {
+                format!(
+                    "WITH released AS ( \
+                         UPDATE {table} SET token = NULL, expires_at = clock_timestamp() \
+                         WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp() \
+                         RETURNING key) \
+                     SELECT count(*) FROM released, pg_notify('{channel}', released.key)"
+                )
+            } else {
+                format!(
+                    "WITH released AS ( \
+                         UPDATE {table} SET token = NULL, expires_at = clock_timestamp() \
+                         WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp() \
+                         RETURNING key) \
+                     SELECT count(*) FROM released"
+                )
+            },
             extend: format!(
                 "UPDATE {table} SET expires_at = clock_timestamp() + $3 * interval '1 millisecond' \
                  WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()"
@@ -207,6 +217,7 @@ mod tests {
             table: Identifier::new("table", "t").unwrap(),
             sequence: Identifier::new("sequence", "q").unwrap(),
             unlogged,
+            notify: true,
         }
     }
 
@@ -219,6 +230,8 @@ mod tests {
         assert!(!sql.acquire.contains("EXCLUDED.fence"), "the fence must be drawn after the row lock");
         assert!(sql.release.contains("token = $2") && !sql.release.contains("DELETE"), "{}", sql.release);
         assert!(sql.release.contains("pg_notify('distlock:s.t', released.key)"), "{}", sql.release);
+        let silent = Statements::new(&Layout { notify: false, ..layout(false) });
+        assert!(!silent.release.contains("pg_notify") && silent.release.contains("token = $2"), "{}", silent.release);
         assert!(sql.create_table.starts_with("CREATE TABLE IF NOT EXISTS \"s\".\"t\""), "{}", sql.create_table);
         let unlogged = Statements::new(&layout(true));
         assert!(unlogged.create_table.starts_with("CREATE UNLOGGED TABLE"), "{}", unlogged.create_table);

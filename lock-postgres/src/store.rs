@@ -178,7 +178,7 @@ impl LockStore for PostgresLockStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::NONE.with_fencing(true).with_release_notifications(true)
+        Capabilities::NONE.with_fencing(true).with_release_notifications(self.layout.notify)
     }
 
     /// One `INSERT … ON CONFLICT (key) DO UPDATE … WHERE <expired> RETURNING fence`.
@@ -268,7 +268,9 @@ impl LockStore for PostgresLockStore {
     }
 
     /// Waits for a `NOTIFY` of a release of `key` on the store's one listener connection,
-    /// for the lease to run out, or for `max`, whichever comes first.
+    /// for the lease to run out, or for `max`, whichever comes first. (With
+    /// [`release_notifications(false)`](PostgresLockStoreBuilder::release_notifications)
+    /// it sleeps `max`.)
     ///
     /// The waiter registers for the key before it reads the key's lease (one `SELECT`), so
     /// a release between the caller's failed attempt and the registration is not slept
@@ -287,6 +289,10 @@ impl LockStore for PostgresLockStore {
     /// Cancel safe: it only reads; a dropped waiter unregisters.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
         let deadline = tokio::time::Instant::now() + max;
+        if !self.layout.notify {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(());
+        }
         let mut listening = self.notifier.listening();
         // Not listening yet (or re-connecting): sleep, unless the listener comes up first.
         let up = tokio::time::timeout_at(deadline, listening.wait_for(|up| *up)).await.map(|up| up.is_ok());

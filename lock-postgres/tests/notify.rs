@@ -202,3 +202,38 @@ async fn terminated_listener_falls_back_to_polling_and_notifications_come_back()
     }
     t.drop().await;
 }
+
+/// `release_notifications(false)`: release sends no notification (a marker sent after it
+/// is the first thing the channel carries), the capability says so, and waiting is
+/// sleeping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_store_releases_without_notifying() {
+    let Some(t) = TestTable::new("silent_store_releases_without_notifying").await else { return };
+    let table = t.store.table_name();
+    let table = table.rsplit('.').next().unwrap().trim_matches('"').to_owned();
+    let silent = distlock_postgres::PostgresLockStore::builder()
+        .schema(common::TEST_SCHEMA)
+        .table(table)
+        .release_notifications(false)
+        .max_connections(2)
+        .connect(&t.url)
+        .await
+        .unwrap();
+    assert!(!silent.capabilities().release_notifications);
+    assert!(!silent.statements().release().contains("pg_notify"));
+    let channel = silent.statements().channel().to_owned();
+    let mut listener = PgListener::connect(&t.url).await.unwrap();
+    listener.listen(&channel).await.unwrap();
+    let (k, holder) = (key("silent"), Token::generate());
+    assert!(silent.try_acquire(&k, &holder, ttl(30_000)).await.unwrap().is_acquired());
+    assert!(silent.release(&k, &holder).await.unwrap());
+    sqlx::query("SELECT pg_notify($1, 'marker')").bind(&channel).execute(silent.pool()).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("marker").unwrap();
+    assert_eq!(first.payload(), "marker", "the silent release notified");
+
+    let started = Instant::now();
+    silent.wait_for_release(&k, Duration::from_millis(300)).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(290), "{:?}", started.elapsed());
+    silent.pool().close().await;
+    t.drop().await;
+}
