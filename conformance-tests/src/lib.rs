@@ -52,6 +52,8 @@ macro_rules! __with_every_case {
             waiter_acquires_after_release,
             waiter_gives_up_at_deadline,
             waiting_is_not_a_busy_loop,
+            waiter_wakes_on_release_not_by_polling,
+            wait_on_a_free_key_returns_at_once,
             with_lock_releases_on_ok,
             with_lock_releases_on_err,
             with_lock_releases_on_panic,

@@ -10,9 +10,3 @@ async fn store() -> Option<Arc<DynLockStore>> {
 }
 
 distlock_conformance::conformance_suite!(store);
-
-/// Notified hand-off (joins the shared suite once every store has release notifications).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiter_wakes_on_release_not_by_polling() {
-    distlock_conformance::cases::waiter_wakes_on_release_not_by_polling(store().await.unwrap()).await;
-}

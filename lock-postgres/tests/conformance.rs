@@ -29,13 +29,6 @@ async fn store() -> Option<Arc<DynLockStore>> {
 
 distlock_conformance::conformance_suite!(store);
 
-/// Not in `conformance_suite!` yet: hand-off on a release notification.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn notified_hand_off() {
-    let Some(store) = store().await else { return };
-    distlock_conformance::cases::waiter_wakes_on_release_not_by_polling(store).await;
-}
-
 /// A non-default schema and table (shared by the cases of this module; every case works
 /// in its own key namespace).
 mod custom_table {
@@ -60,12 +53,6 @@ mod custom_table {
     }
 
     distlock_conformance::conformance_suite!(store);
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn notified_hand_off() {
-        let Some(store) = store().await else { return };
-        distlock_conformance::cases::waiter_wakes_on_release_not_by_polling(store).await;
-    }
 }
 
 /// An UNLOGGED lease table.
@@ -91,10 +78,4 @@ mod unlogged {
     }
 
     distlock_conformance::conformance_suite!(store);
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn notified_hand_off() {
-        let Some(store) = store().await else { return };
-        distlock_conformance::cases::waiter_wakes_on_release_not_by_polling(store).await;
-    }
 }

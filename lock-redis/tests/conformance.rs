@@ -13,13 +13,6 @@ async fn store() -> Option<Arc<DynLockStore>> {
 
 distlock_conformance::conformance_suite!(store);
 
-/// Not in `conformance_suite!` yet (it will be once every network store notifies).
-#[tokio::test(flavor = "multi_thread")]
-async fn waiter_wakes_on_release_not_by_polling() {
-    let Some(store) = store().await else { return };
-    distlock_conformance::cases::waiter_wakes_on_release_not_by_polling(store).await;
-}
-
 mod fencing {
     use super::*;
 
@@ -36,12 +29,6 @@ mod fencing {
     }
 
     distlock_conformance::conformance_suite!(store);
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn waiter_wakes_on_release_not_by_polling() {
-        let Some(store) = store().await else { return };
-        distlock_conformance::cases::waiter_wakes_on_release_not_by_polling(store).await;
-    }
 }
 
 mod custom_prefix {
@@ -58,10 +45,4 @@ mod custom_prefix {
     }
 
     distlock_conformance::conformance_suite!(store);
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn waiter_wakes_on_release_not_by_polling() {
-        let Some(store) = store().await else { return };
-        distlock_conformance::cases::waiter_wakes_on_release_not_by_polling(store).await;
-    }
 }

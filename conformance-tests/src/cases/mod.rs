@@ -37,8 +37,8 @@ pub use scale::{many_keys_held_at_once, tokens_are_unique};
 pub use tokens::{fences_strictly_increase, inspect_reports_the_holder};
 pub use ttl::{expired_lease_can_be_taken_over, extend_keeps_the_lock_past_its_ttl};
 pub use waiting::{
-    waiter_acquires_after_release, waiter_gives_up_at_deadline, waiter_wakes_on_release_not_by_polling,
-    waiting_is_not_a_busy_loop,
+    wait_on_a_free_key_returns_at_once, waiter_acquires_after_release, waiter_gives_up_at_deadline,
+    waiter_wakes_on_release_not_by_polling, waiting_is_not_a_busy_loop,
 };
 pub use with_lock::{
     with_lock_not_acquired_when_busy, with_lock_releases_on_err, with_lock_releases_on_ok, with_lock_releases_on_panic,

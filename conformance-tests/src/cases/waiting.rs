@@ -64,8 +64,11 @@ pub async fn waiting_is_not_a_busy_loop(store: Arc<DynLockStore>) {
 }
 
 /// A waiter is woken by the release itself: with a 2 s retry interval it still holds the
-/// lock well under 500 ms after the release (polling alone would average 1 s).
+/// lock well under 500 ms after the release (polling alone would average 1 s). A store
+/// without release notifications must still hand off within the retry interval.
 pub async fn waiter_wakes_on_release_not_by_polling(store: Arc<DynLockStore>) {
+    let notified = store.capabilities().release_notifications;
+    let bound = if notified { Duration::from_millis(500) } else { Duration::from_secs(3) };
     let keys = Keys::new("wake");
     let counting = CountingStore::new(store);
     let locks = LockManager::new(counting.clone());
@@ -90,6 +93,30 @@ pub async fn waiter_wakes_on_release_not_by_polling(store: Arc<DynLockStore>) {
         assert!(held.release().await.unwrap());
         let acquired_at = waiter.await.unwrap().expect("the waiter gets the lock");
         let hand_off = acquired_at - released_at;
-        assert!(hand_off < Duration::from_millis(500), "round {round}: hand-off took {hand_off:?} (retry 2 s)");
+        assert!(hand_off < bound, "round {round}: hand-off took {hand_off:?} (retry 2 s, notified: {notified})");
+    }
+}
+
+/// Waiting for the release of a key that is free returns at once on a store with release
+/// notifications (a waiter must never sleep through a release that already happened), and
+/// after about `max` without them.
+pub async fn wait_on_a_free_key_returns_at_once(store: Arc<DynLockStore>) {
+    let keys = Keys::new("free-wait");
+    let locks = manager(&store);
+    let key = keys.store_key("a");
+    let max = Duration::from_secs(5);
+    // Never held, then released: both are free.
+    let held = locks.lock(&keys.key("b"), LONG_TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap();
+    let released = held.store_key().clone();
+    assert!(held.release().await.unwrap());
+    for free in [&key, &released] {
+        let started = Instant::now();
+        store.wait_for_release(free, max).await.unwrap();
+        let waited = started.elapsed();
+        if store.capabilities().release_notifications {
+            assert!(waited < Duration::from_secs(2), "waited {waited:?} for the release of a free key");
+        } else {
+            assert!(waited >= max - Duration::from_millis(50), "a store without notifications returned early");
+        }
     }
 }
