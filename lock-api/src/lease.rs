@@ -7,7 +7,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::key::StoreKey;
+use crate::key::{LockKey, StoreKey};
+use crate::observe;
 use crate::options::Ttl;
 use crate::store::DynLockStore;
 use crate::token::Token;
@@ -55,12 +56,18 @@ struct LeaseState {
 #[derive(Debug)]
 pub(crate) struct Lease {
     state: watch::Sender<LeaseState>,
+    backend: &'static str,
+    key: LockKey,
 }
 
 impl Lease {
-    /// A lease whose acquisition was sent at `sent_at`.
-    pub(crate) fn new(sent_at: Instant, ttl: Ttl) -> Arc<Self> {
-        Arc::new(Self { state: watch::channel(LeaseState { deadline: safe_deadline(sent_at, ttl), lost: None }).0 })
+    /// A lease of `key` on `backend` whose acquisition was sent at `sent_at`.
+    pub(crate) fn new(sent_at: Instant, ttl: Ttl, backend: &'static str, key: LockKey) -> Arc<Self> {
+        Arc::new(Self {
+            state: watch::channel(LeaseState { deadline: safe_deadline(sent_at, ttl), lost: None }).0,
+            backend,
+            key,
+        })
     }
 
     /// A renewal sent at `sent_at` was confirmed.
@@ -74,14 +81,20 @@ impl Lease {
         });
     }
 
+    /// Records the loss (once: later calls change nothing), with a warning and the
+    /// `distlock_lease_lost_total` metric.
     pub(crate) fn mark_lost(&self, reason: LossReason) {
-        self.state.send_if_modified(|state| {
+        let newly_lost = self.state.send_if_modified(|state| {
             if state.lost.is_some() {
                 return false;
             }
             state.lost = Some(reason);
             true
         });
+        if newly_lost {
+            tracing::warn!(lock.key = %self.key, backend = self.backend, %reason, "lease lost");
+            observe::lease_lost(self.backend);
+        }
     }
 
     pub(crate) fn deadline(&self) -> Instant {
@@ -133,6 +146,7 @@ impl Watchdog {
     /// valid; "not held" is final and never leads to a re-acquisition.
     pub(crate) async fn run(self) {
         let backend = self.store.backend();
+        let span = tracing::debug_span!("distlock.renew", lock.key = %self.key.lock_key(), backend);
         let retry_pause = (self.every / 4).clamp(Duration::from_millis(5), Duration::from_millis(500));
         let mut next = Instant::now() + self.every;
         loop {
@@ -143,28 +157,33 @@ impl Watchdog {
                 self.lease.mark_lost(LossReason::DeadlinePassed);
                 break;
             }
-            match tokio::time::timeout_at(deadline, self.store.extend(&self.key, &self.token, self.ttl)).await {
+            let extend = tokio::time::timeout_at(deadline, self.store.extend(&self.key, &self.token, self.ttl));
+            match tracing::Instrument::instrument(extend, span.clone()).await {
                 Ok(Ok(true)) => {
+                    span.in_scope(|| tracing::debug!(lock.key = %self.key.lock_key(), backend, "lease renewed"));
                     self.lease.renewed(sent_at, self.ttl);
                     next = sent_at + self.every;
                 }
                 Ok(Ok(false)) => {
-                    tracing::warn!(lock.key = %self.key.lock_key(), backend, "lease lost: the store no longer holds it");
-                    self.lease.mark_lost(LossReason::NotHeld);
+                    observe::renew_failure(backend);
+                    span.in_scope(|| self.lease.mark_lost(LossReason::NotHeld));
                     break;
                 }
                 Ok(Err(error)) => {
-                    tracing::warn!(
-                        lock.key = %self.key.lock_key(),
-                        backend,
-                        error = &error as &dyn std::error::Error,
-                        "lease renewal failed; retrying while the lease is still valid"
-                    );
+                    observe::renew_failure(backend);
+                    span.in_scope(|| {
+                        tracing::warn!(
+                            lock.key = %self.key.lock_key(),
+                            backend,
+                            error = &error as &dyn std::error::Error,
+                            "lease renewal failed; retrying while the lease is still valid"
+                        );
+                    });
                     next = (Instant::now() + retry_pause).min(deadline);
                 }
                 Err(_) => {
-                    tracing::warn!(lock.key = %self.key.lock_key(), backend, "lease lost: no renewal confirmed before its deadline");
-                    self.lease.mark_lost(LossReason::DeadlinePassed);
+                    observe::renew_failure(backend);
+                    span.in_scope(|| self.lease.mark_lost(LossReason::DeadlinePassed));
                     break;
                 }
             }

@@ -2,12 +2,17 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 #![warn(clippy::unwrap_used, clippy::expect_used)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
+#[cfg(feature = "axum")]
+mod http;
 mod key;
 mod lease;
 mod lock;
 mod manager;
+pub mod metric_names;
+mod observe;
 mod options;
 mod store;
 mod token;
@@ -18,6 +23,9 @@ pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
 pub use lease::LossReason;
 pub use lock::DistributedLock;
 pub use manager::LockManager;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use metric_names::describe_metrics;
 pub use options::{LockOptions, Renewal, Ttl, ValidOptions};
 pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockStore};
 pub use token::Token;

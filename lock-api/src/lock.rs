@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::error::LockError;
 use crate::key::{LockKey, StoreKey};
 use crate::lease::{Lease, LossReason};
 use crate::manager::ManagerInner;
+use crate::observe::{self, ReleaseOutcome};
 use crate::options::Ttl;
 use crate::token::Token;
 
@@ -23,6 +25,8 @@ pub(crate) struct Parts {
     pub(crate) ttl: Ttl,
     pub(crate) lease: Arc<Lease>,
     pub(crate) watchdog: Option<AbortHandle>,
+    /// When the acquisition was confirmed, for `distlock_hold_seconds`.
+    pub(crate) acquired_at: Instant,
 }
 
 /// A held lock (seed 000's `DistributedLock`).
@@ -39,12 +43,15 @@ pub(crate) struct Parts {
 pub struct DistributedLock {
     manager: Arc<ManagerInner>,
     parts: Parts,
+    /// Whether dropping the handle must release the lock in the background.
     armed: bool,
+    /// Whether the handle was given up with `leak` (the hold time is then unknown).
+    leaked: bool,
 }
 
 impl DistributedLock {
     pub(crate) fn new(manager: Arc<ManagerInner>, parts: Parts) -> Self {
-        Self { manager, parts, armed: true }
+        Self { manager, parts, armed: true, leaked: false }
     }
 
     /// The application's key (without the `lock:` namespace).
@@ -144,11 +151,25 @@ impl DistributedLock {
     /// dropped with it and released in the background.
     pub async fn release(mut self) -> Result<bool, LockError> {
         self.stop_renewal();
-        let store = &self.manager.store;
-        let released = store.release(&self.parts.store_key, &self.parts.token).await?;
-        self.armed = false;
-        tracing::debug!(lock.key = %self.parts.key, backend = store.backend(), released, "lock released");
-        Ok(released)
+        let manager = Arc::clone(&self.manager);
+        let backend = manager.store.backend();
+        let span = tracing::debug_span!("distlock.release", lock.key = %self.parts.key, backend);
+        let result = manager.store.release(&self.parts.store_key, &self.parts.token).instrument(span.clone()).await;
+        observe::release(backend, ReleaseOutcome::of(&result));
+        let _entered = span.enter();
+        match &result {
+            Ok(released) => {
+                self.armed = false;
+                tracing::debug!(lock.key = %self.parts.key, backend, released, "lock released");
+            }
+            Err(error) => tracing::debug!(
+                lock.key = %self.parts.key,
+                backend,
+                error = error as &dyn std::error::Error,
+                "release failed; retrying in the background"
+            ),
+        }
+        result
     }
 
     /// Resets the lease to `ttl` from now, if this handle still holds the lock.
@@ -181,6 +202,7 @@ impl DistributedLock {
     pub fn leak(mut self) -> Token {
         self.stop_renewal();
         self.armed = false;
+        self.leaked = true;
         self.parts.token.clone()
     }
 
@@ -194,6 +216,9 @@ impl DistributedLock {
 impl Drop for DistributedLock {
     fn drop(&mut self) {
         self.stop_renewal();
+        if !self.leaked {
+            observe::hold(self.manager.store.backend(), self.parts.acquired_at.elapsed());
+        }
         if self.armed {
             self.manager.release_in_background(self.parts.store_key.clone(), self.parts.token.clone());
         }

@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::error::LockError;
 use crate::key::{LockKey, StoreKey};
 use crate::lease::{Lease, Watchdog};
 use crate::lock::DistributedLock;
+use crate::observe::{self, AcquireOutcome, ReleaseOutcome};
 use crate::options::{LockOptions, Renewal, ValidOptions};
 use crate::store::{Acquire, DynLockStore, LockStore};
 use crate::token::Token;
@@ -276,6 +278,29 @@ impl LockManager {
     }
 
     async fn acquire(&self, key: LockKey, options: ValidOptions) -> Result<Option<DistributedLock>, LockError> {
+        let backend = self.inner.store.backend();
+        let span = tracing::debug_span!("distlock.acquire", lock.key = %key, backend);
+        let started = Instant::now();
+        let mut contended = false;
+        let result = self.acquire_loop(key, options, &mut contended).instrument(span).await;
+        let outcome = match &result {
+            Ok(Some(_)) => AcquireOutcome::Acquired,
+            Ok(None) => AcquireOutcome::Contended,
+            Err(_) => AcquireOutcome::Error,
+        };
+        observe::acquire(backend, outcome, started.elapsed());
+        if contended {
+            observe::contention(backend);
+        }
+        result
+    }
+
+    async fn acquire_loop(
+        &self,
+        key: LockKey,
+        options: ValidOptions,
+        contended: &mut bool,
+    ) -> Result<Option<DistributedLock>, LockError> {
         let store = &self.inner.store;
         let store_key = key.to_store_key();
         let token = Token::generate();
@@ -288,7 +313,7 @@ impl LockManager {
                 Ok(Acquire::Acquired { fence }) => {
                     attempt.disarm();
                     tracing::debug!(lock.key = %key, backend = store.backend(), fence, "lock acquired");
-                    let lease = Lease::new(sent_at, options.ttl);
+                    let lease = Lease::new(sent_at, options.ttl, store.backend(), key.clone());
                     let watchdog = options.renew_every.map(|every| {
                         let watchdog = Watchdog {
                             store: Arc::clone(store),
@@ -300,12 +325,32 @@ impl LockManager {
                         };
                         tokio::spawn(watchdog.run()).abort_handle()
                     });
-                    let parts = crate::lock::Parts { key, store_key, token, fence, ttl: options.ttl, lease, watchdog };
+                    let parts = crate::lock::Parts {
+                        key,
+                        store_key,
+                        token,
+                        fence,
+                        ttl: options.ttl,
+                        lease,
+                        watchdog,
+                        acquired_at: Instant::now(),
+                    };
                     return Ok(Some(DistributedLock::new(Arc::clone(&self.inner), parts)));
                 }
-                Ok(Acquire::Held { .. }) => attempt.disarm(),
+                Ok(Acquire::Held { .. }) => {
+                    attempt.disarm();
+                    *contended = true;
+                }
                 // The attempt's outcome is unknown: dropping `attempt` releases it in the background.
-                Err(error) => return Err(error),
+                Err(error) => {
+                    tracing::debug!(
+                        lock.key = %key,
+                        backend = store.backend(),
+                        error = &error as &dyn std::error::Error,
+                        "lock acquisition failed"
+                    );
+                    return Err(error);
+                }
             }
             let now = Instant::now();
             if now >= deadline {
@@ -340,9 +385,12 @@ impl ManagerInner {
         };
         self.pending_releases.fetch_add(1, Ordering::AcqRel);
         let inner = Arc::clone(self);
-        runtime.spawn(async move {
-            let backend = inner.store.backend();
-            match inner.store.release(&key, &token).await {
+        let backend = self.store.backend();
+        let span = tracing::debug_span!(parent: None, "distlock.release", lock.key = %key.lock_key(), backend, background = true);
+        let release = async move {
+            let result = inner.store.release(&key, &token).await;
+            observe::release(backend, ReleaseOutcome::of(&result));
+            match result {
                 Ok(released) => {
                     tracing::debug!(lock.key = %key.lock_key(), backend, released, "dropped lock released in the background");
                 }
@@ -356,7 +404,8 @@ impl ManagerInner {
             if inner.pending_releases.fetch_sub(1, Ordering::AcqRel) == 1 {
                 inner.releases_done.notify_waiters();
             }
-        });
+        };
+        runtime.spawn(release.instrument(span));
     }
 }
 
