@@ -34,5 +34,14 @@ mod template;
 /// result is returned unchanged.
 #[proc_macro_attribute]
 pub fn lock(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand::lock(attr.into(), item.into()).unwrap_or_else(syn::Error::into_compile_error).into()
+    let item = proc_macro2::TokenStream::from(item);
+    match expand::lock(attr.into(), item.clone()) {
+        Ok(expanded) => expanded.into(),
+        // The function as written stays, so its callers do not add errors of their own.
+        Err(error) => {
+            let mut output = error.into_compile_error();
+            output.extend(item);
+            output.into()
+        }
+    }
 }
