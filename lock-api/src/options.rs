@@ -56,7 +56,7 @@ impl Ttl {
 
 fn ceil_millis(d: Duration) -> u64 {
     let whole = d.as_secs() * 1_000 + u64::from(d.subsec_millis());
-    if d.subsec_nanos() % 1_000_000 == 0 {
+    if Duration::from_millis(whole) == d {
         whole
     } else {
         whole + 1
