@@ -129,7 +129,7 @@ impl ReleaseListener {
 
     fn ensure_started(&self) {
         let mut task = self.task.lock().unwrap_or_else(|e| e.into_inner());
-        if task.as_ref().map_or(true, JoinHandle::is_finished) {
+        if task.as_ref().is_none_or(JoinHandle::is_finished) {
             *task = Some(tokio::spawn(subscriber(Arc::clone(&self.shared))));
         }
     }
