@@ -21,11 +21,11 @@
 //! of the per-round ratios to raw (a round's variants run back to back, under the same load).
 //! Keys live under a random prefix and are all released; nothing is flushed.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use distlock_api::{DynLockStore, LockKey, LockManager, LockStore, Token, Ttl};
+use distlock_conformance::kit::bench::{interleaved_rounds, report_against_first};
 use distlock_conformance::kit::handoff::{hot_key, PollingOnly};
 use distlock_redis::redis::aio::ConnectionManager;
 use distlock_redis::redis::{self, Value};
@@ -58,6 +58,7 @@ enum Variant {
 }
 
 const VARIANTS: [Variant; 3] = [Variant::Raw, Variant::Store, Variant::Manager];
+const NAMES: [&str; 3] = ["raw", "store", "manager"];
 
 impl Bench {
     async fn raw_cycle(&self, conn: &mut ConnectionManager, redis_key: &str, token: &str) {
@@ -113,60 +114,6 @@ impl Bench {
     }
 }
 
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
-}
-
-async fn timed<F: Future<Output = ()>>(work: F) -> Duration {
-    let started = Instant::now();
-    work.await;
-    started.elapsed()
-}
-
-/// Runs `scenario` for every variant, `ROUNDS` times in rotating order, and returns each
-/// variant's durations in µs, one per round.
-async fn rounds<F, Fut>(bench: &Bench, scenario: F) -> [Vec<f64>; 3]
-where
-    F: Fn(Bench, Variant) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let mut samples: [Vec<f64>; 3] = Default::default();
-    // One warm-up round, not measured: connections, script cache, allocator.
-    for variant in VARIANTS {
-        scenario(bench.clone(), variant).await;
-    }
-    for round in 0..ROUNDS {
-        for i in 0..VARIANTS.len() {
-            let index = (i + round) % VARIANTS.len();
-            let elapsed = timed(scenario(bench.clone(), VARIANTS[index])).await;
-            samples[index].push(elapsed.as_secs_f64() * 1e6);
-        }
-    }
-    samples
-}
-
-/// Prints each variant's median round per cycle, and its median ratio to the raw variant
-/// of the same round (robust to load that drifts during the run). Returns the medians.
-fn report(title: &str, unit: &str, per: f64, samples: &[Vec<f64>; 3]) -> [f64; 3] {
-    let medians = samples.clone().map(median);
-    let [raw, store, manager] = medians.map(|us| us / per);
-    let ratio = |variant: &[f64]| median(variant.iter().zip(&samples[0]).map(|(lib, raw)| lib / raw).collect());
-    println!("{title}");
-    println!("  raw      {raw:8.2} {unit}");
-    println!(
-        "  store    {store:8.2} {unit}   {:.3}× raw (median of per-round ratios {:.3}×)",
-        store / raw,
-        ratio(&samples[1])
-    );
-    println!(
-        "  manager  {manager:8.2} {unit}   {:.3}× raw (median of per-round ratios {:.3}×)",
-        manager / raw,
-        ratio(&samples[2])
-    );
-    medians
-}
-
 fn main() {
     let url = std::env::var("DISTLOCK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
@@ -184,37 +131,45 @@ fn main() {
         let bench = Bench { conn, store, locks, prefix, release_sha };
 
         println!("distlock-redis benchmark against {url}: {ROUNDS} rounds, median round");
-        let uncontended = rounds(&bench, |bench, variant| async move {
-            bench.run(variant, "bench:uncontended", CYCLES).await;
+        let uncontended = interleaved_rounds(&VARIANTS, ROUNDS, |variant| {
+            let bench = bench.clone();
+            async move { bench.run(variant, "bench:uncontended", CYCLES).await }
         })
         .await;
-        report(
+        report_against_first(
             &format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round"),
             "µs/cycle",
             CYCLES as f64,
+            &NAMES,
             &uncontended,
         );
 
-        let distinct = rounds(&bench, |bench, variant| async move {
-            let tasks: Vec<_> = (0..TASKS)
-                .map(|t| {
-                    let bench = bench.clone();
-                    tokio::spawn(async move { bench.run(variant, &format!("bench:distinct:{t}"), TASK_CYCLES).await })
-                })
-                .collect();
-            for task in tasks {
-                task.await.expect("task");
+        let distinct = interleaved_rounds(&VARIANTS, ROUNDS, |variant| {
+            let bench = bench.clone();
+            async move {
+                let tasks: Vec<_> = (0..TASKS)
+                    .map(|t| {
+                        let bench = bench.clone();
+                        tokio::spawn(
+                            async move { bench.run(variant, &format!("bench:distinct:{t}"), TASK_CYCLES).await },
+                        )
+                    })
+                    .collect();
+                for task in tasks {
+                    task.await.expect("task");
+                }
             }
         })
         .await;
         let total = (TASKS * TASK_CYCLES) as f64;
-        let medians = report(
+        let medians = report_against_first(
             &format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round"),
             "µs/cycle (wall)",
             total,
+            &NAMES,
             &distinct,
         );
-        let [raw, store, manager] = medians.map(|us| total / us * 1e6);
+        let [raw, store, manager] = [0, 1, 2].map(|i| 1e6 / medians[i]);
         println!("  throughput: raw {raw:.0}, store {store:.0}, manager {manager:.0} cycles/s");
 
         let store = shared_store;

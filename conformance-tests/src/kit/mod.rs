@@ -5,6 +5,7 @@
 //! unless `DISTLOCK_REQUIRE_SERVICES=1` (set by `scripts/test.sh` and CI), which turns
 //! the skip into a failure.
 
+pub mod bench;
 pub mod child;
 pub mod handoff;
 pub mod postgres_server;

@@ -1,0 +1,62 @@
+//! Side-by-side benchmark rounds shared by the stores' benchmarks: variants (raw
+//! commands, the store, the manager…) run back to back in rotating order, so load that
+//! drifts during a run hits them alike, and results are reported as ratios to the first.
+
+use std::future::Future;
+use std::time::Instant;
+
+/// The median of `samples` (the upper one of an even count).
+///
+/// # Panics
+///
+/// When `samples` is empty.
+pub fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// Runs `scenario` once per variant as a warm-up, then `rounds` times per variant,
+/// rotating which variant goes first. Returns each variant's round durations in µs, in
+/// the order of `variants`.
+pub async fn interleaved_rounds<V, F, Fut>(variants: &[V], rounds: usize, scenario: F) -> Vec<Vec<f64>>
+where
+    V: Copy,
+    F: Fn(V) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for &variant in variants {
+        scenario(variant).await;
+    }
+    let mut samples = vec![Vec::with_capacity(rounds); variants.len()];
+    for round in 0..rounds {
+        for i in 0..variants.len() {
+            let index = (i + round) % variants.len();
+            let started = Instant::now();
+            scenario(variants[index]).await;
+            samples[index].push(started.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    samples
+}
+
+/// Prints each variant's median round divided by `per` (e.g. µs per cycle), and for every
+/// variant after the first its ratio to the first: of the medians, and the median of the
+/// per-round ratios (a round's variants ran back to back, under the same load). Returns
+/// the per-`per` medians.
+pub fn report_against_first(title: &str, unit: &str, per: f64, names: &[&str], samples: &[Vec<f64>]) -> Vec<f64> {
+    let medians: Vec<f64> = samples.iter().map(|s| median(s.clone()) / per).collect();
+    println!("{title}");
+    for (i, (name, value)) in names.iter().zip(&medians).enumerate() {
+        if i == 0 {
+            println!("  {name:<9}{value:9.2} {unit}");
+        } else {
+            let per_round = median(samples[i].iter().zip(&samples[0]).map(|(lib, base)| lib / base).collect());
+            println!(
+                "  {name:<9}{value:9.2} {unit}   {:.3}× {} (median of per-round ratios {per_round:.3}×)",
+                value / medians[0],
+                names[0]
+            );
+        }
+    }
+    medians
+}
