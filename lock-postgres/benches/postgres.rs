@@ -14,8 +14,11 @@
 //!     token generation, the handle).
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
 //!
-//! - notify cost: the distinct scenario through `store` with and without
-//!   `release_notifications` (pg_notify in release), alternating rounds on the same table.
+//! - notify cost: the distinct scenario (no waiters) through `store` with
+//!   `release_notifications` on (release notifies only leases a waiter flagged, so these
+//!   send nothing) and off, and — for comparison — acquire + a release that `pg_notify`s
+//!   unconditionally (the statement before the `waiting` flag, sent raw), rotating rounds
+//!   on the same table.
 //! - hand-off: 8 waiters take turns on one hot key (hold 0, retry interval 50 ms): latency
 //!   from a release to the next holder (p50/p99) and critical sections per second, woken
 //!   by `LISTEN`/`NOTIFY` vs polling only ([`PollingOnly`]), alternating, the median round
@@ -210,46 +213,92 @@ async fn scenarios(bench: &Bench, kind: &str) {
     println!("  throughput: raw {raw:.0}, store {store:.0}, manager {manager:.0} cycles/s");
 }
 
-/// What `pg_notify` in release costs: the distinct-keys scenario through `store`, on the
-/// same table, with and without release notifications, in alternating rounds.
+/// What notifications cost releases nobody waits for: the distinct-keys scenario on the
+/// same table through `store` with release notifications on (no waiter flags the leases,
+/// so no release notifies) and off, and with a release that always notifies (the old
+/// statement, raw), in rotating rounds.
 async fn notify_cost(bench: &Bench, silent: &Bench, kind: &str) {
-    let run = |bench: Bench| async move {
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|t| {
-                let bench = bench.clone();
-                tokio::spawn(async move {
-                    bench.run(Variant::Store, &format!("bench:notify-cost:{t}"), TASK_CYCLES).await;
+    // The release statement before the `waiting` flag: pg_notify for every released row.
+    let always_release = format!(
+        "WITH released AS ( \
+             UPDATE {} SET token = NULL, expires_at = clock_timestamp() \
+             WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp() \
+             RETURNING key) \
+         SELECT count(*) FROM released, pg_notify('{}', released.key)",
+        bench.store.table_name(),
+        bench.store.statements().channel()
+    );
+    let always_release = Arc::new(always_release);
+    let run = |bench: Bench, always: bool| {
+        let always_release = Arc::clone(&always_release);
+        async move {
+            let tasks: Vec<_> = (0..TASKS)
+                .map(|t| {
+                    let (bench, always_release) = (bench.clone(), Arc::clone(&always_release));
+                    tokio::spawn(async move {
+                        let name = format!("bench:notify-cost:{t}");
+                        if !always {
+                            bench.run(Variant::Store, &name, TASK_CYCLES).await;
+                            return;
+                        }
+                        let key = LockKey::new(format!("{}:{name}", bench.prefix)).expect("key").to_store_key();
+                        let (token, pool) = (Token::generate(), bench.store.pool());
+                        let ttl = i64::try_from(TTL.as_millis()).expect("ttl");
+                        for _ in 0..TASK_CYCLES {
+                            let acquired: Option<(i64, bool)> = sqlx::query_as(bench.store.statements().acquire())
+                                .bind(key.as_str())
+                                .bind(token.as_str())
+                                .bind(ttl)
+                                .fetch_optional(pool)
+                                .await
+                                .expect("acquire");
+                            assert!(acquired.is_some(), "acquire");
+                            let released: i64 = sqlx::query_scalar(&always_release)
+                                .bind(key.as_str())
+                                .bind(token.as_str())
+                                .fetch_one(pool)
+                                .await
+                                .expect("release");
+                            assert_eq!(released, 1);
+                        }
+                    })
                 })
-            })
-            .collect();
-        for task in tasks {
-            task.await.expect("task");
+                .collect();
+            for task in tasks {
+                task.await.expect("task");
+            }
         }
     };
-    run(bench.clone()).await;
-    run(silent.clone()).await;
-    let (mut notifying, mut quiet, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    // on (flag-gated), off, always.
+    let variants = [(bench, false), (silent, false), (bench, true)];
+    for (bench, always) in variants {
+        run(bench.clone(), always).await;
+    }
+    let mut samples: [Vec<f64>; 3] = Default::default();
+    let mut ratios: [Vec<f64>; 2] = Default::default();
     for round in 0..ROUNDS {
-        let (first, second) = if round % 2 == 0 { (bench, silent) } else { (silent, bench) };
-        let a = timed(run(first.clone())).await.as_secs_f64();
-        let b = timed(run(second.clone())).await.as_secs_f64();
-        let (with, without) = if round % 2 == 0 { (a, b) } else { (b, a) };
-        notifying.push(with);
-        quiet.push(without);
-        ratios.push(with / without);
+        let mut this = [0.0; 3];
+        for i in 0..variants.len() {
+            let index = (i + round) % variants.len();
+            let (bench, always) = variants[index];
+            this[index] = timed(run(bench.clone(), always)).await.as_secs_f64();
+        }
+        for (index, seconds) in this.iter().enumerate() {
+            samples[index].push(*seconds);
+        }
+        ratios[0].push(this[0] / this[1]);
+        ratios[1].push(this[2] / this[1]);
     }
     let total = (TASKS * TASK_CYCLES) as f64;
-    let (with, without) = (median(notifying), median(quiet));
-    println!("{kind}: cost of pg_notify in release, distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (store)");
+    let [gated, off, always] = samples.map(median);
+    let [gated_ratio, always_ratio] = ratios.map(median);
+    let line = |seconds: f64| format!("{:6.1} µs/op {:6.0} cycles/s", seconds / total / 2.0 * 1e6, total / seconds);
     println!(
-        "  notifying {:6.1} µs/op {:6.0} cycles/s   silent {:6.1} µs/op {:6.0} cycles/s   {:.2}× (median of per-round ratios {:.2}×)",
-        with / total / 2.0 * 1e6,
-        total / with,
-        without / total / 2.0 * 1e6,
-        total / without,
-        with / without,
-        median(ratios)
+        "{kind}: releases nobody waits for, distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (median round)"
     );
+    println!("  notifications on (flag-gated)  {}   {gated_ratio:.2}× off (median of per-round ratios)", line(gated));
+    println!("  notifications off              {}", line(off));
+    println!("  always pg_notify (old release) {}   {always_ratio:.2}× off (median of per-round ratios)", line(always));
 }
 
 /// The round with the median p50 hand-off.

@@ -1,8 +1,9 @@
 //! Release notifications: one `LISTEN` connection per store, dispatching to per-key waiters.
 //!
 //! Release is one autocommit statement that also calls `pg_notify(<channel>, key)` for the
-//! row it released; PostgreSQL delivers the notification when that statement commits, and
-//! only if it released something. The store runs **one** [`PgListener`] on its own
+//! row it released if a waiter flagged that lease (`waiting`; see [`sql`](crate::sql));
+//! PostgreSQL delivers the notification when that statement commits, and only if it
+//! released something. The store runs **one** [`PgListener`] on its own
 //! connection (a private pool of one, opened with the store pool's connect options), started
 //! lazily by the first [`wait_for_release`](distlock_api::LockStore::wait_for_release) and
 //! stopped when the last clone of the store is dropped or the store's pool is closed.
@@ -14,9 +15,11 @@
 //!    the caller polls;
 //! 2. registers for its key (a [`Notify`] shared by the key's waiters; the entry is
 //!    removed with the last waiter, so the map only holds keys being waited for);
-//! 3. only then reads the key's lease with one `SELECT`: a release that committed between
-//!    the caller's failed attempt and the registration is seen there, so it cannot be slept
-//!    through; a release after the registration is notified;
+//! 3. only then flags the key's lease as waited for, with one statement that sets
+//!    `waiting = true` on a live lease (or only reads a lease already flagged): a release
+//!    that committed between the caller's failed attempt and the registration is seen
+//!    there (no live lease: return at once), so it cannot be slept through; the release of
+//!    a flagged lease after the registration is notified;
 //! 4. sleeps until notified, until the lease would expire on its own, until the listener's
 //!    state changes (a lost connection may have swallowed the notification, so the caller
 //!    retries at once), or until its deadline — whichever comes first.

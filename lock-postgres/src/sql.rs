@@ -32,6 +32,65 @@
 //!
 //! Release never deletes the row: it clears the token and ends the lease *now*
 //! (`expires_at = clock_timestamp()`), keeping the moment the lease ended for the purge.
+//!
+//! # Why release notifies only when someone may be waiting
+//!
+//! PostgreSQL serialises the commits of all notifying transactions (a cluster-wide lock
+//! held through the commit's WAL flush), so a `pg_notify` in every release makes
+//! concurrent releases on a logged table queue for their flushes one by one. The row
+//! therefore carries a `waiting` flag, and a release notifies only if it is set:
+//!
+//! - **A waiter flags the lease** ([`Statements::wait`]) after it has registered with the
+//!   store's `LISTEN`ing connection and before it sleeps: one statement that sets
+//!   `waiting = true` on a row whose lease is live (`token IS NOT NULL AND expires_at >
+//!   clock_timestamp()`) and does not have it yet, or, when the row already has it, only
+//!   reads it. A row back means "held and flagged: sleep"; no row means "free (or not
+//!   sure): return and retry at once".
+//! - **Release reads the flag of the row version it updates** (`RETURNING waiting`;
+//!   release does not change the flag, so the returned value is the one the row had) and
+//!   calls `pg_notify` only for a row that had it, inside a `CASE` (evaluated lazily, and
+//!   `pg_notify` is volatile, so it is never folded or hoisted). It still counts every
+//!   released row, so release stays one autocommit statement with the same answer.
+//! - **Acquire resets the flag** (`waiting = false` in `DO UPDATE`; an inserted row gets
+//!   the default `false`): a new lease starts with no known waiters.
+//!
+//! No wake-up is missed, because a waiter only sleeps when the lease `L` it saw is
+//! flagged in a committed row version, and then the release that ends `L` notifies after
+//! the waiter registered:
+//!
+//! - *The waiter's `UPDATE` set the flag.* It holds the row lock until it commits, so a
+//!   release `R` of `L` that comes later locks the row after that commit and (read
+//!   committed: an `UPDATE` that waited for a row lock re-reads the row's latest version)
+//!   returns `waiting = true`, notifies, and commits after the waiter registered. If `R`
+//!   locked the row first, the waiter's `UPDATE` waits for it, re-checks its `WHERE` on
+//!   `R`'s version (`token IS NULL`) and returns no row: the key is free, retry at once.
+//!   If `R` committed before the statement started, its snapshot shows the key free.
+//! - *The flag was already set* (the statement's snapshot shows `L` live and flagged, so
+//!   nothing was written). The release of `L` has not committed before the snapshot, so
+//!   it commits after the waiter registered (registration precedes the statement); the
+//!   row version it updates is the snapshot's or a later one of the same lease (row
+//!   versions form one chain; the flag is only cleared by an acquisition, i.e. by a new
+//!   lease), so it sees `waiting = true` and notifies.
+//! - *The flag is cleared by the next acquisition.* Every waiter that flagged `L` wakes
+//!   when `L` ends — by `L`'s notification, or, when `L` expires instead, by its own timer
+//!   at the lease end the statement returned — retries, and if someone else got the lock,
+//!   waits again and flags the new lease. A lease extended after a waiter read its end
+//!   wakes that waiter early; it re-flags (a no-op: already set) and sleeps again.
+//! - *Waiters whose listener connection was lost* are woken by the listener's state
+//!   change and poll until it is back (see [`notify`](crate::notify)); a flag they left
+//!   costs at most one notification nobody needed.
+//!
+//! What it costs: the first waiter of a lease writes the flag (one row update and, on a
+//! logged table, one commit with a WAL flush — off the hand-off path, while the holder
+//! holds). Further waiters of the same lease only read. A waiter whose flag `UPDATE`
+//! waited for another waiter's concurrent flag `UPDATE` cannot tell whether the row is
+//! flagged (its snapshot predates that flag) and returns at once: a spurious retry, never
+//! a missed wake-up. An uncontended release — no waiter — sends nothing and so takes no
+//! cluster-wide lock. A cancelled wait may leave a flag nobody waits on: one spurious
+//! notification at the release.
+//!
+//! With [`release_notifications(false)`](crate::PostgresLockStoreBuilder::release_notifications)
+//! the statements do not touch the flag (and need no `waiting` column).
 
 use std::time::Duration;
 
@@ -56,8 +115,12 @@ pub struct Statements {
     /// `$1` key, `$2` token, `$3` TTL in ms → one row `(fence, finished_in_time)` when
     /// acquired, no row when the lease is held.
     pub(crate) acquire: String,
-    /// `$1` key, `$2` token → one row: `count` 1 when released (and notified), else 0.
+    /// `$1` key, `$2` token → one row: `count` 1 when released (and notified if flagged),
+    /// else 0.
     pub(crate) release: String,
+    /// `$1` key → one row `micros_left` when the lease is live and flagged as waited for
+    /// (flagging it), no row when free (or when a concurrent flag makes it uncertain).
+    pub(crate) wait: String,
     /// The `LISTEN`/`pg_notify` channel of the table.
     pub(crate) channel: String,
     /// `$1` key, `$2` token, `$3` TTL in ms → 1 row affected when extended.
@@ -67,11 +130,12 @@ pub struct Statements {
     /// `$1` horizon in ms, `$2` batch size → rows affected.
     pub(crate) purge: String,
     /// `$1` schema, `$2` sequence, `$3` table names → `(schema exists, sequence exists,
-    /// table relpersistence or NULL)`.
+    /// table relpersistence or NULL, table has the `waiting` column)`.
     pub(crate) schema_state: String,
     pub(crate) create_schema: String,
     pub(crate) create_sequence: String,
     pub(crate) create_table: String,
+    pub(crate) add_waiting: String,
 }
 
 impl Statements {
@@ -83,9 +147,19 @@ impl Statements {
     }
 
     /// Release: `$1` key, `$2` token; one row `(count int8)`, 1 when released. A release
-    /// also sends `pg_notify(<channel>, key)`, delivered when it commits.
+    /// of a lease a waiter flagged (`waiting`) also sends `pg_notify(<channel>, key)`,
+    /// delivered when it commits; an uncontended release sends nothing.
     pub fn release(&self) -> &str {
         &self.release
+    }
+
+    /// Flag a lease as waited for, run by a waiter after it registered for notifications:
+    /// `$1` key; one row `(microseconds left int8)` when the lease is live and flagged
+    /// (the waiter sleeps until notified or the lease ends), no row when the key is free
+    /// (the waiter retries at once). Sets `waiting = true` only when it is not set yet.
+    /// (Unused with release notifications off.)
+    pub fn wait(&self) -> &str {
+        &self.wait
     }
 
     /// The notification channel releases are announced on (payload: the store key,
@@ -112,9 +186,10 @@ impl Statements {
 
     /// The DDL of [`ensure_schema`](crate::PostgresLockStore::ensure_schema), in order
     /// (it runs them in one transaction under `pg_advisory_xact_lock`, skipping `CREATE
-    /// SCHEMA` when the schema exists).
-    pub fn ddl(&self) -> [&str; 3] {
-        [&self.create_schema, &self.create_sequence, &self.create_table]
+    /// SCHEMA` when the schema exists). The last one adds the `waiting` column to a table
+    /// created before it existed.
+    pub fn ddl(&self) -> [&str; 4] {
+        [&self.create_schema, &self.create_sequence, &self.create_table, &self.add_waiting]
     }
 
     pub(crate) fn new(layout: &Layout) -> Self {
@@ -133,20 +208,25 @@ impl Statements {
                  ON CONFLICT (key) DO UPDATE \
                  SET token = EXCLUDED.token, \
                      fence = GREATEST(held.fence + 1, nextval('{sequence}')), \
-                     expires_at = clock_timestamp() + $3 * interval '1 millisecond' \
+                     expires_at = clock_timestamp() + $3 * interval '1 millisecond'{reset_waiting} \
                  WHERE held.expires_at <= clock_timestamp() \
                  RETURNING held.fence, \
-                     clock_timestamp() - statement_timestamp() < {horizon_ms} * interval '1 millisecond'"
+                     clock_timestamp() - statement_timestamp() < {horizon_ms} * interval '1 millisecond'",
+                reset_waiting = if layout.notify { ", waiting = false" } else { "" },
             ),
-            // pg_notify in FROM runs once per released row (never when nothing was
-            // released); the notification is delivered when the statement commits.
+            // `waiting` is returned as the row had it (release leaves it alone); the CASE
+            // calls pg_notify (volatile, so never pre-evaluated) only for a flagged row,
+            // and count() counts every released row ('' is not NULL). The notification is
+            // delivered when the statement commits.
             release: if layout.notify {
                 format!(
                     "WITH released AS ( \
                          UPDATE {table} SET token = NULL, expires_at = clock_timestamp() \
                          WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp() \
-                         RETURNING key) \
-                     SELECT count(*) FROM released, pg_notify('{channel}', released.key)"
+                         RETURNING key, waiting) \
+                     SELECT count(CASE WHEN released.waiting \
+                                  THEN pg_notify('{channel}', released.key)::text ELSE '' END) \
+                     FROM released"
                 )
             } else {
                 format!(
@@ -157,6 +237,22 @@ impl Statements {
                      SELECT count(*) FROM released"
                 )
             },
+            // Both parts see the statement's snapshot: the UPDATE flags a live, unflagged
+            // lease (re-checking its WHERE on the latest version if it waited for a row
+            // lock); the SELECT finds a live lease that was already flagged. At most one
+            // row. See the module documentation for why sleeping on a row is safe.
+            wait: format!(
+                "WITH flagged AS ( \
+                     UPDATE {table} SET waiting = true \
+                     WHERE key = $1 AND token IS NOT NULL AND NOT waiting AND expires_at > clock_timestamp() \
+                     RETURNING expires_at) \
+                 SELECT GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
+                 FROM flagged \
+                 UNION ALL \
+                 SELECT GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
+                 FROM {table} \
+                 WHERE key = $1 AND token IS NOT NULL AND waiting AND expires_at > clock_timestamp()"
+            ),
             extend: format!(
                 "UPDATE {table} SET expires_at = clock_timestamp() + $3 * interval '1 millisecond' \
                  WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()"
@@ -179,7 +275,11 @@ impl Statements {
                      EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
                              WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind = 'S'), \
                      (SELECT c.relpersistence::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-                      WHERE n.nspname = $1 AND c.relname = $3 AND c.relkind IN ('r', 'p'))"
+                      WHERE n.nspname = $1 AND c.relname = $3 AND c.relkind IN ('r', 'p')), \
+                     EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+                             JOIN pg_namespace n ON n.oid = c.relnamespace \
+                             WHERE n.nspname = $1 AND c.relname = $3 AND a.attname = 'waiting' \
+                               AND NOT a.attisdropped)"
                 .to_owned(),
             create_schema: format!("CREATE SCHEMA IF NOT EXISTS {schema}"),
             // CACHE 1: with a per-session cache, values handed out by different sessions
@@ -193,9 +293,13 @@ impl Statements {
                      key text COLLATE \"C\" PRIMARY KEY, \
                      token text, \
                      fence bigint NOT NULL, \
-                     expires_at timestamptz NOT NULL \
+                     expires_at timestamptz NOT NULL, \
+                     waiting boolean NOT NULL DEFAULT false \
                  ) WITH (fillfactor = 80)"
             ),
+            // For tables created before the column existed. A constant default makes it a
+            // catalog-only change (no rewrite), under a brief ACCESS EXCLUSIVE lock.
+            add_waiting: format!("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS waiting boolean NOT NULL DEFAULT false"),
         }
     }
 }
@@ -229,9 +333,23 @@ mod tests {
         assert!(sql.acquire.contains("WHERE held.expires_at <= clock_timestamp()"), "{}", sql.acquire);
         assert!(!sql.acquire.contains("EXCLUDED.fence"), "the fence must be drawn after the row lock");
         assert!(sql.release.contains("token = $2") && !sql.release.contains("DELETE"), "{}", sql.release);
-        assert!(sql.release.contains("pg_notify('distlock:s.t', released.key)"), "{}", sql.release);
+        assert!(
+            sql.release.contains("CASE WHEN released.waiting THEN pg_notify('distlock:s.t', released.key)"),
+            "{}",
+            sql.release
+        );
+        assert!(
+            !sql.release.contains("SET waiting") && sql.release.contains("RETURNING key, waiting"),
+            "{}",
+            sql.release
+        );
+        assert!(sql.acquire.contains(", waiting = false WHERE held.expires_at"), "{}", sql.acquire);
+        assert!(sql.wait.contains("SET waiting = true") && sql.wait.contains("AND NOT waiting"), "{}", sql.wait);
         let silent = Statements::new(&Layout { notify: false, ..layout(false) });
         assert!(!silent.release.contains("pg_notify") && silent.release.contains("token = $2"), "{}", silent.release);
+        assert!(!silent.release.contains("waiting") && !silent.acquire.contains("waiting"), "{}", silent.acquire);
+        assert!(sql.create_table.contains("waiting boolean NOT NULL DEFAULT false"), "{}", sql.create_table);
+        assert!(sql.add_waiting.contains("ADD COLUMN IF NOT EXISTS waiting"), "{}", sql.add_waiting);
         assert!(sql.create_table.starts_with("CREATE TABLE IF NOT EXISTS \"s\".\"t\""), "{}", sql.create_table);
         let unlogged = Statements::new(&layout(true));
         assert!(unlogged.create_table.starts_with("CREATE UNLOGGED TABLE"), "{}", unlogged.create_table);

@@ -112,8 +112,11 @@ impl PostgresLockStore {
     ///
     /// Idempotent and safe when many processes call it at the same moment: when anything
     /// is missing, the `CREATE … IF NOT EXISTS` statements run in one transaction
-    /// serialised by `pg_advisory_xact_lock`. When everything exists it only reads the
-    /// catalog, so a role without `CREATE` privileges may call it too. An existing table
+    /// serialised by `pg_advisory_xact_lock`. A table created before the `waiting` column
+    /// (which release notifications need) gets it in that transaction (`ALTER TABLE … ADD
+    /// COLUMN IF NOT EXISTS`: catalog-only, but it needs the table's owner and briefly
+    /// locks the table). When everything exists it only reads the catalog, so a role
+    /// without `CREATE` privileges may call it too. An existing table
     /// is left as it is (a logged table is not made `UNLOGGED` or the reverse; a
     /// mismatch is logged as a warning).
     ///
@@ -127,14 +130,14 @@ impl PostgresLockStore {
     pub async fn ensure_schema(&self) -> Result<(), LockError> {
         let fail = |error: sqlx::Error| LockError::store(BACKEND, "ensure schema", self.table_name(), error);
         let state = || {
-            sqlx::query_as::<_, (bool, bool, Option<String>)>(&self.sql.schema_state)
+            sqlx::query_as::<_, (bool, bool, Option<String>, bool)>(&self.sql.schema_state)
                 .bind(self.layout.schema.as_str())
                 .bind(self.layout.sequence.as_str())
                 .bind(self.layout.table.as_str())
         };
-        let (schema, sequence, table) = state().fetch_one(&self.pool).await.map_err(fail)?;
-        let persistence = match (schema, sequence, table) {
-            (true, true, Some(persistence)) => persistence,
+        let (schema, sequence, table, waiting) = state().fetch_one(&self.pool).await.map_err(fail)?;
+        let persistence = match (schema, sequence, table, waiting) {
+            (true, true, Some(persistence), true) => persistence,
             _ => {
                 let mut tx = self.pool.begin().await.map_err(fail)?;
                 sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -144,12 +147,17 @@ impl PostgresLockStore {
                     .map_err(fail)?;
                 // Re-read under the lock: `CREATE SCHEMA IF NOT EXISTS` needs the CREATE
                 // privilege on the database even when the schema exists.
-                let (schema, _, _) = state().fetch_one(&mut *tx).await.map_err(fail)?;
+                let (schema, _, _, waiting) = state().fetch_one(&mut *tx).await.map_err(fail)?;
                 if !schema {
                     sqlx::query(&self.sql.create_schema).execute(&mut *tx).await.map_err(fail)?;
                 }
                 sqlx::query(&self.sql.create_sequence).execute(&mut *tx).await.map_err(fail)?;
                 sqlx::query(&self.sql.create_table).execute(&mut *tx).await.map_err(fail)?;
+                // A table from before the `waiting` column (ALTER needs the table's owner,
+                // so only when it is missing).
+                if !waiting {
+                    sqlx::query(&self.sql.add_waiting).execute(&mut *tx).await.map_err(fail)?;
+                }
                 tx.commit().await.map_err(fail)?;
                 return Ok(());
             }
@@ -212,8 +220,8 @@ impl LockStore for PostgresLockStore {
     }
 
     /// One token-checked `UPDATE … SET token = NULL, expires_at = clock_timestamp()` that
-    /// also `pg_notify`s the key when it released it, sent once any cancelled acquisition
-    /// with the same token has been answered.
+    /// also `pg_notify`s the key when it released a lease a waiter flagged, sent once any
+    /// cancelled acquisition with the same token has been answered.
     ///
     /// # Cancel safety
     ///
@@ -272,9 +280,10 @@ impl LockStore for PostgresLockStore {
     /// [`release_notifications(false)`](PostgresLockStoreBuilder::release_notifications)
     /// it sleeps `max`.)
     ///
-    /// The waiter registers for the key before it reads the key's lease (one `SELECT`), so
-    /// a release between the caller's failed attempt and the registration is not slept
-    /// through: it returns at once when the key is free. While the listener is not
+    /// The waiter registers for the key before it flags the key's lease as waited for (one
+    /// statement; see [`Statements::wait`]), so a release between the caller's failed
+    /// attempt and the registration is not slept through: it returns at once when the key
+    /// is free. Releases notify only flagged leases. While the listener is not
     /// connected (first use, or re-connecting after a lost connection) it sleeps, so the
     /// caller polls; a waiter registered when the listener loses its connection returns
     /// early. Never returns later than `max` (plus scheduling).
@@ -282,11 +291,12 @@ impl LockStore for PostgresLockStore {
     /// # Errors
     ///
     /// [`LockError::Store`] (operation `"wait for release"`) when the lease could not be
-    /// read; the caller then sleeps instead.
+    /// flagged or read; the caller then sleeps instead.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: it only reads; a dropped waiter unregisters.
+    /// Cancel safe: a dropped waiter unregisters; a flag it set costs at most one
+    /// notification nobody waits for.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
         let deadline = tokio::time::Instant::now() + max;
         if !self.layout.notify {
@@ -309,8 +319,9 @@ impl LockStore for PostgresLockStore {
         let notified = registration.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        // Registered: a release from now on is notified; an earlier one is seen here.
-        let lease = match tokio::time::timeout_at(deadline, self.lease_left(key)).await {
+        // Registered: a release of the lease flagged from now on is notified; an earlier
+        // one is seen here.
+        let lease = match tokio::time::timeout_at(deadline, self.flag_lease(key)).await {
             Err(_) => return Ok(()),
             Ok(lease) => lease?,
         };
@@ -332,15 +343,15 @@ impl LockStore for PostgresLockStore {
 const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 
 impl PostgresLockStore {
-    /// The time left on `key`'s lease, or `None` when it is free.
-    async fn lease_left(&self, key: &StoreKey) -> Result<Option<Duration>, LockError> {
-        let row = sqlx::query_as::<_, (Option<String>, i64, i64)>(&self.sql.inspect)
+    /// Flags `key`'s live lease as waited for (so that its release notifies) and returns
+    /// the time left on it, or `None` when the key is free (or a concurrent flag made it
+    /// uncertain: the caller retries at once).
+    async fn flag_lease(&self, key: &StoreKey) -> Result<Option<Duration>, LockError> {
+        let micros_left: Option<i64> = sqlx::query_scalar(&self.sql.wait)
             .bind(key.as_str())
             .fetch_optional(&self.pool)
             .await
             .map_err(|error| self.fail("wait for release", key, error))?;
-        Ok(row.and_then(|(token, _, micros_left)| {
-            token.map(|_| Duration::from_micros(u64::try_from(micros_left).unwrap_or(1)))
-        }))
+        Ok(micros_left.map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(1))))
     }
 }

@@ -30,9 +30,10 @@ async fn until_listeners(url: &str, app: &str, what: &str, condition: impl Fn(&[
     }
 }
 
-/// A release notifies the key on the table's channel exactly when it released something:
-/// not for a foreign token, not for a second release. Markers sent in between by another
-/// session fix the order (notifications arrive in commit order), so nothing is timed.
+/// A release of a lease a waiter flagged notifies the key on the table's channel exactly
+/// when it released something: not for a foreign token, not for a second release. Markers
+/// sent in between by another session fix the order (notifications arrive in commit
+/// order), so nothing is timed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_notifies_its_key_only_when_it_released() {
     let Some(t) = TestTable::new("release_notifies_its_key_only_when_it_released").await else { return };
@@ -53,6 +54,8 @@ async fn release_notifies_its_key_only_when_it_released() {
     };
     let (k, holder) = (key("notified"), Token::generate());
     assert!(t.store.try_acquire(&k, &holder, ttl(30_000)).await.unwrap().is_acquired());
+    // A waiter (gone after 200 ms) flags the lease as waited for.
+    t.store.wait_for_release(&k, Duration::from_millis(200)).await.unwrap();
     assert!(!t.store.release(&k, &Token::generate()).await.unwrap(), "foreign release");
     marker(1).await;
     assert!(t.store.release(&k, &holder).await.unwrap());
@@ -236,4 +239,177 @@ async fn silent_store_releases_without_notifying() {
     assert!(started.elapsed() >= Duration::from_millis(290), "{:?}", started.elapsed());
     silent.pool().close().await;
     t.drop().await;
+}
+
+/// Reads the `waiting` flag of `key`'s row (`None`: no row).
+async fn waiting_flag(t: &TestTable, key: &distlock_api::StoreKey) -> Option<bool> {
+    let sql = format!("SELECT waiting FROM {} WHERE key = $1", t.store.table_name());
+    sqlx::query_scalar(&sql).bind(key.as_str()).fetch_optional(t.store.pool()).await.unwrap()
+}
+
+/// Sends `marker` on `channel` and returns the payloads received up to and including it
+/// (notifications arrive in commit order, so whatever a release committed before the
+/// marker sent is in the list; nothing is timed).
+async fn received_until_marker(t: &TestTable, listener: &mut PgListener, channel: &str, marker: &str) -> Vec<String> {
+    sqlx::query("SELECT pg_notify($1, $2)").bind(channel).bind(marker).execute(t.store.pool()).await.unwrap();
+    let mut received = Vec::new();
+    while received.last().map(String::as_str) != Some(marker) {
+        let notification =
+            tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("notification").unwrap();
+        received.push(notification.payload().to_owned());
+    }
+    received
+}
+
+/// A release nobody waits for sends no notification (so it takes no cluster-wide notify
+/// lock): neither for a new row, a re-acquired released row nor an expired-and-taken-over
+/// one. Checked twice: a marker sent afterwards is the first thing the channel carries,
+/// and nothing at all arrives within 300 ms of the releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncontended_release_sends_no_notification() {
+    let Some(t) = TestTable::new("uncontended_release_sends_no_notification").await else { return };
+    let channel = t.store.statements().channel().to_owned();
+    let mut listener = PgListener::connect(&t.url).await.unwrap();
+    listener.listen(&channel).await.unwrap();
+    let k = key("quiet");
+    for round in 0..5 {
+        let holder = Token::generate();
+        assert!(t.store.try_acquire(&k, &holder, ttl(30_000)).await.unwrap().is_acquired(), "round {round}");
+        assert!(t.store.release(&k, &holder).await.unwrap(), "round {round}");
+    }
+    // Taken over after expiry, then released.
+    assert!(t.store.try_acquire(&k, &Token::generate(), ttl(30_000)).await.unwrap().is_acquired());
+    t.age(&k, "1 second").await;
+    let holder = Token::generate();
+    assert!(t.store.try_acquire(&k, &holder, ttl(30_000)).await.unwrap().is_acquired());
+    assert!(t.store.release(&k, &holder).await.unwrap());
+    let silence = tokio::time::timeout(Duration::from_millis(300), listener.recv()).await;
+    assert!(silence.is_err(), "an uncontended release notified: {silence:?}");
+    assert_eq!(received_until_marker(&t, &mut listener, &channel, "marker").await, ["marker"]);
+    assert_eq!(waiting_flag(&t, &k).await, Some(false));
+    t.drop().await;
+}
+
+/// A waiter flags the lease; the release then notifies (exactly once, with the key), the
+/// waiter wakes long before its 20 s `max`, and the next acquisition clears the flag, so
+/// the following uncontended release is silent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_with_a_waiter_notifies_and_the_waiter_wakes_quickly() {
+    let Some(t) = TestTable::new("release_with_a_waiter_notifies_and_the_waiter_wakes_quickly").await else {
+        return;
+    };
+    let channel = t.store.statements().channel().to_owned();
+    let mut listener = PgListener::connect(&t.url).await.unwrap();
+    listener.listen(&channel).await.unwrap();
+    let (k, holder) = (key("waited"), Token::generate());
+    assert!(t.store.try_acquire(&k, &holder, ttl(60_000)).await.unwrap().is_acquired());
+    assert_eq!(waiting_flag(&t, &k).await, Some(false));
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, k) = (t.store.clone(), k.clone());
+            tokio::spawn(async move {
+                store.wait_for_release(&k, Duration::from_secs(20)).await.unwrap();
+                Instant::now()
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while waiting_flag(&t, &k).await != Some(true) {
+        assert!(Instant::now() < deadline, "the waiters never flagged the lease");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Give both waiters time to flag (or find it flagged) and sleep; neither returns early
+    // for good (a waiter may retry at once once, which the loop below tolerates).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = Instant::now();
+    assert!(t.store.release(&k, &holder).await.unwrap());
+    for waiter in waiters {
+        let woke_at = waiter.await.unwrap();
+        let after = woke_at.saturating_duration_since(released_at);
+        assert!(after < Duration::from_secs(3), "a waiter woke {after:?} after the release (max 20 s)");
+    }
+    assert_eq!(received_until_marker(&t, &mut listener, &channel, "marker 1").await, [k.as_str(), "marker 1"]);
+
+    let next = Token::generate();
+    assert!(t.store.try_acquire(&k, &next, ttl(60_000)).await.unwrap().is_acquired());
+    assert_eq!(waiting_flag(&t, &k).await, Some(false), "acquire clears the flag");
+    assert!(t.store.release(&k, &next).await.unwrap());
+    assert_eq!(received_until_marker(&t, &mut listener, &channel, "marker 2").await, ["marker 2"]);
+    t.drop().await;
+}
+
+/// Races a waiter's flag against the release: in each of 150 rounds a waiter starts
+/// waiting (max 20 s) while the holder releases after a random 0–3 ms, so the flag lands
+/// before, during or after the release. Whatever the interleaving, the waiter is back
+/// within 3 s (notified, or finding the key free) — no wake-up is missed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flag_racing_the_release_never_misses_the_wake_up() {
+    let Some(t) = TestTable::new("a_flag_racing_the_release_never_misses_the_wake_up").await else { return };
+    let k = key("race");
+    // Start the listener first, so that every round takes the notified path.
+    t.store.wait_for_release(&k, Duration::from_secs(20)).await.unwrap();
+    let mut seed = u64::from(std::process::id()) | 1;
+    for round in 0..150 {
+        let holder = Token::generate();
+        assert!(t.store.try_acquire(&k, &holder, ttl(60_000)).await.unwrap().is_acquired(), "round {round}");
+        let waiter = tokio::spawn({
+            let (store, k) = (t.store.clone(), k.clone());
+            async move { store.wait_for_release(&k, Duration::from_secs(20)).await.unwrap() }
+        });
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        tokio::time::sleep(Duration::from_micros(seed % 3_000)).await;
+        let released_at = Instant::now();
+        assert!(t.store.release(&k, &holder).await.unwrap(), "round {round}");
+        tokio::time::timeout(Duration::from_secs(3), waiter)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("round {round}: the waiter slept through the release ({:?} ago)", released_at.elapsed())
+            })
+            .unwrap();
+    }
+    t.drop().await;
+}
+
+/// A table created before the `waiting` column: a store without release notifications
+/// works on it as it is, `ensure_schema` adds the column (and only reads the catalog once
+/// it is there), and notified hand-off then works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_schema_adds_the_waiting_column_to_an_older_table() {
+    let Some(url) = distlock_conformance::kit::postgres_url("ensure_schema_adds_the_waiting_column") else { return };
+    let table = postgres_server::random_identifier("old");
+    let qualified = format!("\"{}\".\"{table}\"", common::TEST_SCHEMA);
+    postgres_server::execute(&url, &format!("CREATE SCHEMA IF NOT EXISTS \"{}\"", common::TEST_SCHEMA)).await;
+    postgres_server::execute(
+        &url,
+        &format!(
+            "CREATE TABLE {qualified} (key text COLLATE \"C\" PRIMARY KEY, token text, fence bigint NOT NULL, \
+             expires_at timestamptz NOT NULL) WITH (fillfactor = 80)"
+        ),
+    )
+    .await;
+    let builder = || distlock_postgres::PostgresLockStore::builder().schema(common::TEST_SCHEMA).table(&table);
+    let silent = builder().release_notifications(false).max_connections(2).connect(&url).await.unwrap();
+    // The sequence may not exist yet in a fresh database; create it without touching the table.
+    postgres_server::execute(&url, silent.statements().ddl()[1]).await;
+    let (k, holder) = (key("old"), Token::generate());
+    assert!(silent.try_acquire(&k, &holder, ttl(30_000)).await.unwrap().is_acquired());
+    assert!(silent.release(&k, &holder).await.unwrap());
+
+    let store = builder().max_connections(4).connect(&url).await.unwrap();
+    store.ensure_schema().await.unwrap();
+    store.ensure_schema().await.unwrap();
+    let has_column: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'waiting')",
+    )
+    .bind(&qualified)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert!(has_column);
+    distlock_conformance::cases::waiter_wakes_on_release_not_by_polling(Arc::new(store.clone())).await;
+    silent.pool().close().await;
+    store.pool().close().await;
+    postgres_server::execute(&url, &format!("DROP TABLE {qualified}")).await;
 }
