@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-use distlock::postgres::sqlx::{self, postgres::PgPoolOptions, PgPool};
+use distlock::postgres::sqlx::{self, PgPool};
 use distlock::redis::redis::{self, aio::ConnectionManager, Value};
 use distlock::{DistributedLock, LockError, LockManager, Token};
 use tokio::time::Instant;
@@ -220,10 +220,9 @@ fn postgres_error(operation: &'static str, key: &str, error: sqlx::Error) -> Loc
 }
 
 /// The PostgreSQL baseline: the store's own acquire (`INSERT … ON CONFLICT … DO UPDATE
-/// … WHERE expired RETURNING`) and release (`UPDATE … WHERE key AND token AND
-/// unexpired`) statements on the default lease table, through a `PgPool` of the store's
-/// default size. `distlock-postgres` keeps its statement text private, so it is
-/// restated here; keep it in step with `lock-postgres/src/sql.rs`.
+/// … WHERE expired RETURNING`) and release statements (from
+/// `PostgresLockStore::statements()`, so they cannot drift) on the default lease table,
+/// sent raw through the store's own pool.
 #[derive(Debug)]
 pub(crate) struct RawPostgres {
     pool: PgPool,
@@ -234,37 +233,19 @@ pub(crate) struct RawPostgres {
 }
 
 impl RawPostgres {
-    /// Connects; the lease table must exist (`distlock::connect` creates it).
+    /// Connects with the store's defaults; the lease table must exist (`distlock::connect`
+    /// creates it).
     pub(crate) async fn connect(url: &str, ttl: Duration, retry: Duration) -> Result<Self, LockError> {
-        use distlock::postgres::{
-            DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, DEFAULT_SEQUENCE, DEFAULT_TABLE,
-        };
-        let pool = PgPoolOptions::new()
-            .max_connections(DEFAULT_MAX_CONNECTIONS)
-            .acquire_timeout(DEFAULT_ACQUIRE_TIMEOUT)
-            .connect(url)
-            .await
-            .map_err(|error| postgres_error("connect", "-", error))?;
-        let table = format!("\"{DEFAULT_SCHEMA}\".\"{DEFAULT_TABLE}\"");
-        let sequence = format!("\"{DEFAULT_SCHEMA}\".\"{DEFAULT_SEQUENCE}\"");
-        let horizon_ms = distlock::postgres::MIN_PURGE_HORIZON.as_millis();
-        let acquire_sql = format!(
-            "INSERT INTO {table} AS held (key, token, fence, expires_at) \
-             VALUES ($1, $2, nextval('{sequence}'), clock_timestamp() + $3 * interval '1 millisecond') \
-             ON CONFLICT (key) DO UPDATE \
-             SET token = EXCLUDED.token, \
-                 fence = GREATEST(held.fence + 1, nextval('{sequence}')), \
-                 expires_at = clock_timestamp() + $3 * interval '1 millisecond' \
-             WHERE held.expires_at <= clock_timestamp() \
-             RETURNING held.fence, \
-                 clock_timestamp() - statement_timestamp() < {horizon_ms} * interval '1 millisecond'"
-        );
-        let release_sql = format!(
-            "UPDATE {table} SET token = NULL, expires_at = clock_timestamp() \
-             WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()"
-        );
+        let store = distlock::postgres::PostgresLockStore::connect(url).await?;
+        let statements = store.statements();
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1);
-        Ok(Self { pool, acquire_sql, release_sql, ttl_ms, retry })
+        Ok(Self {
+            pool: store.pool().clone(),
+            acquire_sql: statements.acquire().to_owned(),
+            release_sql: statements.release().to_owned(),
+            ttl_ms,
+            retry,
+        })
     }
 }
 
@@ -292,12 +273,12 @@ impl Locker for RawPostgres {
     }
 
     async fn release(&self, key: &(String, String), (): ()) -> Result<bool, LockError> {
-        let done = sqlx::query(&self.release_sql)
+        let released: i64 = sqlx::query_scalar(&self.release_sql)
             .bind(&key.0)
             .bind(&key.1)
-            .execute(&self.pool)
+            .fetch_one(&self.pool)
             .await
             .map_err(|error| postgres_error("release", &key.0, error))?;
-        Ok(done.rows_affected() == 1)
+        Ok(released == 1)
     }
 }
