@@ -29,11 +29,11 @@
 //! load). The tables live in schema `distlock_bench` under random names and are dropped
 //! at the end.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use distlock_api::{DynLockStore, LockKey, LockManager, LockStore, Token, Ttl};
+use distlock_conformance::kit::bench::{interleaved_rounds, report_against_first};
 use distlock_conformance::kit::handoff::{hot_key, HandOff, PollingOnly};
 use distlock_postgres::sqlx;
 use distlock_postgres::PostgresLockStore;
@@ -63,6 +63,7 @@ enum Variant {
 }
 
 const VARIANTS: [Variant; 3] = [Variant::Raw, Variant::Store, Variant::Manager];
+const NAMES: [&str; 3] = ["raw", "store", "manager"];
 
 impl Bench {
     async fn new(url: &str, table: &str, unlogged: bool, notify: bool) -> Self {
@@ -128,88 +129,45 @@ impl Bench {
     }
 }
 
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
-}
-
-async fn timed<F: Future<Output = ()>>(work: F) -> Duration {
-    let started = Instant::now();
-    work.await;
-    started.elapsed()
-}
-
-/// Runs `scenario` for every variant, `ROUNDS` times in rotating order, and returns each
-/// variant's durations in µs, one per round.
-async fn rounds<F, Fut>(bench: &Bench, scenario: F) -> [Vec<f64>; 3]
-where
-    F: Fn(Bench, Variant) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let mut samples: [Vec<f64>; 3] = Default::default();
-    // One warm-up round, not measured: connections, prepared statements, the rows.
-    for variant in VARIANTS {
-        scenario(bench.clone(), variant).await;
-    }
-    for round in 0..ROUNDS {
-        for i in 0..VARIANTS.len() {
-            let index = (i + round) % VARIANTS.len();
-            let elapsed = timed(scenario(bench.clone(), VARIANTS[index])).await;
-            samples[index].push(elapsed.as_secs_f64() * 1e6);
-        }
-    }
-    samples
-}
-
-/// Prints each variant's median round per cycle and per statement, and its median ratio
-/// to the raw variant of the same round.
-fn report(title: &str, per: f64, samples: &[Vec<f64>; 3]) -> [f64; 3] {
-    let medians = samples.clone().map(median);
-    let [raw, store, manager] = medians.map(|us| us / per);
-    let ratio = |variant: &[f64]| median(variant.iter().zip(&samples[0]).map(|(lib, raw)| lib / raw).collect());
-    println!("{title}");
-    println!("  raw      {raw:8.1} µs/cycle {:8.1} µs/op", raw / 2.0);
-    println!(
-        "  store    {store:8.1} µs/cycle {:8.1} µs/op   {:.3}× raw (median of per-round ratios {:.3}×)",
-        store / 2.0,
-        store / raw,
-        ratio(&samples[1])
-    );
-    println!(
-        "  manager  {manager:8.1} µs/cycle {:8.1} µs/op   {:.3}× raw (median of per-round ratios {:.3}×)",
-        manager / 2.0,
-        manager / raw,
-        ratio(&samples[2])
-    );
-    medians
-}
-
 async fn scenarios(bench: &Bench, kind: &str) {
-    let uncontended = rounds(bench, |bench, variant| async move {
-        bench.run(variant, "bench:uncontended", CYCLES).await;
+    // Per statement: a cycle is two (acquire + release).
+    let uncontended = interleaved_rounds(&VARIANTS, ROUNDS, |variant| {
+        let bench = bench.clone();
+        async move { bench.run(variant, "bench:uncontended", CYCLES).await }
     })
     .await;
-    report(&format!("{kind}: uncontended acquire+release, 1 task, {CYCLES} cycles/round"), CYCLES as f64, &uncontended);
+    report_against_first(
+        &format!("{kind}: uncontended acquire+release, 1 task, {CYCLES} cycles/round"),
+        "µs/statement",
+        (CYCLES * 2) as f64,
+        &NAMES,
+        &uncontended,
+    );
 
-    let distinct = rounds(bench, |bench, variant| async move {
-        let tasks: Vec<_> = (0..TASKS)
-            .map(|t| {
-                let bench = bench.clone();
-                tokio::spawn(async move { bench.run(variant, &format!("bench:distinct:{t}"), TASK_CYCLES).await })
-            })
-            .collect();
-        for task in tasks {
-            task.await.expect("task");
+    let distinct = interleaved_rounds(&VARIANTS, ROUNDS, |variant| {
+        let bench = bench.clone();
+        async move {
+            let tasks: Vec<_> = (0..TASKS)
+                .map(|t| {
+                    let bench = bench.clone();
+                    tokio::spawn(async move { bench.run(variant, &format!("bench:distinct:{t}"), TASK_CYCLES).await })
+                })
+                .collect();
+            for task in tasks {
+                task.await.expect("task");
+            }
         }
     })
     .await;
     let total = (TASKS * TASK_CYCLES) as f64;
-    let medians = report(
+    let medians = report_against_first(
         &format!("{kind}: distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)"),
-        total,
+        "µs/statement",
+        total * 2.0,
+        &NAMES,
         &distinct,
     );
-    let [raw, store, manager] = medians.map(|us| total / us * 1e6);
+    let [raw, store, manager] = [0, 1, 2].map(|i| 1e6 / (medians[i] * 2.0));
     println!("  throughput: raw {raw:.0}, store {store:.0}, manager {manager:.0} cycles/s");
 }
 
@@ -269,36 +227,21 @@ async fn notify_cost(bench: &Bench, silent: &Bench, kind: &str) {
             }
         }
     };
-    // on (flag-gated), off, always.
-    let variants = [(bench, false), (silent, false), (bench, true)];
-    for (bench, always) in variants {
-        run(bench.clone(), always).await;
-    }
-    let mut samples: [Vec<f64>; 3] = Default::default();
-    let mut ratios: [Vec<f64>; 2] = Default::default();
-    for round in 0..ROUNDS {
-        let mut this = [0.0; 3];
-        for i in 0..variants.len() {
-            let index = (i + round) % variants.len();
-            let (bench, always) = variants[index];
-            this[index] = timed(run(bench.clone(), always)).await.as_secs_f64();
-        }
-        for (index, seconds) in this.iter().enumerate() {
-            samples[index].push(*seconds);
-        }
-        ratios[0].push(this[0] / this[1]);
-        ratios[1].push(this[2] / this[1]);
-    }
+    // off (the baseline), on (flag-gated), always.
+    let variants = [(silent, false), (bench, false), (bench, true)];
+    let samples = interleaved_rounds(&[0, 1, 2], ROUNDS, |index: usize| {
+        let (bench, always) = variants[index];
+        run(bench.clone(), always)
+    })
+    .await;
     let total = (TASKS * TASK_CYCLES) as f64;
-    let [gated, off, always] = samples.map(median);
-    let [gated_ratio, always_ratio] = ratios.map(median);
-    let line = |seconds: f64| format!("{:6.1} µs/op {:6.0} cycles/s", seconds / total / 2.0 * 1e6, total / seconds);
-    println!(
-        "{kind}: releases nobody waits for, distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (median round)"
+    report_against_first(
+        &format!("{kind}: releases nobody waits for, distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round"),
+        "µs/statement",
+        total * 2.0,
+        &["notifications off", "notifications on (flag-gated)", "always pg_notify (old release)"],
+        &samples,
     );
-    println!("  notifications on (flag-gated)  {}   {gated_ratio:.2}× off (median of per-round ratios)", line(gated));
-    println!("  notifications off              {}", line(off));
-    println!("  always pg_notify (old release) {}   {always_ratio:.2}× off (median of per-round ratios)", line(always));
 }
 
 /// The round with the median p50 hand-off.

@@ -46,13 +46,14 @@ where
 pub fn report_against_first(title: &str, unit: &str, per: f64, names: &[&str], samples: &[Vec<f64>]) -> Vec<f64> {
     let medians: Vec<f64> = samples.iter().map(|s| median(s.clone()) / per).collect();
     println!("{title}");
+    let width = names.iter().map(|name| name.chars().count()).max().unwrap_or(0) + 1;
     for (i, (name, value)) in names.iter().zip(&medians).enumerate() {
         if i == 0 {
-            println!("  {name:<9}{value:9.2} {unit}");
+            println!("  {name:<width$}{value:9.2} {unit}");
         } else {
             let per_round = median(samples[i].iter().zip(&samples[0]).map(|(lib, base)| lib / base).collect());
             println!(
-                "  {name:<9}{value:9.2} {unit}   {:.3}× {} (median of per-round ratios {per_round:.3}×)",
+                "  {name:<width$}{value:9.2} {unit}   {:.3}× {} (median of per-round ratios {per_round:.3}×)",
                 value / medians[0],
                 names[0]
             );
