@@ -45,3 +45,8 @@ pub mod __private {
         manager.clone()
     }
 }
+
+/// The workspace README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct WorkspaceReadmeDoctests;
