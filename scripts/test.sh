@@ -99,6 +99,10 @@ else
   cargo test --workspace --all-features --no-fail-fast --lib --bins --tests --examples
 fi
 
+step "feature sets other than --all-features (what most users build)"
+cargo check -q -p distlock-api -p distlock --no-default-features
+cargo test -q -p distlock --lib --tests
+
 step "doc tests"
 cargo test --workspace --all-features --doc
 
