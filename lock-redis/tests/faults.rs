@@ -370,7 +370,7 @@ async fn a_partition_through_the_proxy_fires_lost_before_the_ttl() {
     for fencing in [false, true] {
         let proxy = FaultProxy::start(upstream).await.unwrap();
         let prefix = unique_prefix("partition");
-        // Default timeouts: the 2 s response timeout is shorter than the case's 3 s TTL.
+        // Default timeouts: the 2 s response timeout is shorter than the case's 10 s TTL.
         let via_proxy = RedisLockStore::builder()
             .key_prefix(&prefix)
             .fencing(fencing)
