@@ -32,8 +32,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{DynLockStore, LockKey, LockManager, LockStore, Token, Ttl};
-use distlock_conformance::kit::bench::{interleaved_rounds, report_against_first};
+use distlock_api::{DynLockStore, LockKey, LockManager, Token, Ttl};
+use distlock_conformance::kit::bench::{interleaved_rounds, manager_cycles, report_against_first, store_cycles};
 use distlock_conformance::kit::handoff::{hot_key, HandOff, PollingOnly};
 use distlock_postgres::sqlx;
 use distlock_postgres::PostgresLockStore;
@@ -110,21 +110,8 @@ impl Bench {
                     assert_eq!(released, 1);
                 }
             }
-            Variant::Store => {
-                let key = LockKey::new(name).expect("key").to_store_key();
-                let token = Token::generate();
-                for _ in 0..cycles {
-                    assert!(self.store.try_acquire(&key, &token, ttl).await.expect("acquire").is_acquired());
-                    assert!(self.store.release(&key, &token).await.expect("release"));
-                }
-            }
-            Variant::Manager => {
-                for _ in 0..cycles {
-                    let lock =
-                        self.locks.try_lock(&name, TTL, Duration::ZERO, RETRY).await.expect("lock").expect("free");
-                    assert!(lock.release().await.expect("release"));
-                }
-            }
+            Variant::Store => store_cycles(self.store.as_ref(), &name, TTL, cycles).await,
+            Variant::Manager => manager_cycles(&self.locks, &name, TTL, cycles).await,
         }
     }
 }

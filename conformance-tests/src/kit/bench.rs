@@ -3,7 +3,9 @@
 //! drifts during a run hits them alike, and results are reported as ratios to the first.
 
 use std::future::Future;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use distlock_api::{DynLockStore, LockKey, LockManager, LockOptions, Token, Ttl};
 
 /// The median of `samples` (the upper one of an even count).
 ///
@@ -60,4 +62,33 @@ pub fn report_against_first(title: &str, unit: &str, per: f64, names: &[&str], s
         }
     }
     medians
+}
+
+/// `cycles` acquire + release cycles of `name` straight on `store`, with one fixed token:
+/// the store's cost without the manager.
+///
+/// # Panics
+///
+/// On any store error, or when the key is not free.
+pub async fn store_cycles(store: &DynLockStore, name: &str, ttl: Duration, cycles: usize) {
+    let key = LockKey::new(name).expect("bench keys are valid").to_store_key();
+    let token = Token::generate();
+    let ttl = Ttl::new(ttl).expect("bench TTLs are valid");
+    for _ in 0..cycles {
+        assert!(store.try_acquire(&key, &token, ttl).await.expect("acquire").is_acquired());
+        assert!(store.release(&key, &token).await.expect("release"));
+    }
+}
+
+/// `cycles` `try_lock` + `release` cycles of `name` through `locks` (validation, a fresh
+/// token per cycle, the handle).
+///
+/// # Panics
+///
+/// On any store error, or when the key is not free.
+pub async fn manager_cycles(locks: &LockManager, name: &str, ttl: Duration, cycles: usize) {
+    for _ in 0..cycles {
+        let lock = locks.try_lock(name, ttl, Duration::ZERO, LockOptions::DEFAULT_RETRY_INTERVAL).await;
+        assert!(lock.expect("lock").expect("free").release().await.expect("release"));
+    }
 }
