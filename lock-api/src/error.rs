@@ -54,7 +54,7 @@ pub enum LockError {
         /// The application's key.
         key: String,
         /// How it was lost.
-        reason: crate::lease::LossReason,
+        reason: LossReason,
     },
 
     /// A token given as text is not a hyphenated UUID v4.
@@ -72,29 +72,81 @@ pub enum LockError {
     /// The store failed: the server could not be reached, answered with an error, or
     /// answered something unexpected. The outcome of the operation is unknown; the
     /// manager never reports such an operation as acquired or released.
-    #[error("{backend} store failed to {operation} lock `{key}`")]
+    ///
+    /// Its `Display` is one line with everything known: the backend, the operation, the
+    /// key when there is one, and the root cause, e.g.
+    /// ``redis store failed to acquire lock `order:42`: Connection refused (os error 111)``.
+    /// Because the cause is part of the message, it is not also returned by
+    /// [`source()`](StdError::source) (reporters would print it twice); read it with
+    /// [`LockError::cause`].
+    #[error("{backend} store failed to {operation}{}: {}", KeySuffix(key.as_deref()), CauseChain(&**cause))]
     Store {
         /// The store's [`backend`](crate::LockStore::backend) name, e.g. `"redis"`.
         backend: &'static str,
-        /// What was being done: `"acquire"`, `"release"`, `"extend"`, `"inspect"`…
+        /// What was being done: `"acquire"`, `"release"`, `"extend"`, `"inspect"`,
+        /// `"connect"`…
         operation: &'static str,
-        /// The key concerned (as the store saw it, namespace included), or `"-"`.
-        key: String,
+        /// The application's key (without the `lock:` namespace), when the operation
+        /// concerned one key.
+        key: Option<String>,
         /// The driver's error.
-        #[source]
-        source: BoxError,
+        cause: BoxError,
     },
 }
 
+/// `` lock `key` `` after the operation, when there is a key.
+struct KeySuffix<'a>(Option<&'a str>);
+
+impl std::fmt::Display for KeySuffix<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(key) => write!(f, " lock `{key}`"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An error and its sources on one line, `a: b: c`, skipping a source whose message the
+/// previous one already contains (many drivers repeat their cause in their own message).
+struct CauseChain<'a>(&'a (dyn StdError + 'static));
+
+impl std::fmt::Display for CauseChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut shown = self.0.to_string();
+        f.write_str(&shown)?;
+        let mut next = self.0.source();
+        while let Some(cause) = next {
+            let text = cause.to_string();
+            if !text.is_empty() && !shown.contains(&text) {
+                write!(f, ": {text}")?;
+                shown = text;
+            }
+            next = cause.source();
+        }
+        Ok(())
+    }
+}
+
 impl LockError {
-    /// Builds a [`LockError::Store`].
+    /// Builds a [`LockError::Store`] for an operation on the application's `key`
+    /// ([`StoreKey::lock_key`](crate::StoreKey::lock_key)), or on no key in particular
+    /// (`None`: connecting, purging…).
     pub fn store(
         backend: &'static str,
         operation: &'static str,
-        key: impl Into<String>,
-        source: impl Into<BoxError>,
+        key: Option<&str>,
+        cause: impl Into<BoxError>,
     ) -> Self {
-        Self::Store { backend, operation, key: key.into(), source: source.into() }
+        Self::Store { backend, operation, key: key.map(str::to_owned), cause: cause.into() }
+    }
+
+    /// The driver's error behind a [`LockError::Store`] (also part of its message), for
+    /// code that wants to inspect or downcast it.
+    pub fn cause(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
+        match self {
+            Self::Store { cause, .. } => Some(&**cause),
+            _ => None,
+        }
     }
 
     /// Whether this error means "the lock is held by someone else".
@@ -162,15 +214,63 @@ pub enum InvalidOptions {
     ZeroRetryInterval,
 }
 
+/// Why a lease was lost (see [`DistributedLock::lost`](crate::DistributedLock::lost)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// The store answered that the token no longer holds the key: the lease expired and
+    /// perhaps was taken over, or an administrator released it.
+    NotHeld,
+    /// The lease's deadline passed without a confirmed renewal (the store could not be
+    /// reached in time, or the lock was not being renewed). The deadline is computed on a
+    /// monotonic clock from the moment the last successful acquire or extend was *sent*,
+    /// minus a clock-drift allowance (1 % of the TTL + 2 ms, as Redlock uses), so it passes
+    /// before the store's own expiry.
+    DeadlinePassed,
+}
+
+impl std::fmt::Display for LossReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NotHeld => "the store no longer holds the lease for this token",
+            Self::DeadlinePassed => "the lease's deadline passed without a confirmed renewal",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn store_error_keeps_the_cause_out_of_the_message() {
-        let cause = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let err = LockError::store("redis", "acquire", "lock:a", cause);
-        assert_eq!(err.to_string(), "redis store failed to acquire lock `lock:a`");
-        assert_eq!(err.source().map(ToString::to_string).as_deref(), Some("refused"));
+    fn store_error_says_everything_on_one_line_once() {
+        let cause = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let err = LockError::store("redis", "acquire", Some("a"), cause);
+        assert_eq!(err.to_string(), "redis store failed to acquire lock `a`: connection refused");
+        assert!(err.source().is_none(), "the cause is in the message; returning it too prints it twice");
+        assert_eq!(err.cause().map(ToString::to_string).as_deref(), Some("connection refused"));
+        let err = LockError::store("postgres", "connect", None, "refused");
+        assert_eq!(err.to_string(), "postgres store failed to connect: refused");
+    }
+
+    #[test]
+    fn cause_chain_skips_repeated_messages() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error, &'static str);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.1)
+            }
+        }
+        impl StdError for Outer {
+            fn source(&self) -> Option<&(dyn StdError + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let inner = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let repeating = Outer(inner(), "io error: refused");
+        assert_eq!(CauseChain(&repeating).to_string(), "io error: refused");
+        let wrapping = Outer(inner(), "pool failed");
+        assert_eq!(CauseChain(&wrapping).to_string(), "pool failed: refused");
     }
 }

@@ -18,7 +18,7 @@
 //!
 //! Bodies never contain a token, a driver error or a store URL; `Store` errors do not
 //! even name the key, which carries the store's namespace. Log the error itself
-//! (its `Display` and `source()`) for the details.
+//! (its `Display` is one line with the cause) for the details.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -71,7 +71,7 @@ impl IntoResponse for LockError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lease::LossReason;
+    use crate::error::LossReason;
 
     fn body_of(err: LockError) -> (StatusCode, String, String) {
         let status = err.status_code();
@@ -93,7 +93,7 @@ mod tests {
     #[test]
     fn other_errors_map_to_documented_statuses_without_details() {
         let cause = std::io::Error::other("token 0b6c0c4e-secret");
-        let (status, body, _) = body_of(LockError::store("redis", "release", "lock:order:1", cause));
+        let (status, body, _) = body_of(LockError::store("redis", "release", Some("order:1"), cause));
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(body, r#"{"error":"lock_store_unavailable"}"#);
         let (status, body, _) = body_of(LockError::LeaseLost { key: "job".into(), reason: LossReason::NotHeld });

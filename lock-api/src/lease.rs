@@ -7,35 +7,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::error::LossReason;
 use crate::key::{LockKey, StoreKey};
 use crate::observe;
 use crate::options::Ttl;
 use crate::store::DynLockStore;
 use crate::token::Token;
-
-/// Why a lease was lost (see [`DistributedLock::lost`](crate::DistributedLock::lost)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LossReason {
-    /// The store answered that the token no longer holds the key: the lease expired and
-    /// perhaps was taken over, or an administrator released it.
-    NotHeld,
-    /// The lease's deadline passed without a confirmed renewal (the store could not be
-    /// reached in time, or the lock was not being renewed). The deadline is computed on a
-    /// monotonic clock from the moment the last successful acquire or extend was *sent*,
-    /// minus a clock-drift allowance (1 % of the TTL + 2 ms, as Redlock uses), so it passes
-    /// before the store's own expiry.
-    DeadlinePassed,
-}
-
-impl std::fmt::Display for LossReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::NotHeld => "the store no longer holds the lease for this token",
-            Self::DeadlinePassed => "the lease's deadline passed without a confirmed renewal",
-        })
-    }
-}
 
 /// When a lease confirmed by a call sent at `sent_at` surely still holds: the TTL minus
 /// an allowance for clock drift between this process and the store (1 % + 2 ms).

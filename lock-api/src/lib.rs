@@ -18,9 +18,9 @@ mod store;
 mod token;
 
 pub use async_trait::async_trait;
-pub use error::{BoxError, InvalidKey, InvalidOptions, LockError};
+pub use error::{BoxError, InvalidKey, InvalidOptions, LockError, LossReason};
 pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
-pub use lease::LossReason;
+
 pub use lock::DistributedLock;
 pub use manager::LockManager;
 #[cfg(feature = "metrics")]

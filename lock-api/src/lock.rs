@@ -9,8 +9,9 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::LockError;
+use crate::error::LossReason;
 use crate::key::{LockKey, StoreKey};
-use crate::lease::{Lease, LossReason};
+use crate::lease::Lease;
 use crate::manager::ManagerInner;
 use crate::observe::{self, ReleaseOutcome};
 use crate::options::Ttl;

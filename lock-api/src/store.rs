@@ -118,7 +118,7 @@ impl Capabilities {
 ///    gets a number strictly greater than every earlier one for that key, across
 ///    release, expiry take-over and store restarts (as far as the store's durability goes).
 /// 7. **Errors are honest.** A failure is [`LockError::Store`] carrying the backend name
-///    and the driver error as `source()`; never a panic, never a false "acquired" or
+///    and the driver error as its cause; never a panic, never a false "acquired" or
 ///    "released".
 /// 8. **Cancel safety.** Dropping any returned future leaves the store consistent: the
 ///    operation either happened atomically or not at all. (The manager releases a lease

@@ -269,7 +269,7 @@ impl PostgresLockStoreBuilder {
             .test_before_acquire(false)
             .connect_with(options)
             .await
-            .map_err(|error| LockError::store(BACKEND, "connect", "-", error))?;
+            .map_err(|error| LockError::store(BACKEND, "connect", None, error))?;
         Ok(PostgresLockStore::from_parts(pool, Arc::new(Statements::new(&layout)), Arc::new(layout)))
     }
 

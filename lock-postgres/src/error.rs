@@ -1,4 +1,4 @@
-//! The store's own error causes, carried as the `source()` of [`LockError::Store`](distlock_api::LockError::Store).
+//! The store's own error causes, carried as the cause of [`LockError::Store`](distlock_api::LockError::Store).
 
 use std::fmt;
 

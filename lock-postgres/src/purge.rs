@@ -63,7 +63,7 @@ impl PostgresLockStore {
                 .bind(PURGE_BATCH)
                 .execute(self.pool())
                 .await
-                .map_err(|error| LockError::store(BACKEND, "purge", self.table_name(), error))?
+                .map_err(|error| LockError::store(BACKEND, "purge", None, error))?
                 .rows_affected();
             purged += batch;
             if batch < PURGE_BATCH.unsigned_abs() {

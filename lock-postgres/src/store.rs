@@ -128,7 +128,7 @@ impl PostgresLockStore {
     ///
     /// Cancel safe: a dropped transaction is rolled back; nothing half-created remains.
     pub async fn ensure_schema(&self) -> Result<(), LockError> {
-        let fail = |error: sqlx::Error| LockError::store(BACKEND, "ensure schema", self.table_name(), error);
+        let fail = |error: sqlx::Error| LockError::store(BACKEND, "ensure schema", None, error);
         let state = || {
             sqlx::query_as::<_, (bool, bool, Option<String>, bool)>(&self.sql.schema_state)
                 .bind(self.layout.schema.as_str())
@@ -175,7 +175,7 @@ impl PostgresLockStore {
     }
 
     fn fail(&self, operation: &'static str, key: &StoreKey, error: impl Into<distlock_api::BoxError>) -> LockError {
-        LockError::store(BACKEND, operation, key.as_str(), error)
+        LockError::store(BACKEND, operation, Some(key.lock_key()), error)
     }
 }
 

@@ -24,7 +24,7 @@ fn ttl(ms: u64) -> Ttl {
 
 fn assert_store_error(result: Result<impl std::fmt::Debug, LockError>, operation: &str) {
     match result {
-        Err(LockError::Store { backend: "postgres", operation: op, source, .. }) if op == operation => {
+        Err(LockError::Store { backend: "postgres", operation: op, cause: source, .. }) if op == operation => {
             assert!(!source.to_string().is_empty());
         }
         other => panic!("expected a postgres store error for {operation}, got {other:?}"),

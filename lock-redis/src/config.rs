@@ -144,7 +144,7 @@ impl RedisLockStoreBuilder {
             .map_err(|err| LockError::Config { message: format!("unusable Redis URL: {err}") })?;
         let conn = ConnectionManager::new_with_config(client.clone(), self.connection_manager_config())
             .await
-            .map_err(|err| LockError::store(RedisLockStore::BACKEND, "connect", "-", err))?;
+            .map_err(|err| LockError::store(RedisLockStore::BACKEND, "connect", None, err))?;
         self.build_with_client(client, conn)
     }
 

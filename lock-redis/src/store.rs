@@ -157,8 +157,13 @@ impl RedisLockStore {
         self.listener.is_some()
     }
 
-    fn error(operation: &'static str, redis_key: String, err: impl Into<distlock_api::BoxError>) -> LockError {
-        LockError::store(Self::BACKEND, operation, redis_key, err)
+    fn error(&self, operation: &'static str, redis_key: String, err: impl Into<distlock_api::BoxError>) -> LockError {
+        let key = redis_key
+            .strip_prefix(self.key_prefix.as_str())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .and_then(|rest| rest.strip_prefix(distlock_api::LOCK_NAMESPACE))
+            .unwrap_or(&redis_key);
+        LockError::store(Self::BACKEND, operation, Some(key), err)
     }
 
     async fn acquire_plain(&self, redis_key: String, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
@@ -171,12 +176,12 @@ impl RedisLockStore {
             .arg(ttl.as_millis())
             .query_async(&mut conn)
             .await
-            .map_err(|err| Self::error("acquire", redis_key.clone(), err))?;
+            .map_err(|err| self.error("acquire", redis_key.clone(), err))?;
         match reply {
             Value::Okay => Ok(Acquire::Acquired { fence: None }),
             Value::SimpleString(ref s) if s == "OK" => Ok(Acquire::Acquired { fence: None }),
             Value::Nil => Ok(Acquire::Held { ttl_left: None }),
-            other => Err(Self::error("acquire", redis_key, unexpected("SET … NX PX", &other))),
+            other => Err(self.error("acquire", redis_key, unexpected("SET … NX PX", &other))),
         }
     }
 
@@ -195,13 +200,13 @@ impl RedisLockStore {
                 cmd.arg(3).arg(&redis_key).arg(&counter_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
             })
             .await
-            .map_err(|err| Self::error("acquire", redis_key.clone(), err))?;
+            .map_err(|err| self.error("acquire", redis_key.clone(), err))?;
         match (acquired, u64::try_from(number)) {
             (1, Ok(fence)) if fence > 0 => Ok(Acquire::Acquired { fence: Some(fence) }),
             (0, Ok(ms)) => Ok(Acquire::Held { ttl_left: Some(Duration::from_millis(ms)) }),
             // PTTL -1: a key without expiry, not written by this store.
             (0, Err(_)) => Ok(Acquire::Held { ttl_left: None }),
-            _ => Err(Self::error(
+            _ => Err(self.error(
                 "acquire",
                 redis_key,
                 UnexpectedReply(format!("fenced acquire returned {{{acquired}, {number}}}")),
@@ -260,7 +265,7 @@ impl LockStore for RedisLockStore {
                     .release
                     .run_then(&mut conn, args, &publish)
                     .await
-                    .map_err(|err| Self::error("release", redis_key.clone(), err))?;
+                    .map_err(|err| self.error("release", redis_key.clone(), err))?;
                 if let Err(err) = published {
                     tracing::debug!(
                         redis.key = %redis_key,
@@ -274,9 +279,9 @@ impl LockStore for RedisLockStore {
                 .release
                 .run(&mut conn, args)
                 .await
-                .map_err(|err| Self::error("release", redis_key.clone(), err))?,
+                .map_err(|err| self.error("release", redis_key.clone(), err))?,
         };
-        check_flag("release", redis_key, deleted)
+        check_flag(self, "release", redis_key, deleted)
     }
 
     /// Seed 000 §3.3: `GET` == token, then `PEXPIRE` (`EVALSHA`, `EVAL` on `NOSCRIPT`).
@@ -304,8 +309,8 @@ impl LockStore for RedisLockStore {
                 })
                 .await
         };
-        let extended = extended.map_err(|err| Self::error("extend", redis_key.clone(), err))?;
-        check_flag("extend", redis_key, extended)
+        let extended = extended.map_err(|err| self.error("extend", redis_key.clone(), err))?;
+        check_flag(self, "extend", redis_key, extended)
     }
 
     /// `GET` + `PTTL` (+ the fence key in fencing mode) in one read-only script.
@@ -333,11 +338,11 @@ impl LockStore for RedisLockStore {
                 }
             })
             .await
-            .map_err(|err| Self::error("inspect", redis_key.clone(), err))?;
+            .map_err(|err| self.error("inspect", redis_key.clone(), err))?;
         let Some((token, pttl, fence)) = holder else { return Ok(None) };
-        let token = Token::parse(&token).map_err(|err| Self::error("inspect", redis_key.clone(), err))?;
+        let token = Token::parse(&token).map_err(|err| self.error("inspect", redis_key.clone(), err))?;
         let Ok(ms) = u64::try_from(pttl) else {
-            return Err(Self::error(
+            return Err(self.error(
                 "inspect",
                 redis_key,
                 UnexpectedReply(format!("the lock key has no expiry (PTTL {pttl})")),
@@ -377,7 +382,7 @@ impl LockStore for RedisLockStore {
                 .arg(&redis_key)
                 .query_async(&mut conn)
                 .await
-                .map_err(|err| Self::error("wait_for_release", redis_key.clone(), err))?;
+                .map_err(|err| self.error("wait_for_release", redis_key.clone(), err))?;
             Ok::<_, LockError>(exists > 0)
         };
         let woken = listener.wait(&redis_key, max, still_held).await?;
@@ -386,11 +391,16 @@ impl LockStore for RedisLockStore {
     }
 }
 
-fn check_flag(operation: &'static str, redis_key: String, reply: i64) -> Result<bool, LockError> {
+fn check_flag(
+    store: &RedisLockStore,
+    operation: &'static str,
+    redis_key: String,
+    reply: i64,
+) -> Result<bool, LockError> {
     match reply {
         1 => Ok(true),
         0 => Ok(false),
-        other => Err(RedisLockStore::error(operation, redis_key, UnexpectedReply(format!("script returned {other}")))),
+        other => Err(store.error(operation, redis_key, UnexpectedReply(format!("script returned {other}")))),
     }
 }
 

@@ -139,7 +139,7 @@ impl Locker for RawMemory {
 }
 
 fn redis_error(operation: &'static str, key: &str, error: redis::RedisError) -> LockError {
-    LockError::store("redis", operation, key, error)
+    LockError::store("redis", operation, Some(key), error)
 }
 
 /// The Redis baseline: seed 000's commands sent with the `redis` crate on one
@@ -216,7 +216,7 @@ impl Locker for RawRedis {
 }
 
 fn postgres_error(operation: &'static str, key: &str, error: sqlx::Error) -> LockError {
-    LockError::store("postgres", operation, key, error)
+    LockError::store("postgres", operation, Some(key), error)
 }
 
 /// The PostgreSQL baseline: the store's own acquire (`INSERT … ON CONFLICT … DO UPDATE
