@@ -51,7 +51,7 @@ impl Contender for Distlock {
     }
 
     async fn cycle(&self, key: &str) {
-        let lock = self.locks.try_lock(key, TTL, Duration::ZERO, Duration::from_millis(50)).await.expect("lock");
+        let lock = self.locks.try_lock(key, TTL).await.expect("lock");
         assert!(lock.expect("the key is free").release().await.expect("release"));
     }
 }

@@ -26,12 +26,12 @@ const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs `args.command` under the lock and returns the exit status.
 pub(crate) async fn run(url: Option<&str>, args: RunArgs) -> Result<u8, Failure> {
-    let mut options = LockOptions::new(args.ttl).wait(args.wait).retry_interval(args.retry);
+    let mut options = LockOptions::new().wait(args.wait).retry_interval(args.retry);
     options = match args.renew_every {
         Some(every) => options.renew_every(every),
         None => options.auto_renew(),
     };
-    options.validate()?;
+    options.validate(args.ttl)?;
     let url = store::require_url(url, "run")?;
     store::refuse_memory(url, "run")?;
     // Installed before anything slow, so that Ctrl-C while connecting or waiting ends
@@ -43,7 +43,7 @@ pub(crate) async fn run(url: Option<&str>, args: RunArgs) -> Result<u8, Failure>
         signal = signals.recv() => return Ok(interrupted(signal, "connecting to the store")),
     };
     let acquired = tokio::select! {
-        acquired = locks.lock_with(&key, &options) => acquired,
+        acquired = locks.lock_opts(&key, args.ttl, &options) => acquired,
         signal = signals.recv() => {
             flush(&locks).await;
             return Ok(interrupted(signal, "waiting for the lock"));

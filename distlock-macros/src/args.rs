@@ -25,7 +25,8 @@ pub(crate) enum Renew {
 /// The attribute's arguments, checked.
 pub(crate) struct LockArgs {
     pub(crate) key: LitStr,
-    pub(crate) ttl: DurationArg,
+    /// `None`: [`DEFAULT_TTL`].
+    pub(crate) ttl: Option<DurationArg>,
     pub(crate) wait: Option<DurationArg>,
     pub(crate) retry: Option<DurationArg>,
     pub(crate) renew: Renew,
@@ -41,6 +42,9 @@ struct RawArgs {
     renew: Option<Renew>,
     manager: Option<Expr>,
 }
+
+/// The lease when the attribute names none: 10 s.
+pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
 const EXPECTED: &str = "expected `key`, `ttl`, `wait`, `retry`, `renew` or `manager`";
 
@@ -84,16 +88,18 @@ impl RawArgs {
     fn finish(self) -> syn::Result<LockArgs> {
         let missing = |what: &str| syn::Error::new(Span::call_site(), format!("#[distlock::lock] needs {what}"));
         let key = self.key.ok_or_else(|| missing("a `key = \"…\"`, e.g. `key = \"order:{order_id}\"`"))?;
-        let ttl = self.ttl.ok_or_else(|| missing("a lease: `ttl = \"15s\"` (every lock expires)"))?;
         let manager = self
             .manager
             .ok_or_else(|| missing("the lock manager: `manager = <expression>`, e.g. `manager = self.locks`"))?;
-        if ttl.value.is_zero() {
-            return Err(syn::Error::new(ttl.lit.span(), "the TTL must be greater than zero"));
+        if let Some(ttl) = &self.ttl {
+            if ttl.value.is_zero() {
+                return Err(syn::Error::new(ttl.lit.span(), "the TTL must be greater than zero"));
+            }
+            if ttl.value > MAX_DURATION {
+                return Err(syn::Error::new(ttl.lit.span(), "the TTL must be at most 365 days"));
+            }
         }
-        if ttl.value > MAX_DURATION {
-            return Err(syn::Error::new(ttl.lit.span(), "the TTL must be at most 365 days"));
-        }
+        let ttl = self.ttl.as_ref().map_or(DEFAULT_TTL, |ttl| ttl.value);
         if let Some(wait) = &self.wait {
             if wait.value > MAX_DURATION {
                 return Err(syn::Error::new(wait.lit.span(), "the wait must be at most 365 days"));
@@ -108,14 +114,15 @@ impl RawArgs {
         }
         let renew = self.renew.unwrap_or(Renew::Off);
         if let Renew::Every(every) = &renew {
-            if every.value.is_zero() || every.value >= ttl.value {
+            // The default loss margin is a fifth of the TTL; renewal must come before it.
+            if every.value.is_zero() || every.value >= ttl - ttl / 5 {
                 return Err(syn::Error::new(
                     every.lit.span(),
-                    "the renewal interval must be greater than zero and shorter than the TTL",
+                    "the renewal interval must be greater than zero and shorter than the TTL minus its loss margin (a fifth of the TTL)",
                 ));
             }
         }
-        Ok(LockArgs { key, ttl, wait: self.wait, retry: self.retry, renew, manager })
+        Ok(LockArgs { key, ttl: self.ttl, wait: self.wait, retry: self.retry, renew, manager })
     }
 }
 

@@ -1,11 +1,11 @@
-//! The expansion: the function's body runs inside `LockManager::with_lock_options`.
+//! The expansion: the function's body runs inside `LockManager::with_lock_opts`.
 
 use proc_macro2::{Ident, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
-use crate::args::{DurationArg, LockArgs, Renew};
+use crate::args::{DurationArg, LockArgs, Renew, DEFAULT_TTL};
 use crate::template::KeyTemplate;
 
 pub(crate) fn lock(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
@@ -47,8 +47,14 @@ pub(crate) fn lock(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStr
     let key_span = args.key.span();
     let key = quote_spanned!(key_span=> ::std::format!(#format #(, #key_args)*));
 
-    let ttl = duration_tokens(&args.ttl);
-    let mut options = quote!(::distlock::LockOptions::new(#ttl));
+    let ttl = match &args.ttl {
+        Some(ttl) => duration_tokens(ttl),
+        None => {
+            let (secs, nanos) = (DEFAULT_TTL.as_secs(), DEFAULT_TTL.subsec_nanos());
+            quote!(::distlock::__private::Duration::new(#secs, #nanos))
+        }
+    };
+    let mut options = quote!(::distlock::LockOptions::new());
     if let Some(wait) = &args.wait {
         let wait = duration_tokens(wait);
         options.extend(quote!(.wait(#wait)));
@@ -87,9 +93,10 @@ pub(crate) fn lock(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStr
             let __distlock_manager: ::distlock::LockManager = #manager;
             let __distlock_key: ::std::string::String = #key;
             let __distlock_options: ::distlock::LockOptions = #options;
-            ::distlock::LockManager::with_lock_options(
+            ::distlock::LockManager::with_lock_opts(
                 &__distlock_manager,
                 &__distlock_key,
+                #ttl,
                 &__distlock_options,
                 move || async move {
                     #hint

@@ -11,7 +11,7 @@ mod args;
 mod expand;
 mod template;
 
-/// Runs the `async fn` under a distributed lock (seed 000 §4's `@Lock`).
+/// Runs the `async fn` under a distributed lock, taken in one attempt by default.
 ///
 /// ```text
 /// #[distlock::lock(key = "order:{order_id}", ttl = "15s", wait = "0s", retry = "50ms", manager = self.locks)]
@@ -21,10 +21,10 @@ mod template;
 /// | argument | meaning |
 /// |---|---|
 /// | `key = "…"` (required) | the lock key; `{name}` is replaced by the parameter `name` (formatted with `Display`), `{{` / `}}` are literal braces; no expressions |
-/// | `ttl = "15s"` (required) | the lease, a humantime duration checked at compile time |
+/// | `ttl = "15s"` | the lease, a humantime duration checked at compile time (default 10 s) |
 /// | `wait = "0s"` | how long to wait for a held lock (default 0: try once) |
 /// | `retry = "50ms"` | the longest pause between attempts while waiting (default 50 ms) |
-/// | `renew` / `renew = "5s"` | renew the lease in the background (every TTL / 3, or at the interval); a lost lease stops the body with `LockError::LeaseLost` |
+/// | `renew` / `renew = "5s"` | renew the lease in the background (every TTL / 3, or at the interval, which must be shorter than four fifths of the TTL); a lost lease stops the body with `LockError::LeaseLost` |
 /// | `manager = expr` (required) | an expression giving a `LockManager` or a reference to one: `self.locks`, `state.locks`, `LOCKS` |
 ///
 /// The function must return `Result<T, E>` with `E: From<distlock::LockError>`. When the

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock::{LockError, LockManager};
+use distlock::{LockError, LockManager, LockOptions};
 
 const WORKERS: usize = 32;
 const KEYS: usize = 4;
@@ -43,7 +43,13 @@ async fn main() -> Result<(), LockError> {
                 // Half the workers give up at once when the key is busy; the others wait.
                 let wait = if worker % 2 == 0 { Duration::ZERO } else { Duration::from_secs(10) };
                 let key = format!("account:{slot}");
-                let Some(lock) = locks.try_lock(&key, Duration::from_secs(5), wait, Duration::from_millis(5)).await?
+                let Some(lock) = locks
+                    .try_lock_opts(
+                        &key,
+                        Duration::from_secs(5),
+                        &LockOptions::new().wait(wait).retry_interval(Duration::from_millis(5)),
+                    )
+                    .await?
                 else {
                     stats.busy.fetch_add(1, Ordering::Relaxed);
                     continue;

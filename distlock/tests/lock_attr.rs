@@ -14,7 +14,7 @@ fn manager() -> LockManager {
 
 /// Whether someone holds `key` (a probe that got it releases it at once).
 async fn is_held(locks: &LockManager, key: &str) -> bool {
-    match locks.try_lock(key, Duration::from_secs(5), Duration::ZERO, Duration::from_millis(50)).await.unwrap() {
+    match locks.try_lock(key, Duration::from_secs(5)).await.unwrap() {
         Some(probe) => !probe.release().await.unwrap(),
         None => true,
     }
@@ -92,11 +92,7 @@ struct Orders {
 impl Orders {
     #[distlock::lock(key = "order:{id}:{{raw}}", ttl = "10s", manager = self.locks)]
     async fn ship(&self, id: u32) -> Result<String, LockError> {
-        assert!(self
-            .locks
-            .try_lock(&format!("order:{id}:{{raw}}"), Duration::from_secs(1), Duration::ZERO, Duration::ZERO)
-            .await?
-            .is_none());
+        assert!(self.locks.try_lock(&format!("order:{id}:{{raw}}"), Duration::from_secs(1)).await?.is_none());
         Ok(format!("shipped {id}"))
     }
 
@@ -140,7 +136,7 @@ async fn waiting_job(locks: &LockManager, name: &str) -> Result<(), LockError> {
 #[tokio::test]
 async fn wait_retries_until_the_holder_releases() {
     let locks = manager();
-    let held = locks.lock("job:import", Duration::from_secs(10), Duration::ZERO, Duration::ZERO).await.unwrap();
+    let held = locks.lock("job:import", Duration::from_secs(10)).await.unwrap();
     let releaser = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
         held.release().await.unwrap();
@@ -175,4 +171,20 @@ async fn attributed_futures_are_send() {
     let future = pay(locks, "9", false);
     assert_send(&future);
     drop(future);
+}
+
+/// Without `ttl`, the lease is 10 s.
+#[distlock::lock(key = "report:{day}", manager = locks)]
+async fn report(locks: &LockManager, day: u32) -> Result<Duration, LockError> {
+    let key = distlock::LockKey::new(format!("report:{day}"))?.to_store_key();
+    let holder = locks.store().inspect(&key).await?.expect("held while the body runs");
+    Ok(holder.ttl_left)
+}
+
+#[tokio::test]
+async fn the_default_ttl_is_ten_seconds() {
+    let locks = manager();
+    let left = report(&locks, 7).await.unwrap();
+    assert!(left > Duration::from_secs(9) && left <= Duration::from_secs(10), "{left:?} left of the default lease");
+    assert!(!is_held(&locks, "report:7").await, "released after the body");
 }

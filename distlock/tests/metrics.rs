@@ -66,27 +66,31 @@ fn acquire_contention_release_wait_and_hold_are_recorded() {
     let snapshotter = with_recorder(|| async {
         let locks = manager();
         let ttl = Duration::from_secs(10);
-        let held = locks.lock("m:a", ttl, Duration::ZERO, Duration::ZERO).await.unwrap();
+        let held = locks.lock("m:a", ttl).await.unwrap();
         // Contended twice: once giving up at once, once after waiting 60 ms.
-        assert!(locks.try_lock("m:a", ttl, Duration::ZERO, Duration::ZERO).await.unwrap().is_none());
+        assert!(locks.try_lock("m:a", ttl).await.unwrap().is_none());
         assert!(locks
-            .try_lock("m:a", ttl, Duration::from_millis(60), Duration::from_millis(20))
+            .try_lock_opts(
+                "m:a",
+                ttl,
+                &LockOptions::new().wait(Duration::from_millis(60)).retry_interval(Duration::from_millis(20))
+            )
             .await
             .unwrap()
             .is_none());
         tokio::time::sleep(Duration::from_millis(30)).await;
         assert!(held.release().await.unwrap());
         // A dropped handle is released in the background.
-        drop(locks.lock("m:b", ttl, Duration::ZERO, Duration::ZERO).await.unwrap());
+        drop(locks.lock("m:b", ttl).await.unwrap());
         locks.flush_releases().await;
         // Releasing an expired lease: not held.
-        let short = locks.lock("m:c", Duration::from_millis(20), Duration::ZERO, Duration::ZERO).await.unwrap();
+        let short = locks.lock("m:c", Duration::from_millis(20)).await.unwrap();
         tokio::time::sleep(Duration::from_millis(40)).await;
         assert!(!short.release().await.unwrap());
         // A leaked lock records no hold time.
-        let _token = locks.lock("m:d", ttl, Duration::ZERO, Duration::ZERO).await.unwrap().leak();
+        let _token = locks.lock("m:d", ttl).await.unwrap().leak();
         // Bad input never reaches the store and is not counted.
-        assert!(locks.try_lock("", ttl, Duration::ZERO, Duration::ZERO).await.is_err());
+        assert!(locks.try_lock("", ttl).await.is_err());
     });
     let snapshot = snapshotter.snapshot().into_vec();
     let memory = ("backend", "memory");
@@ -108,8 +112,8 @@ fn acquire_contention_release_wait_and_hold_are_recorded() {
 fn renewal_failures_and_lost_leases_are_counted() {
     let snapshotter = with_recorder(|| async {
         let locks = manager();
-        let options = LockOptions::new(Duration::from_millis(300)).renew_every(Duration::from_millis(50));
-        let lock = locks.lock_with("m:renew", &options).await.unwrap();
+        let options = LockOptions::new().renew_every(Duration::from_millis(50));
+        let lock = locks.lock_opts("m:renew", Duration::from_millis(300), &options).await.unwrap();
         // An administrator frees the lock: the next renewal finds it not held.
         let store_key = lock.store_key().clone();
         assert!(locks.store().release(&store_key, lock.token()).await.unwrap());
@@ -119,7 +123,7 @@ fn renewal_failures_and_lost_leases_are_counted() {
         locks.flush_releases().await;
         // with_lock with renewal reports the loss as LeaseLost.
         let err = locks
-            .with_lock_options("m:renew2", &options, || async {
+            .with_lock_opts("m:renew2", Duration::from_millis(300), &options, || async {
                 let key = distlock::LockKey::new("m:renew2")?.to_store_key();
                 let holder = locks.store().inspect(&key).await?.map(|info| info.token);
                 if let Some(token) = holder {

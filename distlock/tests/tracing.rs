@@ -46,18 +46,18 @@ fn events_carry_the_key_and_backend_but_never_the_token() {
             let locks = LockManager::new(Arc::new(distlock::memory::MemoryLockStore::new()));
             let ttl = Duration::from_secs(10);
             // acquire, contention, release
-            let lock = locks.lock("trace:order:1", ttl, Duration::ZERO, Duration::ZERO).await.unwrap();
+            let lock = locks.lock("trace:order:1", ttl).await.unwrap();
             tokens.push(lock.token().clone());
-            assert!(locks.try_lock("trace:order:1", ttl, Duration::ZERO, Duration::ZERO).await.unwrap().is_none());
+            assert!(locks.try_lock("trace:order:1", ttl).await.unwrap().is_none());
             assert!(lock.release().await.unwrap());
             // background release of a dropped handle
-            let dropped = locks.lock("trace:order:2", ttl, Duration::ZERO, Duration::ZERO).await.unwrap();
+            let dropped = locks.lock("trace:order:2", ttl).await.unwrap();
             tokens.push(dropped.token().clone());
             drop(dropped);
             locks.flush_releases().await;
             // renewal, then loss
-            let options = LockOptions::new(Duration::from_millis(300)).renew_every(Duration::from_millis(30));
-            let renewed = locks.lock_with("trace:order:3", &options).await.unwrap();
+            let options = LockOptions::new().renew_every(Duration::from_millis(30));
+            let renewed = locks.lock_opts("trace:order:3", Duration::from_millis(300), &options).await.unwrap();
             tokens.push(renewed.token().clone());
             tokio::time::sleep(Duration::from_millis(80)).await;
             assert!(locks.store().release(renewed.store_key(), renewed.token()).await.unwrap());

@@ -25,7 +25,7 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 pub enum LockError {
     /// The lock is held by someone else and the wait (if any) ran out.
     ///
-    /// Seed 000's `LockNotAcquiredException`; HTTP integrations map it to 409 Conflict.
+    /// HTTP integrations map it to 409 Conflict.
     #[error("lock `{key}` not acquired: it is held by another owner")]
     NotAcquired {
         /// The application's key (without the `lock:` namespace).
@@ -201,16 +201,37 @@ pub enum InvalidOptions {
         /// The maximum.
         max: Duration,
     },
-    /// A renewal interval must be greater than zero and shorter than the TTL.
-    #[error("the renewal interval {interval:?} must be greater than zero and shorter than the TTL {ttl:?}")]
+    /// A renewal interval must be greater than zero and shorter than the TTL minus the
+    /// loss margin (otherwise the loss would be signalled before the first renewal).
+    #[error(
+        "the renewal interval {interval:?} must be greater than zero and shorter than the TTL {ttl:?} minus the loss margin {loss_margin:?}"
+    )]
     RenewInterval {
         /// The interval given.
         interval: Duration,
         /// The TTL.
         ttl: Duration,
+        /// The loss margin.
+        loss_margin: Duration,
+    },
+    /// The loss margin must be shorter than the TTL.
+    #[error("the loss margin {margin:?} must be shorter than the TTL {ttl:?}")]
+    LossMargin {
+        /// The margin given.
+        margin: Duration,
+        /// The TTL.
+        ttl: Duration,
+    },
+    /// The retry interval is longer than the accepted maximum.
+    #[error("the retry interval {interval:?} is longer than the maximum {max:?}")]
+    RetryIntervalTooLong {
+        /// The interval given.
+        interval: Duration,
+        /// The maximum.
+        max: Duration,
     },
     /// Waiting with a zero retry interval would be a busy loop.
-    #[error("the retry interval must be greater than zero when wait > 0")]
+    #[error("the retry interval must be greater than zero when waiting")]
     ZeroRetryInterval,
 }
 
@@ -221,11 +242,12 @@ pub enum LossReason {
     /// The store answered that the token no longer holds the key: the lease expired and
     /// perhaps was taken over, or an administrator released it.
     NotHeld,
-    /// The lease's deadline passed without a confirmed renewal (the store could not be
-    /// reached in time, or the lock was not being renewed). The deadline is computed on a
-    /// monotonic clock from the moment the last successful acquire or extend was *sent*,
-    /// minus a clock-drift allowance (1 % of the TTL + 2 ms, as Redlock uses), so it passes
-    /// before the store's own expiry.
+    /// No renewal was confirmed in time: the store could not be reached, or the lock is
+    /// not renewed. Signalled the [loss margin](crate::LockOptions::loss_margin) before
+    /// the moment the store could free the lease — computed on a monotonic clock from
+    /// when the last confirmed acquire or extend was *sent*, less an allowance for clock
+    /// drift (1 % of the TTL + 2 ms) — so the holder has that long to stop before
+    /// another owner can take the key.
     DeadlinePassed,
 }
 

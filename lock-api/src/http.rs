@@ -2,7 +2,7 @@
 //!
 //! | error | status | body |
 //! |---|---|---|
-//! | [`NotAcquired`](LockError::NotAcquired) | 409 Conflict (fixed, seed 000 §2.3) | `{"error":"lock_not_acquired","key":"order:42"}` |
+//! | [`NotAcquired`](LockError::NotAcquired) | 409 Conflict | `{"error":"lock_not_acquired","key":"order:42"}` |
 //! | [`LeaseLost`](LockError::LeaseLost) | 503 Service Unavailable | `{"error":"lock_lease_lost","key":"order:42"}` |
 //! | [`Store`](LockError::Store) | 503 Service Unavailable | `{"error":"lock_store_unavailable"}` |
 //! | [`InvalidKey`](LockError::InvalidKey) | 400 Bad Request | `{"error":"invalid_lock_key"}` |
@@ -58,11 +58,19 @@ impl LockError {
 /// `NotAcquired` → 409 Conflict with `{"error":"lock_not_acquired","key":"…"}`; see the
 /// table in the crate's `http` notes: lease lost and store failures → 503, invalid key or
 /// token → 400, invalid options or configuration → 500. The body is JSON and never holds
-/// a token.
+/// a token. A 5xx answer is logged at `error` (500: the service is misconfigured) or
+/// `warn` (503: the store is unavailable or a lease was lost), with the whole error, since
+/// the body leaves the details out.
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl IntoResponse for LockError {
     fn into_response(self) -> Response {
-        let mut response = (self.status_code(), self.json_body()).into_response();
+        let status = self.status_code();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(error = %self, status = status.as_u16(), "lock error answered with 500");
+        } else if status.is_server_error() {
+            tracing::warn!(error = %self, status = status.as_u16(), "lock error answered with 503");
+        }
+        let mut response = (status, self.json_body()).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         response
     }

@@ -5,7 +5,7 @@ use std::fmt;
 use crate::error::{InvalidKey, LockError};
 
 /// The namespace the [`LockManager`](crate::LockManager) puts in front of every key
-/// before a store sees it (seed 000, constraint 7).
+/// before a store sees it.
 pub const LOCK_NAMESPACE: &str = "lock:";
 
 /// A validated, application-level lock key such as `order:42`.

@@ -24,8 +24,9 @@ fn safe_deadline(sent_at: Instant, ttl: Ttl) -> Instant {
 
 #[derive(Debug, Clone, Copy)]
 struct LeaseState {
-    /// The lease surely ends no earlier than this, unless renewed.
-    deadline: Instant,
+    /// The store surely holds the lease until this moment, unless renewed: no other
+    /// owner can take the key before it.
+    safe_until: Instant,
     lost: Option<LossReason>,
 }
 
@@ -33,15 +34,19 @@ struct LeaseState {
 #[derive(Debug)]
 pub(crate) struct Lease {
     state: watch::Sender<LeaseState>,
+    /// How long before `safe_until` the loss is signalled.
+    margin: Duration,
     backend: &'static str,
     key: LockKey,
 }
 
 impl Lease {
-    /// A lease of `key` on `backend` whose acquisition was sent at `sent_at`.
-    pub(crate) fn new(sent_at: Instant, ttl: Ttl, backend: &'static str, key: LockKey) -> Arc<Self> {
+    /// A lease of `key` on `backend` whose acquisition was sent at `sent_at`; its loss is
+    /// signalled `margin` before the store could free it.
+    pub(crate) fn new(sent_at: Instant, ttl: Ttl, margin: Duration, backend: &'static str, key: LockKey) -> Arc<Self> {
         Arc::new(Self {
-            state: watch::channel(LeaseState { deadline: safe_deadline(sent_at, ttl), lost: None }).0,
+            state: watch::channel(LeaseState { safe_until: safe_deadline(sent_at, ttl), lost: None }).0,
+            margin,
             backend,
             key,
         })
@@ -53,7 +58,7 @@ impl Lease {
             if state.lost.is_some() {
                 return false;
             }
-            state.deadline = state.deadline.max(safe_deadline(sent_at, ttl));
+            state.safe_until = state.safe_until.max(safe_deadline(sent_at, ttl));
             true
         });
     }
@@ -74,13 +79,26 @@ impl Lease {
         }
     }
 
+    /// Until when the store surely holds the lease (unless renewed further).
+    pub(crate) fn safe_until(&self) -> Instant {
+        self.state.borrow().safe_until
+    }
+
+    /// When the loss is signalled unless a renewal is confirmed first: the loss margin
+    /// before [`safe_until`](Self::safe_until).
     pub(crate) fn deadline(&self) -> Instant {
-        self.state.borrow().deadline
+        self.loss_deadline(self.safe_until())
+    }
+
+    fn loss_deadline(&self, safe_until: Instant) -> Instant {
+        safe_until.checked_sub(self.margin).unwrap_or(safe_until)
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LossReason> {
         let state = *self.state.borrow();
-        state.lost.or_else(|| (Instant::now() >= state.deadline).then_some(LossReason::DeadlinePassed))
+        state
+            .lost
+            .or_else(|| (Instant::now() >= self.loss_deadline(state.safe_until)).then_some(LossReason::DeadlinePassed))
     }
 
     /// Resolves when the lease is lost (at the latest at its deadline).
@@ -97,7 +115,7 @@ impl Lease {
                         return LossReason::DeadlinePassed;
                     }
                 }
-                () = tokio::time::sleep_until(state.deadline) => {
+                () = tokio::time::sleep_until(self.loss_deadline(state.safe_until)) => {
                     if self.deadline() <= Instant::now() {
                         self.mark_lost(LossReason::DeadlinePassed);
                     }

@@ -14,6 +14,7 @@ mod manager;
 pub mod metric_names;
 mod observe;
 mod options;
+mod release;
 mod store;
 mod token;
 

@@ -12,9 +12,9 @@ use crate::error::LockError;
 use crate::error::LossReason;
 use crate::key::{LockKey, StoreKey};
 use crate::lease::Lease;
-use crate::manager::ManagerInner;
 use crate::observe::{self, ReleaseOutcome};
 use crate::options::Ttl;
+use crate::release::{Cleanup, ManagerInner};
 use crate::token::Token;
 
 /// What the manager hands over to a new handle.
@@ -30,7 +30,7 @@ pub(crate) struct Parts {
     pub(crate) acquired_at: Instant,
 }
 
-/// A held lock (seed 000's `DistributedLock`).
+/// A held lock.
 ///
 /// Release it with [`release`](Self::release). A handle dropped without `release` is
 /// released in the background by its [`LockManager`](crate::LockManager) — promptly, not
@@ -87,14 +87,23 @@ impl DistributedLock {
         self.parts.watchdog.as_ref().is_some_and(|task| !task.is_finished())
     }
 
-    /// The time left before the lease ends unless renewed, by this process's monotonic
-    /// clock, measured from when the last successful acquire or extend was sent (so it is
-    /// never later than the store's own expiry). Zero once lost.
+    /// Until when the store surely still holds this lease, unless it is renewed: the
+    /// moment the last confirmed acquire or extend was sent, plus the TTL, less an
+    /// allowance for clock drift (1 % of the TTL + 2 ms). No other owner can take the key
+    /// before this moment; [`lost`](Self::lost) fires the
+    /// [loss margin](crate::LockOptions::loss_margin) earlier when no renewal is
+    /// confirmed by then.
+    pub fn safe_until(&self) -> Instant {
+        self.parts.lease.safe_until()
+    }
+
+    /// The time left until [`safe_until`](Self::safe_until), by this process's monotonic
+    /// clock. Zero once lost.
     pub fn time_left(&self) -> Duration {
         if self.parts.lease.lost_reason().is_some() {
             return Duration::ZERO;
         }
-        self.parts.lease.deadline().saturating_duration_since(Instant::now())
+        self.parts.lease.safe_until().saturating_duration_since(Instant::now())
     }
 
     /// Whether the lease is lost: renewal or an extend found it no longer held, or its
@@ -108,19 +117,20 @@ impl DistributedLock {
     /// - [`LossReason::NotHeld`] when renewal (or [`extend`](Self::extend)) found the key no
     ///   longer held by this token — it expired, was taken over, or was released by an
     ///   administrator;
-    /// - [`LossReason::DeadlinePassed`] when the lease's deadline (the moment the last
-    ///   confirmed acquire or extend was sent, plus the TTL, minus 1 % + 2 ms for clock
-    ///   drift) passed — the store could not be reached in time, or the lock is not
-    ///   renewed. It fires before the store's own expiry, so before another client can
-    ///   take the lock.
+    /// - [`LossReason::DeadlinePassed`] when no renewal was confirmed by the
+    ///   [loss margin](crate::LockOptions::loss_margin) before
+    ///   [`safe_until`](Self::safe_until) — the store could not be reached in time, or
+    ///   the lock is not renewed. It fires at least the margin (a fifth of the TTL by
+    ///   default) before the store could hand the key to another owner, so the holder
+    ///   has that long to stop its work.
     ///
     /// A normal [`release`](Self::release) consumes the handle; it never fires this.
     ///
     /// ```
     /// # use std::time::Duration;
     /// # async fn demo(locks: distlock_api::LockManager) -> Result<(), distlock_api::LockError> {
-    /// let options = distlock_api::LockOptions::new(Duration::from_secs(10)).auto_renew();
-    /// let lock = locks.lock_with("job:import", &options).await?;
+    /// let options = distlock_api::LockOptions::new().auto_renew();
+    /// let lock = locks.lock_opts("job:import", Duration::from_secs(10), &options).await?;
     /// tokio::select! {
     ///     () = async { /* … the long job … */ } => { lock.release().await?; }
     ///     reason = lock.lost() => eprintln!("stopped: {reason}"),
@@ -135,7 +145,8 @@ impl DistributedLock {
         self.parts.lease.lost().await
     }
 
-    /// Releases the lock, checking the token (seed 000 §3.2). Stops renewal first.
+    /// Releases the lock, checking the token: a lock taken over by another owner is never
+    /// touched. Stops renewal first.
     ///
     /// Returns `true` when this handle still held the lock and freed it, `false` when the
     /// lease had already expired (and perhaps been taken by another owner, whose lock is
@@ -221,7 +232,11 @@ impl Drop for DistributedLock {
             observe::hold(self.manager.store.backend(), self.parts.acquired_at.elapsed());
         }
         if self.armed {
-            self.manager.release_in_background(self.parts.store_key.clone(), self.parts.token.clone());
+            self.manager.release_in_background(
+                self.parts.store_key.clone(),
+                self.parts.token.clone(),
+                Cleanup::DroppedHandle,
+            );
         }
     }
 }

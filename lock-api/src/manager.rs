@@ -2,20 +2,19 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::LockError;
-use crate::key::{LockKey, StoreKey};
+use crate::key::LockKey;
 use crate::lease::{Lease, Watchdog};
 use crate::lock::DistributedLock;
-use crate::observe::{self, AcquireOutcome, ReleaseOutcome};
-use crate::options::{LockOptions, Renewal, ValidOptions};
+use crate::observe::{self, AcquireOutcome};
+use crate::options::{LockOptions, ValidOptions};
+use crate::release::{InFlightAcquire, ManagerInner};
 use crate::store::{Acquire, DynLockStore, LockStore};
 use crate::token::Token;
 
@@ -27,6 +26,16 @@ use crate::token::Token;
 /// early when the store signals a release), and releases the locks of dropped
 /// [`DistributedLock`] handles in the background.
 ///
+/// Every call takes the key and the TTL; the `_opts` form adds [`LockOptions`] (wait,
+/// retry interval, renewal, loss margin). How long each call waits:
+///
+/// | call | returns | waits |
+/// |---|---|---|
+/// | [`try_lock`](Self::try_lock) | `Option<DistributedLock>` | never: one attempt |
+/// | [`lock`](Self::lock) | `DistributedLock` | until it gets the lock |
+/// | [`with_lock`](Self::with_lock) | the block's result, or `NotAcquired` | never: one attempt |
+/// | `…_opts` | as above | up to [`LockOptions::wait`] when set |
+///
 /// It is cheap to clone (an `Arc` inside); clones share the store.
 ///
 /// ```
@@ -35,7 +44,7 @@ use crate::token::Token;
 /// # use distlock_api::{LockManager, LockStore};
 /// # async fn demo(store: Arc<dyn LockStore>) -> Result<(), distlock_api::LockError> {
 /// let locks = LockManager::new(store);
-/// if let Some(lock) = locks.try_lock("order:42", Duration::from_secs(15), Duration::ZERO, Duration::from_millis(50)).await? {
+/// if let Some(lock) = locks.try_lock("order:42", Duration::from_secs(15)).await? {
 ///     // … the critical section …
 ///     lock.release().await?;
 /// }
@@ -44,12 +53,6 @@ use crate::token::Token;
 #[derive(Clone)]
 pub struct LockManager {
     inner: Arc<ManagerInner>,
-}
-
-pub(crate) struct ManagerInner {
-    pub(crate) store: Arc<DynLockStore>,
-    pending_releases: AtomicUsize,
-    releases_done: Notify,
 }
 
 impl fmt::Debug for LockManager {
@@ -61,16 +64,17 @@ impl fmt::Debug for LockManager {
     }
 }
 
+/// What the call does when `LockOptions::wait` is unset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DefaultWait {
+    OneAttempt,
+    Unbounded,
+}
+
 impl LockManager {
     /// A manager over `store`.
     pub fn new(store: Arc<DynLockStore>) -> Self {
-        Self {
-            inner: Arc::new(ManagerInner {
-                store,
-                pending_releases: AtomicUsize::new(0),
-                releases_done: Notify::new(),
-            }),
-        }
+        Self { inner: Arc::new(ManagerInner::new(store)) }
     }
 
     /// The store this manager works on.
@@ -78,12 +82,11 @@ impl LockManager {
         &self.inner.store
     }
 
-    /// Tries to take `key` for `ttl`, waiting up to `wait` while another owner holds it.
+    /// Takes `key` for `ttl` if it is free now, in one attempt: never waits.
     ///
-    /// Seed 000's `tryLock`. `wait` = 0 tries exactly once. With `wait` > 0 it retries until
-    /// the deadline, pausing at most `retry_interval` between attempts (less when the store
-    /// signals a release), never in a busy loop; the last attempt happens at the deadline.
-    /// Returns `Ok(None)` when the lock was still held then.
+    /// Returns `Ok(None)` when another owner holds it. To wait for it, use
+    /// [`lock`](Self::lock), or [`try_lock_opts`](Self::try_lock_opts) with
+    /// [`LockOptions::wait`].
     ///
     /// # Errors
     ///
@@ -96,17 +99,17 @@ impl LockManager {
     /// Cancel safe: if the returned future is dropped (e.g. by `tokio::time::timeout`)
     /// while an attempt is in flight, the lease that attempt may have taken is released in
     /// the background; no lock is left behind.
-    pub async fn try_lock(
-        &self,
-        key: &str,
-        ttl: Duration,
-        wait: Duration,
-        retry_interval: Duration,
-    ) -> Result<Option<DistributedLock>, LockError> {
-        self.try_lock_with(key, &LockOptions::new(ttl).wait(wait).retry_interval(retry_interval)).await
+    pub async fn try_lock(&self, key: &str, ttl: Duration) -> Result<Option<DistributedLock>, LockError> {
+        self.try_lock_opts(key, ttl, &LockOptions::new()).await
     }
 
-    /// [`try_lock`](Self::try_lock) with [`LockOptions`].
+    /// Takes `key` for `ttl`, waiting up to `options.wait` while another owner holds it
+    /// (unset: one attempt, no waiting).
+    ///
+    /// While waiting it retries until the deadline, pausing at most
+    /// `options.retry_interval` between attempts (less when the store signals a release),
+    /// never in a busy loop; the last attempt happens at the deadline. Returns `Ok(None)`
+    /// when the lock was still held then.
     ///
     /// # Errors
     ///
@@ -115,65 +118,81 @@ impl LockManager {
     /// # Cancel safety
     ///
     /// As [`try_lock`](Self::try_lock).
-    pub async fn try_lock_with(&self, key: &str, options: &LockOptions) -> Result<Option<DistributedLock>, LockError> {
+    pub async fn try_lock_opts(
+        &self,
+        key: &str,
+        ttl: Duration,
+        options: &LockOptions,
+    ) -> Result<Option<DistributedLock>, LockError> {
         let key = LockKey::new(key)?;
-        let options = options.validate()?;
-        self.acquire(key, options).await
+        let options = options.validate(ttl)?;
+        self.acquire(key, options, DefaultWait::OneAttempt).await
     }
 
-    /// Like [`try_lock`](Self::try_lock), but a lock still held at the deadline is an error.
+    /// Takes `key` for `ttl`, waiting as long as it takes while another owner holds it.
+    ///
+    /// Like `tokio::sync::Mutex::lock`, it returns only with the lock (or an error); bound
+    /// the wait with [`lock_opts`](Self::lock_opts) and [`LockOptions::wait`], or with
+    /// `tokio::time::timeout` (cancel safe). Between attempts it sleeps at most the
+    /// 50 ms retry interval, waking at once when the store signals a release.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] / [`LockError::InvalidOptions`] before any I/O;
+    /// [`LockError::Store`] when the store fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_lock`](Self::try_lock).
+    pub async fn lock(&self, key: &str, ttl: Duration) -> Result<DistributedLock, LockError> {
+        self.lock_opts(key, ttl, &LockOptions::new()).await
+    }
+
+    /// Takes `key` for `ttl`, waiting up to `options.wait` (unset: as long as it takes);
+    /// a lock still held at the deadline is [`LockError::NotAcquired`].
     ///
     /// # Errors
     ///
     /// [`LockError::NotAcquired`] when the lock was held until the deadline; otherwise as
-    /// [`try_lock`](Self::try_lock).
+    /// [`lock`](Self::lock).
     ///
     /// # Cancel safety
     ///
     /// As [`try_lock`](Self::try_lock).
-    pub async fn lock(
+    pub async fn lock_opts(
         &self,
         key: &str,
         ttl: Duration,
-        wait: Duration,
-        retry_interval: Duration,
+        options: &LockOptions,
     ) -> Result<DistributedLock, LockError> {
-        self.lock_with(key, &LockOptions::new(ttl).wait(wait).retry_interval(retry_interval)).await
-    }
-
-    /// [`lock`](Self::lock) with [`LockOptions`].
-    ///
-    /// # Errors
-    ///
-    /// As [`lock`](Self::lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`try_lock`](Self::try_lock).
-    pub async fn lock_with(&self, key: &str, options: &LockOptions) -> Result<DistributedLock, LockError> {
         let key = LockKey::new(key)?;
-        let options = options.validate()?;
-        let name = key.as_str().to_owned();
-        self.acquire(key, options).await?.ok_or(LockError::NotAcquired { key: name })
+        let options = options.validate(ttl)?;
+        self.lock_valid(key, options, DefaultWait::Unbounded).await
     }
 
-    /// Runs `block` while holding `key`, then releases the lock.
+    async fn lock_valid(
+        &self,
+        key: LockKey,
+        options: ValidOptions,
+        default_wait: DefaultWait,
+    ) -> Result<DistributedLock, LockError> {
+        let name = key.as_str().to_owned();
+        self.acquire(key, options, default_wait).await?.ok_or(LockError::NotAcquired { key: name })
+    }
+
+    /// Runs `block` while holding `key` for `ttl`, taken in one attempt (no waiting), then
+    /// releases the lock; a held lock is [`LockError::NotAcquired`].
     ///
-    /// Seed 000's `withLock`. The lock is released whether `block` returns `Ok`, returns
-    /// `Err` or panics (on panic, through the dropped handle's background release). The
-    /// block's own result is returned unchanged: a failed release is logged with
-    /// `tracing`, never allowed to replace the block's error or value.
-    ///
-    /// With renewal on ([`with_lock_options`](Self::with_lock_options) and
-    /// [`LockOptions::auto_renew`]) the block is raced against the loss of the lease: if
-    /// the lease is lost first, the block is dropped and
-    /// [`LockError::LeaseLost`] returned, instead of letting the block run on unprotected.
+    /// The lock is released whether `block` returns `Ok`, returns `Err` or panics (on
+    /// panic, through the dropped handle's background release). The block's own result is
+    /// returned unchanged: a failed release is logged with `tracing`, never allowed to
+    /// replace the block's error or value.
     ///
     /// ```
     /// # use std::time::Duration;
     /// # async fn demo(locks: distlock_api::LockManager) -> Result<(), distlock_api::LockError> {
     /// let paid = locks
-    ///     .with_lock("order:42", Duration::from_secs(15), Duration::ZERO, Duration::from_millis(50), || async {
+    ///     .with_lock("order:42", Duration::from_secs(15), || async {
     ///         // … charge the order exactly once …
     ///         Ok::<_, distlock_api::LockError>(true)
     ///     })
@@ -183,20 +202,42 @@ impl LockManager {
     ///
     /// # Errors
     ///
-    /// `E::from(LockError::NotAcquired { key })` when the lock stayed held until the
-    /// deadline, `E::from` of any other [`LockError`] from acquisition, or the block's
-    /// own error.
+    /// `E::from(LockError::NotAcquired { key })` when the lock was held, `E::from` of any
+    /// other [`LockError`] from acquisition, or the block's own error.
     ///
     /// # Cancel safety
     ///
     /// Dropping the future while `block` runs drops the handle, which releases the lock
     /// in the background; `block` itself is dropped mid-way, as any future would be.
-    pub async fn with_lock<F, Fut, T, E>(
+    pub async fn with_lock<F, Fut, T, E>(&self, key: &str, ttl: Duration, block: F) -> Result<T, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<LockError>,
+    {
+        self.with_lock_opts(key, ttl, &LockOptions::new(), block).await
+    }
+
+    /// Runs `block` while holding `key` for `ttl`, waiting up to `options.wait` for it
+    /// (unset: one attempt), then releases the lock.
+    ///
+    /// As [`with_lock`](Self::with_lock); in addition, with renewal on
+    /// ([`LockOptions::auto_renew`]) the block is raced against the loss of the lease: if
+    /// the lease is lost first, the block is dropped and [`LockError::LeaseLost`]
+    /// returned, instead of letting the block run on unprotected.
+    ///
+    /// # Errors
+    ///
+    /// As [`with_lock`](Self::with_lock), plus [`LockError::LeaseLost`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`with_lock`](Self::with_lock).
+    pub async fn with_lock_opts<F, Fut, T, E>(
         &self,
         key: &str,
         ttl: Duration,
-        wait: Duration,
-        retry_interval: Duration,
+        options: &LockOptions,
         block: F,
     ) -> Result<T, E>
     where
@@ -204,26 +245,10 @@ impl LockManager {
         Fut: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        self.with_lock_options(key, &LockOptions::new(ttl).wait(wait).retry_interval(retry_interval), block).await
-    }
-
-    /// [`with_lock`](Self::with_lock) with [`LockOptions`].
-    ///
-    /// # Errors
-    ///
-    /// As [`with_lock`](Self::with_lock).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`with_lock`](Self::with_lock).
-    pub async fn with_lock_options<F, Fut, T, E>(&self, key: &str, options: &LockOptions, block: F) -> Result<T, E>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: From<LockError>,
-    {
-        let lock = self.lock_with(key, options).await?;
-        let outcome = if matches!(options.renewal, Renewal::Off) {
+        let key = LockKey::new(key)?;
+        let options = options.validate(ttl)?;
+        let lock = self.lock_valid(key, options, DefaultWait::OneAttempt).await?;
+        let outcome = if options.renew_every.is_none() {
             block().await
         } else {
             tokio::select! {
@@ -247,7 +272,7 @@ impl LockManager {
                 lock.key = %key,
                 backend = self.inner.store.backend(),
                 error = &error as &dyn std::error::Error,
-                "failed to release lock after the block; it will be freed when its TTL expires"
+                "failed to release lock after the block; retrying in the background"
             ),
         }
         outcome
@@ -256,33 +281,31 @@ impl LockManager {
     /// The number of background releases (of dropped handles or cancelled acquisitions)
     /// still in flight.
     pub fn pending_releases(&self) -> usize {
-        self.inner.pending_releases.load(Ordering::Acquire)
+        self.inner.pending_releases()
     }
 
     /// Waits until every background release started so far has finished, e.g. before
-    /// shutting the runtime down so that dropped locks are freed now rather than by TTL.
+    /// shutting the runtime down so that dropped locks are freed now rather than by TTL,
+    /// or in a test right after dropping a handle.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only observes; the releases go on.
     pub async fn flush_releases(&self) {
-        loop {
-            let done = self.inner.releases_done.notified();
-            tokio::pin!(done);
-            done.as_mut().enable();
-            if self.pending_releases() == 0 {
-                return;
-            }
-            done.await;
-        }
+        self.inner.flush_releases().await;
     }
 
-    async fn acquire(&self, key: LockKey, options: ValidOptions) -> Result<Option<DistributedLock>, LockError> {
+    async fn acquire(
+        &self,
+        key: LockKey,
+        options: ValidOptions,
+        default_wait: DefaultWait,
+    ) -> Result<Option<DistributedLock>, LockError> {
         let backend = self.inner.store.backend();
         let span = tracing::debug_span!("distlock.acquire", lock.key = %key, backend);
         let started = Instant::now();
         let mut contended = false;
-        let result = self.acquire_loop(key, options, &mut contended).instrument(span).await;
+        let result = self.acquire_loop(key, options, default_wait, &mut contended).instrument(span).await;
         let outcome = match &result {
             Ok(Some(_)) => AcquireOutcome::Acquired,
             Ok(None) => AcquireOutcome::Contended,
@@ -299,21 +322,27 @@ impl LockManager {
         &self,
         key: LockKey,
         options: ValidOptions,
+        default_wait: DefaultWait,
         contended: &mut bool,
     ) -> Result<Option<DistributedLock>, LockError> {
         let store = &self.inner.store;
         let store_key = key.to_store_key();
         let token = Token::generate();
-        let deadline = Instant::now() + options.wait;
+        // `None`: no deadline. A wait is at most `LockOptions::MAX_WAIT`, so this never overflows.
+        let deadline = match (options.wait, default_wait) {
+            (Some(wait), _) => Some(Instant::now() + wait),
+            (None, DefaultWait::OneAttempt) => Some(Instant::now()),
+            (None, DefaultWait::Unbounded) => None,
+        };
         loop {
-            let attempt = InFlightAcquire { manager: &self.inner, key: &store_key, token: &token, armed: true };
+            let attempt = InFlightAcquire { manager: &self.inner, key: &store_key, token: &token };
             let sent_at = Instant::now();
             let outcome = store.try_acquire(&store_key, &token, options.ttl).await;
-            match outcome {
+            let holder_ttl_left = match outcome {
                 Ok(Acquire::Acquired { fence }) => {
                     attempt.disarm();
                     tracing::debug!(lock.key = %key, backend = store.backend(), fence, "lock acquired");
-                    let lease = Lease::new(sent_at, options.ttl, store.backend(), key.clone());
+                    let lease = Lease::new(sent_at, options.ttl, options.loss_margin, store.backend(), key.clone());
                     let watchdog = options.renew_every.map(|every| {
                         let watchdog = Watchdog {
                             store: Arc::clone(store),
@@ -337,13 +366,14 @@ impl LockManager {
                     };
                     return Ok(Some(DistributedLock::new(Arc::clone(&self.inner), parts)));
                 }
-                Ok(Acquire::Held { .. }) => {
+                Ok(Acquire::Held { ttl_left }) => {
                     attempt.disarm();
                     *contended = true;
+                    ttl_left
                 }
                 // The attempt's outcome is unknown: dropping `attempt` releases it in the background.
                 Err(error) => {
-                    tracing::debug!(
+                    tracing::warn!(
                         lock.key = %key,
                         backend = store.backend(),
                         error = &error as &dyn std::error::Error,
@@ -351,13 +381,20 @@ impl LockManager {
                     );
                     return Err(error);
                 }
-            }
+            };
             let now = Instant::now();
-            if now >= deadline {
-                tracing::debug!(lock.key = %key, backend = store.backend(), "lock held by another owner");
-                return Ok(None);
+            let mut nap = options.retry_interval;
+            if let Some(deadline) = deadline {
+                if now >= deadline {
+                    tracing::debug!(lock.key = %key, backend = store.backend(), "lock held by another owner");
+                    return Ok(None);
+                }
+                nap = nap.min(deadline - now);
             }
-            let nap = options.retry_interval.min(deadline - now);
+            // The holder's lease ends sooner than the next retry: try again when it does.
+            if let Some(left) = holder_ttl_left {
+                nap = nap.min(left + Duration::from_millis(1));
+            }
             if let Err(error) = store.wait_for_release(&store_key, nap).await {
                 tracing::debug!(
                     lock.key = %key,
@@ -367,67 +404,6 @@ impl LockManager {
                 );
                 tokio::time::sleep_until(now + nap).await;
             }
-        }
-    }
-}
-
-impl ManagerInner {
-    /// Hands `key`/`token` to a background task that releases it. Never does I/O itself and
-    /// never panics: without a runtime the lease is left to expire.
-    pub(crate) fn release_in_background(self: &Arc<Self>, key: StoreKey, token: Token) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(
-                lock.key = %key.lock_key(),
-                backend = self.store.backend(),
-                "lock dropped outside a tokio runtime; it will be freed when its TTL expires"
-            );
-            return;
-        };
-        self.pending_releases.fetch_add(1, Ordering::AcqRel);
-        let inner = Arc::clone(self);
-        let backend = self.store.backend();
-        let span = tracing::debug_span!(parent: None, "distlock.release", lock.key = %key.lock_key(), backend, background = true);
-        let release = async move {
-            let result = inner.store.release(&key, &token).await;
-            observe::release(backend, ReleaseOutcome::of(&result));
-            match result {
-                Ok(released) => {
-                    tracing::debug!(lock.key = %key.lock_key(), backend, released, "dropped lock released in the background");
-                }
-                Err(error) => tracing::warn!(
-                    lock.key = %key.lock_key(),
-                    backend,
-                    error = &error as &dyn std::error::Error,
-                    "background release failed; the lock will be freed when its TTL expires"
-                ),
-            }
-            if inner.pending_releases.fetch_sub(1, Ordering::AcqRel) == 1 {
-                inner.releases_done.notify_waiters();
-            }
-        };
-        runtime.spawn(release.instrument(span));
-    }
-}
-
-/// Releases an acquisition attempt whose outcome is unknown: the future was dropped
-/// mid-flight or the store failed.
-struct InFlightAcquire<'a> {
-    manager: &'a Arc<ManagerInner>,
-    key: &'a StoreKey,
-    token: &'a Token,
-    armed: bool,
-}
-
-impl InFlightAcquire<'_> {
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for InFlightAcquire<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.manager.release_in_background(self.key.clone(), self.token.clone());
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::error::{InvalidOptions, LockError};
 
 /// A validated lease duration, in whole milliseconds.
 ///
-/// A TTL is required (seed 000, constraint 2: no lock without expiry). It must be greater
+/// A TTL is required: no lock lives without expiry. It must be greater
 /// than zero and at most [`Ttl::MAX`]; a sub-millisecond or fractional TTL is rounded
 /// **up** to the next whole millisecond, never truncated to 0 (which some servers read as
 /// "no expiry").
@@ -63,32 +63,56 @@ fn ceil_millis(d: Duration) -> u64 {
     }
 }
 
-/// How to acquire a lock: lease length, how long to wait, and how often to retry.
+/// How to acquire and keep a lock, beyond its key and TTL: how long to wait, how often
+/// to retry, whether to renew the lease, and how early to warn of its loss.
 ///
-/// The defaults are seed 000's: `wait` = 0 (try once), `retry_interval` = 50 ms. The TTL
-/// has no default: every lock expires.
+/// The lock calls take the key and the TTL; options are for everything else, with the
+/// `_opts` form of each call ([`LockManager::try_lock_opts`](crate::LockManager::try_lock_opts),
+/// [`lock_opts`](crate::LockManager::lock_opts),
+/// [`with_lock_opts`](crate::LockManager::with_lock_opts)). The defaults:
+///
+/// | setting | default |
+/// |---|---|
+/// | [`wait`](Self::wait) | unset: `lock` waits until it gets the lock; `try_lock` and `with_lock` try once |
+/// | [`retry_interval`](Self::retry_interval) | 50 ms |
+/// | [`renewal`](Self::auto_renew) | off |
+/// | [`loss_margin`](Self::loss_margin) | a fifth of the TTL |
 ///
 /// ```
 /// use std::time::Duration;
 /// use distlock_api::LockOptions;
 ///
-/// let options = LockOptions::new(Duration::from_secs(15))
+/// let options = LockOptions::new()
 ///     .wait(Duration::from_secs(2))
-///     .retry_interval(Duration::from_millis(20));
-/// assert_eq!(options.validate()?.ttl.as_millis(), 15_000);
+///     .retry_interval(Duration::from_millis(20))
+///     .auto_renew();
+/// let valid = options.validate(Duration::from_secs(15))?;
+/// assert_eq!(valid.ttl.as_millis(), 15_000);
+/// assert_eq!(valid.loss_margin, Duration::from_secs(3));
 /// # Ok::<(), distlock_api::LockError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LockOptions {
-    /// The lease: how long the lock lives unless released or extended.
-    pub ttl: Duration,
-    /// How long to keep trying when the lock is held; zero tries exactly once.
-    pub wait: Duration,
-    /// The longest pause between two attempts while waiting. A waiter may wake sooner
-    /// when the store signals a release, and the last attempt happens at the deadline.
+    /// How long to keep trying while another owner holds the lock. `None` (the default)
+    /// leaves it to the call: `lock` waits without a deadline, `try_lock` and `with_lock`
+    /// make a single attempt. `Some(Duration::ZERO)` always makes a single attempt.
+    pub wait: Option<Duration>,
+    /// The longest pause between two attempts while waiting. A waiter wakes sooner when
+    /// the store signals a release or when the holder's lease is known to end sooner, and
+    /// the last attempt happens at the deadline.
     pub retry_interval: Duration,
     /// Whether the lease is renewed in the background while the handle lives.
     pub renewal: Renewal,
+    /// How long before the store could free the lease [`DistributedLock::lost`](crate::DistributedLock::lost)
+    /// fires when renewals are not confirmed. `None` (the default) is a fifth of the TTL.
+    pub loss_margin: Option<Duration>,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// Automatic lease renewal (the "watchdog") for a held lock.
@@ -102,98 +126,135 @@ pub struct LockOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Renewal {
-    /// No renewal: the lease ends after its TTL unless extended by hand (seed 000 v1).
+    /// No renewal: the lease ends after its TTL unless extended by hand.
     #[default]
     Off,
     /// Renew every TTL / 3.
     Auto,
-    /// Renew at this interval, which must be shorter than the TTL.
+    /// Renew at this interval, which must leave time before the loss margin: shorter than
+    /// the TTL minus the [loss margin](LockOptions::loss_margin).
     Every(Duration),
 }
 
 impl LockOptions {
-    /// Seed 000's default pause between attempts: 50 ms.
+    /// The default pause between attempts: 50 ms.
     pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_millis(50);
 
-    /// The longest `wait` accepted (same bound as [`Ttl::MAX`]).
+    /// The default loss margin is the TTL divided by this: a fifth of the TTL.
+    pub const DEFAULT_LOSS_MARGIN_DIVISOR: u32 = 5;
+
+    /// The longest `wait` and `retry_interval` accepted (same bound as [`Ttl::MAX`]).
     pub const MAX_WAIT: Duration = Ttl::MAX;
 
-    /// Options with the given lease, no waiting and a 50 ms retry interval.
-    pub fn new(ttl: Duration) -> Self {
-        Self { ttl, wait: Duration::ZERO, retry_interval: Self::DEFAULT_RETRY_INTERVAL, renewal: Renewal::Off }
+    /// The defaults: no explicit wait, a 50 ms retry interval, no renewal, a loss margin
+    /// of a fifth of the TTL.
+    pub const fn new() -> Self {
+        Self { wait: None, retry_interval: Self::DEFAULT_RETRY_INTERVAL, renewal: Renewal::Off, loss_margin: None }
     }
 
-    /// Sets how long to keep trying when the lock is held.
+    /// Sets how long to keep trying while another owner holds the lock (zero: a single
+    /// attempt). Then `NotAcquired` (or `None` from `try_lock_opts`).
     #[must_use]
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = wait;
+    pub const fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
         self
     }
 
-    /// Sets the longest pause between two attempts.
+    /// Sets the longest pause between two attempts. Default 50 ms; must be > 0 when
+    /// waiting.
     #[must_use]
-    pub fn retry_interval(mut self, retry_interval: Duration) -> Self {
+    pub const fn retry_interval(mut self, retry_interval: Duration) -> Self {
         self.retry_interval = retry_interval;
         self
     }
 
     /// Renews the lease automatically every TTL / 3 while the handle lives.
     #[must_use]
-    pub fn auto_renew(mut self) -> Self {
+    pub const fn auto_renew(mut self) -> Self {
         self.renewal = Renewal::Auto;
         self
     }
 
-    /// Renews the lease automatically every `interval` (shorter than the TTL) while the
-    /// handle lives.
+    /// Renews the lease automatically every `interval` while the handle lives; the
+    /// interval must be shorter than the TTL minus the loss margin.
     #[must_use]
-    pub fn renew_every(mut self, interval: Duration) -> Self {
+    pub const fn renew_every(mut self, interval: Duration) -> Self {
         self.renewal = Renewal::Every(interval);
         self
     }
 
-    /// Checks every field and returns the validated form the manager works with.
+    /// Sets how long before the store could free the lease
+    /// [`DistributedLock::lost`](crate::DistributedLock::lost) fires when no renewal was
+    /// confirmed: the time a holder has to stop its work before another owner may take
+    /// the key. Default: a fifth of the TTL. Must be shorter than the TTL.
+    #[must_use]
+    pub const fn loss_margin(mut self, margin: Duration) -> Self {
+        self.loss_margin = Some(margin);
+        self
+    }
+
+    /// Checks every setting against the lease `ttl` and returns the validated form the
+    /// manager works with. `wait` stays `None` when unset.
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidOptions`] for a zero or too long TTL, a `wait` longer than
-    /// [`LockOptions::MAX_WAIT`], a zero `retry_interval` while `wait` > 0, or a renewal
-    /// interval that is zero or not shorter than the TTL.
-    pub fn validate(&self) -> Result<ValidOptions, LockError> {
-        let ttl = Ttl::new(self.ttl)?;
-        if self.wait > Self::MAX_WAIT {
+    /// [`LockError::InvalidOptions`] for a zero or too long TTL, a `wait` or
+    /// `retry_interval` longer than [`LockOptions::MAX_WAIT`], a zero `retry_interval`
+    /// while waiting, a loss margin not shorter than the TTL, or a renewal interval that
+    /// is zero or leaves no time before the loss margin.
+    pub fn validate(&self, ttl: Duration) -> Result<ValidOptions, LockError> {
+        let ttl = Ttl::new(ttl)?;
+        if let Some(wait) = self.wait.filter(|wait| *wait > Self::MAX_WAIT) {
             return Err(LockError::InvalidOptions {
-                reason: InvalidOptions::WaitTooLong { wait: self.wait, max: Self::MAX_WAIT },
+                reason: InvalidOptions::WaitTooLong { wait, max: Self::MAX_WAIT },
             });
         }
-        if !self.wait.is_zero() && self.retry_interval.is_zero() {
+        if self.retry_interval > Self::MAX_WAIT {
+            return Err(LockError::InvalidOptions {
+                reason: InvalidOptions::RetryIntervalTooLong { interval: self.retry_interval, max: Self::MAX_WAIT },
+            });
+        }
+        if self.wait != Some(Duration::ZERO) && self.retry_interval.is_zero() {
             return Err(LockError::InvalidOptions { reason: InvalidOptions::ZeroRetryInterval });
         }
+        let loss_margin = match self.loss_margin {
+            None => ttl.as_duration() / Self::DEFAULT_LOSS_MARGIN_DIVISOR,
+            Some(margin) if margin >= ttl.as_duration() => {
+                return Err(LockError::InvalidOptions {
+                    reason: InvalidOptions::LossMargin { margin, ttl: ttl.as_duration() },
+                });
+            }
+            Some(margin) => margin,
+        };
+        let window = ttl.as_duration().saturating_sub(loss_margin);
         let renew_every = match self.renewal {
             Renewal::Off => None,
             Renewal::Auto => Some((ttl.as_duration() / 3).max(Duration::from_millis(1))),
-            Renewal::Every(every) if every.is_zero() || every >= ttl.as_duration() => {
+            Renewal::Every(every) if every.is_zero() || every >= window => {
                 return Err(LockError::InvalidOptions {
-                    reason: InvalidOptions::RenewInterval { interval: every, ttl: ttl.as_duration() },
+                    reason: InvalidOptions::RenewInterval { interval: every, ttl: ttl.as_duration(), loss_margin },
                 });
             }
             Renewal::Every(every) => Some(every),
         };
-        Ok(ValidOptions { ttl, wait: self.wait, retry_interval: self.retry_interval, renew_every })
+        Ok(ValidOptions { ttl, wait: self.wait, retry_interval: self.retry_interval, renew_every, loss_margin })
     }
 }
 
-/// [`LockOptions`] that passed [`LockOptions::validate`].
+/// [`LockOptions`] that passed [`LockOptions::validate`], with the TTL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ValidOptions {
     /// The validated lease.
     pub ttl: Ttl,
-    /// How long to keep trying; zero tries once.
-    pub wait: Duration,
-    /// The longest pause between attempts (> 0 whenever `wait` > 0).
+    /// How long to keep trying; `None` when the call decides.
+    pub wait: Option<Duration>,
+    /// The longest pause between attempts (> 0 unless the wait is zero).
     pub retry_interval: Duration,
-    /// The renewal interval, when the lease is renewed automatically (< the TTL).
+    /// The renewal interval, when the lease is renewed automatically.
     pub renew_every: Option<Duration>,
+    /// How long before the store could free the lease the loss is signalled.
+    pub loss_margin: Duration,
 }
 
 #[cfg(test)]
@@ -215,22 +276,40 @@ mod tests {
 
     #[test]
     fn options_defaults_and_checks() {
-        let options = LockOptions::new(Duration::from_secs(1));
-        assert_eq!(options.wait, Duration::ZERO);
+        let ttl = Duration::from_secs(1);
+        let options = LockOptions::new();
+        assert_eq!(options, LockOptions::default());
+        assert_eq!(options.wait, None);
         assert_eq!(options.retry_interval, Duration::from_millis(50));
-        assert!(options.retry_interval(Duration::ZERO).validate().is_ok(), "no wait, no retry needed");
-        let err = options.wait(Duration::from_secs(1)).retry_interval(Duration::ZERO).validate().unwrap_err();
-        assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::ZeroRetryInterval }), "{err}");
-        assert_eq!(options.auto_renew().validate().unwrap().renew_every, Some(Duration::from_secs(1) / 3));
+        let valid = options.validate(ttl).unwrap();
+        assert_eq!(valid.loss_margin, Duration::from_millis(200), "a fifth of the TTL");
+        assert!(options.wait(Duration::ZERO).retry_interval(Duration::ZERO).validate(ttl).is_ok(), "no wait, no retry");
+        for waiting in [options, options.wait(Duration::from_secs(1))] {
+            let err = waiting.retry_interval(Duration::ZERO).validate(ttl).unwrap_err();
+            assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::ZeroRetryInterval }), "{err}");
+        }
+        assert_eq!(options.auto_renew().validate(ttl).unwrap().renew_every, Some(ttl / 3));
         assert_eq!(
-            options.renew_every(Duration::from_millis(10)).validate().unwrap().renew_every,
+            options.renew_every(Duration::from_millis(10)).validate(ttl).unwrap().renew_every,
             Some(Duration::from_millis(10))
         );
-        for bad in [Duration::ZERO, Duration::from_secs(1), Duration::from_secs(2)] {
-            let err = options.renew_every(bad).validate().unwrap_err();
+        for bad in [Duration::ZERO, Duration::from_millis(800), Duration::from_secs(1), Duration::MAX] {
+            let err = options.renew_every(bad).validate(ttl).unwrap_err();
             assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::RenewInterval { .. } }), "{err}");
         }
-        let err = options.wait(Duration::MAX).validate().unwrap_err();
+        assert_eq!(options.loss_margin(Duration::ZERO).validate(ttl).unwrap().loss_margin, Duration::ZERO);
+        for bad in [ttl, Duration::MAX] {
+            let err = options.loss_margin(bad).validate(ttl).unwrap_err();
+            assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::LossMargin { .. } }), "{err}");
+        }
+        let err = options.wait(Duration::MAX).validate(ttl).unwrap_err();
         assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::WaitTooLong { .. } }), "{err}");
+        let err = options.retry_interval(Duration::MAX).validate(ttl).unwrap_err();
+        assert!(
+            matches!(err, LockError::InvalidOptions { reason: InvalidOptions::RetryIntervalTooLong { .. } }),
+            "{err}"
+        );
+        let err = options.validate(Duration::MAX).unwrap_err();
+        assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::TtlTooLong { .. } }), "{err}");
     }
 }

@@ -9,8 +9,8 @@ use crate::error::LockError;
 /// The secret that identifies one acquisition of a lock.
 ///
 /// A fresh token is generated for every acquisition: a random UUID v4 (122 random bits)
-/// in its 36-character hyphenated text form, never a timestamp or a counter (seed 000,
-/// constraint 4). Stores save it as the lock's value and compare it on release and
+/// in its 36-character hyphenated text form, never a timestamp or a counter, so it
+/// cannot be guessed. Stores save it as the lock's value and compare it on release and
 /// extend.
 ///
 /// `Debug` shows only the first 8 characters, so a token does not end up whole in logs;

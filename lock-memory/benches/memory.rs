@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock_api::LockManager;
+use distlock_api::{LockManager, LockOptions};
 use distlock_conformance::kit::handoff::{hot_key, PollingOnly};
 use distlock_memory::MemoryLockStore;
 use tokio::sync::Mutex;
@@ -40,7 +40,7 @@ fn median(mut samples: Vec<f64>) -> f64 {
 async fn library_uncontended(locks: &LockManager, keys: &[String]) -> Duration {
     let started = Instant::now();
     for key in keys {
-        let lock = locks.try_lock(key, TTL, Duration::ZERO, RETRY).await.unwrap().unwrap();
+        let lock = locks.try_lock(key, TTL).await.unwrap().unwrap();
         assert!(lock.release().await.unwrap());
     }
     started.elapsed()
@@ -69,7 +69,7 @@ async fn library_distinct(locks: &LockManager) -> Duration {
             tokio::spawn(async move {
                 let key = format!("distinct:{t}");
                 for _ in 0..CYCLES / TASKS {
-                    let lock = locks.try_lock(&key, TTL, Duration::ZERO, RETRY).await.unwrap().unwrap();
+                    let lock = locks.try_lock(&key, TTL).await.unwrap().unwrap();
                     assert!(lock.release().await.unwrap());
                 }
             })
@@ -108,7 +108,10 @@ async fn library_hot(locks: &LockManager, sections: usize) -> Duration {
             let locks = locks.clone();
             tokio::spawn(async move {
                 for _ in 0..sections / TASKS {
-                    let lock = locks.lock("hot", TTL, Duration::from_secs(60), RETRY).await.unwrap();
+                    let lock = locks
+                        .lock_opts("hot", TTL, &LockOptions::new().wait(Duration::from_secs(60)).retry_interval(RETRY))
+                        .await
+                        .unwrap();
                     assert!(lock.release().await.unwrap());
                 }
             })

@@ -36,8 +36,8 @@ const SHARDS: usize = 32;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), distlock_api::LockError> {
 /// let locks = LockManager::new(Arc::new(MemoryLockStore::new()));
 /// let ttl = Duration::from_secs(10);
-/// let lock = locks.lock("job:nightly", ttl, Duration::ZERO, Duration::from_millis(50)).await?;
-/// assert!(locks.try_lock("job:nightly", ttl, Duration::ZERO, Duration::from_millis(50)).await?.is_none());
+/// let lock = locks.lock("job:nightly", ttl).await?;
+/// assert!(locks.try_lock("job:nightly", ttl).await?.is_none());
 /// assert!(lock.release().await?);
 /// # Ok(()) }
 /// ```

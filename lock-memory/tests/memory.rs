@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{LockManager, LockStore};
+use distlock_api::{LockManager, LockOptions, LockStore};
 use distlock_memory::MemoryLockStore;
 use tokio::time::Instant;
 
@@ -18,22 +18,22 @@ fn manager() -> (MemoryLockStore, LockManager) {
 async fn leases_expire_on_tokios_clock() {
     let (_, locks) = manager();
     let ttl = Duration::from_secs(60);
-    let _token = locks.lock("job", ttl, Duration::ZERO, RETRY).await.unwrap().leak();
+    let _token = locks.lock("job", ttl).await.unwrap().leak();
     tokio::time::advance(Duration::from_secs(59)).await;
-    assert!(locks.try_lock("job", ttl, Duration::ZERO, RETRY).await.unwrap().is_none(), "expired early");
+    assert!(locks.try_lock("job", ttl).await.unwrap().is_none(), "expired early");
     tokio::time::advance(Duration::from_millis(1_001)).await;
-    assert!(locks.try_lock("job", ttl, Duration::ZERO, RETRY).await.unwrap().is_some(), "did not expire");
+    assert!(locks.try_lock("job", ttl).await.unwrap().is_some(), "did not expire");
 }
 
 #[tokio::test(start_paused = true)]
 async fn sub_millisecond_ttl_rounds_up_to_one_millisecond() {
     let (store, locks) = manager();
-    let lock = locks.lock("tiny", Duration::from_nanos(1), Duration::ZERO, RETRY).await.unwrap();
+    let lock = locks.lock("tiny", Duration::from_nanos(1)).await.unwrap();
     let left = store.inspect(lock.store_key()).await.unwrap().expect("held").ttl_left;
     assert_eq!(left, Duration::from_millis(1));
     let _token = lock.leak();
     tokio::time::advance(Duration::from_millis(1)).await;
-    assert!(locks.try_lock("tiny", Duration::from_secs(1), Duration::ZERO, RETRY).await.unwrap().is_some());
+    assert!(locks.try_lock("tiny", Duration::from_secs(1)).await.unwrap().is_some());
 }
 
 /// With a 10 s retry interval, a waiter still gets the lock at the moment of release: it
@@ -42,12 +42,17 @@ async fn sub_millisecond_ttl_rounds_up_to_one_millisecond() {
 #[tokio::test(start_paused = true)]
 async fn waiters_wake_on_release_not_by_polling() {
     let (_, locks) = manager();
-    let held = locks.lock("hot", Duration::from_secs(60), Duration::ZERO, RETRY).await.unwrap();
+    let held = locks.lock("hot", Duration::from_secs(60)).await.unwrap();
     let waiter = tokio::spawn({
         let locks = locks.clone();
         async move {
-            let lock =
-                locks.lock("hot", Duration::from_secs(60), Duration::from_secs(120), Duration::from_secs(10)).await;
+            let lock = locks
+                .lock_opts(
+                    "hot",
+                    Duration::from_secs(60),
+                    &LockOptions::new().wait(Duration::from_secs(120)).retry_interval(Duration::from_secs(10)),
+                )
+                .await;
             (Instant::now(), lock)
         }
     });
@@ -67,9 +72,15 @@ async fn waiters_wake_on_release_not_by_polling() {
 #[tokio::test(start_paused = true)]
 async fn waiters_wake_on_expiry() {
     let (_, locks) = manager();
-    let _token = locks.lock("exp", Duration::from_secs(5), Duration::ZERO, RETRY).await.unwrap().leak();
+    let _token = locks.lock("exp", Duration::from_secs(5)).await.unwrap().leak();
     let started = Instant::now();
-    let lock = locks.lock("exp", Duration::from_secs(5), Duration::from_secs(60), Duration::from_secs(30)).await;
+    let lock = locks
+        .lock_opts(
+            "exp",
+            Duration::from_secs(5),
+            &LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30)),
+        )
+        .await;
     assert!(lock.is_ok());
     assert_eq!(started.elapsed(), Duration::from_secs(5));
 }
@@ -78,10 +89,16 @@ async fn waiters_wake_on_expiry() {
 #[tokio::test(start_paused = true)]
 async fn last_attempt_is_at_the_deadline() {
     let (_, locks) = manager();
-    let _token = locks.lock("late", Duration::from_millis(2_500), Duration::ZERO, RETRY).await.unwrap().leak();
+    let _token = locks.lock("late", Duration::from_millis(2_500)).await.unwrap().leak();
     let started = Instant::now();
     // Retry every 2 s, wait 3 s: attempts at 0, 2 s and 3 s; the lease ends at 2.5 s.
-    let lock = locks.lock("late", Duration::from_secs(5), Duration::from_secs(3), Duration::from_secs(2)).await;
+    let lock = locks
+        .lock_opts(
+            "late",
+            Duration::from_secs(5),
+            &LockOptions::new().wait(Duration::from_secs(3)).retry_interval(Duration::from_secs(2)),
+        )
+        .await;
     assert!(lock.is_ok(), "the attempt at the deadline should win");
     assert!(started.elapsed() <= Duration::from_secs(3));
 }
@@ -95,7 +112,7 @@ async fn memory_stays_bounded_under_key_churn() {
     for round in 0..100 {
         for i in 0..1_000 {
             let key = format!("churn:{round}:{i}");
-            let _token = locks.lock(&key, Duration::from_millis(10), Duration::ZERO, RETRY).await.unwrap().leak();
+            let _token = locks.lock(&key, Duration::from_millis(10)).await.unwrap().leak();
         }
         tokio::time::advance(Duration::from_millis(20)).await;
         peak = peak.max(store.stored_leases());
@@ -110,12 +127,18 @@ fn drop_without_a_runtime_does_not_panic() {
     let store = MemoryLockStore::new();
     let locks = LockManager::new(Arc::new(store.clone()));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    let lock = runtime.block_on(locks.lock("orphan", Duration::from_millis(50), Duration::ZERO, RETRY)).unwrap();
+    let lock = runtime.block_on(locks.lock("orphan", Duration::from_millis(50))).unwrap();
     drop(runtime);
     drop(lock); // logs a warning; no runtime to release it
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
     runtime.block_on(async {
-        let again = locks.lock("orphan", Duration::from_secs(1), Duration::from_secs(5), RETRY).await;
+        let again = locks
+            .lock_opts(
+                "orphan",
+                Duration::from_secs(1),
+                &LockOptions::new().wait(Duration::from_secs(5)).retry_interval(RETRY),
+            )
+            .await;
         assert!(again.is_ok(), "the lease should expire after its TTL");
     });
 }
@@ -126,14 +149,12 @@ fn futures_and_handles_are_send() {
     fn assert_send<T: Send>(_: &T) {}
     fn assert_sync<T: Sync>(_: &T) {}
     let (_, locks) = manager();
-    assert_send(&locks.try_lock("k", Duration::from_secs(1), Duration::ZERO, RETRY));
-    assert_send(&locks.with_lock("k", Duration::from_secs(1), Duration::ZERO, RETRY, || async {
-        Ok::<_, distlock_api::LockError>(())
-    }));
+    assert_send(&locks.try_lock("k", Duration::from_secs(1)));
+    assert_send(&locks.with_lock("k", Duration::from_secs(1), || async { Ok::<_, distlock_api::LockError>(()) }));
     assert_send(&locks);
     assert_sync(&locks);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    let lock = runtime.block_on(locks.lock("k", Duration::from_secs(1), Duration::ZERO, RETRY)).unwrap();
+    let lock = runtime.block_on(locks.lock("k", Duration::from_secs(1))).unwrap();
     assert_send(&lock);
     assert_sync(&lock);
     assert_send(&lock.release());

@@ -15,7 +15,7 @@ use distlock_memory::MemoryLockStore;
 /// renewing a 5-minute lease after each step; stop early if the lease was lost.
 async fn run_job(locks: &LockManager, steps: u32) -> Result<u32, LockError> {
     let ttl = Duration::from_secs(5 * 60);
-    let lock = locks.lock("job:nightly", ttl, Duration::ZERO, Duration::from_millis(50)).await?;
+    let lock = locks.lock("job:nightly", ttl).await?;
     let mut done = 0;
     while done < steps {
         tokio::time::sleep(Duration::from_secs(60)).await; // one step of work
@@ -38,18 +38,10 @@ async fn a_long_job_keeps_its_lock_by_renewing() {
     });
     // Half an hour into the job (far past the 5-minute TTL) the lock is still held.
     tokio::time::sleep(Duration::from_secs(30 * 60 - 30)).await;
-    assert!(locks
-        .try_lock("job:nightly", Duration::from_secs(1), Duration::ZERO, Duration::from_millis(50))
-        .await
-        .unwrap()
-        .is_none());
+    assert!(locks.try_lock("job:nightly", Duration::from_secs(1)).await.unwrap().is_none());
     assert_eq!(job.await.unwrap().unwrap(), 30);
     assert_eq!(started.elapsed(), Duration::from_secs(30 * 60));
-    assert!(locks
-        .try_lock("job:nightly", Duration::from_secs(1), Duration::ZERO, Duration::from_millis(50))
-        .await
-        .unwrap()
-        .is_some());
+    assert!(locks.try_lock("job:nightly", Duration::from_secs(1)).await.unwrap().is_some());
 }
 
 #[tokio::test(start_paused = true)]
@@ -65,7 +57,6 @@ async fn a_job_stops_when_its_lease_is_taken_over() {
     let key = distlock_api::LockKey::new("job:nightly").unwrap().to_store_key();
     let holder = distlock_api::LockStore::inspect(&store, &key).await.unwrap().expect("held");
     assert!(distlock_api::LockStore::release(&store, &key, &holder.token).await.unwrap());
-    let _intruder =
-        locks.lock("job:nightly", Duration::from_secs(3600), Duration::ZERO, Duration::from_millis(50)).await.unwrap();
+    let _intruder = locks.lock("job:nightly", Duration::from_secs(3600)).await.unwrap();
     assert_eq!(job.await.unwrap().unwrap(), 3, "the job noticed at its next renewal and stopped");
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{key, TestTable, TEST_SCHEMA};
-use distlock_api::{Acquire, LockError, LockKey, LockManager, LockStore, Token, Ttl};
+use distlock_api::{Acquire, LockError, LockKey, LockManager, LockOptions, LockStore, Token, Ttl};
 use distlock_conformance::kit::child::{self, ChildProcess};
 use distlock_conformance::kit::proxy::FaultProxy;
 use distlock_conformance::kit::{self, postgres_server};
@@ -156,8 +156,7 @@ async fn unreachable_database_gives_store_errors_within_bounded_time() {
         assert_store_error(store.purge(Duration::ZERO).await, "purge");
         assert_store_error(store.ensure_schema().await, "ensure schema");
         let locks = LockManager::new(Arc::new(store));
-        let err =
-            locks.try_lock("a", Duration::from_secs(1), Duration::ZERO, Duration::from_millis(10)).await.unwrap_err();
+        let err = locks.try_lock("a", Duration::from_secs(1)).await.unwrap_err();
         assert!(matches!(err, LockError::Store { .. }), "{err}");
         assert!(!err.to_string().contains(token.as_str()));
         assert!(started.elapsed() < Duration::from_secs(40), "{url}: took {:?}", started.elapsed());
@@ -261,7 +260,7 @@ async fn child_entry_holds_lock() {
     let url = kit::postgres_url("child_entry_holds_lock").expect("the parent has a URL");
     let store = PostgresLockStore::builder().schema(TEST_SCHEMA).table(table).connect(&url).await.unwrap();
     let locks = LockManager::new(Arc::new(store));
-    let lock = locks.lock(name, Duration::from_secs(2), Duration::ZERO, Duration::from_millis(10)).await.unwrap();
+    let lock = locks.lock(name, Duration::from_secs(2)).await.unwrap();
     child::announce(&format!("ACQUIRED {}", lock.fence().unwrap()));
     let _lock = lock;
     child::park().await;
@@ -290,12 +289,17 @@ async fn killed_holder_frees_the_lock_after_its_ttl() {
     let locks = LockManager::new(Arc::new(t.store.clone()));
     tokio::time::sleep_until((killed_at + Duration::from_millis(500)).into()).await;
     if Instant::now() + Duration::from_millis(50) < lease_ends {
-        let early =
-            locks.try_lock(&name, Duration::from_secs(5), Duration::ZERO, Duration::from_millis(10)).await.unwrap();
+        let early = locks.try_lock(&name, Duration::from_secs(5)).await.unwrap();
         assert!(early.is_none(), "acquired before the killed holder's TTL ran out");
     }
-    let lock =
-        locks.lock(&name, Duration::from_secs(5), Duration::from_secs(5), Duration::from_millis(20)).await.unwrap();
+    let lock = locks
+        .lock_opts(
+            &name,
+            Duration::from_secs(5),
+            &LockOptions::new().wait(Duration::from_secs(5)).retry_interval(Duration::from_millis(20)),
+        )
+        .await
+        .unwrap();
     let acquired_at = Instant::now();
     // The server's clock decides; allow for the two clocks' reading of "now" differing by
     // the round trip of the inspect above.

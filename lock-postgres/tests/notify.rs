@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{key, TestTable};
-use distlock_api::{DynLockStore, LockError, LockManager, LockStore, Token, Ttl};
+use distlock_api::{DynLockStore, LockError, LockManager, LockOptions, LockStore, Token, Ttl};
 use distlock_conformance::counting::CountingStore;
 use distlock_conformance::kit::postgres_server;
 use distlock_postgres::sqlx;
@@ -126,16 +126,20 @@ async fn one_listener_connection_serves_every_waiter() {
     let names: Vec<String> = (0..6).map(|i| format!("{prefix}:{i}")).collect();
     let mut held = Vec::new();
     for name in &names {
-        held.push(
-            locks.try_lock(name, Duration::from_secs(60), Duration::ZERO, Duration::ZERO).await.unwrap().unwrap(),
-        );
+        held.push(locks.try_lock(name, Duration::from_secs(60)).await.unwrap().unwrap());
     }
     let retry = Duration::from_secs(20);
     let waiters: Vec<_> = (0..24)
         .map(|i| {
             let (locks, name) = (locks.clone(), names[i % names.len()].clone());
             tokio::spawn(async move {
-                let lock = locks.lock(&name, Duration::from_secs(60), Duration::from_secs(60), retry).await?;
+                let lock = locks
+                    .lock_opts(
+                        &name,
+                        Duration::from_secs(60),
+                        &LockOptions::new().wait(Duration::from_secs(60)).retry_interval(retry),
+                    )
+                    .await?;
                 let acquired_at = Instant::now();
                 lock.release().await?;
                 Ok::<_, LockError>(acquired_at)
@@ -173,13 +177,17 @@ async fn terminated_listener_falls_back_to_polling_and_notifications_come_back()
     let locks = LockManager::new(counting.clone());
     let name = postgres_server::random_identifier("relisten");
     for round in 0..3 {
-        let held = locks.lock(&name, Duration::from_secs(60), Duration::ZERO, Duration::ZERO).await.unwrap();
+        let held = locks.lock(&name, Duration::from_secs(60)).await.unwrap();
         let waits = counting.waits();
         let waiter = tokio::spawn({
             let (locks, name) = (locks.clone(), name.clone());
             async move {
                 let lock = locks
-                    .lock(&name, Duration::from_secs(60), Duration::from_secs(60), Duration::from_secs(10))
+                    .lock_opts(
+                        &name,
+                        Duration::from_secs(60),
+                        &LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(10)),
+                    )
                     .await?;
                 let acquired_at = Instant::now();
                 lock.release().await?;

@@ -341,17 +341,13 @@ async fn lock_manager_works_over_the_store() {
     let Some(t) = TestTable::new("lock_manager_works_over_the_store").await else { return };
     let locks = LockManager::new(Arc::new(t.store.clone()));
     let name = postgres_server::random_identifier("order");
-    let lock = locks.try_lock(&name, Duration::from_secs(10), Duration::ZERO, Duration::from_millis(10)).await.unwrap();
+    let lock = locks.try_lock(&name, Duration::from_secs(10)).await.unwrap();
     let lock = lock.expect("free key");
     assert!(lock.fence().is_some());
-    assert!(locks
-        .try_lock(&name, Duration::from_secs(10), Duration::ZERO, Duration::from_millis(10))
-        .await
-        .unwrap()
-        .is_none());
+    assert!(locks.try_lock(&name, Duration::from_secs(10)).await.unwrap().is_none());
     drop(lock);
     locks.flush_releases().await;
-    let again = locks.lock(&name, Duration::from_secs(10), Duration::ZERO, Duration::from_millis(10)).await.unwrap();
+    let again = locks.lock(&name, Duration::from_secs(10)).await.unwrap();
     assert!(again.release().await.unwrap());
     t.drop().await;
 }

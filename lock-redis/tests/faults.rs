@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{eventually, store_key, unique_prefix};
-use distlock_api::{Acquire, DynLockStore, LockError, LockManager, LockStore, Token, Ttl};
+use distlock_api::{Acquire, DynLockStore, LockError, LockManager, LockOptions, LockStore, Token, Ttl};
 use distlock_conformance::counting::CountingStore;
 use distlock_conformance::kit::child::{self, ChildProcess};
 use distlock_conformance::kit::proxy::FaultProxy;
@@ -91,7 +91,7 @@ async fn stopped_server_gives_store_errors_and_the_same_store_recovers_after_res
     let Some(mut server) = RedisServer::start_or_skip("stop_restart") else { return };
     let store = Arc::new(builder("stop", true).connect(&server.url()).await.unwrap());
     let locks = LockManager::new(store.clone());
-    let held = locks.try_lock("held", Duration::from_secs(60), Duration::ZERO, RETRY).await.unwrap().unwrap();
+    let held = locks.try_lock("held", Duration::from_secs(60)).await.unwrap().unwrap();
     assert_eq!(held.fence(), Some(1));
     let (held_key, held_token) = (held.store_key().clone(), held.token().clone());
     let _ = held.leak();
@@ -106,12 +106,16 @@ async fn stopped_server_gives_store_errors_and_the_same_store_recovers_after_res
         assert_store_error(store.release(&held_key, &held_token).await, "release");
         assert_store_error(store.extend(&held_key, &held_token, long).await, "extend");
         assert_store_error(store.inspect(&held_key).await, "inspect");
+        assert_store_error(locks.try_lock("other", Duration::from_secs(60)).await.map(|l| l.is_some()), "acquire");
         assert_store_error(
-            locks.try_lock("other", Duration::from_secs(60), Duration::ZERO, RETRY).await.map(|l| l.is_some()),
-            "acquire",
-        );
-        assert_store_error(
-            locks.lock("other", Duration::from_secs(60), Duration::from_secs(1), RETRY).await.map(|_| ()),
+            locks
+                .lock_opts(
+                    "other",
+                    Duration::from_secs(60),
+                    &LockOptions::new().wait(Duration::from_secs(1)).retry_interval(RETRY),
+                )
+                .await
+                .map(|_| ()),
             "acquire",
         );
         let elapsed = started.elapsed();
@@ -124,7 +128,7 @@ async fn stopped_server_gives_store_errors_and_the_same_store_recovers_after_res
     let (holder, failures) = eventually(Duration::from_secs(15), || store.inspect(&held_key)).await;
     eprintln!("{failures} operations failed while reconnecting");
     assert_eq!(holder, None, "no persistence: the restart dropped the lock");
-    let lock = locks.try_lock("held", Duration::from_secs(60), Duration::ZERO, RETRY).await.unwrap().unwrap();
+    let lock = locks.try_lock("held", Duration::from_secs(60)).await.unwrap().unwrap();
     assert_eq!(lock.fence(), Some(1), "no persistence: the restart also reset the fencing counter");
     assert!(lock.extend(Duration::from_secs(30)).await.unwrap());
     assert!(lock.release().await.unwrap());
@@ -185,7 +189,7 @@ async fn client_kill_mid_run_resumes_without_false_results() {
                 n += 1;
                 // A fresh key per cycle: "held" or "not released" can only be false results.
                 let key = format!("w{worker}-{n}");
-                let lock = match locks.try_lock(&key, Duration::from_secs(30), Duration::ZERO, RETRY).await {
+                let lock = match locks.try_lock(&key, Duration::from_secs(30)).await {
                     Ok(Some(lock)) => lock,
                     Ok(None) => panic!("{key}: a fresh key was reported held"),
                     Err(err) => {
@@ -276,7 +280,7 @@ async fn an_acquire_whose_reply_is_lost_leaves_no_orphan_lease() {
         // The server holds writes for 1.5 s, then runs them: the client gives up after 0.3 s
         // although its SET will run.
         tokio::task::block_in_place(|| server.pause_writes(Duration::from_millis(1_500)));
-        let err = locks.try_lock("uncertain", Duration::from_secs(60), Duration::ZERO, RETRY).await.unwrap_err();
+        let err = locks.try_lock("uncertain", Duration::from_secs(60)).await.unwrap_err();
         assert!(matches!(err, LockError::Store { operation: "acquire", .. }), "{err}");
         locks.flush_releases().await;
 
@@ -314,7 +318,7 @@ async fn child_entry_holds_redis_lock() {
     };
     let store = RedisLockStore::builder().key_prefix(prefix).connect(url).await.unwrap();
     let locks = LockManager::new(Arc::new(store));
-    let lock = locks.try_lock(key, HOLDER_TTL, Duration::ZERO, RETRY).await.unwrap().expect("the child takes the lock");
+    let lock = locks.try_lock(key, HOLDER_TTL).await.unwrap().expect("the child takes the lock");
     child::announce(&format!("ACQUIRED {}", lock.token().as_str()));
     child::park().await;
 }
@@ -344,11 +348,15 @@ fn killed_holder_process_frees_the_lock_only_after_its_ttl() {
         assert_eq!(info.token, child_token);
         assert!(info.ttl_left <= HOLDER_TTL && !info.ttl_left.is_zero(), "{info:?}");
         let expires_no_sooner_than = asked_at + info.ttl_left;
-        let early = locks.try_lock("job:1", Duration::from_secs(10), Duration::ZERO, RETRY).await.unwrap();
+        let early = locks.try_lock("job:1", Duration::from_secs(10)).await.unwrap();
         assert!(early.is_none(), "acquired {:?} after kill -9, before the TTL ran out", killed_at.elapsed());
 
         let lock = locks
-            .lock("job:1", Duration::from_secs(10), HOLDER_TTL + Duration::from_secs(3), RETRY)
+            .lock_opts(
+                "job:1",
+                Duration::from_secs(10),
+                &LockOptions::new().wait(HOLDER_TTL + Duration::from_secs(3)).retry_interval(RETRY),
+            )
             .await
             .expect("acquired once the dead holder's TTL ran out");
         let acquired_at = Instant::now();
@@ -389,12 +397,19 @@ async fn a_partition_through_the_proxy_fires_lost_before_the_ttl() {
 /// how many acquire attempts the waiter made while the lock was held for `hold`.
 async fn hand_off(counting: &Arc<CountingStore>, key: &str, retry: Duration, hold: Duration) -> (Duration, usize) {
     let locks = LockManager::new(counting.clone());
-    let held = locks.lock(key, Duration::from_secs(30), Duration::ZERO, retry).await.unwrap();
+    let held = locks.lock(key, Duration::from_secs(30)).await.unwrap();
     let (acquires, waits) = (counting.acquires(), counting.waits());
     let waiter = tokio::spawn({
         let (locks, key) = (locks.clone(), key.to_owned());
         async move {
-            let lock = locks.lock(&key, Duration::from_secs(30), Duration::from_secs(20), retry).await.unwrap();
+            let lock = locks
+                .lock_opts(
+                    &key,
+                    Duration::from_secs(30),
+                    &LockOptions::new().wait(Duration::from_secs(20)).retry_interval(retry),
+                )
+                .await
+                .unwrap();
             let acquired_at = Instant::now();
             assert!(lock.release().await.unwrap());
             acquired_at

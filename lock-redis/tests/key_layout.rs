@@ -18,11 +18,11 @@ async fn one_cycle(server: &RedisServer, fencing: bool) -> (Vec<Vec<String>>, Ve
     let store = RedisLockStore::builder().key_prefix("neton").fencing(fencing).connect(&server.url()).await.unwrap();
     let locks = LockManager::new(Arc::new(store));
     // Load the scripts first, so the cycle below shows plain EVALSHAs (no NOSCRIPT fallback).
-    let warm = locks.try_lock("warm-up", TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap().unwrap();
+    let warm = locks.try_lock("warm-up", TTL).await.unwrap().unwrap();
     assert!(warm.release().await.unwrap());
 
     let monitor = tokio::task::block_in_place(|| server.monitor());
-    let lock = locks.try_lock("order:1", TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap().unwrap();
+    let lock = locks.try_lock("order:1", TTL).await.unwrap().unwrap();
     let (token, fence) = (lock.token().clone(), lock.fence());
     let keys_while_held = tokio::task::block_in_place(|| server.keys("neton:*"));
     let expected_keys: &[&str] = if fencing {
@@ -127,7 +127,7 @@ async fn a_release_after_script_flush_resends_eval_and_publishes_again() {
     let Some(server) = RedisServer::start_or_skip("key layout, NOSCRIPT release") else { return };
     let store = RedisLockStore::builder().key_prefix("neton").connect(&server.url()).await.unwrap();
     let locks = LockManager::new(Arc::new(store));
-    let lock = locks.try_lock("order:1", TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap().unwrap();
+    let lock = locks.try_lock("order:1", TTL).await.unwrap().unwrap();
     let token = lock.token().as_str().to_owned();
     server.script_flush();
     let monitor = tokio::task::block_in_place(|| server.monitor());

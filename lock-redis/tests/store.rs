@@ -19,7 +19,7 @@ async fn acquire_inspect_extend_release_round_trip() {
     let locks = LockManager::new(store.clone());
     let redis_key = format!("{}:lock:order:1", store.key_prefix());
 
-    let lock = locks.try_lock("order:1", Duration::from_secs(10), Duration::ZERO, Duration::from_millis(50)).await;
+    let lock = locks.try_lock("order:1", Duration::from_secs(10)).await;
     let lock = lock.unwrap().expect("a free key is acquired");
     assert_eq!(lock.fence(), None, "default mode does not fence");
     let value: String = raw(&store, &["GET", &redis_key]).await;
@@ -32,7 +32,7 @@ async fn acquire_inspect_extend_release_round_trip() {
     assert_eq!(info.fence, None);
     assert!(info.ttl_left <= Duration::from_secs(10) && info.ttl_left > Duration::from_secs(1), "{info:?}");
 
-    let again = locks.try_lock("order:1", Duration::from_secs(10), Duration::ZERO, Duration::from_millis(50)).await;
+    let again = locks.try_lock("order:1", Duration::from_secs(10)).await;
     assert!(again.unwrap().is_none(), "not reentrant");
 
     assert!(lock.extend(LONG).await.unwrap());

@@ -1,21 +1,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{DynLockStore, Token, Ttl};
+use distlock_api::{DynLockStore, LockOptions, Token, Ttl};
 
-use super::{manager, Keys, LONG_TTL, RETRY};
+use super::{manager, Keys, LONG_TTL};
 
 /// Acquire → a second acquire fails → release → acquire again.
 pub async fn acquire_conflict_release_reacquire(store: Arc<DynLockStore>) {
     let keys = Keys::new("acquire");
     let locks = manager(&store);
     let key = keys.key("a");
-    let first = locks.try_lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap().expect("a free key is acquired");
+    let first = locks.try_lock(&key, LONG_TTL).await.unwrap().expect("a free key is acquired");
     assert_eq!(first.key().as_str(), key);
     assert_eq!(first.token().as_str().len(), Token::LEN);
-    assert!(locks.try_lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap().is_none(), "held key acquired twice");
+    assert!(locks.try_lock(&key, LONG_TTL).await.unwrap().is_none(), "held key acquired twice");
     assert!(first.release().await.unwrap(), "the holder's release frees the key");
-    let again = locks.try_lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap().expect("a released key is free");
+    let again = locks.try_lock(&key, LONG_TTL).await.unwrap().expect("a released key is free");
     assert!(again.release().await.unwrap());
 }
 
@@ -24,11 +24,11 @@ pub async fn not_reentrant(store: Arc<DynLockStore>) {
     let keys = Keys::new("reentrant");
     let locks = manager(&store);
     let key = keys.key("a");
-    let held = locks.lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
-    let err = locks.lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap_err();
+    let held = locks.lock(&key, LONG_TTL).await.unwrap();
+    let err = locks.lock_opts(&key, LONG_TTL, &LockOptions::new().wait(Duration::ZERO)).await.unwrap_err();
     assert!(err.is_not_acquired(), "{err}");
     let other_manager = manager(&store);
-    assert!(other_manager.try_lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap().is_none());
+    assert!(other_manager.try_lock(&key, LONG_TTL).await.unwrap().is_none());
     assert!(held.release().await.unwrap());
 }
 
@@ -36,11 +36,11 @@ pub async fn not_reentrant(store: Arc<DynLockStore>) {
 pub async fn distinct_keys_are_independent(store: Arc<DynLockStore>) {
     let keys = Keys::new("distinct");
     let locks = manager(&store);
-    let a = locks.lock(&keys.key("a"), LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
-    let b = locks.lock(&keys.key("b"), LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
-    let prefix = locks.lock(&keys.key("a:b"), LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+    let a = locks.lock(&keys.key("a"), LONG_TTL).await.unwrap();
+    let b = locks.lock(&keys.key("b"), LONG_TTL).await.unwrap();
+    let prefix = locks.lock(&keys.key("a:b"), LONG_TTL).await.unwrap();
     assert!(a.release().await.unwrap());
-    assert!(locks.try_lock(&keys.key("b"), LONG_TTL, Duration::ZERO, RETRY).await.unwrap().is_none());
+    assert!(locks.try_lock(&keys.key("b"), LONG_TTL).await.unwrap().is_none());
     assert!(b.release().await.unwrap());
     assert!(prefix.release().await.unwrap());
 }
@@ -49,8 +49,8 @@ pub async fn distinct_keys_are_independent(store: Arc<DynLockStore>) {
 pub async fn keys_are_case_sensitive(store: Arc<DynLockStore>) {
     let keys = Keys::new("case");
     let locks = manager(&store);
-    let upper = locks.lock(&keys.key("Order"), LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
-    let lower = locks.lock(&keys.key("order"), LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+    let upper = locks.lock(&keys.key("Order"), LONG_TTL).await.unwrap();
+    let lower = locks.lock(&keys.key("order"), LONG_TTL).await.unwrap();
     assert!(upper.release().await.unwrap());
     assert!(lower.release().await.unwrap());
 }
@@ -63,10 +63,10 @@ pub async fn odd_keys_round_trip(store: Arc<DynLockStore>) {
     for name in ["订单:42", "ünïcødé ✓", "quote'd \"double\"", "back\\slash", "glob*?[x]", "%_like", "emoji 🔒"]
     {
         let key = keys.key(name);
-        let lock = locks.lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+        let lock = locks.lock(&key, LONG_TTL).await.unwrap();
         let info = store.inspect(lock.store_key()).await.unwrap().expect("held key is visible");
         assert_eq!(&info.token, lock.token(), "{name}");
-        assert!(locks.try_lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap().is_none(), "{name}");
+        assert!(locks.try_lock(&key, LONG_TTL).await.unwrap().is_none(), "{name}");
         assert!(lock.release().await.unwrap(), "{name}");
     }
 }
@@ -76,7 +76,7 @@ pub async fn odd_keys_round_trip(store: Arc<DynLockStore>) {
 pub async fn foreign_token_cannot_release(store: Arc<DynLockStore>) {
     let keys = Keys::new("foreign-release");
     let locks = manager(&store);
-    let held = locks.lock(&keys.key("a"), LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+    let held = locks.lock(&keys.key("a"), LONG_TTL).await.unwrap();
     assert!(!store.release(held.store_key(), &Token::generate()).await.unwrap(), "foreign token released");
     let info = store.inspect(held.store_key()).await.unwrap().expect("holder intact");
     assert_eq!(&info.token, held.token());
@@ -89,7 +89,7 @@ pub async fn foreign_token_cannot_extend(store: Arc<DynLockStore>) {
     let keys = Keys::new("foreign-extend");
     let locks = manager(&store);
     let ttl = Duration::from_secs(20);
-    let held = locks.lock(&keys.key("a"), ttl, Duration::ZERO, RETRY).await.unwrap();
+    let held = locks.lock(&keys.key("a"), ttl).await.unwrap();
     let foreign = Token::generate();
     assert!(!store.extend(held.store_key(), &foreign, Ttl::new(Duration::from_secs(300)).unwrap()).await.unwrap());
     let info = store.inspect(held.store_key()).await.unwrap().expect("holder intact");
@@ -104,7 +104,7 @@ pub async fn foreign_token_cannot_extend(store: Arc<DynLockStore>) {
 pub async fn second_release_returns_false(store: Arc<DynLockStore>) {
     let keys = Keys::new("second-release");
     let locks = manager(&store);
-    let held = locks.lock(&keys.key("a"), LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+    let held = locks.lock(&keys.key("a"), LONG_TTL).await.unwrap();
     let (key, token) = (held.store_key().clone(), held.token().clone());
     assert!(held.release().await.unwrap());
     assert!(!store.release(&key, &token).await.unwrap(), "a second release reported success");

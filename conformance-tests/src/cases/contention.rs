@@ -2,7 +2,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::DynLockStore;
+use distlock_api::{DynLockStore, LockOptions};
 
 use super::{manager, Keys, LONG_TTL};
 
@@ -22,7 +22,13 @@ pub async fn contended_counter_is_exact(store: Arc<DynLockStore>) {
             let (locks, key, counter, inside) = (locks.clone(), key.clone(), counter.clone(), inside.clone());
             tokio::spawn(async move {
                 for _ in 0..SECTIONS {
-                    let lock = locks.lock(&key, LONG_TTL, Duration::from_secs(120), Duration::from_millis(5)).await?;
+                    let lock = locks
+                        .lock_opts(
+                            &key,
+                            LONG_TTL,
+                            &LockOptions::new().wait(Duration::from_secs(120)).retry_interval(Duration::from_millis(5)),
+                        )
+                        .await?;
                     assert!(!inside.swap(true, Ordering::SeqCst), "two holders inside the critical section");
                     let seen = counter.load(Ordering::SeqCst);
                     tokio::task::yield_now().await;

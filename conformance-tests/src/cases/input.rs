@@ -26,41 +26,57 @@ pub async fn bad_input_is_rejected_before_any_store_call(store: Arc<DynLockStore
     ];
     for (key, expected) in bad_keys {
         for err in [
-            locks.try_lock(key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap_err(),
-            locks.lock(key, LONG_TTL, Duration::from_secs(1), RETRY).await.unwrap_err(),
+            locks.try_lock(key, LONG_TTL).await.unwrap_err(),
             locks
-                .with_lock(key, LONG_TTL, Duration::ZERO, RETRY, || async { Ok::<_, LockError>(()) })
+                .lock_opts(key, LONG_TTL, &LockOptions::new().wait(Duration::from_secs(1)).retry_interval(RETRY))
                 .await
                 .unwrap_err(),
+            locks.with_lock(key, LONG_TTL, || async { Ok::<_, LockError>(()) }).await.unwrap_err(),
         ] {
             assert!(matches!(&err, LockError::InvalidKey { reason } if expected(reason)), "{key:?}: {err}");
         }
     }
 
-    let bad_options: [(LockOptions, OptionsCheck); 5] = [
-        (LockOptions::new(Duration::ZERO), |r| matches!(r, InvalidOptions::ZeroTtl)),
-        (LockOptions::new(Duration::MAX), |r| matches!(r, InvalidOptions::TtlTooLong { .. })),
-        (LockOptions::new(Ttl::MAX + Duration::from_millis(1)), |r| matches!(r, InvalidOptions::TtlTooLong { .. })),
-        (LockOptions::new(LONG_TTL).wait(Duration::MAX), |r| matches!(r, InvalidOptions::WaitTooLong { .. })),
-        (LockOptions::new(LONG_TTL).wait(Duration::from_secs(1)).retry_interval(Duration::ZERO), |r| {
+    let bad_options: [(Duration, LockOptions, OptionsCheck); 8] = [
+        (Duration::ZERO, LockOptions::new(), |r| matches!(r, InvalidOptions::ZeroTtl)),
+        (Duration::MAX, LockOptions::new(), |r| matches!(r, InvalidOptions::TtlTooLong { .. })),
+        (Ttl::MAX + Duration::from_millis(1), LockOptions::new(), |r| matches!(r, InvalidOptions::TtlTooLong { .. })),
+        (LONG_TTL, LockOptions::new().wait(Duration::MAX), |r| matches!(r, InvalidOptions::WaitTooLong { .. })),
+        (LONG_TTL, LockOptions::new().wait(Duration::from_secs(1)).retry_interval(Duration::ZERO), |r| {
             matches!(r, InvalidOptions::ZeroRetryInterval)
         }),
+        (LONG_TTL, LockOptions::new().retry_interval(Duration::MAX), |r| {
+            matches!(r, InvalidOptions::RetryIntervalTooLong { .. })
+        }),
+        (LONG_TTL, LockOptions::new().loss_margin(LONG_TTL), |r| matches!(r, InvalidOptions::LossMargin { .. })),
+        (LONG_TTL, LockOptions::new().renew_every(Duration::MAX), |r| {
+            matches!(r, InvalidOptions::RenewInterval { .. })
+        }),
     ];
-    for (options, expected) in bad_options {
+    for (ttl, options, expected) in bad_options {
         for err in [
-            locks.try_lock_with(&good, &options).await.unwrap_err(),
-            locks.lock_with(&good, &options).await.unwrap_err(),
-            locks.with_lock_options(&good, &options, || async { Ok::<_, LockError>(()) }).await.unwrap_err(),
+            locks.try_lock_opts(&good, ttl, &options).await.unwrap_err(),
+            locks.lock_opts(&good, ttl, &options).await.unwrap_err(),
+            locks.with_lock_opts(&good, ttl, &options, || async { Ok::<_, LockError>(()) }).await.unwrap_err(),
         ] {
-            assert!(matches!(&err, LockError::InvalidOptions { reason } if expected(reason)), "{options:?}: {err}");
+            assert!(
+                matches!(&err, LockError::InvalidOptions { reason } if expected(reason)),
+                "{ttl:?} {options:?}: {err}"
+            );
         }
+    }
+    for ttl in [Duration::ZERO, Duration::MAX] {
+        let err = locks.try_lock(&good, ttl).await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidOptions { .. }), "{err}");
+        let err = locks.lock(&good, ttl).await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidOptions { .. }), "{err}");
     }
     assert_eq!(counting.total(), 0, "bad input reached the store");
 
     // A sub-millisecond TTL is not an error: it rounds up to 1 ms.
     assert_eq!(Ttl::new(Duration::from_nanos(1)).unwrap().as_millis(), 1);
 
-    let held = locks.lock(&good, LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+    let held = locks.lock(&good, LONG_TTL).await.unwrap();
     let calls = counting.total();
     for ttl in [Duration::ZERO, Duration::MAX] {
         let err = held.extend(ttl).await.unwrap_err();

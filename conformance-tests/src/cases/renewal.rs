@@ -11,12 +11,19 @@ pub async fn renewal_keeps_a_short_lease_alive(store: Arc<DynLockStore>) {
     let keys = Keys::new("renew");
     let locks = manager(&store);
     let key = keys.key("a");
-    let options = LockOptions::new(Duration::from_millis(300)).auto_renew();
-    let held = locks.lock_with(&key, &options).await.unwrap();
+    let options = LockOptions::new().auto_renew();
+    let held = locks.lock_opts(&key, Duration::from_millis(300), &options).await.unwrap();
     assert!(held.is_renewing());
     let rival = manager(&store);
     let started = Instant::now();
-    let err = rival.lock(&key, LONG_TTL, Duration::from_secs(3), Duration::from_millis(25)).await.unwrap_err();
+    let err = rival
+        .lock_opts(
+            &key,
+            LONG_TTL,
+            &LockOptions::new().wait(Duration::from_secs(3)).retry_interval(Duration::from_millis(25)),
+        )
+        .await
+        .unwrap_err();
     assert!(err.is_not_acquired(), "{err}");
     assert!(started.elapsed() >= Duration::from_secs(3));
     assert!(!held.is_lost(), "lost while renewing");
@@ -31,11 +38,11 @@ pub async fn stolen_lease_fires_lost(store: Arc<DynLockStore>) {
     let locks = manager(&store);
     let key = keys.key("a");
     let every = Duration::from_millis(200);
-    let held = locks.lock_with(&key, &LockOptions::new(Duration::from_secs(2)).renew_every(every)).await.unwrap();
+    let held = locks.lock_opts(&key, Duration::from_secs(2), &LockOptions::new().renew_every(every)).await.unwrap();
     // An administrator force-releases the lock and another owner takes it.
     assert!(store.release(held.store_key(), held.token()).await.unwrap());
     let stolen_at = Instant::now();
-    let thief = locks.lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+    let thief = locks.lock(&key, LONG_TTL).await.unwrap();
     let reason = tokio::time::timeout(every + Duration::from_secs(1), held.lost()).await.expect("lost did not fire");
     assert_eq!(reason, LossReason::NotHeld);
     assert!(stolen_at.elapsed() < every + Duration::from_secs(1));
@@ -46,20 +53,40 @@ pub async fn stolen_lease_fires_lost(store: Arc<DynLockStore>) {
     assert!(thief.release().await.unwrap());
 }
 
-/// Without renewal, `lost` fires at the lease's deadline, not before and not much later.
+/// Without renewal, `lost` fires the loss margin before the lease's end — not before,
+/// not much later — while the store still holds the lease; by default the margin is a
+/// fifth of the TTL.
 pub async fn lost_fires_at_the_deadline_without_renewal(store: Arc<DynLockStore>) {
     let keys = Keys::new("deadline-lost");
     let locks = manager(&store);
-    let ttl = Duration::from_millis(400);
-    let started = Instant::now();
-    let held = locks.lock(&keys.key("a"), ttl, Duration::ZERO, RETRY).await.unwrap();
-    assert!(!held.is_renewing());
-    let reason = tokio::time::timeout(Duration::from_secs(5), held.lost()).await.expect("lost did not fire");
-    let fired = started.elapsed();
-    assert_eq!(reason, LossReason::DeadlinePassed);
-    assert!(fired >= ttl - Duration::from_millis(50), "fired after {fired:?}, before the {ttl:?} lease ended");
-    assert!(fired < ttl + Duration::from_secs(1), "fired after {fired:?}, long after the {ttl:?} lease ended");
-    assert!(held.is_lost());
+    let ttl = Duration::from_millis(800);
+    for (name, options, margin) in [
+        ("default", LockOptions::new(), ttl / 5),
+        ("explicit", LockOptions::new().loss_margin(Duration::from_millis(300)), Duration::from_millis(300)),
+    ] {
+        let started = Instant::now();
+        let held = locks.lock_opts(&keys.key(name), ttl, &options).await.unwrap();
+        assert!(!held.is_renewing());
+        assert!(held.safe_until() <= started + ttl, "{name}: safe until after the TTL");
+        let reason = tokio::time::timeout(Duration::from_secs(5), held.lost()).await.expect("lost did not fire");
+        let fired = started.elapsed();
+        let on_store = store.inspect(held.store_key()).await.unwrap();
+        assert_eq!(reason, LossReason::DeadlinePassed);
+        let earliest = ttl - margin - ttl / 100 - Duration::from_millis(2);
+        assert!(fired >= earliest, "{name}: fired after {fired:?}, before the margin {margin:?} of the {ttl:?} lease");
+        assert!(
+            fired < ttl - margin + Duration::from_secs(1),
+            "{name}: fired after {fired:?}, long after its deadline"
+        );
+        if fired < ttl - Duration::from_millis(100) {
+            assert!(
+                on_store.is_some_and(|info| &info.token == held.token()),
+                "{name}: the store let the lease go first"
+            );
+        }
+        assert!(held.is_lost());
+        assert_eq!(held.time_left(), Duration::ZERO);
+    }
 }
 
 /// Dropping a handle while it renews frees the lock promptly and renewal stops.
@@ -67,10 +94,13 @@ pub async fn dropping_a_renewing_handle_is_safe(store: Arc<DynLockStore>) {
     let keys = Keys::new("drop-renewing");
     let locks = manager(&store);
     let key = keys.key("a");
-    let held = locks.lock_with(&key, &LockOptions::new(Duration::from_millis(600)).auto_renew()).await.unwrap();
+    let held = locks.lock_opts(&key, Duration::from_millis(600), &LockOptions::new().auto_renew()).await.unwrap();
     let old_token = held.token().clone();
     drop(held);
-    let next = locks.lock(&key, LONG_TTL, Duration::from_secs(5), RETRY).await.expect("freed after the drop");
+    let next = locks
+        .lock_opts(&key, LONG_TTL, &LockOptions::new().wait(Duration::from_secs(5)).retry_interval(RETRY))
+        .await
+        .expect("freed after the drop");
     // Give a stray renewal every chance to run (several renewal intervals).
     tokio::time::sleep(Duration::from_millis(700)).await;
     let info = store.inspect(next.store_key()).await.unwrap().expect("held by the new owner");
@@ -85,13 +115,13 @@ pub async fn with_lock_stops_the_block_when_the_lease_is_lost(store: Arc<DynLock
     let keys = Keys::new("with-lost");
     let locks = manager(&store);
     let key = keys.key("a");
-    let options = LockOptions::new(Duration::from_secs(2)).renew_every(Duration::from_millis(200));
+    let options = LockOptions::new().renew_every(Duration::from_millis(200));
     let (entered_tx, entered) = tokio::sync::oneshot::channel();
     let run = tokio::spawn({
         let (locks, key) = (locks.clone(), key.clone());
         async move {
             locks
-                .with_lock_options(&key, &options, || async move {
+                .with_lock_opts(&key, Duration::from_secs(2), &options, || async move {
                     let _ = entered_tx.send(());
                     std::future::pending::<()>().await;
                     Ok::<_, LockError>(())
@@ -110,8 +140,8 @@ pub async fn with_lock_stops_the_block_when_the_lease_is_lost(store: Arc<DynLock
 }
 
 /// A network partition between a renewing holder and its store (through the kit's
-/// [`FaultProxy`](crate::kit::proxy::FaultProxy)) fires `lost` before the lease expires on
-/// the server and no later than one TTL after the partition began.
+/// [`FaultProxy`](crate::kit::proxy::FaultProxy)) fires `lost` at least the loss margin
+/// before the store could free the lease: the holder gets that long to stop.
 ///
 /// `via_proxy` reaches the server through `proxy`; `direct` reaches the same server
 /// without it. Not applicable to in-process stores.
@@ -122,22 +152,29 @@ pub async fn partition_fires_lost_before_the_ttl(
 ) {
     let keys = Keys::new("partition");
     let locks = manager(&via_proxy);
-    // A 10 s lease leaves a drift allowance of 102 ms between the handle's deadline and the
-    // server's expiry: room for a loaded machine's scheduling delays.
+    // A 10 s lease leaves a drift allowance of 102 ms between the handle's reckoning and
+    // the server's expiry: room for a loaded machine's scheduling delays.
     let ttl = Duration::from_secs(10);
-    let options = LockOptions::new(ttl).renew_every(Duration::from_secs(1));
-    let held = locks.lock_with(&keys.key("a"), &options).await.unwrap();
+    let margin = Duration::from_secs(2);
+    let options = LockOptions::new().renew_every(Duration::from_secs(1)).loss_margin(margin);
+    let held = locks.lock_opts(&keys.key("a"), ttl, &options).await.unwrap();
     let token = held.token().clone();
     proxy.pause();
     let partitioned_at = Instant::now();
     let reason = tokio::time::timeout(ttl + Duration::from_secs(2), held.lost()).await.expect("lost did not fire");
-    let fired_after = partitioned_at.elapsed();
-    let on_server = direct.inspect(&keys.store_key("a")).await.unwrap();
+    let fired_at = Instant::now();
     assert_eq!(reason, LossReason::DeadlinePassed);
-    assert!(fired_after <= ttl, "lost fired {fired_after:?} into the partition, later than the {ttl:?} TTL");
+    assert!(fired_at - partitioned_at <= ttl - margin, "lost fired {:?} into the partition", fired_at - partitioned_at);
+    // The lease ends on the server no earlier than `asked_at + ttl_left` (the server
+    // measured `ttl_left` after `asked_at`); PTTL-style answers round down to 1 ms.
+    let asked_at = Instant::now();
+    let on_server = direct.inspect(&keys.store_key("a")).await.unwrap();
+    let info = on_server.expect("lost fired only after the server had let the lease go");
+    assert_eq!(info.token, token, "the lease changed hands during the partition");
+    let warning = (asked_at + info.ttl_left).saturating_duration_since(fired_at) + Duration::from_millis(2);
     assert!(
-        on_server.as_ref().is_some_and(|info| info.token == token),
-        "lost fired only after the server had let the lease go ({fired_after:?} into the partition)"
+        warning >= margin,
+        "lost fired only {warning:?} before the server could free the lease (margin {margin:?})"
     );
     proxy.resume();
     drop(held);

@@ -5,7 +5,7 @@ use std::time::Duration;
 use distlock_api::{DistributedLock, DynLockStore, LockManager, Token};
 use tokio::task::JoinSet;
 
-use super::{manager, Keys, RETRY};
+use super::{manager, Keys};
 
 const ACQUISITIONS: usize = 10_000;
 const WORKERS: usize = 16;
@@ -21,7 +21,7 @@ async fn acquire_many(locks: &LockManager, keys: &Keys) -> Vec<DistributedLock> 
         tasks.spawn(async move {
             let mut held = Vec::new();
             for i in (worker..ACQUISITIONS).step_by(WORKERS) {
-                held.push(locks.lock(&keys.key(&i.to_string()), SCALE_TTL, Duration::ZERO, RETRY).await.unwrap());
+                held.push(locks.lock(&keys.key(&i.to_string()), SCALE_TTL).await.unwrap());
             }
             held
         });
@@ -71,7 +71,7 @@ pub async fn many_keys_held_at_once(store: Arc<DynLockStore>) {
     assert_eq!(held.len(), ACQUISITIONS);
     for i in (0..ACQUISITIONS).step_by(997) {
         let key = keys.key(&i.to_string());
-        assert!(locks.try_lock(&key, SCALE_TTL, Duration::ZERO, RETRY).await.unwrap().is_none(), "{key} not held");
+        assert!(locks.try_lock(&key, SCALE_TTL).await.unwrap().is_none(), "{key} not held");
     }
     release_all(held).await;
     for i in (0..ACQUISITIONS).step_by(997) {

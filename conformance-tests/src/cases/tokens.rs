@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::DynLockStore;
+use distlock_api::{DynLockStore, LockOptions};
 
 use super::{manager, Keys, LONG_TTL, RETRY};
 
@@ -12,7 +12,7 @@ pub async fn inspect_reports_the_holder(store: Arc<DynLockStore>) {
     let locks = manager(&store);
     assert!(store.inspect(&keys.store_key("a")).await.unwrap().is_none());
     let ttl = Duration::from_secs(20);
-    let held = locks.lock(&keys.key("a"), ttl, Duration::ZERO, RETRY).await.unwrap();
+    let held = locks.lock(&keys.key("a"), ttl).await.unwrap();
     let info = store.inspect(held.store_key()).await.unwrap().expect("a held key is reported");
     assert_eq!(&info.token, held.token());
     assert_eq!(info.fence, held.fence());
@@ -29,30 +29,33 @@ pub async fn fences_strictly_increase(store: Arc<DynLockStore>) {
     let locks = manager(&store);
     let key = keys.key("a");
     if !store.capabilities().fencing {
-        let lock = locks.lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+        let lock = locks.lock(&key, LONG_TTL).await.unwrap();
         assert_eq!(lock.fence(), None, "a store without fencing reported a fence");
         assert!(lock.release().await.unwrap());
         return;
     }
     let mut last = 0;
     for _ in 0..5 {
-        let lock = locks.lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+        let lock = locks.lock(&key, LONG_TTL).await.unwrap();
         let fence = lock.fence().expect("a fencing store returns a fence");
         assert!(fence > last, "fence {fence} after {last}");
         last = fence;
         assert!(lock.release().await.unwrap());
     }
-    let expiring = locks.lock(&key, Duration::from_millis(200), Duration::ZERO, RETRY).await.unwrap();
+    let expiring = locks.lock(&key, Duration::from_millis(200)).await.unwrap();
     let expired_fence = expiring.fence().expect("a fencing store returns a fence");
     assert!(expired_fence > last, "fence {expired_fence} after {last}");
     let _ = expiring.leak();
-    let taken_over = locks.lock(&key, LONG_TTL, Duration::from_secs(10), RETRY).await.unwrap();
+    let taken_over = locks
+        .lock_opts(&key, LONG_TTL, &LockOptions::new().wait(Duration::from_secs(10)).retry_interval(RETRY))
+        .await
+        .unwrap();
     let fence = taken_over.fence().expect("a fencing store returns a fence");
     assert!(fence > expired_fence, "fence {fence} after taking over the expired lease's {expired_fence}");
     // Another key's acquisitions never make this key's numbers go backwards.
-    let other = locks.lock(&keys.key("b"), LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+    let other = locks.lock(&keys.key("b"), LONG_TTL).await.unwrap();
     assert!(taken_over.release().await.unwrap());
-    let next = locks.lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+    let next = locks.lock(&key, LONG_TTL).await.unwrap();
     assert!(next.fence().expect("fence") > fence);
     assert!(next.release().await.unwrap());
     assert!(other.release().await.unwrap());

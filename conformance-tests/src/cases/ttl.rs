@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::DynLockStore;
+use distlock_api::{DynLockStore, LockOptions};
 use tokio::time::Instant;
 
 use super::{manager, Keys, LONG_TTL, RETRY};
@@ -14,9 +14,11 @@ pub async fn expired_lease_can_be_taken_over(store: Arc<DynLockStore>) {
     let key = keys.key("a");
     let ttl = Duration::from_millis(300);
     let started = Instant::now();
-    let old = locks.lock(&key, ttl, Duration::ZERO, RETRY).await.unwrap();
-    let new =
-        locks.lock(&key, LONG_TTL, Duration::from_secs(10), RETRY).await.expect("the expired lease is taken over");
+    let old = locks.lock(&key, ttl).await.unwrap();
+    let new = locks
+        .lock_opts(&key, LONG_TTL, &LockOptions::new().wait(Duration::from_secs(10)).retry_interval(RETRY))
+        .await
+        .expect("the expired lease is taken over");
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(200), "taken over after {waited:?}, before the 300 ms lease ran out");
     assert!(!old.extend(LONG_TTL).await.unwrap(), "an expired handle extended the new holder's lease");
@@ -31,11 +33,11 @@ pub async fn extend_keeps_the_lock_past_its_ttl(store: Arc<DynLockStore>) {
     let keys = Keys::new("extend");
     let locks = manager(&store);
     let key = keys.key("a");
-    let held = locks.lock(&key, Duration::from_millis(400), Duration::ZERO, RETRY).await.unwrap();
+    let held = locks.lock(&key, Duration::from_millis(400)).await.unwrap();
     assert!(held.extend(Duration::from_secs(20)).await.unwrap(), "the holder's extend failed");
     // Waiting out the original lease is the point of this case; there is no signal for it.
     tokio::time::sleep(Duration::from_millis(900)).await;
-    assert!(locks.try_lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap().is_none(), "lost after extend");
+    assert!(locks.try_lock(&key, LONG_TTL).await.unwrap().is_none(), "lost after extend");
     let info = store.inspect(held.store_key()).await.unwrap().expect("still held");
     assert!(info.ttl_left > Duration::from_secs(10) && info.ttl_left <= Duration::from_secs(20), "{:?}", info.ttl_left);
     assert!(held.release().await.unwrap());

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{DynLockStore, LockError, LockManager};
+use distlock_api::{DynLockStore, LockError, LockManager, LockOptions};
 use tokio::time::Instant;
 
 use super::{manager, Keys, LONG_TTL};
@@ -13,11 +13,17 @@ pub async fn waiter_acquires_after_release(store: Arc<DynLockStore>) {
     let counting = CountingStore::new(store);
     let locks = LockManager::new(counting.clone());
     let key = keys.key("a");
-    let held = locks.lock(&key, LONG_TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap();
+    let held = locks.lock(&key, LONG_TTL).await.unwrap();
     let waiter = tokio::spawn({
         let (locks, key) = (locks.clone(), key.clone());
         async move {
-            let lock = locks.lock(&key, LONG_TTL, Duration::from_secs(20), Duration::from_millis(50)).await?;
+            let lock = locks
+                .lock_opts(
+                    &key,
+                    LONG_TTL,
+                    &LockOptions::new().wait(Duration::from_secs(20)).retry_interval(Duration::from_millis(50)),
+                )
+                .await?;
             let acquired_at = Instant::now();
             lock.release().await?;
             Ok::<_, LockError>(acquired_at)
@@ -36,10 +42,13 @@ pub async fn waiter_gives_up_at_deadline(store: Arc<DynLockStore>) {
     let keys = Keys::new("deadline");
     let locks = manager(&store);
     let key = keys.key("a");
-    let held = locks.lock(&key, LONG_TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap();
+    let held = locks.lock(&key, LONG_TTL).await.unwrap();
     let wait = Duration::from_millis(400);
     let started = Instant::now();
-    let err = locks.lock(&key, LONG_TTL, wait, Duration::from_millis(50)).await.unwrap_err();
+    let err = locks
+        .lock_opts(&key, LONG_TTL, &LockOptions::new().wait(wait).retry_interval(Duration::from_millis(50)))
+        .await
+        .unwrap_err();
     let waited = started.elapsed();
     assert!(matches!(&err, LockError::NotAcquired { key: k } if *k == key), "{err}");
     assert!(waited >= wait, "gave up after {waited:?}, before the {wait:?} wait");
@@ -53,10 +62,14 @@ pub async fn waiting_is_not_a_busy_loop(store: Arc<DynLockStore>) {
     let counting = CountingStore::new(store);
     let locks = LockManager::new(counting.clone());
     let key = keys.key("a");
-    let held = locks.lock(&key, LONG_TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap();
+    let held = locks.lock(&key, LONG_TTL).await.unwrap();
     let before = counting.acquires();
     let (wait, retry) = (Duration::from_millis(600), Duration::from_millis(50));
-    assert!(locks.try_lock(&key, LONG_TTL, wait, retry).await.unwrap().is_none());
+    assert!(locks
+        .try_lock_opts(&key, LONG_TTL, &LockOptions::new().wait(wait).retry_interval(retry))
+        .await
+        .unwrap()
+        .is_none());
     let attempts = counting.acquires() - before;
     // 600 ms / 50 ms = 12 pauses, so 13 attempts at most, plus slack for early wake-ups.
     assert!((3..=20).contains(&attempts), "{attempts} attempts in a 600 ms wait with a 50 ms retry interval");
@@ -75,12 +88,14 @@ pub async fn waiter_wakes_on_release_not_by_polling(store: Arc<DynLockStore>) {
     let key = keys.key("a");
     let retry = Duration::from_secs(2);
     for round in 0..3 {
-        let held = locks.lock(&key, LONG_TTL, Duration::ZERO, retry).await.unwrap();
+        let held = locks.lock(&key, LONG_TTL).await.unwrap();
         let (acquires, waits) = (counting.acquires(), counting.waits());
         let waiter = tokio::spawn({
             let (locks, key) = (locks.clone(), key.clone());
             async move {
-                let lock = locks.lock(&key, LONG_TTL, Duration::from_secs(20), retry).await?;
+                let lock = locks
+                    .lock_opts(&key, LONG_TTL, &LockOptions::new().wait(Duration::from_secs(20)).retry_interval(retry))
+                    .await?;
                 let acquired_at = Instant::now();
                 lock.release().await?;
                 Ok::<_, LockError>(acquired_at)
@@ -106,7 +121,7 @@ pub async fn wait_on_a_free_key_returns_at_once(store: Arc<DynLockStore>) {
     let key = keys.store_key("a");
     let max = Duration::from_secs(5);
     // Never held, then released: both are free.
-    let held = locks.lock(&keys.key("b"), LONG_TTL, Duration::ZERO, Duration::from_millis(50)).await.unwrap();
+    let held = locks.lock(&keys.key("b"), LONG_TTL).await.unwrap();
     let released = held.store_key().clone();
     assert!(held.release().await.unwrap());
     for free in [&key, &released] {

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{DynLockStore, LockError};
+use distlock_api::{DynLockStore, LockError, LockOptions};
 
 use super::{manager, Keys, LONG_TTL, RETRY};
 
@@ -26,8 +26,8 @@ pub async fn with_lock_releases_on_ok(store: Arc<DynLockStore>) {
     let locks = manager(&store);
     let key = keys.key("a");
     let value = locks
-        .with_lock(&key, LONG_TTL, Duration::ZERO, RETRY, || async {
-            let inside = locks.try_lock(&key, LONG_TTL, Duration::ZERO, RETRY).await?;
+        .with_lock(&key, LONG_TTL, || async {
+            let inside = locks.try_lock(&key, LONG_TTL).await?;
             assert!(inside.is_none(), "the block ran without holding the lock");
             Ok::<_, LockError>(42)
         })
@@ -43,7 +43,7 @@ pub async fn with_lock_releases_on_err(store: Arc<DynLockStore>) {
     let locks = manager(&store);
     let key = keys.key("a");
     let outcome: Result<(), AppError> =
-        locks.with_lock(&key, LONG_TTL, Duration::ZERO, RETRY, || async { Err(AppError::Business("declined")) }).await;
+        locks.with_lock(&key, LONG_TTL, || async { Err(AppError::Business("declined")) }).await;
     assert_eq!(outcome, Err(AppError::Business("declined")));
     assert!(store.inspect(&keys.store_key("a")).await.unwrap().is_none(), "not released after Err");
 }
@@ -57,7 +57,7 @@ pub async fn with_lock_releases_on_panic(store: Arc<DynLockStore>) {
         let (locks, key) = (locks.clone(), key.clone());
         async move {
             locks
-                .with_lock(&key, LONG_TTL, Duration::ZERO, RETRY, || async {
+                .with_lock(&key, LONG_TTL, || async {
                     if !key.is_empty() {
                         panic!("the block panics");
                     }
@@ -67,7 +67,10 @@ pub async fn with_lock_releases_on_panic(store: Arc<DynLockStore>) {
         }
     });
     assert!(task.await.unwrap_err().is_panic());
-    let again = locks.lock(&key, LONG_TTL, Duration::from_secs(5), RETRY).await.expect("freed after the panic");
+    let again = locks
+        .lock_opts(&key, LONG_TTL, &LockOptions::new().wait(Duration::from_secs(5)).retry_interval(RETRY))
+        .await
+        .expect("freed after the panic");
     assert!(again.release().await.unwrap());
 }
 
@@ -76,10 +79,10 @@ pub async fn with_lock_not_acquired_when_busy(store: Arc<DynLockStore>) {
     let keys = Keys::new("with-busy");
     let locks = manager(&store);
     let key = keys.key("a");
-    let held = locks.lock(&key, LONG_TTL, Duration::ZERO, RETRY).await.unwrap();
+    let held = locks.lock(&key, LONG_TTL).await.unwrap();
     let mut ran = false;
     let outcome: Result<(), AppError> = locks
-        .with_lock(&key, LONG_TTL, Duration::ZERO, RETRY, || {
+        .with_lock(&key, LONG_TTL, || {
             ran = true;
             async { Ok(()) }
         })

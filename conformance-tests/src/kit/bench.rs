@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use distlock_api::{DynLockStore, LockKey, LockManager, LockOptions, Token, Ttl};
+use distlock_api::{DynLockStore, LockKey, LockManager, Token, Ttl};
 
 /// The median of `samples` (the upper one of an even count).
 ///
@@ -88,7 +88,7 @@ pub async fn store_cycles(store: &DynLockStore, name: &str, ttl: Duration, cycle
 /// On any store error, or when the key is not free.
 pub async fn manager_cycles(locks: &LockManager, name: &str, ttl: Duration, cycles: usize) {
     for _ in 0..cycles {
-        let lock = locks.try_lock(name, ttl, Duration::ZERO, LockOptions::DEFAULT_RETRY_INTERVAL).await;
+        let lock = locks.try_lock(name, ttl).await;
         assert!(lock.expect("lock").expect("free").release().await.expect("release"));
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, DynLockStore, LockError, LockInfo, LockManager, LockStore, StoreKey, Token, Ttl,
+    Acquire, Capabilities, DynLockStore, LockError, LockInfo, LockManager, LockOptions, LockStore, StoreKey, Token, Ttl,
 };
 
 /// Hides a store's release notifications: `wait_for_release` just sleeps, so waiters
@@ -96,8 +96,14 @@ pub async fn hot_key(store: Arc<DynLockStore>, key: &str, waiters: usize, sectio
                 (inside.clone(), violations.clone(), last_release.clone(), latencies.clone());
             tokio::spawn(async move {
                 for _ in 0..quota {
-                    let lock =
-                        locks.lock(&key, Duration::from_secs(30), Duration::from_secs(120), retry).await.unwrap();
+                    let lock = locks
+                        .lock_opts(
+                            &key,
+                            Duration::from_secs(30),
+                            &LockOptions::new().wait(Duration::from_secs(120)).retry_interval(retry),
+                        )
+                        .await
+                        .unwrap();
                     let acquired_at = Instant::now();
                     if inside.swap(true, Ordering::SeqCst) {
                         violations.fetch_add(1, Ordering::SeqCst);

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use distlock::postgres::sqlx::{self, PgPool};
 use distlock::redis::redis::{self, aio::ConnectionManager, Value};
-use distlock::{DistributedLock, LockError, LockManager, Token};
+use distlock::{DistributedLock, LockError, LockManager, LockOptions, Token};
 use tokio::time::Instant;
 
 /// Takes and frees locks, one way or another.
@@ -58,7 +58,7 @@ impl Locker for Library {
     }
 
     async fn acquire(&self, key: &String, wait: Duration) -> Result<Option<DistributedLock>, LockError> {
-        self.locks.try_lock(key, self.ttl, wait, self.retry).await
+        self.locks.try_lock_opts(key, self.ttl, &LockOptions::new().wait(wait).retry_interval(self.retry)).await
     }
 
     async fn release(&self, _key: &String, guard: DistributedLock) -> Result<bool, LockError> {

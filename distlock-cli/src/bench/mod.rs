@@ -27,7 +27,7 @@ pub(crate) async fn bench(url: Option<&str>, args: BenchArgs) -> Result<u8, Fail
     if args.duration.is_zero() {
         return Err(Failure::usage("--duration must be greater than zero"));
     }
-    LockOptions::new(args.ttl).wait(args.duration).retry_interval(args.retry).validate()?;
+    LockOptions::new().wait(args.duration).retry_interval(args.retry).validate(args.ttl)?;
     let url = url.filter(|url| !url.trim().is_empty()).unwrap_or(DEFAULT_STORE);
     let scenarios: Vec<Scenario> = Scenario::ALL
         .into_iter()

@@ -1,9 +1,0 @@
-#![allow(unused)]
-use distlock::{LockError, LockManager};
-
-#[distlock::lock(key = "order:{id}", manager = locks)]
-async fn pay(locks: &LockManager, id: u64) -> Result<(), LockError> {
-    Ok(())
-}
-
-fn main() {}
