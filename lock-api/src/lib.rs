@@ -16,6 +16,7 @@ mod observe;
 mod options;
 mod store;
 mod token;
+pub mod waiters;
 
 pub use async_trait::async_trait;
 pub use error::{BoxError, InvalidKey, InvalidOptions, LockError, LossReason};
