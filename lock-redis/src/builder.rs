@@ -346,3 +346,114 @@ async fn verify_server(client: &redis::Client, config: &Config) -> Result<(), Lo
 fn connect_error(err: redis::RedisError) -> LockError {
     LockError::store(RedisLockStore::BACKEND, "connect", None, err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nothing listens on port 1: reaching the network would give a Store error, not Config.
+    const NOWHERE: &str = "redis://127.0.0.1:1";
+
+    fn resolved(builder: RedisLockStoreBuilder, url: &str) -> Result<Config, LockError> {
+        builder.resolve(Some(&RedisUrl::parse(url).unwrap()))
+    }
+
+    #[test]
+    fn defaults() {
+        let config = RedisLockStoreBuilder::new().resolve(None).unwrap();
+        assert_eq!(
+            config,
+            Config {
+                key_prefix: "distlock".to_owned(),
+                fencing: false,
+                release_notifications: true,
+                response_timeout: Duration::from_secs(2),
+                connection_timeout: Duration::from_secs(2),
+            }
+        );
+    }
+
+    #[test]
+    fn the_url_sets_what_the_builder_left_alone() {
+        let config = resolved(RedisLockStoreBuilder::new(), "redis://h/?prefix=neton&fencing=true&notifications=false");
+        let config = config.unwrap();
+        assert_eq!((config.key_prefix.as_str(), config.fencing, config.release_notifications), ("neton", true, false));
+        // And the builder what the URL left alone.
+        let config =
+            resolved(RedisLockStoreBuilder::new().fencing(true).key_prefix("app"), "redis://h/?notifications=false");
+        let config = config.unwrap();
+        assert_eq!((config.key_prefix.as_str(), config.fencing, config.release_notifications), ("app", true, false));
+    }
+
+    #[test]
+    fn the_url_and_the_builder_may_repeat_a_setting_but_not_contradict_it() {
+        let same = RedisLockStoreBuilder::new().key_prefix("neton").fencing(true).release_notifications(false);
+        let config = resolved(same, "redis://h/?prefix=neton&fencing=true&notifications=false").unwrap();
+        assert_eq!((config.key_prefix.as_str(), config.fencing, config.release_notifications), ("neton", true, false));
+
+        for (builder, url, names) in [
+            (RedisLockStoreBuilder::new().key_prefix("a"), "redis://h/?prefix=b", ["`prefix`", "`key_prefix`"]),
+            (RedisLockStoreBuilder::new().fencing(false), "redis://h/?fencing=true", ["`fencing`", "`fencing`"]),
+            (
+                RedisLockStoreBuilder::new().release_notifications(true),
+                "redis://h/?notifications=false",
+                ["`notifications`", "`release_notifications`"],
+            ),
+        ] {
+            let err = resolved(builder, url).unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{err}");
+            let message = err.to_string();
+            assert!(names.iter().all(|name| message.contains(name)) && message.contains("contradicts"), "{message}");
+        }
+    }
+
+    #[test]
+    fn zero_timeouts_are_config_errors_naming_the_setting() {
+        for (builder, setting) in [
+            (RedisLockStoreBuilder::new().response_timeout(Duration::ZERO), "`response_timeout`"),
+            (RedisLockStoreBuilder::new().connection_timeout(Duration::ZERO), "`connection_timeout`"),
+        ] {
+            let err = builder.resolve(None).unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains(setting), "{err}");
+        }
+    }
+
+    #[test]
+    fn huge_timeouts_are_cut_to_the_maximum() {
+        let builder = RedisLockStoreBuilder::new()
+            .response_timeout(Duration::MAX)
+            .connection_timeout(Duration::MAX)
+            .reconnect_retries(usize::MAX);
+        let config = builder.resolve(None).unwrap();
+        assert_eq!(config.response_timeout, RedisLockStoreBuilder::MAX_TIMEOUT);
+        assert_eq!(config.connection_timeout, RedisLockStoreBuilder::MAX_TIMEOUT);
+        let manager = builder.connection_manager_config();
+        assert_eq!(manager.response_timeout(), Some(RedisLockStoreBuilder::MAX_TIMEOUT));
+        assert_eq!(manager.connection_timeout(), Some(RedisLockStoreBuilder::MAX_TIMEOUT));
+    }
+
+    #[tokio::test]
+    async fn bad_settings_and_bad_urls_fail_before_any_io() {
+        for builder in [
+            RedisLockStoreBuilder::new().key_prefix(""),
+            RedisLockStoreBuilder::new().response_timeout(Duration::ZERO),
+            RedisLockStoreBuilder::new().connection_timeout(Duration::ZERO),
+            RedisLockStoreBuilder::new().fencing(true),
+        ] {
+            let err = builder.clone().connect(&format!("{NOWHERE}/?fencing=false")).await.unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{builder:?}: {err}");
+        }
+        for url in ["http://127.0.0.1:6379", "redis://127.0.0.1:1/?prefix=", "redis://127.0.0.1:1/?x=1"] {
+            let err = RedisLockStore::connect(url).await.unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{url}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn unreachable_server_is_a_store_error_in_bounded_time() {
+        let started = std::time::Instant::now();
+        let err = RedisLockStore::connect(NOWHERE).await.unwrap_err();
+        assert!(matches!(err, LockError::Store { operation: "connect", key: None, .. }), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(2), "one attempt, no back-off: {:?}", started.elapsed());
+    }
+}

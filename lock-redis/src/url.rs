@@ -82,7 +82,9 @@ impl RedisUrl {
         let unix_socket = matches!(parsed.scheme(), "unix" | "redis+unix" | "valkey+unix");
         let tls = matches!(parsed.scheme(), "rediss" | "valkeys");
         if parsed.fragment().is_some() && !tls {
-            return Err(config("a URL fragment (`#…`) means nothing here".to_owned()));
+            return Err(config(
+                "a URL fragment (`#…`) is not supported (only `#insecure`, on rediss:// URLs)".to_owned(),
+            ));
         }
         if !unix_socket {
             check_database_path(parsed.path())?;
@@ -238,4 +240,174 @@ fn is_redis_scheme(scheme: &str) -> bool {
         scheme.to_ascii_lowercase().as_str(),
         "redis" | "rediss" | "valkey" | "valkeys" | "redis+unix" | "valkey+unix" | "unix"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_error(url: &str) -> String {
+        match RedisUrl::parse(url) {
+            Ok(parsed) => panic!("{url:?} was accepted: {parsed:?}"),
+            Err(err @ LockError::Config { .. }) => err.to_string(),
+            Err(err) => panic!("{url:?}: not a Config error: {err:?}"),
+        }
+    }
+
+    fn connection(url: &RedisUrl) -> &redis::ConnectionInfo {
+        url.client().get_connection_info()
+    }
+
+    #[test]
+    fn a_plain_url_sets_no_layout() {
+        for plain in ["redis://127.0.0.1:6379", "redis://127.0.0.1:6379/", "redis://localhost", "valkey://h:1/0"] {
+            let url = RedisUrl::parse(plain).unwrap();
+            assert_eq!((url.key_prefix(), url.fencing(), url.release_notifications()), (None, None, None), "{plain}");
+        }
+    }
+
+    #[test]
+    fn layout_parameters_are_read_and_removed_before_the_driver_sees_the_url() {
+        let url =
+            RedisUrl::parse("redis://u:p@127.0.0.1:6380/3?prefix=neton&fencing=true&notifications=false").unwrap();
+        assert_eq!(url.key_prefix(), Some("neton"));
+        assert_eq!(url.fencing(), Some(true));
+        assert_eq!(url.release_notifications(), Some(false));
+        let info = connection(&url);
+        assert_eq!(info.addr().to_string(), "127.0.0.1:6380");
+        assert_eq!(info.redis_settings().db(), 3);
+        assert_eq!(info.redis_settings().username(), Some("u"));
+        assert_eq!(info.redis_settings().password(), Some("p"));
+
+        let url = RedisUrl::parse("redis://h?fencing=false&notifications=true").unwrap();
+        assert_eq!((url.fencing(), url.release_notifications()), (Some(false), Some(true)));
+    }
+
+    #[test]
+    fn values_are_percent_decoded() {
+        let url = RedisUrl::parse("redis://h/?prefix=my%20app%3Av2").unwrap();
+        assert_eq!(url.key_prefix(), Some("my app:v2"));
+        let url = RedisUrl::parse("redis://h/?prefix=%E8%AE%A2%E5%8D%95").unwrap();
+        assert_eq!(url.key_prefix(), Some("订单"));
+    }
+
+    #[test]
+    fn the_protocol_parameter_is_passed_on() {
+        for (value, resp3) in [("resp3", true), ("3", true), ("resp2", false), ("2", false)] {
+            let url = RedisUrl::parse(&format!("redis://h/?protocol={value}&prefix=p")).unwrap();
+            assert_eq!(connection(&url).redis_settings().protocol().supports_resp3(), resp3, "{value}");
+            assert_eq!(url.key_prefix(), Some("p"));
+        }
+        let err = config_error("redis://h/?protocol=resp4");
+        assert!(err.contains("`protocol`") && err.contains("resp4"), "{err}");
+    }
+
+    #[test]
+    fn unix_socket_urls_take_db_user_and_pass_as_parameters() {
+        let url = RedisUrl::parse("redis+unix:///tmp/redis.sock?db=2&user=app&pass=s3cret&prefix=neton").unwrap();
+        assert_eq!(url.key_prefix(), Some("neton"));
+        let settings = connection(&url).redis_settings();
+        assert_eq!((settings.db(), settings.username(), settings.password()), (2, Some("app"), Some("s3cret")));
+        assert!(!url.to_string().contains("s3cret"), "{url}");
+        assert!(!format!("{url:?}").contains("s3cret"), "{url:?}");
+        let err = config_error("unix:///tmp/redis.sock?db=two");
+        assert!(err.contains("`db`"), "{err}");
+    }
+
+    #[test]
+    fn unknown_parameters_are_errors_naming_them() {
+        for (url, name) in [
+            ("redis://h/?prefx=neton", "prefx"),
+            ("redis://h/?prefix=a&Fencing=true", "Fencing"),
+            ("redis://h/?timeout=5s", "timeout"),
+            ("redis://h/?fencing", "fencing"), // no value: malformed, named
+            ("redis://h/?=x", "``"),
+        ] {
+            let err = config_error(url);
+            assert!(err.contains(&format!("`{}`", name.trim_matches('`'))), "{url}: {err}");
+        }
+        let err = config_error("redis://h/?notify=true");
+        assert!(err.contains("accepted: prefix, fencing, notifications, protocol"), "{err}");
+        // The Unix-socket parameters have no meaning on a TCP URL, and say why.
+        for name in ["db", "user", "pass"] {
+            let err = config_error(&format!("redis://h/?{name}=1"));
+            assert!(err.contains(&format!("`{name}`")) && err.contains("TCP URL"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_value_that_is_not_the_settings_kind_is_an_error_naming_the_parameter() {
+        for (url, name) in [
+            ("redis://h/?fencing=yes", "fencing"),
+            ("redis://h/?fencing=1", "fencing"),
+            ("redis://h/?fencing=TRUE", "fencing"),
+            ("redis://h/?fencing=", "fencing"),
+            ("redis://h/?notifications=off", "notifications"),
+        ] {
+            let err = config_error(url);
+            assert!(err.contains(&format!("`{name}`")) && err.contains("`true` or `false`"), "{url}: {err}");
+        }
+        for (url, problem) in [
+            ("redis://h/?prefix=", "is empty"),
+            ("redis://h/?prefix=a%0Ab", "control character"),
+            (&format!("redis://h/?prefix={}", "p".repeat(257)), "at most 256"),
+        ] {
+            let err = config_error(url);
+            assert!(err.contains("key prefix") && err.contains(problem), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_parameter_given_twice_is_an_error_even_with_equal_values() {
+        for (url, name) in [
+            ("redis://h/?prefix=a&prefix=b", "prefix"),
+            ("redis://h/?fencing=true&fencing=true", "fencing"),
+            ("redis://h/?protocol=resp2&protocol=resp3", "protocol"),
+        ] {
+            let err = config_error(url);
+            assert!(err.contains(&format!("`{name}` is given more than once")), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn paths_fragments_and_schemes_are_checked() {
+        for (url, problem) in [
+            ("redis://h/abc", "database number"),
+            ("redis://h/-1", "database number"),
+            ("redis://h/1/2", "database number"),
+            ("redis://h/0#frag", "fragment"),
+            ("http://h:6379", "unsupported scheme `http`"),
+            ("postgres://u:pw@h/db", "unsupported scheme `postgres`"),
+            ("redis://", "cannot use it"),
+            ("redis://0.0.0.0", "wildcard"),
+            ("", "not a valid URL"),
+            ("127.0.0.1:6379", "not a valid URL"),
+        ] {
+            let err = config_error(url);
+            assert!(err.contains(problem), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn no_error_and_no_display_repeats_a_password() {
+        // A URL without a scheme but with a later `://`, an unknown parameter after a
+        // password, a bad database after one: none of them is ever echoed.
+        for url in [
+            "user:hunter2@host/db?next=http://x",
+            "hunter2",
+            "redis://:hunter2@h/?what=1",
+            "redis://:hunter2@h/x",
+            "redis://:hunter2@h/?fencing=maybe",
+            "redis://u:hunter2@h/?prefix=a&prefix=a",
+            "ftp://u:hunter2@h/",
+            "redis://u:hunter2@0.0.0.0/",
+        ] {
+            let err = config_error(url);
+            assert!(!err.contains("hunter2"), "{url}: {err}");
+        }
+        let url = RedisUrl::parse("redis://app:hunter2@h:1/2?prefix=neton").unwrap();
+        assert_eq!(url.to_string(), "redis://app:***@h:1/2?prefix=neton");
+        assert!(!format!("{url:?}").contains("hunter2"));
+        assert!(!format!("{:?}", url.client()).contains("hunter2"));
+    }
 }
