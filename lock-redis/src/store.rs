@@ -1,4 +1,4 @@
-//! `RedisLockStore`: seed 000's commands behind the `LockStore` trait.
+//! `RedisLockStore`: the lock commands behind the `LockStore` trait.
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,14 +13,15 @@ use crate::config::{self, Config};
 use crate::notify::ReleaseListener;
 use crate::scripts::SCRIPTS;
 
-/// A [`LockStore`] on a single Redis server, implementing seed 000 (frozen v1) to the letter.
+/// A [`LockStore`] on a single Redis server: `SET NX PX` to acquire, token-checked Lua
+/// scripts to release and extend.
 ///
 /// | operation | what the server receives |
 /// |---|---|
 /// | acquire | `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>` |
 /// | acquire, [fencing mode](crate::RedisLockStoreBuilder::fencing) | `EVALSHA` of a script doing that `SET` and, on success, `INCR {key_prefix}:fence` + `SET {key_prefix}:fence:lock:{key} <fence>:<token> PX <ttl_ms>` |
-/// | release | `EVALSHA` of seed 000 §3.2 (`GET` == token → `DEL`), with `PUBLISH {key_prefix}:released {key_prefix}:lock:{key}` pipelined behind it |
-/// | extend | `EVALSHA` of seed 000 §3.3 (`GET` == token → `PEXPIRE`); in fencing mode also `PEXPIRE` of the fence key |
+/// | release | `EVALSHA` of the compare-and-delete script [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) (`GET` == token → `DEL`), with `PUBLISH {key_prefix}:released {key_prefix}:lock:{key}` pipelined behind it |
+/// | extend | `EVALSHA` of [`EXTEND_SCRIPT`](crate::EXTEND_SCRIPT) (`GET` == token → `PEXPIRE`); in fencing mode also `PEXPIRE` of the fence key |
 /// | inspect | `EVALSHA` of a read-only script (`GET`, `PTTL`, the fence key) |
 /// | wait for release | once per store: a subscriber connection on `{key_prefix}:released`; per wait: `EXISTS {key_prefix}:lock:{key}` |
 ///
@@ -210,7 +211,7 @@ impl LockStore for RedisLockStore {
         }
     }
 
-    /// Seed 000 §3.2's compare-and-delete script (`EVALSHA`, `EVAL` on `NOSCRIPT`),
+    /// The compare-and-delete script [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) (`EVALSHA`, `EVAL` on `NOSCRIPT`),
     /// with `PUBLISH {key_prefix}:released {key_prefix}:lock:{key}` pipelined behind it:
     /// one round trip, and the server runs the `PUBLISH` after the script, so a woken
     /// waiter finds the key deleted. A `PUBLISH` after a release that deleted nothing is
@@ -249,7 +250,7 @@ impl LockStore for RedisLockStore {
         check_flag("release", key, deleted)
     }
 
-    /// Seed 000 §3.3: `GET` == token, then `PEXPIRE` (`EVALSHA`, `EVAL` on `NOSCRIPT`).
+    /// [`EXTEND_SCRIPT`](crate::EXTEND_SCRIPT): `GET` == token, then `PEXPIRE` (`EVALSHA`, `EVAL` on `NOSCRIPT`).
     /// In fencing mode its own script also moves the expiry of the fence key.
     ///
     /// # Cancel safety

@@ -35,8 +35,8 @@ const UNIX_SOCKET_PARAMETERS: [&str; 3] = ["db", "user", "pass"];
 ///
 /// Nothing is ignored: an unknown parameter, a parameter given twice, a malformed value,
 /// a URL fragment (other than TLS's `#insecure`) or a database path that is not a
-/// non-negative integer is a [`LockError::Config`] naming the culprit. Booleans are
-/// exactly `true` or `false`. The layout parameters are removed before the URL reaches
+/// non-negative integer is a [`LockError::Config`] naming the culprit. Names and values
+/// are case-sensitive; booleans are exactly `true` or `false`. The layout parameters are removed before the URL reaches
 /// the `redis` crate. Whether the server accepts the database number and the
 /// credentials is checked when connecting
 /// ([`RedisLockStoreBuilder::connect`](crate::RedisLockStoreBuilder::connect)).
@@ -173,6 +173,15 @@ impl RedisUrl {
     /// removed). Making it does no I/O.
     pub fn client(&self) -> &redis::Client {
         &self.client
+    }
+}
+
+impl std::str::FromStr for RedisUrl {
+    type Err = LockError;
+
+    /// [`RedisUrl::parse`].
+    fn from_str(url: &str) -> Result<Self, LockError> {
+        Self::parse(url)
     }
 }
 
@@ -405,7 +414,7 @@ mod tests {
             let err = config_error(url);
             assert!(!err.contains("hunter2"), "{url}: {err}");
         }
-        let url = RedisUrl::parse("redis://app:hunter2@h:1/2?prefix=neton").unwrap();
+        let url: RedisUrl = "redis://app:hunter2@h:1/2?prefix=neton".parse().unwrap();
         assert_eq!(url.to_string(), "redis://app:***@h:1/2?prefix=neton");
         assert!(!format!("{url:?}").contains("hunter2"));
         assert!(!format!("{:?}", url.client()).contains("hunter2"));
