@@ -2,109 +2,311 @@
 # The one test command (README, CI): formatting, lints, docs, and every test — unit,
 # conformance, fault and doc tests — against a real Redis and a real PostgreSQL.
 #
-# Servers: DISTLOCK_REDIS_URL (default redis://127.0.0.1:6379) and DISTLOCK_POSTGRES_URL
-# (default postgres://postgres@127.0.0.1:5432/postgres). When the default server is not
-# answering, the script starts it (the machine's own service if it has one), or else a
-# private server in a temporary directory that is stopped on exit.
+# Servers: by default the script starts its own — a `redis-server` and a freshly
+# initialised PostgreSQL (`initdb`) on free loopback ports, in a temporary directory — and
+# stops them and removes the directory on exit (also after a failing step or Ctrl-C), so
+# no result depends on what earlier runs or other users left in a server. The machine's
+# own services (6379, 5432) are never used unless named:
+#   DISTLOCK_REDIS_URL=redis://…      use this Redis instead of a private one
+#   DISTLOCK_POSTGRES_URL=postgres://… use this PostgreSQL instead of a private one
+# A missing `redis-server` or `initdb` is installed with apt-get when the script runs as
+# root (DISTLOCK_TEST_INSTALL=0 turns that off); otherwise it says what to install.
+#
 # DISTLOCK_REQUIRE_SERVICES defaults to 1 here: a missing server fails, never skips.
+# DISTLOCK_TEST_STEPS picks steps (default: all of fmt clippy doc tests features doctests
+# examples); `DISTLOCK_TEST_STEPS=servers` only starts the servers, prints them, and stops.
+# With arguments, the script runs that command with the servers up instead of the steps:
+#   scripts/test.sh cargo nextest run -p distlock-postgres --all-features
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export DISTLOCK_REQUIRE_SERVICES="${DISTLOCK_REQUIRE_SERVICES:-1}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
-scratch="$(mktemp -d -t distlock-test.XXXXXX)"
-chmod 755 "$scratch"
-cleanup() {
-  [ -f "$scratch/redis.pid" ] && kill "$(cat "$scratch/redis.pid")" 2>/dev/null || true
-  if [ -d "$scratch/pgdata" ]; then as_postgres pg_ctl -D "$scratch/pgdata" -m immediate stop >/dev/null 2>&1 || true; fi
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
+steps=" ${DISTLOCK_TEST_STEPS:-fmt clippy doc tests features doctests examples} "
+steps="${steps//,/ }"
 
 step() { printf '\n==> %s\n' "$*"; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-as_postgres() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-pg_bin() {
-  local found
-  found="$(command -v "$1" 2>/dev/null || true)"
-  [ -z "$found" ] && found="$(ls /usr/lib/postgresql/*/bin/"$1" 2>/dev/null | sort -V | tail -n1)"
-  echo "$found"
+fail() { printf 'scripts/test.sh: %s\n' "$*" >&2; exit 1; }
+wants() { [[ "$steps" == *" $1 "* ]]; }
+for name in $steps; do
+  case "$name" in
+    servers | fmt | clippy | doc | tests | features | doctests | examples) ;;
+    *) fail "unknown step \`$name\` in DISTLOCK_TEST_STEPS (steps: servers fmt clippy doc tests features doctests examples)" ;;
+  esac
+done
+# A URL as printed: any password replaced by `***`.
+shown() { sed -E 's#(://[^/@:]*:)[^/@]*@#\1***@#' <<<"$1"; }
+
+# ---------------------------------------------------------------------------------------
+# Private servers: everything lives in $scratch and dies with the script.
+
+scratch=""
+redis_pid=""
+pg_ctl=""
+pgdata=""
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM HUP
+  if [ -n "$redis_pid" ]; then
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+  fi
+  if [ -n "$pgdata" ] && [ -f "$pgdata/postmaster.pid" ]; then
+    as_postgres "$pg_ctl" -D "$pgdata" -m immediate -w -t 30 stop >/dev/null 2>&1 \
+      || kill -9 "$(head -n1 "$pgdata/postmaster.pid")" 2>/dev/null || true
+  fi
+  [ -n "$scratch" ] && rm -rf "$scratch"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# Runs a command as the `postgres` user when the script runs as root (PostgreSQL refuses
+# to run as root), from a directory that user can enter.
+as_postgres() {
+  if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
-redis_up() { redis-cli -u "$1" ping 2>/dev/null | grep -q PONG; }
-ensure_redis() {
+# A port on 127.0.0.1 nobody listens on, from 20000–32767: below Linux's ephemeral range
+# (32768+), so no outgoing connection is given it in the meantime. Another process may
+# still take it before the server binds: the callers retry with a new port when the
+# server reports the address in use.
+free_port() {
+  local port
+  for _ in $(seq 100); do
+    port=$((20000 + RANDOM % 12768))
+    # A successful connect means someone listens there.
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return
+    fi
+  done
+  fail "found no free port in 20000-32767"
+}
+
+# The directory holding initdb, pg_ctl and postgres of one PostgreSQL version (the newest
+# installed), or nothing.
+pg_bindir() {
+  local found dir
+  found="$(command -v initdb 2>/dev/null || true)"
+  if [ -n "$found" ]; then
+    dir="$(dirname "$(readlink -f "$found")")"
+    [ -x "$dir/pg_ctl" ] && [ -x "$dir/postgres" ] && { echo "$dir"; return; }
+  fi
+  for dir in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ] && [ -x "$dir/postgres" ] && { echo "$dir"; return; }
+  done
+}
+
+# Installs the Debian packages `$@` when run as root with apt-get, or says exactly what to
+# install and stops.
+install_or_explain() {
+  local what="$*"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && [ "${DISTLOCK_TEST_INSTALL:-1}" != 0 ]; then
+    step "installing $what (apt-get; DISTLOCK_TEST_INSTALL=0 turns this off)"
+    if DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"; then
+      return
+    fi
+    fail "could not install $what: run \`apt-get update && apt-get install -y $what\` by hand, or set DISTLOCK_REDIS_URL / DISTLOCK_POSTGRES_URL to servers of your own"
+  fi
+  fail "the tests need their own servers; install them with \`sudo apt-get install $what\` (Debian/Ubuntu), or set DISTLOCK_REDIS_URL / DISTLOCK_POSTGRES_URL to servers of your own"
+}
+
+# Bounded: whatever listens on a port may accept and never answer.
+redis_ping() { timeout 5 redis-cli -u "$1" ping 2>/dev/null | grep -q PONG; }
+pg_query() { PGCONNECT_TIMEOUT=5 timeout 10 psql "$1" -qtAX -c "$2" 2>/dev/null; }
+
+make_scratch() {
+  [ -n "$scratch" ] && return
+  scratch="$(mktemp -d -t distlock-test.XXXXXX)"
+  # Traversable (not listable) by the postgres user, which runs the private PostgreSQL.
+  chmod 711 "$scratch"
+}
+
+start_redis() {
+  local port dir log attempt
+  make_scratch
+  dir="$scratch/redis"
+  mkdir -p "$dir"
+  log="$dir/redis.log"
+  for attempt in 1 2 3 4 5; do
+    port="$(free_port)"
+    : >"$log"
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
+      --logfile "$log" --daemonize no --protected-mode yes >>"$log" 2>&1 </dev/null &
+    redis_pid=$!
+    for _ in $(seq 150); do # up to 15 s
+      if ! kill -0 "$redis_pid" 2>/dev/null; then break; fi
+      # PONG from our own process (not from whoever else may have the port).
+      if timeout 2 redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$redis_pid"; then
+        export DISTLOCK_REDIS_URL="redis://127.0.0.1:$port"
+        return
+      fi
+      sleep 0.1
+    done
+    local what="did not answer on port $port within 15 s"
+    kill -0 "$redis_pid" 2>/dev/null || what="exited"
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+    redis_pid=""
+    if grep -qi "address already in use" "$log" && [ "$attempt" -lt 5 ]; then
+      echo "port $port was taken meanwhile; trying another"
+      continue
+    fi
+    echo "--- $log" >&2
+    cat "$log" >&2
+    fail "the private redis-server $what (log above)"
+  done
+}
+
+# Connections the suite opens at once: a test holds at most ~40 PostgreSQL connections
+# (four `distlock run` processes, each a pool of up to 8 plus a LISTEN connection); nextest
+# runs 4 tests at a time, `cargo test` one per core. Room for twice that, and for backends
+# of finished tests still closing.
+pg_max_connections() {
+  local cores
+  cores="$(nproc 2>/dev/null || echo 4)"
+  [ "$cores" -lt 4 ] && cores=4
+  echo $((100 + 80 * cores))
+}
+
+start_postgres() {
+  local bindir dir port log attempt url answered
+  bindir="$(pg_bindir)"
+  [ -n "$bindir" ] || fail "PostgreSQL's initdb was not found (looked on PATH and in /usr/lib/postgresql/*/bin)"
+  make_scratch
+  dir="$scratch/postgres"
+  pgdata="$dir/data"
+  log="$dir/postgres.log"
+  pg_ctl="$bindir/pg_ctl"
+  mkdir -m 700 "$dir"
+  if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || fail "running as root, but there is no \`postgres\` user to run PostgreSQL as (apt-get install postgresql creates it)"
+    chown postgres: "$dir"
+    as_postgres test -w "$dir" || fail "the postgres user cannot reach $dir; set TMPDIR to a directory it can enter (e.g. /tmp)"
+  fi
+  if ! as_postgres "$bindir/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C \
+    --no-sync --no-instructions >"$dir/initdb.log" 2>&1; then
+    cat "$dir/initdb.log" >&2
+    fail "initdb failed (output above)"
+  fi
+  # A throw-away cluster tuned for a test load: no durability, enough connections.
+  cat >>"$pgdata/postgresql.conf" <<EOF
+
+# scripts/test.sh: a private, throw-away test server
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$dir'
+max_connections = $(pg_max_connections)
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+wal_level = minimal
+max_wal_senders = 0
+max_wal_size = 1GB
+checkpoint_timeout = 30min
+EOF
+  for attempt in 1 2 3 4 5; do
+    port="$(free_port)"
+    rm -f "$log"
+    if as_postgres "$pg_ctl" -D "$pgdata" -o "-p $port" -l "$log" -w -t 60 start >/dev/null 2>&1; then
+      url="postgres://postgres@127.0.0.1:$port/postgres"
+      # Our own cluster answers there, not whoever else may have the port.
+      answered="$(pg_query "$url" 'SHOW data_directory' || true)"
+      if [ "$answered" = "$pgdata" ] || [ "$answered" = "$(readlink -f "$pgdata")" ]; then
+        export DISTLOCK_POSTGRES_URL="$url"
+        return
+      fi
+      echo "--- $log" >&2
+      cat "$log" >&2
+      fail "the private PostgreSQL started but port $port answers for another server"
+    fi
+    as_postgres "$pg_ctl" -D "$pgdata" -m immediate stop >/dev/null 2>&1 || true
+    if grep -qi "address already in use" "$log" && [ "$attempt" -lt 5 ]; then
+      echo "port $port was taken meanwhile; trying another"
+      continue
+    fi
+    echo "--- $log" >&2
+    cat "$log" >&2
+    fail "the private PostgreSQL did not start on port $port within 60 s (log above)"
+  done
+}
+
+servers() {
+  local missing=()
+  if [ -z "${DISTLOCK_REDIS_URL:-}" ]; then
+    command -v redis-server >/dev/null && command -v redis-cli >/dev/null || missing+=(redis-server)
+  fi
+  if [ -z "${DISTLOCK_POSTGRES_URL:-}" ]; then
+    [ -n "$(pg_bindir)" ] && command -v psql >/dev/null || missing+=(postgresql)
+  fi
+  [ "${#missing[@]}" = 0 ] || install_or_explain "${missing[@]}"
+
   if [ -n "${DISTLOCK_REDIS_URL:-}" ]; then
-    redis_up "$DISTLOCK_REDIS_URL" || { echo "DISTLOCK_REDIS_URL=$DISTLOCK_REDIS_URL does not answer PING" >&2; exit 1; }
-    return
+    redis_ping "$DISTLOCK_REDIS_URL" || fail "DISTLOCK_REDIS_URL=$(shown "$DISTLOCK_REDIS_URL") does not answer PING"
+    echo "DISTLOCK_REDIS_URL=$(shown "$DISTLOCK_REDIS_URL") (yours)"
+  else
+    start_redis
+    echo "DISTLOCK_REDIS_URL=$DISTLOCK_REDIS_URL (private redis-server, pid $redis_pid, in $scratch/redis)"
   fi
-  export DISTLOCK_REDIS_URL="redis://127.0.0.1:6379"
-  redis_up "$DISTLOCK_REDIS_URL" && return
-  command -v redis-server >/dev/null || { echo "redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
-  local port; port="$(free_port)"
-  echo "Redis is not running on 6379: starting a private redis-server on port $port"
-  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$scratch" \
-    --daemonize yes --pidfile "$scratch/redis.pid" --logfile "$scratch/redis.log"
-  export DISTLOCK_REDIS_URL="redis://127.0.0.1:$port"
-  for _ in $(seq 50); do redis_up "$DISTLOCK_REDIS_URL" && return; sleep 0.1; done
-  echo "the private redis-server did not start:" >&2; cat "$scratch/redis.log" >&2; exit 1
-}
-
-pg_up() { psql "$1" -qtAc 'select 1' >/dev/null 2>&1; }
-ensure_postgres() {
   if [ -n "${DISTLOCK_POSTGRES_URL:-}" ]; then
-    pg_up "$DISTLOCK_POSTGRES_URL" || { echo "DISTLOCK_POSTGRES_URL does not accept connections" >&2; exit 1; }
-    return
+    pg_query "$DISTLOCK_POSTGRES_URL" 'SELECT 1' >/dev/null \
+      || fail "DISTLOCK_POSTGRES_URL=$(shown "$DISTLOCK_POSTGRES_URL") does not accept connections"
+    echo "DISTLOCK_POSTGRES_URL=$(shown "$DISTLOCK_POSTGRES_URL") (yours)"
+  else
+    start_postgres
+    echo "DISTLOCK_POSTGRES_URL=$DISTLOCK_POSTGRES_URL (private PostgreSQL $(pg_query "$DISTLOCK_POSTGRES_URL" 'SHOW server_version'), in $scratch/postgres)"
   fi
-  export DISTLOCK_POSTGRES_URL="postgres://postgres@127.0.0.1:5432/postgres"
-  pg_up "$DISTLOCK_POSTGRES_URL" && return
-  if command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ] && [ "$(id -u)" = 0 ]; then
-    echo "PostgreSQL is not running: starting the machine's cluster"
-    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
-    for _ in $(seq 50); do pg_up "$DISTLOCK_POSTGRES_URL" && return; sleep 0.2; done
-  fi
-  local initdb pg_ctl port
-  initdb="$(pg_bin initdb)"; pg_ctl="$(pg_bin pg_ctl)"
-  [ -n "$initdb" ] && [ -n "$pg_ctl" ] || { echo "PostgreSQL is not installed (apt-get install postgresql)" >&2; exit 1; }
-  port="$(free_port)"
-  echo "PostgreSQL is not running on 5432: starting a private cluster on port $port"
-  mkdir -p "$scratch/pgdata" && chown postgres "$scratch/pgdata" 2>/dev/null || true
-  as_postgres "$initdb" -D "$scratch/pgdata" -U postgres --auth=trust -E UTF8 >/dev/null
-  as_postgres "$pg_ctl" -D "$scratch/pgdata" -o "-p $port -k $scratch -c listen_addresses=127.0.0.1 -c fsync=off" \
-    -l "$scratch/pgdata/log" -w start >/dev/null
-  export DISTLOCK_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/postgres"
-  pg_up "$DISTLOCK_POSTGRES_URL" || { echo "the private PostgreSQL did not start" >&2; exit 1; }
 }
 
 step "servers"
-ensure_redis
-ensure_postgres
-echo "DISTLOCK_REDIS_URL=$DISTLOCK_REDIS_URL"
-echo "DISTLOCK_POSTGRES_URL=$DISTLOCK_POSTGRES_URL"
+servers
 
-step "cargo fmt --check"
-cargo fmt --all -- --check
-
-step "cargo clippy (all targets, all features, warnings denied)"
-cargo clippy --workspace --all-targets --all-features -- -D warnings
-
-step "cargo doc (warnings denied)"
-RUSTDOCFLAGS="-Dwarnings" cargo doc --workspace --all-features --no-deps
-
-step "tests"
-if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --all-features --no-fail-fast --final-status-level fail
-else
-  echo "cargo-nextest not found: using cargo test"
-  cargo test --workspace --all-features --no-fail-fast --lib --bins --tests --examples
+if [ "$#" -gt 0 ]; then
+  step "$*"
+  "$@"
+  exit
 fi
 
-step "feature sets other than --all-features (what most users build)"
-cargo check -q -p distlock-api -p distlock --no-default-features
-cargo test -q -p distlock --lib --tests
+if wants fmt; then
+  step "cargo fmt --check"
+  cargo fmt --all -- --check
+fi
 
-step "doc tests"
-cargo test --workspace --all-features --doc
+if wants clippy; then
+  step "cargo clippy (all targets, all features, warnings denied)"
+  cargo clippy --workspace --all-targets --all-features -- -D warnings
+fi
 
-step "examples"
-cargo run -q -p distlock --example contention
+if wants doc; then
+  step "cargo doc (warnings denied)"
+  RUSTDOCFLAGS="-Dwarnings" cargo doc --workspace --all-features --no-deps
+fi
+
+if wants tests; then
+  step "tests"
+  if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --all-features --no-fail-fast --final-status-level fail
+  else
+    echo "cargo-nextest not found: using cargo test"
+    cargo test --workspace --all-features --no-fail-fast --lib --bins --tests --examples
+  fi
+fi
+
+if wants features; then
+  step "feature sets other than --all-features (what most users build)"
+  cargo check -q -p distlock-api -p distlock --no-default-features
+  cargo test -q -p distlock --lib --tests
+fi
+
+if wants doctests; then
+  step "doc tests"
+  cargo test --workspace --all-features --doc
+fi
+
+if wants examples; then
+  step "examples"
+  cargo run -q -p distlock --example contention
+fi

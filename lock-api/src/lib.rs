@@ -17,6 +17,7 @@ mod options;
 mod release;
 mod store;
 mod token;
+pub mod waiters;
 
 pub use async_trait::async_trait;
 pub use error::{BoxError, InvalidKey, InvalidOptions, LockError, LossReason};

@@ -159,7 +159,8 @@ impl LockStore for MemoryLockStore {
         let (waiters, wake_at) = {
             let mut shard = self.shard(key);
             let Some(lease) = shard.live(key.as_str(), now) else { return Ok(()) };
-            let wake_at = lease.expires_at.min(now + max);
+            // A `max` too large to add (say `Duration::MAX`) leaves the lease's end as the bound.
+            let wake_at = now.checked_add(max).map_or(lease.expires_at, |end| end.min(lease.expires_at));
             (Arc::clone(lease.released.get_or_insert_with(|| Arc::new(Notify::new()))), wake_at)
         };
         // `notify_waiters` only wakes waiters already registered: register first, then look

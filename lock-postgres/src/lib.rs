@@ -2,6 +2,10 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+// Layers, each importing only those below it:
+//   builder, purge → store → sql → notify → config, url → config; error and inflight are
+//   leaves.
+mod builder;
 mod config;
 mod error;
 mod inflight;
@@ -9,12 +13,15 @@ mod notify;
 mod purge;
 mod sql;
 mod store;
+mod url;
 
+pub use builder::PostgresLockStoreBuilder;
 pub use config::{
-    PostgresLockStoreBuilder, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_APPLICATION_NAME, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_SCHEMA, DEFAULT_SEQUENCE, DEFAULT_TABLE,
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_APPLICATION_NAME, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, DEFAULT_SEQUENCE,
+    DEFAULT_TABLE, MAX_ACQUIRE_TIMEOUT, MIN_PURGE_HORIZON,
 };
-pub use purge::{PurgerHandle, MIN_PURGE_HORIZON};
+pub use purge::{PurgeOptions, PurgerHandle};
 pub use sql::Statements;
 pub use sqlx;
 pub use store::PostgresLockStore;
+pub use url::PostgresUrl;

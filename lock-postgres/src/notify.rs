@@ -8,32 +8,22 @@
 //! lazily by the first [`wait_for_release`](distlock_api::LockStore::wait_for_release) and
 //! stopped when the last clone of the store is dropped or the store's pool is closed.
 //!
-//! A waiter:
-//!
-//! 1. waits (at most until its deadline) for the listener to be `LISTEN`ing — while it is
-//!    not (starting, or re-connecting after a lost connection), waiting is plain sleeping:
-//!    the caller polls;
-//! 2. registers for its key (a [`Notify`] shared by the key's waiters; the entry is
-//!    removed with the last waiter, so the map only holds keys being waited for);
-//! 3. only then flags the key's lease as waited for, with one statement that sets
-//!    `waiting = true` on a live lease (or only reads a lease already flagged): a release
-//!    that committed between the caller's failed attempt and the registration is seen
-//!    there (no live lease: return at once), so it cannot be slept through; the release of
-//!    a flagged lease after the registration is notified;
-//! 4. sleeps until notified, until the lease would expire on its own, until the listener's
-//!    state changes (a lost connection may have swallowed the notification, so the caller
-//!    retries at once), or until its deadline — whichever comes first.
-//!
-//! The listener re-connects in the background with a back-off (50 ms doubling to 5 s).
+//! The waiting itself is the shared [`WaiterRegistry`]: a waiter registers for its key
+//! before it flags the key's lease as waited for (so a release between the caller's failed
+//! attempt and the registration is seen by the flagging statement, and a later one is
+//! notified), waits for the listener to be `LISTEN`ing (until then waiting is plain
+//! sleeping: the caller polls), and wakes early when the listener's state changes (a lost
+//! connection may have swallowed the notification). This module is only the listener: it
+//! keeps the `LISTEN` connection, hands each notified key to the registry, tells it
+//! whether it is listening, and re-connects in the background with a back-off (50 ms
+//! doubling to 5 s).
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use distlock_api::waiters::{Registration, WaiterRegistry};
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
-use tokio::sync::futures::Notified;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::config::Layout;
@@ -76,21 +66,13 @@ struct Shared {
     channel: String,
     /// The store's pool: the listener copies its connect options and stops when it closes.
     pool: PgPool,
-    waiters: Mutex<HashMap<String, Slot>>,
-    /// `true` while the listener is `LISTEN`ing. Every change (down, or up again) bumps
-    /// the version, which wakes registered waiters: they may have missed a notification.
-    listening: watch::Sender<bool>,
-}
-
-#[derive(Debug)]
-struct Slot {
-    notify: Arc<Notify>,
-    waiters: usize,
+    /// Waiters per store key; "listening" while the listener is `LISTEN`ing.
+    waiters: WaiterRegistry,
 }
 
 impl Notifier {
     pub(crate) fn new(channel: String, pool: PgPool) -> Self {
-        let shared = Shared { channel, pool, waiters: Mutex::default(), listening: watch::channel(false).0 };
+        let shared = Shared { channel, pool, waiters: WaiterRegistry::new() };
         Self { shared: Arc::new(shared), task: OnceLock::new() }
     }
 
@@ -99,30 +81,23 @@ impl Notifier {
         &self.shared.channel
     }
 
+    /// The store's waiters, starting the listener on first use. Must be called inside a
+    /// tokio runtime.
+    pub(crate) fn waiters(&self) -> &WaiterRegistry {
+        self.task.get_or_init(|| tokio::spawn(run(Arc::clone(&self.shared))).abort_handle());
+        &self.shared.waiters
+    }
+
     /// The listener's state (`true` while listening), starting the listener on first use.
     /// Must be called inside a tokio runtime.
     pub(crate) fn listening(&self) -> watch::Receiver<bool> {
-        self.task.get_or_init(|| tokio::spawn(run(Arc::clone(&self.shared))).abort_handle());
-        self.shared.listening.subscribe()
+        self.waiters().listening()
     }
 
     /// Registers a waiter for `key` (a store key); notifications for it wake
     /// [`Registration::notified`] futures from now on.
     pub(crate) fn register(&self, key: &str) -> Registration {
-        let notify = {
-            let mut waiters = self.shared.lock();
-            let slot =
-                waiters.entry(key.to_owned()).or_insert_with(|| Slot { notify: Arc::new(Notify::new()), waiters: 0 });
-            slot.waiters += 1;
-            Arc::clone(&slot.notify)
-        };
-        Registration { shared: Arc::clone(&self.shared), key: key.to_owned(), notify }
-    }
-
-    /// How many keys currently have waiters (for tests: the map must stay bounded).
-    #[cfg(test)]
-    fn waiting_keys(&self) -> usize {
-        self.shared.lock().len()
+        self.waiters().register(key)
     }
 }
 
@@ -130,49 +105,6 @@ impl Drop for Notifier {
     fn drop(&mut self) {
         if let Some(task) = self.task.get() {
             task.abort();
-        }
-    }
-}
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
-        self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Wakes every registered waiter of `key`.
-    fn dispatch(&self, key: &str) {
-        if let Some(slot) = self.lock().get(key) {
-            slot.notify.notify_waiters();
-        }
-    }
-}
-
-/// A waiter's registration for one key; dropping it unregisters (and removes the key's
-/// entry with its last waiter).
-#[derive(Debug)]
-pub(crate) struct Registration {
-    shared: Arc<Shared>,
-    key: String,
-    notify: Arc<Notify>,
-}
-
-impl Registration {
-    /// A future completing at the next notification for the key. Call
-    /// [`Notified::enable`] on it before checking the key, so that a notification
-    /// arriving in between is not lost.
-    pub(crate) fn notified(&self) -> Notified<'_> {
-        self.notify.notified()
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let mut waiters = self.shared.lock();
-        if let Entry::Occupied(mut slot) = waiters.entry(std::mem::take(&mut self.key)) {
-            slot.get_mut().waiters -= 1;
-            if slot.get().waiters == 0 {
-                slot.remove();
-            }
         }
     }
 }
@@ -195,29 +127,29 @@ async fn run(shared: Arc<Shared>) {
         () = listen_forever(&shared, &listen_pool) => {}
         () = closed => {}
     }
-    shared.listening.send_replace(false);
+    shared.waiters.set_listening(false);
     listen_pool.close().await;
     tracing::debug!(channel = %shared.channel, "release listener stopped: the store's pool was closed");
 }
 
 async fn listen_forever(shared: &Shared, listen_pool: &PgPool) {
     // LISTEN itself has no timeout of its own; a blackholed server must not hang us.
-    let listen_timeout = listen_pool.options().get_acquire_timeout() * 2;
+    let listen_timeout = listen_pool.options().get_acquire_timeout().saturating_mul(2);
     let mut backoff = MIN_BACKOFF;
     loop {
         match tokio::time::timeout(listen_timeout, listen(listen_pool, &shared.channel)).await {
             Ok(Ok(mut listener)) => {
-                shared.listening.send_replace(true);
+                shared.waiters.set_listening(true);
                 tracing::debug!(channel = %shared.channel, "listening for releases");
                 backoff = MIN_BACKOFF;
                 let lost = loop {
                     match listener.try_recv().await {
-                        Ok(Some(notification)) => shared.dispatch(notification.payload()),
+                        Ok(Some(notification)) => shared.waiters.wake(notification.payload()),
                         Ok(None) => break None,
                         Err(error) => break Some(error),
                     }
                 };
-                shared.listening.send_replace(false);
+                shared.waiters.set_listening(false);
                 drop(listener);
                 tracing::warn!(
                     channel = %shared.channel,
@@ -279,36 +211,5 @@ mod tests {
         // The longest plain name still fits unhashed.
         let fits = "x".repeat(MAX_CHANNEL_LEN - "distlock:public.".len());
         assert_eq!(channel_name(&layout("public", &fits)), format!("distlock:public.{fits}"));
-    }
-
-    #[tokio::test]
-    async fn registrations_are_woken_per_key_and_removed_with_their_last_waiter() {
-        let pool = PgPoolOptions::new().connect_lazy("postgres://nobody@127.0.0.1:1/x").unwrap();
-        let notifier = Notifier::new("c".into(), pool);
-        let (a1, a2, b) = (notifier.register("lock:a"), notifier.register("lock:a"), notifier.register("lock:b"));
-        assert_eq!(notifier.waiting_keys(), 2);
-        let (mut w1, mut w2, mut wb) = (Box::pin(a1.notified()), Box::pin(a2.notified()), Box::pin(b.notified()));
-        for w in [&mut w1, &mut w2, &mut wb] {
-            w.as_mut().enable();
-        }
-        notifier.shared.dispatch("lock:a");
-        notifier.shared.dispatch("lock:unknown");
-        tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(w1, w2) }).await.expect("both a waiters");
-        assert!(futures_poll_once(wb.as_mut()).await.is_none(), "b was not released");
-        drop(wb);
-        drop(a1);
-        assert_eq!(notifier.waiting_keys(), 2, "a still has a waiter");
-        drop((a2, b));
-        assert_eq!(notifier.waiting_keys(), 0);
-    }
-
-    /// Polls `future` once.
-    async fn futures_poll_once<F: std::future::Future + Unpin>(future: F) -> Option<F::Output> {
-        let mut future = future;
-        std::future::poll_fn(|cx| match std::pin::Pin::new(&mut future).poll(cx) {
-            std::task::Poll::Ready(out) => std::task::Poll::Ready(Some(out)),
-            std::task::Poll::Pending => std::task::Poll::Ready(None),
-        })
-        .await
     }
 }

@@ -24,20 +24,78 @@ use std::time::Duration;
 use distlock_api::LockError;
 use tokio::task::JoinHandle;
 
+use crate::config::MIN_PURGE_HORIZON;
+use crate::error::BACKEND;
 use crate::sql::{millis, PURGE_BATCH};
-use crate::store::{PostgresLockStore, BACKEND};
-
-/// The shortest purge horizon: [`PostgresLockStore::purge`] never deletes a row whose
-/// lease ended less than this long ago, and an acquire statement that ran this long is
-/// refused (see "The purge horizon" in the [crate documentation](crate)). One minute.
-pub const MIN_PURGE_HORIZON: Duration = Duration::from_secs(60);
+use crate::store::PostgresLockStore;
 
 /// A horizon far beyond any lease, still well inside PostgreSQL's timestamp range.
 const MAX_PURGE_HORIZON: Duration = Duration::from_secs(1_000 * 366 * 24 * 60 * 60);
+/// The shortest pause between two background purges.
+const MIN_PURGE_EVERY: Duration = Duration::from_millis(1);
+/// The longest pause between two background purges.
+const MAX_PURGE_EVERY: Duration = Duration::from_secs(366 * 24 * 60 * 60);
+
+/// When [`PostgresLockStore::spawn_purger`] purges, and what.
+///
+/// ```
+/// use std::time::Duration;
+/// use distlock_postgres::PurgeOptions;
+///
+/// let options = PurgeOptions::new().every(Duration::from_secs(60)).older_than(Duration::from_secs(24 * 3600));
+/// assert_eq!(options.get_every(), Duration::from_secs(60));
+/// assert_eq!(PurgeOptions::default().get_older_than(), Duration::from_secs(3600));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PurgeOptions {
+    every: Duration,
+    older_than: Duration,
+}
+
+impl Default for PurgeOptions {
+    fn default() -> Self {
+        Self { every: Duration::from_secs(5 * 60), older_than: Duration::from_secs(3600) }
+    }
+}
+
+impl PurgeOptions {
+    /// The defaults: purge every 5 minutes the rows whose lease ended over an hour ago.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The pause between two purges (default 5 minutes; the first purge runs at once).
+    /// Saturates to 1 ms ..= 366 days.
+    #[must_use]
+    pub fn every(mut self, every: Duration) -> Self {
+        self.every = every.clamp(MIN_PURGE_EVERY, MAX_PURGE_EVERY);
+        self
+    }
+
+    /// Purge rows whose lease ended at least this long ago (default 1 hour). Saturates
+    /// to [`MIN_PURGE_HORIZON`] ..= 1 000 years, as [`PostgresLockStore::purge`] does.
+    #[must_use]
+    pub fn older_than(mut self, older_than: Duration) -> Self {
+        self.older_than = older_than.clamp(MIN_PURGE_HORIZON, MAX_PURGE_HORIZON);
+        self
+    }
+
+    /// The pause between two purges.
+    pub fn get_every(&self) -> Duration {
+        self.every
+    }
+
+    /// The purge horizon.
+    pub fn get_older_than(&self) -> Duration {
+        self.older_than
+    }
+}
 
 impl PostgresLockStore {
     /// Deletes the rows of free keys whose lease ended (by release or expiry) at least
-    /// `older_than` ago — never less than [`MIN_PURGE_HORIZON`] — and returns how many.
+    /// `older_than` ago and returns how many. `older_than` saturates to
+    /// [`MIN_PURGE_HORIZON`] ..= 1 000 years (so `Duration::ZERO` means the minimum and
+    /// `Duration::MAX` deletes nothing).
     ///
     /// Held keys are never touched, and fencing stays strictly increasing for purged keys
     /// (see [`MIN_PURGE_HORIZON`] and the crate documentation). The purge is a sequential
@@ -58,10 +116,10 @@ impl PostgresLockStore {
         let horizon = millis(older_than.clamp(MIN_PURGE_HORIZON, MAX_PURGE_HORIZON));
         let mut purged = 0;
         loop {
-            let batch = sqlx::query(&self.statements().purge)
-                .bind(horizon)
-                .bind(PURGE_BATCH)
-                .execute(self.pool())
+            let batch = self
+                .retrying("purge", || {
+                    sqlx::query(&self.statements().purge).bind(horizon).bind(PURGE_BATCH).execute(self.pool())
+                })
                 .await
                 .map_err(|error| LockError::store(BACKEND, "purge", None, error))?
                 .rows_affected();
@@ -74,20 +132,31 @@ impl PostgresLockStore {
     }
 
     /// Starts a background task on the current tokio runtime that calls
-    /// [`purge(older_than)`](Self::purge) now and then every `every` (at least 1 ms),
-    /// logging failures with `tracing` and carrying on. The task stops when the returned
-    /// handle is dropped or [stopped](PurgerHandle::stop).
+    /// [`purge`](Self::purge) with [`options.get_older_than()`](PurgeOptions::get_older_than)
+    /// now and then every [`options.get_every()`](PurgeOptions::get_every), logging
+    /// failures with `tracing` and carrying on. The task stops when the returned handle is
+    /// dropped or [stopped](PurgerHandle::stop).
+    ///
+    /// ```no_run
+    /// # async fn demo(store: distlock_postgres::PostgresLockStore) -> Result<(), distlock_api::LockError> {
+    /// use std::time::Duration;
+    /// use distlock_postgres::PurgeOptions;
+    ///
+    /// let purger = store.spawn_purger(PurgeOptions::new().every(Duration::from_secs(600)))?;
+    /// # drop(purger); Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
     /// [`LockError::Config`] when called outside a tokio runtime.
-    pub fn spawn_purger(&self, every: Duration, older_than: Duration) -> Result<PurgerHandle, LockError> {
+    pub fn spawn_purger(&self, options: PurgeOptions) -> Result<PurgerHandle, LockError> {
+        let PurgeOptions { every, older_than } = options;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| LockError::Config {
             message: "spawn_purger must be called inside a tokio runtime".to_owned(),
         })?;
         let store = self.clone();
         let task = runtime.spawn(async move {
-            let mut ticks = tokio::time::interval(every.max(Duration::from_millis(1)));
+            let mut ticks = tokio::time::interval(every.clamp(MIN_PURGE_EVERY, MAX_PURGE_EVERY));
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;

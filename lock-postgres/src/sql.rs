@@ -1,7 +1,7 @@
 //! The SQL text of every statement the store sends, built once per store.
 //!
-//! Only validated, double-quoted identifiers ([`Identifier`](crate::config::Identifier))
-//! are spliced into the text; keys, tokens and durations always travel as bind
+//! Only validated, double-quoted identifiers (see
+//! [`PostgresLockStoreBuilder`](crate::PostgresLockStoreBuilder)) are spliced into the text; keys, tokens and durations always travel as bind
 //! parameters. Every lock operation is **one** autocommit statement, timed by the
 //! server's `clock_timestamp()`.
 //!
@@ -91,12 +91,21 @@
 //!
 //! With [`release_notifications(false)`](crate::PostgresLockStoreBuilder::release_notifications)
 //! the statements do not touch the flag (and need no `waiting` column).
+//!
+//! # Why a retried acquisition is recognised
+//!
+//! The store runs a statement again on another connection when its connection turned out
+//! to be dead (see `PostgresLockStore`'s retries). A dead connection almost always means
+//! the statement never ran; but a backend that died between its commit and its answer
+//! leaves a lease written for the token. So a *retried* acquisition uses
+//! [`Statements::reacquire`]: it also takes the row when it holds the same token, keeping
+//! the fence (and the `waiting` flag) that the first run wrote, so the fence is not
+//! drawn twice for one acquisition and a waiter's flag is not lost.
 
 use std::time::Duration;
 
-use crate::config::Layout;
+use crate::config::{Layout, MIN_PURGE_HORIZON};
 use crate::notify::channel_name;
-use crate::purge::MIN_PURGE_HORIZON;
 
 /// How many rows one purge statement deletes at most, so that it holds row locks (which
 /// acquirers of those keys wait for) only briefly.
@@ -115,6 +124,8 @@ pub struct Statements {
     /// `$1` key, `$2` token, `$3` TTL in ms → one row `(fence, finished_in_time)` when
     /// acquired, no row when the lease is held.
     pub(crate) acquire: String,
+    /// `acquire` that also recognises a live lease of the same token as acquired.
+    pub(crate) reacquire: String,
     /// `$1` key, `$2` token → one row: `count` 1 when released (and notified if flagged),
     /// else 0.
     pub(crate) release: String,
@@ -129,14 +140,20 @@ pub struct Statements {
     pub(crate) inspect: String,
     /// `$1` horizon in ms, `$2` batch size → rows affected.
     pub(crate) purge: String,
-    /// `$1` schema, `$2` sequence, `$3` table names → `(schema exists, sequence exists,
-    /// table relpersistence or NULL, table has the `waiting` column)`.
+    /// `$1` schema, `$2` sequence, `$3` table names, `$4` required columns → see
+    /// [`SchemaState`].
     pub(crate) schema_state: String,
     pub(crate) create_schema: String,
     pub(crate) create_sequence: String,
     pub(crate) create_table: String,
-    pub(crate) add_waiting: String,
+    /// The columns the statements use.
+    pub(crate) columns: Vec<&'static str>,
 }
+
+/// What the catalog says about a store's layout, as the `schema_state` statement returns
+/// it: `(schema exists, schema usable, sequence exists, sequence usable, table
+/// relpersistence, required columns missing, table privileges missing)`.
+pub(crate) type SchemaState = (bool, Option<bool>, bool, Option<bool>, Option<String>, Vec<String>, Vec<String>);
 
 impl Statements {
     /// Acquire: `$1` key (`text`), `$2` token (`text`), `$3` TTL in ms (`int8`). Returns one
@@ -144,6 +161,14 @@ impl Statements {
     /// another lease holds the key.
     pub fn acquire(&self) -> &str {
         &self.acquire
+    }
+
+    /// Acquire again after a lost connection: like [`acquire`](Self::acquire), but a live
+    /// lease already held by the same token `$2` counts as acquired, returning its fence
+    /// unchanged. Used only by the store's internal retry; an application's second
+    /// acquisition always has a new token.
+    pub fn reacquire(&self) -> &str {
+        &self.reacquire
     }
 
     /// Release: `$1` key, `$2` token; one row `(count int8)`, 1 when released. A release
@@ -186,10 +211,10 @@ impl Statements {
 
     /// The DDL of [`ensure_schema`](crate::PostgresLockStore::ensure_schema), in order
     /// (it runs them in one transaction under `pg_advisory_xact_lock`, skipping `CREATE
-    /// SCHEMA` when the schema exists). The last one adds the `waiting` column to a table
-    /// created before it existed.
-    pub fn ddl(&self) -> [&str; 4] {
-        [&self.create_schema, &self.create_sequence, &self.create_table, &self.add_waiting]
+    /// SCHEMA` when the schema exists). A DBA can run them by hand for a store configured
+    /// with [`create_schema(false)`](crate::PostgresLockStoreBuilder::create_schema).
+    pub fn ddl(&self) -> [&str; 3] {
+        [&self.create_schema, &self.create_sequence, &self.create_table]
     }
 
     pub(crate) fn new(layout: &Layout) -> Self {
@@ -201,7 +226,28 @@ impl Statements {
         let unlogged = if layout.unlogged { "UNLOGGED " } else { "" };
         // Also inside a string literal: only `[A-Za-z0-9_:.]`.
         let channel = channel_name(layout);
+        let ttl_from_now = "clock_timestamp() + $3 * interval '1 millisecond'";
+        let returning = format!(
+            "RETURNING held.fence, clock_timestamp() - statement_timestamp() < {horizon_ms} * interval '1 millisecond'"
+        );
+        let same_lease = "held.token = EXCLUDED.token AND held.expires_at > clock_timestamp()";
         Self {
+            reacquire: format!(
+                "INSERT INTO {table} AS held (key, token, fence, expires_at) \
+                 VALUES ($1, $2, nextval('{sequence}'), {ttl_from_now}) \
+                 ON CONFLICT (key) DO UPDATE \
+                 SET token = EXCLUDED.token, \
+                     fence = CASE WHEN {same_lease} THEN held.fence \
+                                  ELSE GREATEST(held.fence + 1, nextval('{sequence}')) END, \
+                     expires_at = {ttl_from_now}{keep_waiting} \
+                 WHERE held.expires_at <= clock_timestamp() OR held.token = EXCLUDED.token \
+                 {returning}",
+                keep_waiting = if layout.notify {
+                    format!(", waiting = CASE WHEN {same_lease} THEN held.waiting ELSE false END")
+                } else {
+                    String::new()
+                },
+            ),
             acquire: format!(
                 "INSERT INTO {table} AS held (key, token, fence, expires_at) \
                  VALUES ($1, $2, nextval('{sequence}'), clock_timestamp() + $3 * interval '1 millisecond') \
@@ -270,16 +316,23 @@ impl Statements {
                  AND expires_at < statement_timestamp() - $1 * interval '1 millisecond'"
             ),
             channel,
-            schema_state: "SELECT \
-                     EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1), \
-                     EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-                             WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind = 'S'), \
-                     (SELECT c.relpersistence::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-                      WHERE n.nspname = $1 AND c.relname = $3 AND c.relkind IN ('r', 'p')), \
-                     EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
-                             JOIN pg_namespace n ON n.oid = c.relnamespace \
-                             WHERE n.nspname = $1 AND c.relname = $3 AND a.attname = 'waiting' \
-                               AND NOT a.attisdropped)"
+            // Catalog reads only (no lookups that fail on a missing name or a missing
+            // privilege), so it can describe what is missing.
+            schema_state: "WITH s AS (SELECT oid FROM pg_namespace WHERE nspname = $1), \
+                     q AS (SELECT c.oid FROM pg_class c JOIN s ON s.oid = c.relnamespace \
+                           WHERE c.relname = $2 AND c.relkind = 'S'), \
+                     t AS (SELECT c.oid, c.relpersistence FROM pg_class c JOIN s ON s.oid = c.relnamespace \
+                           WHERE c.relname = $3 AND c.relkind IN ('r', 'p')) \
+                 SELECT EXISTS (SELECT 1 FROM s), \
+                     (SELECT has_schema_privilege(oid, 'USAGE') FROM s), \
+                     EXISTS (SELECT 1 FROM q), \
+                     (SELECT has_sequence_privilege(oid, 'USAGE') OR has_sequence_privilege(oid, 'UPDATE') FROM q), \
+                     (SELECT relpersistence::text FROM t), \
+                     ARRAY(SELECT wanted FROM unnest($4::text[]) AS wanted, t \
+                           WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a \
+                                             WHERE a.attrelid = t.oid AND a.attname = wanted AND NOT a.attisdropped)), \
+                     ARRAY(SELECT wanted FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE']) AS wanted, t \
+                           WHERE NOT has_table_privilege(t.oid, wanted))"
                 .to_owned(),
             create_schema: format!("CREATE SCHEMA IF NOT EXISTS {schema}"),
             // CACHE 1: with a per-session cache, values handed out by different sessions
@@ -297,9 +350,11 @@ impl Statements {
                      waiting boolean NOT NULL DEFAULT false \
                  ) WITH (fillfactor = 80)"
             ),
-            // For tables created before the column existed. A constant default makes it a
-            // catalog-only change (no rewrite), under a brief ACCESS EXCLUSIVE lock.
-            add_waiting: format!("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS waiting boolean NOT NULL DEFAULT false"),
+            columns: if layout.notify {
+                vec!["key", "token", "fence", "expires_at", "waiting"]
+            } else {
+                vec!["key", "token", "fence", "expires_at"]
+            },
         }
     }
 }
@@ -349,7 +404,11 @@ mod tests {
         assert!(!silent.release.contains("pg_notify") && silent.release.contains("token = $2"), "{}", silent.release);
         assert!(!silent.release.contains("waiting") && !silent.acquire.contains("waiting"), "{}", silent.acquire);
         assert!(sql.create_table.contains("waiting boolean NOT NULL DEFAULT false"), "{}", sql.create_table);
-        assert!(sql.add_waiting.contains("ADD COLUMN IF NOT EXISTS waiting"), "{}", sql.add_waiting);
+        assert!(sql.ddl().iter().all(|ddl| !ddl.contains("ALTER")), "no upgrade paths");
+        assert!(sql.reacquire.contains("OR held.token = EXCLUDED.token"), "{}", sql.reacquire);
+        assert!(sql.reacquire.contains("THEN held.fence ELSE GREATEST(held.fence + 1, nextval("), "{}", sql.reacquire);
+        assert!(sql.reacquire.contains("waiting = CASE WHEN held.token"), "{}", sql.reacquire);
+        assert!(!silent.reacquire.contains("waiting"), "{}", silent.reacquire);
         assert!(sql.create_table.starts_with("CREATE TABLE IF NOT EXISTS \"s\".\"t\""), "{}", sql.create_table);
         let unlogged = Statements::new(&layout(true));
         assert!(unlogged.create_table.starts_with("CREATE UNLOGGED TABLE"), "{}", unlogged.create_table);

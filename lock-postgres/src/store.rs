@@ -1,20 +1,18 @@
 //! `PostgresLockStore`: the `LockStore` implementation over a `PgPool`.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{async_trait, Acquire, Capabilities, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
 use sqlx::postgres::PgPool;
 
-use crate::config::{Layout, PostgresLockStoreBuilder};
-use crate::error::{SlowAcquire, UnexpectedAnswer};
+use crate::config::{Layout, MIN_PURGE_HORIZON};
+use crate::error::{is_connection_lost, SchemaProblem, SlowAcquire, UnexpectedAnswer, BACKEND};
 use crate::inflight::InFlight;
 use crate::notify::Notifier;
-use crate::sql::{self, Statements, SCHEMA_LOCK_KEY};
-
-/// The backend name reported by [`LockStore::backend`] and in [`LockError::Store`].
-pub(crate) const BACKEND: &str = "postgres";
+use crate::sql::{self, SchemaState, Statements, SCHEMA_LOCK_KEY};
 
 /// A [`LockStore`] keeping leases in a PostgreSQL table.
 ///
@@ -23,12 +21,24 @@ pub(crate) const BACKEND: &str = "postgres";
 /// Fencing is always on: every acquisition returns a fence strictly greater than every
 /// earlier one for the key.
 ///
+/// # Dead connections
+///
+/// After a server restart, a failover or `pg_terminate_backend`, the pool still holds
+/// connections whose backends are gone. An operation that meets one runs its statement
+/// again on the next connection (at most once per pooled connection, plus one), so a
+/// release, an extend or an acquisition gets through as soon as a live connection can be
+/// had, instead of failing once per dead connection. Re-running is harmless: release and
+/// extend are token-checked, and a re-run acquisition recognises a lease its first run
+/// wrote for the same token ([`Statements::reacquire`]), keeping its fence. Only errors
+/// that mean the connection was lost are retried; a pool timeout is not.
+///
 /// Cloning is cheap and clones share the pool.
 #[derive(Clone)]
 pub struct PostgresLockStore {
     pool: PgPool,
     sql: Arc<Statements>,
     layout: Arc<Layout>,
+    create_schema: bool,
     in_flight: Arc<InFlight>,
     notifier: Arc<Notifier>,
 }
@@ -39,6 +49,7 @@ impl fmt::Debug for PostgresLockStore {
             .field("table", &self.table_name())
             .field("sequence", &self.sequence_name())
             .field("unlogged", &self.layout.unlogged)
+            .field("create_schema", &self.create_schema)
             .field("channel", &self.notifier.channel())
             .field("pool_size", &self.pool.size())
             .finish()
@@ -46,40 +57,15 @@ impl fmt::Debug for PostgresLockStore {
 }
 
 impl PostgresLockStore {
-    /// Connects to `url` with the defaults (`public.distlock_locks`, a pool of 8
-    /// connections named `distlock`, 5 s acquire timeout). Call
-    /// [`ensure_schema`](Self::ensure_schema) next unless migrations create the table.
-    ///
-    /// Use [`builder`](Self::builder) for another schema, table or pool settings.
-    ///
-    /// # Errors
-    ///
-    /// [`LockError::Config`] for an unparsable URL (before any I/O);
-    /// [`LockError::Store`] (operation `"connect"`) when no connection could be made
-    /// within the acquire timeout.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future drops the half-built pool.
-    pub async fn connect(url: &str) -> Result<Self, LockError> {
-        Self::builder().connect(url).await
-    }
-
     /// A store with the default table over an existing pool. Does no I/O.
     pub fn from_pool(pool: PgPool) -> Self {
         let layout = Layout::default();
-        Self::from_parts(pool, Arc::new(Statements::new(&layout)), Arc::new(layout))
+        Self::from_parts(pool, Arc::new(Statements::new(&layout)), Arc::new(layout), true)
     }
 
-    /// A builder for a store with another schema, table, sequence, an `UNLOGGED` table,
-    /// or other pool settings.
-    pub fn builder() -> PostgresLockStoreBuilder {
-        PostgresLockStoreBuilder::new()
-    }
-
-    pub(crate) fn from_parts(pool: PgPool, sql: Arc<Statements>, layout: Arc<Layout>) -> Self {
+    pub(crate) fn from_parts(pool: PgPool, sql: Arc<Statements>, layout: Arc<Layout>, create_schema: bool) -> Self {
         let notifier = Arc::new(Notifier::new(sql.channel.clone(), pool.clone()));
-        Self { pool, sql, layout, in_flight: Arc::default(), notifier }
+        Self { pool, sql, layout, create_schema, in_flight: Arc::default(), notifier }
     }
 
     /// The pool the store works on.
@@ -103,79 +89,158 @@ impl PostgresLockStore {
         self.layout.unlogged
     }
 
+    /// Whether [`ensure_schema`](Self::ensure_schema) may create what is missing (see
+    /// [`create_schema`](crate::PostgresLockStoreBuilder::create_schema)).
+    pub fn creates_schema(&self) -> bool {
+        self.create_schema
+    }
+
     /// The exact SQL this store sends.
     pub fn statements(&self) -> &Statements {
         &self.sql
     }
 
-    /// Creates the schema, the fence sequence and the lease table if they do not exist.
+    /// Creates the schema, the fence sequence and the lease table if they do not exist,
+    /// then checks that the table has the columns the store uses and that this role may
+    /// use it. With [`create_schema(false)`](crate::PostgresLockStoreBuilder::create_schema)
+    /// it creates nothing and only checks.
     ///
     /// Idempotent and safe when many processes call it at the same moment: when anything
     /// is missing, the `CREATE … IF NOT EXISTS` statements run in one transaction
-    /// serialised by `pg_advisory_xact_lock`. A table created before the `waiting` column
-    /// (which release notifications need) gets it in that transaction (`ALTER TABLE … ADD
-    /// COLUMN IF NOT EXISTS`: catalog-only, but it needs the table's owner and briefly
-    /// locks the table). When everything exists it only reads the catalog, so a role
-    /// without `CREATE` privileges may call it too. An existing table
+    /// serialised by `pg_advisory_xact_lock`. When everything exists it only reads the
+    /// catalog, so a role without `CREATE` privileges may call it too. An existing table
     /// is left as it is (a logged table is not made `UNLOGGED` or the reverse; a
     /// mismatch is logged as a warning).
     ///
     /// # Errors
     ///
-    /// [`LockError::Store`] (operation `"ensure schema"`) when the server fails or refuses.
+    /// [`LockError::Store`] (operation `"ensure schema"`) when the server fails or
+    /// refuses, or when the layout is incomplete or unusable (the message names what is
+    /// missing: the schema, the sequence, the table, a column such as `waiting`, or a
+    /// privilege).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: a dropped transaction is rolled back; nothing half-created remains.
     pub async fn ensure_schema(&self) -> Result<(), LockError> {
-        let fail = |error: sqlx::Error| LockError::store(BACKEND, "ensure schema", None, error);
-        let state = || {
-            sqlx::query_as::<_, (bool, bool, Option<String>, bool)>(&self.sql.schema_state)
-                .bind(self.layout.schema.as_str())
-                .bind(self.layout.sequence.as_str())
-                .bind(self.layout.table.as_str())
-        };
-        let (schema, sequence, table, waiting) = state().fetch_one(&self.pool).await.map_err(fail)?;
-        let persistence = match (schema, sequence, table, waiting) {
-            (true, true, Some(persistence), true) => persistence,
-            _ => {
-                let mut tx = self.pool.begin().await.map_err(fail)?;
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(SCHEMA_LOCK_KEY)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(fail)?;
-                // Re-read under the lock: `CREATE SCHEMA IF NOT EXISTS` needs the CREATE
-                // privilege on the database even when the schema exists.
-                let (schema, _, _, waiting) = state().fetch_one(&mut *tx).await.map_err(fail)?;
-                if !schema {
-                    sqlx::query(&self.sql.create_schema).execute(&mut *tx).await.map_err(fail)?;
-                }
-                sqlx::query(&self.sql.create_sequence).execute(&mut *tx).await.map_err(fail)?;
-                sqlx::query(&self.sql.create_table).execute(&mut *tx).await.map_err(fail)?;
-                // A table from before the `waiting` column (ALTER needs the table's owner,
-                // so only when it is missing).
-                if !waiting {
-                    sqlx::query(&self.sql.add_waiting).execute(&mut *tx).await.map_err(fail)?;
-                }
-                tx.commit().await.map_err(fail)?;
-                return Ok(());
-            }
-        };
-        let unlogged = persistence == "u";
-        if unlogged != self.layout.unlogged {
-            tracing::warn!(
-                table = %self.table_name(),
-                existing_unlogged = unlogged,
-                configured_unlogged = self.layout.unlogged,
-                "the lease table exists with another persistence than configured; leaving it as it is"
-            );
+        const OPERATION: &str = "ensure schema";
+        if !self.create_schema {
+            return self.check_schema(OPERATION).await;
         }
-        Ok(())
+        let fail = |error: sqlx::Error| LockError::store(BACKEND, OPERATION, None, error);
+        let (schema, _, sequence, _, table, ..) = self.schema_state(&self.pool).await.map_err(fail)?;
+        if !(schema && sequence && table.is_some()) {
+            let mut tx = self.pool.begin().await.map_err(fail)?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(SCHEMA_LOCK_KEY)
+                .execute(&mut *tx)
+                .await
+                .map_err(fail)?;
+            // Re-read under the lock: `CREATE SCHEMA IF NOT EXISTS` needs the CREATE
+            // privilege on the database even when the schema exists.
+            let (schema, ..) = self.schema_state(&mut *tx).await.map_err(fail)?;
+            if !schema {
+                sqlx::query(&self.sql.create_schema).execute(&mut *tx).await.map_err(fail)?;
+            }
+            sqlx::query(&self.sql.create_sequence).execute(&mut *tx).await.map_err(fail)?;
+            sqlx::query(&self.sql.create_table).execute(&mut *tx).await.map_err(fail)?;
+            tx.commit().await.map_err(fail)?;
+        }
+        self.check_schema(OPERATION).await
+    }
+
+    /// Checks that the schema, the sequence and the table exist, that the table has the
+    /// columns the statements use, and that this role may use them; the error names
+    /// everything missing.
+    pub(crate) async fn check_schema(&self, operation: &'static str) -> Result<(), LockError> {
+        let state =
+            self.schema_state(&self.pool).await.map_err(|error| LockError::store(BACKEND, operation, None, error))?;
+        let (schema, schema_usable, sequence, sequence_usable, table, missing_columns, missing_privileges) = state;
+        let mut missing = Vec::new();
+        let (schema_name, table_name, sequence_name) =
+            (self.layout.schema.quoted(), self.table_name(), self.sequence_name());
+        if !schema {
+            missing.push(format!("schema {schema_name} does not exist"));
+        } else if schema_usable == Some(false) {
+            missing.push(format!("no USAGE privilege on schema {schema_name}"));
+        }
+        if schema && !sequence {
+            missing.push(format!("sequence {sequence_name} does not exist"));
+        } else if sequence_usable == Some(false) {
+            missing.push(format!("no USAGE privilege on sequence {sequence_name}"));
+        }
+        match &table {
+            None if schema => missing.push(format!("table {table_name} does not exist")),
+            None => {}
+            Some(persistence) => {
+                if !missing_columns.is_empty() {
+                    missing.push(format!("table {table_name} has no column {}", missing_columns.join(", ")));
+                }
+                if !missing_privileges.is_empty() {
+                    missing.push(format!("no {} privilege on table {table_name}", missing_privileges.join(", ")));
+                }
+                let unlogged = persistence == "u";
+                if unlogged != self.layout.unlogged {
+                    tracing::warn!(
+                        table = %table_name,
+                        existing_unlogged = unlogged,
+                        configured_unlogged = self.layout.unlogged,
+                        "the lease table exists with another persistence than configured; leaving it as it is"
+                    );
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let hint = if self.create_schema {
+            "the lease table was not created by this version of distlock; drop it or use another table"
+        } else {
+            "create_schema is off, so the store creates nothing: run the statements of `Statements::ddl` as the owner"
+        };
+        Err(LockError::store(BACKEND, operation, None, SchemaProblem(format!("{} ({hint})", missing.join("; ")))))
+    }
+
+    async fn schema_state<'e, E>(&self, executor: E) -> Result<SchemaState, sqlx::Error>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+    {
+        sqlx::query_as::<_, SchemaState>(&self.sql.schema_state)
+            .bind(self.layout.schema.as_str())
+            .bind(self.layout.sequence.as_str())
+            .bind(self.layout.table.as_str())
+            .bind(&self.sql.columns)
+            .fetch_one(executor)
+            .await
     }
 
     fn fail(&self, operation: &'static str, key: &StoreKey, error: impl Into<distlock_api::BoxError>) -> LockError {
         LockError::store(BACKEND, operation, Some(key.lock_key()), error)
+    }
+
+    /// How often an operation runs its statement again after a lost connection: once per
+    /// connection the pool may hold, so that a pool full of dead connections is drained.
+    fn retries(&self) -> u32 {
+        self.pool.options().get_max_connections()
+    }
+
+    /// Runs `statement` (a fresh future per call, each on a connection from the pool),
+    /// again while it fails because its connection was lost (see "Dead connections").
+    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, mut statement: F) -> Result<T, sqlx::Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, sqlx::Error>>,
+    {
+        let mut retries = self.retries();
+        loop {
+            match statement().await {
+                Err(error) if retries > 0 && is_connection_lost(&error) => {
+                    retries -= 1;
+                    tracing::debug!(%error, operation, "lost a pooled connection; running the statement on another");
+                }
+                other => return other,
+            }
+        }
     }
 }
 
@@ -189,7 +254,9 @@ impl LockStore for PostgresLockStore {
         Capabilities::NONE.with_fencing(true).with_release_notifications(self.layout.notify)
     }
 
-    /// One `INSERT … ON CONFLICT (key) DO UPDATE … WHERE <expired> RETURNING fence`.
+    /// One `INSERT … ON CONFLICT (key) DO UPDATE … WHERE <expired> RETURNING fence`
+    /// (run again on another connection when its connection was lost: see "Dead
+    /// connections" on [`PostgresLockStore`]).
     ///
     /// # Cancel safety
     ///
@@ -199,20 +266,33 @@ impl LockStore for PostgresLockStore {
     /// before a late acquisition (the manager releases cancelled attempts that way).
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let mut attempt = self.in_flight.begin(token);
-        let conn = self.pool.acquire().await.map_err(|error| self.fail("acquire", key, error))?;
-        let row = sqlx::query_as::<_, (i64, bool)>(&self.sql.acquire)
-            .bind(key.as_str())
-            .bind(token.as_str())
-            .bind(sql::millis(ttl.as_duration()))
-            .fetch_optional(&mut **attempt.hold(conn))
-            .await;
+        let mut statement = &self.sql.acquire;
+        let mut retries = self.retries();
+        let row = loop {
+            let conn = self.pool.acquire().await.map_err(|error| self.fail("acquire", key, error))?;
+            let row = sqlx::query_as::<_, (i64, bool)>(statement)
+                .bind(key.as_str())
+                .bind(token.as_str())
+                .bind(sql::millis(ttl.as_duration()))
+                .fetch_optional(&mut **attempt.hold(conn))
+                .await;
+            match row {
+                Err(error) if retries > 0 && is_connection_lost(&error) => {
+                    retries -= 1;
+                    // The first run may have committed before its backend died.
+                    statement = &self.sql.reacquire;
+                    tracing::debug!(%error, "lost a pooled connection; acquiring again on another");
+                }
+                row => break row,
+            }
+        };
         attempt.finish();
         let row = row.map_err(|error| self.fail("acquire", key, error))?;
         let Some((fence, in_time)) = row else {
             return Ok(Acquire::Held { ttl_left: None });
         };
         if !in_time {
-            return Err(self.fail("acquire", key, SlowAcquire));
+            return Err(self.fail("acquire", key, SlowAcquire { horizon: MIN_PURGE_HORIZON }));
         }
         let fence = u64::try_from(fence)
             .map_err(|_| self.fail("acquire", key, UnexpectedAnswer(format!("negative fence {fence}"))))?;
@@ -228,10 +308,10 @@ impl LockStore for PostgresLockStore {
     /// Cancel safe: the statement either committed or did not.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         self.in_flight.settled(token).await;
-        let released: i64 = sqlx::query_scalar(&self.sql.release)
-            .bind(key.as_str())
-            .bind(token.as_str())
-            .fetch_one(&self.pool)
+        let released: i64 = self
+            .retrying("release", || {
+                sqlx::query_scalar(&self.sql.release).bind(key.as_str()).bind(token.as_str()).fetch_one(&self.pool)
+            })
             .await
             .map_err(|error| self.fail("release", key, error))?;
         Ok(released == 1)
@@ -243,11 +323,14 @@ impl LockStore for PostgresLockStore {
     ///
     /// Cancel safe: the statement either committed or did not.
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
-        let done = sqlx::query(&self.sql.extend)
-            .bind(key.as_str())
-            .bind(token.as_str())
-            .bind(sql::millis(ttl.as_duration()))
-            .execute(&self.pool)
+        let done = self
+            .retrying("extend", || {
+                sqlx::query(&self.sql.extend)
+                    .bind(key.as_str())
+                    .bind(token.as_str())
+                    .bind(sql::millis(ttl.as_duration()))
+                    .execute(&self.pool)
+            })
             .await
             .map_err(|error| self.fail("extend", key, error))?;
         Ok(done.rows_affected() == 1)
@@ -259,9 +342,12 @@ impl LockStore for PostgresLockStore {
     ///
     /// Cancel safe: it only reads.
     async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
-        let row = sqlx::query_as::<_, (Option<String>, i64, i64)>(&self.sql.inspect)
-            .bind(key.as_str())
-            .fetch_optional(&self.pool)
+        let row = self
+            .retrying("inspect", || {
+                sqlx::query_as::<_, (Option<String>, i64, i64)>(&self.sql.inspect)
+                    .bind(key.as_str())
+                    .fetch_optional(&self.pool)
+            })
             .await
             .map_err(|error| self.fail("inspect", key, error))?;
         let Some((Some(token), fence, micros_left)) = row else {
@@ -277,7 +363,7 @@ impl LockStore for PostgresLockStore {
 
     /// Waits for a `NOTIFY` of a release of `key` on the store's one listener connection,
     /// for the lease to run out, or for `max`, whichever comes first. (With
-    /// [`release_notifications(false)`](PostgresLockStoreBuilder::release_notifications)
+    /// [`release_notifications(false)`](crate::PostgresLockStoreBuilder::release_notifications)
     /// it sleeps `max`.)
     ///
     /// The waiter registers for the key before it flags the key's lease as waited for (one
@@ -298,7 +384,7 @@ impl LockStore for PostgresLockStore {
     /// Cancel safe: a dropped waiter unregisters; a flag it set costs at most one
     /// notification nobody waits for.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
-        let deadline = tokio::time::Instant::now() + max;
+        let deadline = deadline_after(max);
         if !self.layout.notify {
             tokio::time::sleep_until(deadline).await;
             return Ok(());
@@ -328,7 +414,7 @@ impl LockStore for PostgresLockStore {
         let Some(left) = lease else { return Ok(()) };
         // An expiring lease is not notified: wake up when it runs out (on the server's
         // clock; a little late rather than early).
-        let until = deadline.min(tokio::time::Instant::now() + left + EXPIRY_MARGIN);
+        let until = deadline.min(deadline_after(left.saturating_add(EXPIRY_MARGIN)));
         tokio::select! {
             () = &mut notified => {}
             // The listener went down (or came back): the release may have been missed.
@@ -342,14 +428,23 @@ impl LockStore for PostgresLockStore {
 /// How long after a lease's end (as the server computed it) a waiter wakes to retry.
 const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 
+/// `now + after`, saturating at about 30 years from now (as `tokio::time::sleep` does),
+/// so that `Duration::MAX` means "no deadline" instead of an overflow.
+fn deadline_after(after: Duration) -> tokio::time::Instant {
+    const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+    let now = tokio::time::Instant::now();
+    now.checked_add(after.min(FAR_FUTURE)).unwrap_or(now)
+}
+
 impl PostgresLockStore {
     /// Flags `key`'s live lease as waited for (so that its release notifies) and returns
     /// the time left on it, or `None` when the key is free (or a concurrent flag made it
     /// uncertain: the caller retries at once).
     async fn flag_lease(&self, key: &StoreKey) -> Result<Option<Duration>, LockError> {
-        let micros_left: Option<i64> = sqlx::query_scalar(&self.sql.wait)
-            .bind(key.as_str())
-            .fetch_optional(&self.pool)
+        let micros_left: Option<i64> = self
+            .retrying("wait for release", || {
+                sqlx::query_scalar(&self.sql.wait).bind(key.as_str()).fetch_optional(&self.pool)
+            })
             .await
             .map_err(|error| self.fail("wait for release", key, error))?;
         Ok(micros_left.map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(1))))

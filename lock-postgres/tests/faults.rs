@@ -199,15 +199,28 @@ async fn hostile_identifiers_are_rejected_before_any_query() {
     assert_eq!(lazy.size(), 0, "the lazy pool never connected");
 
     let Some(url) = kit::postgres_url("hostile_identifiers_are_rejected_before_any_query") else { return };
+    // Its own schema: the test depends on nothing other tests create.
+    let schema = postgres_server::random_identifier("hostile");
     let canary = postgres_server::random_identifier("canary");
-    postgres_server::execute(&url, &format!("CREATE TABLE \"{TEST_SCHEMA}\".\"{canary}\" (x int)")).await;
-    for name in [format!("x; DROP TABLE \"{TEST_SCHEMA}\".\"{canary}\"; --"), format!("{canary}\" CASCADE; --")] {
-        let err = PostgresLockStore::builder().schema(TEST_SCHEMA).table(&name).connect(&url).await.unwrap_err();
+    postgres_server::execute(&url, &format!("CREATE SCHEMA \"{schema}\"")).await;
+    postgres_server::execute(&url, &format!("CREATE TABLE \"{schema}\".\"{canary}\" (x int)")).await;
+    for name in [format!("x; DROP TABLE \"{schema}\".\"{canary}\"; --"), format!("{canary}\" CASCADE; --")] {
+        let err = PostgresLockStore::builder().schema(&schema).table(&name).connect(&url).await.unwrap_err();
         assert!(matches!(err, LockError::Config { .. }), "{name:?}: {err}");
+        let in_url = format!("{url}{}table={}", if url.contains('?') { '&' } else { '?' }, encode(&name));
+        let err = PostgresLockStore::builder().schema(&schema).connect(&in_url).await.unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{name:?} in the URL: {err}");
     }
-    let exists = postgres_server::execute(&url, &format!("SELECT 1 FROM \"{TEST_SCHEMA}\".\"{canary}\"")).await;
+    let exists = postgres_server::execute(&url, &format!("SELECT 1 FROM \"{schema}\".\"{canary}\"")).await;
     assert_eq!(exists, 0, "the canary table is still there (and empty)");
-    postgres_server::execute(&url, &format!("DROP TABLE \"{TEST_SCHEMA}\".\"{canary}\"")).await;
+    postgres_server::execute(&url, &format!("DROP SCHEMA \"{schema}\" CASCADE")).await;
+}
+
+/// Percent-encodes everything but ASCII letters and digits.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
 }
 
 /// Keys with quotes, backslashes, SQL wildcards and non-ASCII text are stored byte for

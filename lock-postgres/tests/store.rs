@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{key, TestTable};
 use distlock_api::{Acquire, LockManager, LockStore, Token, Ttl};
 use distlock_conformance::kit::{self, postgres_server};
-use distlock_postgres::{sqlx, PostgresLockStore, MIN_PURGE_HORIZON};
+use distlock_postgres::{sqlx, PostgresLockStore, PurgeOptions, MIN_PURGE_HORIZON};
 
 fn ttl(ms: u64) -> Ttl {
     Ttl::new(Duration::from_millis(ms)).unwrap()
@@ -246,7 +246,10 @@ async fn background_purger_deletes_old_rows_until_stopped() {
     let k = key("old");
     acquired_fence(&t.store, &k, &Token::generate(), ttl(60_000)).await;
     t.age(&k, "2 hours").await;
-    let purger = t.store.spawn_purger(Duration::from_millis(50), Duration::from_secs(3600)).unwrap();
+    let purger = t
+        .store
+        .spawn_purger(PurgeOptions::new().every(Duration::from_millis(50)).older_than(Duration::from_secs(3600)))
+        .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while t.row_count().await > 0 {
         assert!(std::time::Instant::now() < deadline, "the background purger did not delete the old row");
@@ -261,9 +264,7 @@ async fn background_purger_deletes_old_rows_until_stopped() {
 async fn spawn_purger_needs_a_runtime() {
     let pool = sqlx::postgres::PgPoolOptions::new().connect_lazy("postgres://nobody@127.0.0.1:1/x").unwrap();
     let store = PostgresLockStore::from_pool(pool);
-    let err = std::thread::spawn(move || store.spawn_purger(Duration::from_secs(1), Duration::ZERO).unwrap_err())
-        .join()
-        .unwrap();
+    let err = std::thread::spawn(move || store.spawn_purger(PurgeOptions::new()).unwrap_err()).join().unwrap();
     assert!(matches!(err, distlock_api::LockError::Config { .. }), "{err}");
 }
 

@@ -2,14 +2,20 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+// Layers, each importing only those listed before it: `config` (validated settings) and
+// `scripts` and `notify` are leaves; `url` parses store URLs with `config`'s rules;
+// `store` runs the commands; `builder` makes stores from settings and URLs.
+mod builder;
 mod config;
 mod notify;
 mod scripts;
 mod store;
+mod url;
 
-pub use config::RedisLockStoreBuilder;
+pub use builder::RedisLockStoreBuilder;
 pub use scripts::{EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT, RELEASE_SCRIPT};
 pub use store::RedisLockStore;
+pub use url::RedisUrl;
 
 /// The `redis` crate this store is built on, so applications can match its version
 /// (e.g. to build a [`ConnectionManager`](redis::aio::ConnectionManager) themselves).

@@ -1,12 +1,12 @@
 //! The Lua scripts the store runs, and how they are sent: `EVALSHA`, falling back to
-//! `EVAL` when the server answers `NOSCRIPT` (seed 000, constraint 9).
+//! `EVAL` when the server answers `NOSCRIPT` (after `SCRIPT FLUSH`, a restart or a failover).
 
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionManager;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind, Value};
 
-/// The release script: seed 000 §3.2, verbatim: delete the key only if it still holds the caller's token.
+/// The release script: delete the key only if it still holds the caller's token.
 /// `KEYS[1]` = lock key, `ARGV[1]` = token. Returns 1 when deleted, 0 otherwise.
 pub const RELEASE_SCRIPT: &str = r#"-- 释放锁：仅当 value 等于传入的 token 时才删除
 if redis.call("get", KEYS[1]) == ARGV[1] then
@@ -16,7 +16,7 @@ else
 end
 "#;
 
-/// The extend script, seed 000 §3.3: reset the lease only if the key still holds the caller's token.
+/// The extend script: reset the lease only if the key still holds the caller's token.
 /// `KEYS[1]` = lock key, `ARGV[1]` = token, `ARGV[2]` = TTL in ms. Returns 1 or 0.
 pub const EXTEND_SCRIPT: &str = r#"-- 续租：仅当 value 等于传入的 token 时才 PEXPIRE
 if redis.call("get", KEYS[1]) == ARGV[1] then
@@ -26,7 +26,7 @@ else
 end
 "#;
 
-/// The fencing-mode acquire script: the spec's `SET key token NX PX ttl` and, only if it
+/// The fencing-mode acquire script: the plain acquire's `SET key token NX PX ttl` and, only if it
 /// succeeded, the next number of the store's **one** fencing counter (`INCR`), recorded
 /// for the new holder in a companion key that expires with the lease — one atomic step.
 ///
@@ -45,7 +45,7 @@ end
 return {0, redis.call("pttl", KEYS[1])}
 "#;
 
-/// The fencing-mode extend script: seed 000 §3.3 (`GET` == token → `PEXPIRE`), also
+/// The fencing-mode extend script: [`EXTEND_SCRIPT`]'s check (`GET` == token → `PEXPIRE`), also
 /// moving the expiry of the holder's fence key, so the number lives as long as the lease.
 /// `KEYS[1]` = lock key, `KEYS[2]` = the fence key of the lock,
 /// `ARGV[1]` = token, `ARGV[2]` = TTL in ms. Returns 1 or 0.

@@ -1,4 +1,4 @@
-//! `RedisLockStore`: seed 000's commands behind the `LockStore` trait.
+//! `RedisLockStore`: the lock commands behind the `LockStore` trait.
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,18 +9,19 @@ use distlock_api::{Acquire, Capabilities, LockError, LockInfo, LockStore, StoreK
 use redis::aio::ConnectionManager;
 use redis::Value;
 
-use crate::config::RedisLockStoreBuilder;
+use crate::config::{self, Config};
 use crate::notify::ReleaseListener;
 use crate::scripts::SCRIPTS;
 
-/// A [`LockStore`] on a single Redis server, implementing seed 000 (frozen v1) to the letter.
+/// A [`LockStore`] on a single Redis server: `SET NX PX` to acquire, token-checked Lua
+/// scripts to release and extend.
 ///
 /// | operation | what the server receives |
 /// |---|---|
 /// | acquire | `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>` |
-/// | acquire, [fencing mode](RedisLockStoreBuilder::fencing) | `EVALSHA` of a script doing that `SET` and, on success, `INCR {key_prefix}:fence` + `SET {key_prefix}:fence:lock:{key} <fence>:<token> PX <ttl_ms>` |
-/// | release | `EVALSHA` of seed 000 §3.2 (`GET` == token → `DEL`), with `PUBLISH {key_prefix}:released {key_prefix}:lock:{key}` pipelined behind it |
-/// | extend | `EVALSHA` of seed 000 §3.3 (`GET` == token → `PEXPIRE`); in fencing mode also `PEXPIRE` of the fence key |
+/// | acquire, [fencing mode](crate::RedisLockStoreBuilder::fencing) | `EVALSHA` of a script doing that `SET` and, on success, `INCR {key_prefix}:fence` + `SET {key_prefix}:fence:lock:{key} <fence>:<token> PX <ttl_ms>` |
+/// | release | `EVALSHA` of the compare-and-delete script [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) (`GET` == token → `DEL`), with `PUBLISH {key_prefix}:released {key_prefix}:lock:{key}` pipelined behind it |
+/// | extend | `EVALSHA` of [`EXTEND_SCRIPT`](crate::EXTEND_SCRIPT) (`GET` == token → `PEXPIRE`); in fencing mode also `PEXPIRE` of the fence key |
 /// | inspect | `EVALSHA` of a read-only script (`GET`, `PTTL`, the fence key) |
 /// | wait for release | once per store: a subscriber connection on `{key_prefix}:released`; per wait: `EXISTS {key_prefix}:lock:{key}` |
 ///
@@ -59,54 +60,21 @@ impl RedisLockStore {
     pub const BACKEND: &'static str = "redis";
 
     /// The default key prefix: keys are `distlock:lock:{key}`.
-    pub const DEFAULT_KEY_PREFIX: &'static str = "distlock";
+    pub const DEFAULT_KEY_PREFIX: &'static str = config::DEFAULT_KEY_PREFIX;
 
-    /// Connects to `url` (`redis://[[user]:password@]host[:port][/db]`) with the default
-    /// configuration: key prefix `distlock`, no fencing, 2 s timeouts.
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), distlock_api::LockError> {
-    /// let store = distlock_redis::RedisLockStore::connect("redis://127.0.0.1:6379").await?;
-    /// # let _ = store; Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`LockError::Config`] for an unusable URL, before any I/O; [`LockError::Store`]
-    /// when the server cannot be reached.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: nothing is written to the server.
-    pub async fn connect(url: &str) -> Result<Self, LockError> {
-        RedisLockStoreBuilder::new().connect(url).await
-    }
+    /// The longest single [`wait_for_release`](LockStore::wait_for_release): a longer
+    /// `max` (up to `Duration::MAX`) returns after this long, an early return the
+    /// caller treats like any other (it tries again).
+    pub const MAX_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
 
-    /// A store with the default configuration on an existing connection.
-    ///
-    /// Its releases are published, but without a [`redis::Client`] it cannot open a
-    /// subscriber connection, so its own waiters poll; use
-    /// [`RedisLockStoreBuilder::build_with_client`] to get notified waits.
-    pub fn from_connection_manager(conn: ConnectionManager) -> Self {
-        Self::from_parts(conn, None, &RedisLockStoreBuilder::new())
-    }
-
-    /// A builder for a non-default key prefix, fencing mode or timeouts.
-    pub fn builder() -> RedisLockStoreBuilder {
-        RedisLockStoreBuilder::new()
-    }
-
-    pub(crate) fn from_parts(
-        conn: ConnectionManager,
-        client: Option<redis::Client>,
-        config: &RedisLockStoreBuilder,
-    ) -> Self {
-        let key_prefix = config.key_prefix.clone();
-        let release_channel = config.release_notifications.then(|| format!("{key_prefix}:released"));
+    /// The store from its parts; `client` opens the subscriber connection of notified waits.
+    pub(crate) fn from_parts(conn: ConnectionManager, client: Option<redis::Client>, config: Config) -> Self {
+        let Config { key_prefix, fencing, release_notifications, response_timeout, connection_timeout, .. } = config;
+        let release_channel = release_notifications.then(|| format!("{key_prefix}:released"));
         let listener = release_channel.as_ref().zip(client).map(|(channel, client)| {
-            Arc::new(ReleaseListener::new(client, channel.clone(), config.connection_timeout, config.response_timeout))
+            Arc::new(ReleaseListener::new(client, channel.clone(), connection_timeout, response_timeout))
         });
-        Self { conn, key_prefix, fencing: config.fencing, release_channel, listener }
+        Self { conn, key_prefix, fencing, release_channel, listener }
     }
 
     /// The prefix in front of every key (`{key_prefix}:lock:{key}`).
@@ -146,7 +114,7 @@ impl RedisLockStore {
 
     /// The pub/sub channel every release is published on, `{key_prefix}:released` (the
     /// message is the lock's Redis key), or `None` when release notifications are
-    /// [off](RedisLockStoreBuilder::release_notifications).
+    /// [off](crate::RedisLockStoreBuilder::release_notifications).
     pub fn release_channel(&self) -> Option<&str> {
         self.release_channel.as_deref()
     }
@@ -157,16 +125,18 @@ impl RedisLockStore {
         self.listener.is_some()
     }
 
-    fn error(&self, operation: &'static str, redis_key: String, err: impl Into<distlock_api::BoxError>) -> LockError {
-        let key = redis_key
-            .strip_prefix(self.key_prefix.as_str())
-            .and_then(|rest| rest.strip_prefix(':'))
-            .and_then(|rest| rest.strip_prefix(distlock_api::LOCK_NAMESPACE))
-            .unwrap_or(&redis_key);
-        LockError::store(Self::BACKEND, operation, Some(key), err)
+    /// A store failure of `operation` on `key`, named as the application knows it.
+    fn error(operation: &'static str, key: &StoreKey, err: impl Into<distlock_api::BoxError>) -> LockError {
+        LockError::store(Self::BACKEND, operation, Some(key.lock_key()), err)
     }
 
-    async fn acquire_plain(&self, redis_key: String, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+    async fn acquire_plain(
+        &self,
+        key: &StoreKey,
+        redis_key: String,
+        token: &Token,
+        ttl: Ttl,
+    ) -> Result<Acquire, LockError> {
         let mut conn = self.conn.clone();
         let reply: Value = redis::cmd("SET")
             .arg(&redis_key)
@@ -176,12 +146,12 @@ impl RedisLockStore {
             .arg(ttl.as_millis())
             .query_async(&mut conn)
             .await
-            .map_err(|err| self.error("acquire", redis_key.clone(), err))?;
+            .map_err(|err| Self::error("acquire", key, err))?;
         match reply {
             Value::Okay => Ok(Acquire::Acquired { fence: None }),
             Value::SimpleString(ref s) if s == "OK" => Ok(Acquire::Acquired { fence: None }),
             Value::Nil => Ok(Acquire::Held { ttl_left: None }),
-            other => Err(self.error("acquire", redis_key, unexpected("SET … NX PX", &other))),
+            other => Err(Self::error("acquire", key, unexpected("SET … NX PX", &other))),
         }
     }
 
@@ -200,15 +170,15 @@ impl RedisLockStore {
                 cmd.arg(3).arg(&redis_key).arg(&counter_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
             })
             .await
-            .map_err(|err| self.error("acquire", redis_key.clone(), err))?;
+            .map_err(|err| Self::error("acquire", key, err))?;
         match (acquired, u64::try_from(number)) {
             (1, Ok(fence)) if fence > 0 => Ok(Acquire::Acquired { fence: Some(fence) }),
             (0, Ok(ms)) => Ok(Acquire::Held { ttl_left: Some(Duration::from_millis(ms)) }),
             // PTTL -1: a key without expiry, not written by this store.
             (0, Err(_)) => Ok(Acquire::Held { ttl_left: None }),
-            _ => Err(self.error(
+            _ => Err(Self::error(
                 "acquire",
-                redis_key,
+                key,
                 UnexpectedReply(format!("fenced acquire returned {{{acquired}, {number}}}")),
             )),
         }
@@ -237,11 +207,11 @@ impl LockStore for RedisLockStore {
         if self.fencing {
             self.acquire_fenced(key, redis_key, token, ttl).await
         } else {
-            self.acquire_plain(redis_key, token, ttl).await
+            self.acquire_plain(key, redis_key, token, ttl).await
         }
     }
 
-    /// Seed 000 §3.2's compare-and-delete script (`EVALSHA`, `EVAL` on `NOSCRIPT`),
+    /// The compare-and-delete script [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) (`EVALSHA`, `EVAL` on `NOSCRIPT`),
     /// with `PUBLISH {key_prefix}:released {key_prefix}:lock:{key}` pipelined behind it:
     /// one round trip, and the server runs the `PUBLISH` after the script, so a woken
     /// waiter finds the key deleted. A `PUBLISH` after a release that deleted nothing is
@@ -265,7 +235,7 @@ impl LockStore for RedisLockStore {
                     .release
                     .run_then(&mut conn, args, &publish)
                     .await
-                    .map_err(|err| self.error("release", redis_key.clone(), err))?;
+                    .map_err(|err| Self::error("release", key, err))?;
                 if let Err(err) = published {
                     tracing::debug!(
                         redis.key = %redis_key,
@@ -275,16 +245,12 @@ impl LockStore for RedisLockStore {
                 }
                 deleted
             }
-            None => SCRIPTS
-                .release
-                .run(&mut conn, args)
-                .await
-                .map_err(|err| self.error("release", redis_key.clone(), err))?,
+            None => SCRIPTS.release.run(&mut conn, args).await.map_err(|err| Self::error("release", key, err))?,
         };
-        check_flag(self, "release", redis_key, deleted)
+        check_flag("release", key, deleted)
     }
 
-    /// Seed 000 §3.3: `GET` == token, then `PEXPIRE` (`EVALSHA`, `EVAL` on `NOSCRIPT`).
+    /// [`EXTEND_SCRIPT`](crate::EXTEND_SCRIPT): `GET` == token, then `PEXPIRE` (`EVALSHA`, `EVAL` on `NOSCRIPT`).
     /// In fencing mode its own script also moves the expiry of the fence key.
     ///
     /// # Cancel safety
@@ -309,8 +275,8 @@ impl LockStore for RedisLockStore {
                 })
                 .await
         };
-        let extended = extended.map_err(|err| self.error("extend", redis_key.clone(), err))?;
-        check_flag(self, "extend", redis_key, extended)
+        let extended = extended.map_err(|err| Self::error("extend", key, err))?;
+        check_flag("extend", key, extended)
     }
 
     /// `GET` + `PTTL` (+ the fence key in fencing mode) in one read-only script.
@@ -338,13 +304,13 @@ impl LockStore for RedisLockStore {
                 }
             })
             .await
-            .map_err(|err| self.error("inspect", redis_key.clone(), err))?;
+            .map_err(|err| Self::error("inspect", key, err))?;
         let Some((token, pttl, fence)) = holder else { return Ok(None) };
-        let token = Token::parse(&token).map_err(|err| self.error("inspect", redis_key.clone(), err))?;
+        let token = Token::parse(&token).map_err(|err| Self::error("inspect", key, err))?;
         let Ok(ms) = u64::try_from(pttl) else {
-            return Err(self.error(
+            return Err(Self::error(
                 "inspect",
-                redis_key,
+                key,
                 UnexpectedReply(format!("the lock key has no expiry (PTTL {pttl})")),
             ));
         };
@@ -361,7 +327,7 @@ impl LockStore for RedisLockStore {
     /// back (messages may have been missed). While the subscriber is not subscribed the
     /// wait is a plain sleep of `max`: waiters poll, never busy-loop, never overstay `max`.
     /// Without notifications ([`notified_waits`](Self::notified_waits) is `false`) it
-    /// sleeps `max`.
+    /// sleeps `max`. A `max` above [`MAX_WAIT`](Self::MAX_WAIT) counts as `MAX_WAIT`.
     ///
     /// # Errors
     ///
@@ -371,6 +337,8 @@ impl LockStore for RedisLockStore {
     ///
     /// Cancel safe: dropping the future unregisters the waiter.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        // The waits below build deadlines `now + max`, which must not overflow.
+        let max = max.min(Self::MAX_WAIT);
         let Some(listener) = &self.listener else {
             tokio::time::sleep(max).await;
             return Ok(());
@@ -382,7 +350,7 @@ impl LockStore for RedisLockStore {
                 .arg(&redis_key)
                 .query_async(&mut conn)
                 .await
-                .map_err(|err| self.error("wait_for_release", redis_key.clone(), err))?;
+                .map_err(|err| Self::error("wait_for_release", key, err))?;
             Ok::<_, LockError>(exists > 0)
         };
         let woken = listener.wait(&redis_key, max, still_held).await?;
@@ -391,16 +359,11 @@ impl LockStore for RedisLockStore {
     }
 }
 
-fn check_flag(
-    store: &RedisLockStore,
-    operation: &'static str,
-    redis_key: String,
-    reply: i64,
-) -> Result<bool, LockError> {
+fn check_flag(operation: &'static str, key: &StoreKey, reply: i64) -> Result<bool, LockError> {
     match reply {
         1 => Ok(true),
         0 => Ok(false),
-        other => Err(store.error(operation, redis_key, UnexpectedReply(format!("script returned {other}")))),
+        other => Err(RedisLockStore::error(operation, key, UnexpectedReply(format!("script returned {other}")))),
     }
 }
 

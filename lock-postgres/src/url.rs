@@ -1,0 +1,363 @@
+//! Store URLs: the layout parameters a `postgres://` URL may carry, parsed and validated
+//! without I/O, and the rest of the URL handed to sqlx.
+
+use std::fmt;
+use std::str::FromStr;
+
+use distlock_api::LockError;
+use sqlx::postgres::PgConnectOptions;
+
+use crate::config::Identifier;
+
+/// The layout parameters of a store URL, removed before sqlx sees it.
+const LAYOUT_PARAMETERS: [&str; 6] = ["schema", "table", "sequence", "unlogged", "create", "notifications"];
+
+/// The query parameters sqlx's PostgreSQL driver reads (besides `options[…]`); they are
+/// passed through to it.
+const CONNECTION_PARAMETERS: &[&str] = &[
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+];
+
+/// A parsed `postgres://` (or `postgresql://`) store URL: the store layout it names and
+/// the connection settings for sqlx. Parsing does no I/O.
+///
+/// Besides sqlx's own connection parameters (`sslmode`, `sslrootcert`, `sslcert`,
+/// `sslkey`, `application_name`, `options`, `host`, `port`, `dbname`, `user`,
+/// `password`, `statement-cache-capacity`, `options[…]` and their spellings with
+/// dashes), the query may carry:
+///
+/// | parameter | meaning | default |
+/// |---|---|---|
+/// | `schema=NAME` | schema of the lease table and the fence sequence | `public` |
+/// | `table=NAME` | the lease table | `distlock_locks` |
+/// | `sequence=NAME` | the fence sequence | `distlock_fence_seq` |
+/// | `unlogged=true\|false` | create the table `UNLOGGED` | `false` |
+/// | `create=true\|false` | whether the store may create what is missing (`false`: only verify, for a role without DDL rights) | `true` |
+/// | `notifications=true\|false` | release notifications (`LISTEN`/`NOTIFY`) | `true` |
+///
+/// Names must match `[A-Za-z_][A-Za-z0-9_]{0,62}`. Any other parameter, a parameter
+/// given twice, or a malformed value is a [`LockError::Config`] naming the parameter; no
+/// error repeats the URL (it may hold a password).
+///
+/// ```
+/// use distlock_postgres::PostgresUrl;
+///
+/// let url = PostgresUrl::parse("postgres://app:secret@db/app?schema=locks&unlogged=true&sslmode=require")?;
+/// assert_eq!(url.schema(), Some("locks"));
+/// assert_eq!(url.table(), None);
+/// assert_eq!(url.unlogged(), Some(true));
+/// assert!(!format!("{url:?}").contains("secret"));
+///
+/// let err = PostgresUrl::parse("postgres://db/app?tabel=locks").unwrap_err();
+/// assert!(err.to_string().contains("`tabel`"), "{err}");
+/// # Ok::<(), distlock_api::LockError>(())
+/// ```
+#[derive(Clone)]
+pub struct PostgresUrl {
+    options: PgConnectOptions,
+    schema: Option<Identifier>,
+    table: Option<Identifier>,
+    sequence: Option<Identifier>,
+    unlogged: Option<bool>,
+    create: Option<bool>,
+    notifications: Option<bool>,
+}
+
+impl PostgresUrl {
+    /// Parses and validates `url`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] when the scheme is not `postgres://` or `postgresql://`, a
+    /// query parameter is unknown, repeated or malformed (the message names it), or sqlx
+    /// cannot read the connection part.
+    pub fn parse(url: &str) -> Result<Self, LockError> {
+        let scheme_ok = url
+            .split_once("://")
+            .is_some_and(|(scheme, _)| ["postgres", "postgresql"].iter().any(|s| scheme.eq_ignore_ascii_case(s)));
+        if !scheme_ok {
+            return Err(config("not a PostgreSQL URL: expected `postgres://…` or `postgresql://…`".to_owned()));
+        }
+        let (without_fragment, fragment) = match url.split_once('#') {
+            Some((before, after)) => (before, Some(after)),
+            None => (url, None),
+        };
+        let (base, query) = without_fragment.split_once('?').unwrap_or((without_fragment, ""));
+        let mut parsed = Self {
+            options: PgConnectOptions::new_without_pgpass(),
+            schema: None,
+            table: None,
+            sequence: None,
+            unlogged: None,
+            create: None,
+            notifications: None,
+        };
+        let mut passed_on = Vec::new();
+        let mut seen = Vec::new();
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            let (raw_name, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
+            let name = decode(raw_name).ok_or_else(|| config("a URL parameter name is not UTF-8".to_owned()))?;
+            let shown = shown_name(&name);
+            if LAYOUT_PARAMETERS.contains(&name.as_str()) {
+                if seen.contains(&name) {
+                    return Err(config(format!("URL parameter `{shown}` is given more than once")));
+                }
+                seen.push(name.clone());
+                let value = decode(raw_value)
+                    .ok_or_else(|| config(format!("the value of URL parameter `{shown}` is not UTF-8")))?;
+                parsed.set(&name, &value)?;
+            } else if is_connection_parameter(&name) {
+                passed_on.push(pair);
+            } else {
+                return Err(config(format!(
+                    "unknown PostgreSQL URL parameter `{shown}`: expected one of {} or a connection parameter \
+                     (sslmode, sslrootcert, sslcert, sslkey, application_name, options, host, port, dbname, user, \
+                     password, statement-cache-capacity)",
+                    LAYOUT_PARAMETERS.join(", ")
+                )));
+            }
+        }
+        let mut connection_url = base.to_owned();
+        if !passed_on.is_empty() {
+            connection_url.push('?');
+            connection_url.push_str(&passed_on.join("&"));
+        }
+        if let Some(fragment) = fragment {
+            connection_url.push('#');
+            connection_url.push_str(fragment);
+        }
+        // sqlx's messages name the part that is wrong, never the whole URL.
+        parsed.options = PgConnectOptions::from_str(&connection_url)
+            .map_err(|error| config(format!("unusable PostgreSQL URL: {error}")))?;
+        Ok(parsed)
+    }
+
+    fn set(&mut self, name: &str, value: &str) -> Result<(), LockError> {
+        let identifier = |what: &str| {
+            Identifier::new(what, value).map_err(|error| config(format!("URL parameter `{name}`: {}", message(error))))
+        };
+        let boolean = || match value.to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(config(format!("URL parameter `{name}` must be `true` or `false`, got {:?}", shown_value(value)))),
+        };
+        match name {
+            "schema" => self.schema = Some(identifier("schema")?),
+            "table" => self.table = Some(identifier("table")?),
+            "sequence" => self.sequence = Some(identifier("sequence")?),
+            "unlogged" => self.unlogged = Some(boolean()?),
+            "create" => self.create = Some(boolean()?),
+            _ => self.notifications = Some(boolean()?),
+        }
+        Ok(())
+    }
+
+    /// `?schema=`, if given.
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_ref().map(Identifier::as_str)
+    }
+
+    /// `?table=`, if given.
+    pub fn table(&self) -> Option<&str> {
+        self.table.as_ref().map(Identifier::as_str)
+    }
+
+    /// `?sequence=`, if given.
+    pub fn sequence(&self) -> Option<&str> {
+        self.sequence.as_ref().map(Identifier::as_str)
+    }
+
+    /// `?unlogged=`, if given.
+    pub fn unlogged(&self) -> Option<bool> {
+        self.unlogged
+    }
+
+    /// `?create=`, if given.
+    pub fn create(&self) -> Option<bool> {
+        self.create
+    }
+
+    /// `?notifications=`, if given.
+    pub fn notifications(&self) -> Option<bool> {
+        self.notifications
+    }
+
+    /// The sqlx connect options of the URL, without the layout parameters.
+    pub fn connect_options(&self) -> &PgConnectOptions {
+        &self.options
+    }
+}
+
+impl fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresUrl")
+            .field("host", &self.options.get_host())
+            .field("port", &self.options.get_port())
+            .field("database", &self.options.get_database())
+            .field("username", &self.options.get_username())
+            .field("schema", &self.schema)
+            .field("table", &self.table)
+            .field("sequence", &self.sequence)
+            .field("unlogged", &self.unlogged)
+            .field("create", &self.create)
+            .field("notifications", &self.notifications)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FromStr for PostgresUrl {
+    type Err = LockError;
+
+    fn from_str(url: &str) -> Result<Self, LockError> {
+        Self::parse(url)
+    }
+}
+
+fn is_connection_parameter(name: &str) -> bool {
+    CONNECTION_PARAMETERS.contains(&name) || (name.starts_with("options[") && name.ends_with(']'))
+}
+
+fn config(message: String) -> LockError {
+    LockError::Config { message }
+}
+
+fn message(error: LockError) -> String {
+    match error {
+        LockError::Config { message } => message,
+        other => other.to_string(),
+    }
+}
+
+/// A parameter name as it may appear in an error: printable and short.
+fn shown_name(name: &str) -> String {
+    let printable: String = name.chars().filter(|c| !c.is_control()).take(40).collect();
+    if printable.len() < name.len() {
+        format!("{printable}…")
+    } else {
+        printable
+    }
+}
+
+fn shown_value(value: &str) -> String {
+    shown_name(value)
+}
+
+/// Percent-decoding as in `application/x-www-form-urlencoded` (what sqlx's URL parser
+/// applies to query parameters): `+` is a space. `None` when the result is not UTF-8.
+fn decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(byte) => {
+                        out.push(byte);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            byte => out.push(byte),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_message(url: &str) -> String {
+        match PostgresUrl::parse(url) {
+            Err(LockError::Config { message }) => message,
+            other => panic!("{url}: expected a Config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn layout_parameters_are_read_and_removed() {
+        let url = PostgresUrl::parse(
+            "postgres://u:pw@h:5433/db?schema=locks&table=leases&sequence=fences&unlogged=TRUE&create=false\
+             &notifications=false&sslmode=disable&application_name=app&options[statement_timeout]=5s",
+        )
+        .unwrap();
+        assert_eq!((url.schema(), url.table(), url.sequence()), (Some("locks"), Some("leases"), Some("fences")));
+        assert_eq!((url.unlogged(), url.create(), url.notifications()), (Some(true), Some(false), Some(false)));
+        let options = url.connect_options();
+        assert_eq!((options.get_host(), options.get_port(), options.get_database()), ("h", 5433, Some("db")));
+        assert_eq!(options.get_application_name(), Some("app"));
+        assert!(!format!("{url:?}").contains("pw"), "{url:?}");
+
+        let plain = PostgresUrl::parse("postgresql://h/db").unwrap();
+        assert_eq!((plain.schema(), plain.unlogged(), plain.create()), (None, None, None));
+        let encoded = PostgresUrl::parse("postgres://h/db?table=a%5Fb").unwrap();
+        assert_eq!(encoded.table(), Some("a_b"));
+    }
+
+    #[test]
+    fn unknown_repeated_and_malformed_parameters_are_named() {
+        for (url, named) in [
+            ("postgres://h/db?prefix=x", "`prefix`"),
+            ("postgres://h/db?tabel=x", "`tabel`"),
+            ("postgres://h/db?table=a&table=b", "`table`"),
+            ("postgres://h/db?table=x;%20DROP%20TABLE%20y", "`table`"),
+            ("postgres://h/db?schema=", "`schema`"),
+            ("postgres://h/db?unlogged=yes", "`unlogged`"),
+            ("postgres://h/db?create=", "`create`"),
+            ("postgres://h/db?notifications=1", "`notifications`"),
+            ("postgres://h/db?sequence=%FF", "`sequence`"),
+        ] {
+            let message = config_message(url);
+            assert!(message.contains(named), "{url}: {message}");
+        }
+        let message = config_message("postgres://h/db?sslmode=sometimes");
+        assert!(message.contains("sometimes"), "{message}");
+    }
+
+    #[test]
+    fn errors_never_repeat_credentials() {
+        for url in [
+            "user:secret@host/db?next=http://x",
+            "secret@host/db",
+            "mysql://user:secret@host/db",
+            "postgres://user:secret@host/db?secretive=1",
+            "postgres://user:secret@host:notaport/db",
+            "",
+        ] {
+            let err = PostgresUrl::parse(url).unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{url}: {err}");
+            assert!(!err.to_string().replace("secretive", "").contains("secret"), "{url}: {err}");
+        }
+        let err = PostgresUrl::parse("postgres://user:pw@host/db?unlogged=maybe").unwrap_err();
+        assert!(!err.to_string().contains("pw"), "{err}");
+    }
+
+    #[test]
+    fn decoding_matches_form_urlencoding() {
+        assert_eq!(decode("a+b%20c%2B%zz%"), Some("a b c+%zz%".to_owned()));
+        assert_eq!(decode("%C3%A9"), Some("é".to_owned()));
+        assert_eq!(decode("%FF"), None);
+    }
+}

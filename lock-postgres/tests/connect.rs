@@ -1,0 +1,261 @@
+//! Connecting: the layout in the URL, errors with the real cause (promptly, never with
+//! the password), `create=false` for a role without DDL rights, and durations at their
+//! extremes. Every test works in its own random schema.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::key;
+use distlock_api::{LockError, LockStore, Token, Ttl};
+use distlock_conformance::kit::{self, postgres_server};
+use distlock_postgres::{sqlx, PostgresLockStore, PostgresUrl, PurgeOptions, MIN_PURGE_HORIZON};
+
+/// A URL with `params` appended to `url`'s query.
+fn with_params(url: &str, params: &str) -> String {
+    format!("{url}{}{params}", if url.contains('?') { '&' } else { '?' })
+}
+
+/// `url` with its user info replaced by `user_info` (`user` or `user:password`) and its
+/// database by `database`.
+fn rewritten(url: &str, user_info: &str, database: &str) -> String {
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    format!("postgres://{user_info}@{}:{}/{database}", options.get_host(), options.get_port())
+}
+
+fn store_error_cause(err: &LockError, operation: &str) -> String {
+    match err {
+        LockError::Store { backend: "postgres", operation: op, .. } if *op == operation => {
+            err.cause().expect("a cause").to_string()
+        }
+        other => panic!("expected a postgres store error for {operation}, got {other:?}"),
+    }
+}
+
+/// A random schema, dropped (with everything in it) by [`Schema::drop`].
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    fn new(url: &str) -> Self {
+        Self { url: url.to_owned(), name: postgres_server::random_identifier("dl_connect") }
+    }
+
+    async fn drop(self) {
+        postgres_server::execute(&self.url, &format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_is_reported_at_once_with_its_cause() {
+    let started = Instant::now();
+    // The default acquire timeout is 5 s; the pool alone would retry until then.
+    let err = PostgresLockStore::connect("postgres://postgres:pw-not-shown@127.0.0.1:1/x").await.unwrap_err();
+    let elapsed = started.elapsed();
+    let cause = store_error_cause(&err, "connect");
+    assert!(cause.to_lowercase().contains("refused"), "{err}");
+    assert!(err.to_string().to_lowercase().contains("refused"), "one line with the root cause: {err}");
+    assert!(elapsed < Duration::from_millis(1500), "took {elapsed:?}");
+    assert!(!format!("{err} {err:?}").contains("pw-not-shown"), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_database_or_role_fails_at_connect_with_the_servers_message() {
+    let Some(url) = kit::postgres_url("a_missing_database_or_role_fails_at_connect") else { return };
+    let database = postgres_server::random_identifier("no_such_db");
+    let err = PostgresLockStore::connect(&rewritten(&url, "postgres:pw-not-shown", &database)).await.unwrap_err();
+    let cause = store_error_cause(&err, "connect");
+    assert!(cause.contains(&database) && cause.contains("does not exist"), "{err}");
+    assert!(!format!("{err} {err:?}").contains("pw-not-shown"), "{err:?}");
+
+    let role = postgres_server::random_identifier("no_such_role");
+    let err = PostgresLockStore::connect(&rewritten(&url, &role, "postgres")).await.unwrap_err();
+    let cause = store_error_cause(&err, "connect");
+    assert!(cause.contains(&role), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_layout_comes_from_the_url() {
+    let Some(url) = kit::postgres_url("the_layout_comes_from_the_url") else { return };
+    let schema = Schema::new(&url);
+    let app = postgres_server::random_identifier("dl_url_app");
+    let store_url = with_params(
+        &url,
+        &format!(
+            "schema={}&table=leases&sequence=fences&unlogged=true&notifications=false&sslmode=disable&application_name={app}",
+            schema.name
+        ),
+    );
+    let store = PostgresLockStore::connect(&store_url).await.unwrap();
+    store.ensure_schema().await.unwrap();
+    assert_eq!(store.table_name(), format!("\"{}\".\"leases\"", schema.name));
+    assert_eq!(store.sequence_name(), format!("\"{}\".\"fences\"", schema.name));
+    assert!(store.is_unlogged() && !store.capabilities().release_notifications);
+    let persistence: String = sqlx::query_scalar("SELECT relpersistence::text FROM pg_class WHERE oid = $1::regclass")
+        .bind(store.table_name())
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(persistence, "u");
+    let name: String =
+        sqlx::query_scalar("SELECT current_setting('application_name')").fetch_one(store.pool()).await.unwrap();
+    assert_eq!(name, app, "sqlx's own parameters pass through");
+    let (k, token) = (key("url"), Token::generate());
+    assert!(store.try_acquire(&k, &token, Ttl::new(Duration::from_secs(30)).unwrap()).await.unwrap().is_acquired());
+    assert!(store.release(&k, &token).await.unwrap());
+
+    // The builder may say the same thing; saying something else is refused.
+    let agreeing = PostgresLockStore::builder().schema(&schema.name).unlogged(true).connect(&store_url).await;
+    assert!(agreeing.is_ok(), "{agreeing:?}");
+    for builder in [
+        PostgresLockStore::builder().schema("public"),
+        PostgresLockStore::builder().table("other"),
+        PostgresLockStore::builder().unlogged(false),
+        PostgresLockStore::builder().release_notifications(true),
+    ] {
+        let started = Instant::now();
+        let err = builder.connect(&store_url).await.unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(1), "refused before any I/O");
+    }
+    store.pool().close().await;
+    schema.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_and_malformed_url_parameters_are_refused_before_any_io() {
+    // Port 9 on TEST-NET-1: any connection attempt would hang for the acquire timeout.
+    let base = "postgres://user:pw-not-shown@192.0.2.1:9/db";
+    for (params, named) in [
+        ("prefix=x", "`prefix`"),
+        ("fencing=true", "`fencing`"),
+        ("schema=a-b", "`schema`"),
+        ("table=", "`table`"),
+        ("sequence=1x", "`sequence`"),
+        ("unlogged=maybe", "`unlogged`"),
+        ("create=no", "`create`"),
+        ("table=a&table=b", "`table`"),
+    ] {
+        let started = Instant::now();
+        let err = PostgresLockStore::connect(&with_params(base, params)).await.unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{params}: {err}");
+        assert!(err.to_string().contains(named), "{params}: {err}");
+        assert!(!err.to_string().contains("pw-not-shown"), "{params}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(1), "{params}: I/O before refusing");
+        assert!(PostgresUrl::parse(&with_params(base, params)).is_err(), "{params}");
+    }
+    for url in ["user:pw-not-shown@host/db?next=http://x", "redis://user:pw-not-shown@host", "pw-not-shown"] {
+        let err = PostgresLockStore::connect(url).await.unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{err}");
+        assert!(!err.to_string().contains("pw-not-shown"), "{err}");
+    }
+}
+
+/// `create=false`: connect (and `ensure_schema`) only check, naming what is missing; a
+/// role that may use the table but not create anything works once a DBA ran the DDL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_false_checks_the_layout_and_works_without_ddl_rights() {
+    let Some(url) = kit::postgres_url("create_false_checks_the_layout") else { return };
+    let schema = Schema::new(&url);
+    let role = postgres_server::random_identifier("dl_locked_down");
+    postgres_server::execute(&url, &format!("CREATE ROLE \"{role}\" NOLOGIN")).await;
+    // The superuser of the test URL switches to the role at session start.
+    let as_role = with_params(&url, &format!("options=-c%20role%3D{role}"));
+    let layout = format!("schema={}&table=leases&create=false", schema.name);
+
+    let err = PostgresLockStore::connect(&with_params(&as_role, &layout)).await.unwrap_err();
+    let cause = store_error_cause(&err, "connect");
+    assert!(cause.contains(&format!("schema \"{}\" does not exist", schema.name)), "{err}");
+    assert!(cause.contains("Statements::ddl"), "says what to do: {err}");
+
+    // A DBA creates the schema, the sequence and the table from the store's DDL.
+    let owner = PostgresLockStore::builder()
+        .schema(&schema.name)
+        .table("leases")
+        .build(sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await.unwrap())
+        .unwrap();
+    postgres_server::execute(&url, &format!("CREATE SCHEMA \"{}\"", schema.name)).await;
+    let err = PostgresLockStore::connect(&with_params(&as_role, &layout)).await.unwrap_err();
+    let cause = store_error_cause(&err, "connect");
+    assert!(cause.contains("no USAGE privilege on schema"), "{err}");
+    for ddl in &owner.statements().ddl()[1..] {
+        postgres_server::execute(&url, ddl).await;
+    }
+    postgres_server::execute(&url, &format!("GRANT USAGE ON SCHEMA \"{}\" TO \"{role}\"", schema.name)).await;
+    let err = PostgresLockStore::connect(&with_params(&as_role, &layout)).await.unwrap_err();
+    let cause = store_error_cause(&err, "connect");
+    assert!(cause.contains("no SELECT, INSERT, UPDATE privilege on table"), "{err}");
+    assert!(cause.contains("no USAGE privilege on sequence"), "{err}");
+
+    postgres_server::execute(
+        &url,
+        &format!(
+            "GRANT SELECT, INSERT, UPDATE ON {} TO \"{role}\"; GRANT USAGE ON SEQUENCE {} TO \"{role}\"",
+            owner.table_name(),
+            owner.sequence_name()
+        ),
+    )
+    .await;
+    let store = PostgresLockStore::connect(&with_params(&as_role, &layout)).await.unwrap();
+    assert!(!store.creates_schema());
+    store.ensure_schema().await.expect("only checks, and all is there");
+    let (k, token) = (key("locked-down"), Token::generate());
+    assert!(store.try_acquire(&k, &token, Ttl::new(Duration::from_secs(30)).unwrap()).await.unwrap().is_acquired());
+    assert!(store.release(&k, &token).await.unwrap());
+
+    // With DDL allowed, a table without a column the store needs is named, not upgraded.
+    postgres_server::execute(&url, &format!("ALTER TABLE {} DROP COLUMN waiting", owner.table_name())).await;
+    let err = owner.ensure_schema().await.unwrap_err();
+    assert!(store_error_cause(&err, "ensure schema").contains("has no column waiting"), "{err}");
+
+    store.pool().close().await;
+    owner.pool().close().await;
+    schema.drop().await;
+    postgres_server::execute(&url, &format!("DROP OWNED BY \"{role}\"; DROP ROLE \"{role}\"")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durations_at_their_extremes_are_refused_or_saturated() {
+    for timeout in [Duration::MAX, Duration::ZERO, Duration::from_secs(3601)] {
+        let err = PostgresLockStore::builder()
+            .acquire_timeout(timeout)
+            .connect("postgres://u@192.0.2.1:9/db")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("acquire_timeout"), "{err}");
+    }
+    let options = PurgeOptions::new().every(Duration::MAX).older_than(Duration::MAX);
+    assert!(options.get_every() <= Duration::from_secs(366 * 24 * 3600));
+    let options = PurgeOptions::new().every(Duration::ZERO).older_than(Duration::ZERO);
+    assert_eq!((options.get_every(), options.get_older_than()), (Duration::from_millis(1), MIN_PURGE_HORIZON));
+
+    let Some(url) = kit::postgres_url("durations_at_their_extremes_are_refused_or_saturated") else { return };
+    let schema = Schema::new(&url);
+    let store = PostgresLockStore::builder()
+        .schema(&schema.name)
+        .acquire_timeout(Duration::from_secs(3600))
+        .connect(&url)
+        .await
+        .unwrap();
+    store.ensure_schema().await.unwrap();
+    assert_eq!(store.purge(Duration::MAX).await.unwrap(), 0);
+    assert_eq!(store.purge(Duration::ZERO).await.unwrap(), 0);
+    for options in [
+        PurgeOptions::new().every(Duration::MAX).older_than(Duration::MAX),
+        PurgeOptions::new().every(Duration::ZERO).older_than(Duration::ZERO),
+    ] {
+        let purger = store.spawn_purger(options).unwrap();
+        tokio::task::yield_now().await;
+        purger.stop().await;
+    }
+    let k = key("max");
+    store.wait_for_release(&k, Duration::MAX).await.expect("a free key: back at once");
+    let token = Token::generate();
+    assert!(store.try_acquire(&k, &token, Ttl::new(Duration::from_secs(30)).unwrap()).await.unwrap().is_acquired());
+    let waited = tokio::time::timeout(Duration::from_millis(300), store.wait_for_release(&k, Duration::MAX)).await;
+    assert!(waited.is_err(), "a held key: still waiting");
+    store.pool().close().await;
+    schema.drop().await;
+}

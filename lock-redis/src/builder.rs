@@ -1,0 +1,459 @@
+//! Making a store: the builder's knobs, their validation, the URL's layout parameters,
+//! and connecting (which checks that the server accepts the connection's settings).
+
+use std::time::Duration;
+
+use distlock_api::LockError;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::AsyncConnectionConfig;
+
+use crate::config::{self, checked_timeout, saturated_timeout, validate_key_prefix, Config};
+use crate::store::RedisLockStore;
+use crate::url::RedisUrl;
+
+/// Builds a [`RedisLockStore`] with a non-default key prefix, fencing, or timeouts.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use distlock_redis::RedisLockStore;
+///
+/// # async fn demo() -> Result<(), distlock_api::LockError> {
+/// let store = RedisLockStore::builder()
+///     .key_prefix("neton") // keys become `neton:lock:<key>`
+///     .fencing(true) // every acquisition gets a fencing number
+///     .response_timeout(Duration::from_secs(1))
+///     .connect("redis://127.0.0.1:6379")
+///     .await?;
+/// // The same layout, given by the URL alone:
+/// let same = RedisLockStore::connect("redis://127.0.0.1:6379?prefix=neton&fencing=true").await?;
+/// # let _ = (store, same); Ok(()) }
+/// ```
+///
+/// # The URL and the builder
+///
+/// The layout can be set here or in the URL given to [`connect`](Self::connect)
+/// (`?prefix=`, `?fencing=`, `?notifications=`, see [`RedisUrl`]). A setting made in
+/// both places must agree: a URL saying `prefix=a` and a builder saying
+/// `key_prefix("b")` is a [`LockError::Config`], never a silent choice of one. A setting
+/// made in neither place gets its default.
+///
+/// # Durations
+///
+/// A zero timeout is a [`LockError::Config`] from [`connect`](Self::connect) /
+/// [`build`](Self::build) naming the setting; a timeout longer than
+/// [`MAX_TIMEOUT`](Self::MAX_TIMEOUT) (up to `Duration::MAX`, "never") is cut to it.
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `connect` or `build` is called"]
+pub struct RedisLockStoreBuilder {
+    // The layout: `None` until set, so that a URL can set it instead (see `resolve`).
+    key_prefix: Option<String>,
+    fencing: Option<bool>,
+    release_notifications: Option<bool>,
+    response_timeout: Duration,
+    connection_timeout: Duration,
+    reconnect_retries: usize,
+}
+
+impl Default for RedisLockStoreBuilder {
+    fn default() -> Self {
+        Self {
+            key_prefix: None,
+            fencing: None,
+            release_notifications: None,
+            response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
+            connection_timeout: Self::DEFAULT_CONNECTION_TIMEOUT,
+            reconnect_retries: Self::DEFAULT_RECONNECT_RETRIES,
+        }
+    }
+}
+
+impl RedisLockStoreBuilder {
+    /// The longest key prefix accepted, in bytes.
+    pub const MAX_KEY_PREFIX_LEN: usize = config::MAX_KEY_PREFIX_LEN;
+    /// The longest timeout kept as given: 1 hour. A longer
+    /// [`response_timeout`](Self::response_timeout) or
+    /// [`connection_timeout`](Self::connection_timeout) (say `Duration::MAX`) is cut to it.
+    pub const MAX_TIMEOUT: Duration = config::MAX_TIMEOUT;
+    /// Default [`response_timeout`](Self::response_timeout): 2 s.
+    pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+    /// Default [`connection_timeout`](Self::connection_timeout): 2 s.
+    pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+    /// Default [`reconnect_retries`](Self::reconnect_retries): 3.
+    pub const DEFAULT_RECONNECT_RETRIES: usize = 3;
+
+    /// A builder with the defaults: prefix `distlock`, no fencing, release
+    /// notifications on, 2 s timeouts, 3 reconnection retries.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The prefix of every key: the store writes `{key_prefix}:lock:{key}`. Default
+    /// `distlock`; the URL parameter `?prefix=` sets it too. Must be 1–256 bytes without
+    /// control characters; checked by [`connect`](Self::connect) / [`build`](Self::build).
+    pub fn key_prefix(mut self, key_prefix: impl Into<String>) -> Self {
+        self.key_prefix = Some(key_prefix.into());
+        self
+    }
+
+    /// Fencing mode: every acquisition also returns a number strictly increasing per key,
+    /// drawn from one counter per store (`{key_prefix}:fence`) and kept for the holder in
+    /// `{key_prefix}:fence:lock:{key}`, which expires with the lease. Off by default, so
+    /// acquire stays a plain `SET key token NX PX ttl`; the URL parameter `?fencing=true`
+    /// turns it on too.
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.fencing = Some(fencing);
+        self
+    }
+
+    /// Release notifications (on by default; the URL parameter `?notifications=` sets
+    /// them too): every release also publishes the lock's key on `{key_prefix}:released`
+    /// (pipelined with the release, no extra round trip), and waiters are woken through
+    /// one subscriber connection per store instead of polling every `retry_interval`.
+    /// Off: releases send only the compare-and-delete script and waiters poll.
+    pub fn release_notifications(mut self, enabled: bool) -> Self {
+        self.release_notifications = Some(enabled);
+        self
+    }
+
+    /// How long to wait for the server's answer to one command before failing it with
+    /// [`LockError::Store`]. Default 2 s; must be greater than zero; at most
+    /// [`MAX_TIMEOUT`](Self::MAX_TIMEOUT) (longer is cut to it).
+    ///
+    /// A timed-out acquire has an unknown outcome; the
+    /// [`LockManager`](distlock_api::LockManager) releases it with the same token.
+    /// Used by [`connect`](Self::connect) (and for the subscriber connection's
+    /// `SUBSCRIBE` and health-check `PING`): [`build`](Self::build) keeps the given
+    /// connection's own settings.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How long one connection attempt may take. Default 2 s; must be greater than zero;
+    /// at most [`MAX_TIMEOUT`](Self::MAX_TIMEOUT) (longer is cut to it). Used by
+    /// [`connect`](Self::connect), and for the subscriber connection.
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// How many times a lost connection is retried (with exponential back-off from
+    /// 100 ms, at most 1 s apart) before the commands waiting for it fail. Default 3.
+    /// The next command starts a new reconnection. Used by [`connect`](Self::connect) only.
+    pub fn reconnect_retries(mut self, retries: usize) -> Self {
+        self.reconnect_retries = retries;
+        self
+    }
+
+    /// The [`ConnectionManagerConfig`] that [`connect`](Self::connect) uses: this
+    /// builder's timeouts (cut to [`MAX_TIMEOUT`](Self::MAX_TIMEOUT)) and reconnection
+    /// policy. A zero timeout is passed on as it is here; `connect` refuses it.
+    pub fn connection_manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_response_timeout(Some(saturated_timeout(self.response_timeout)))
+            .set_connection_timeout(Some(saturated_timeout(self.connection_timeout)))
+            .set_number_of_retries(self.reconnect_retries)
+            .set_min_delay(Duration::from_millis(100))
+            .set_max_delay(Duration::from_secs(1))
+    }
+
+    /// Connects to `url` and builds the store.
+    ///
+    /// `url` is `redis://[[user]:password@]host[:port][/db]`, optionally with the
+    /// store's layout as query parameters (`?prefix=neton&fencing=true`); see
+    /// [`RedisUrl`] for every accepted form and parameter.
+    ///
+    /// Connecting checks the server before returning: one connection is opened (no
+    /// retries, within [`connection_timeout`](Self::connection_timeout)), authenticated,
+    /// switched to the URL's database and sent `PING`. So a wrong or missing password,
+    /// a database number the server does not have, or an unreachable server fails here,
+    /// not at the first lock.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`], before any I/O, for an unusable URL, an unknown or
+    /// malformed URL parameter, a URL parameter that contradicts this builder, a bad key
+    /// prefix or a zero timeout. [`LockError::Store`] with operation `"connect"` when the
+    /// server cannot be reached or refuses the connection (its message carries the
+    /// server's reason, e.g. `NOAUTH`, `WRONGPASS` or `DB index is out of range`, never
+    /// the password).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future drops the half-made connections; nothing is
+    /// written to the server.
+    pub async fn connect(self, url: &str) -> Result<RedisLockStore, LockError> {
+        let url = RedisUrl::parse(url)?;
+        self.connect_url(&url).await
+    }
+
+    /// [`connect`](Self::connect) with an already parsed URL.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_url(self, url: &RedisUrl) -> Result<RedisLockStore, LockError> {
+        let config = self.resolve(Some(url))?;
+        let client = url.client().clone();
+        verify_server(&client, &config).await?;
+        let conn = ConnectionManager::new_with_config(client.clone(), self.connection_manager_config())
+            .await
+            .map_err(connect_error)?;
+        Ok(RedisLockStore::from_parts(conn, Some(client), config))
+    }
+
+    /// Builds the store on an existing connection (its timeouts stay as they are).
+    ///
+    /// The store publishes its releases, but it has no [`redis::Client`] to open its
+    /// subscriber connection with, so its own waiters poll; use
+    /// [`build_with_client`](Self::build_with_client) for notified waits.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a bad key prefix or a zero timeout.
+    pub fn build(self, conn: ConnectionManager) -> Result<RedisLockStore, LockError> {
+        let config = self.resolve(None)?;
+        Ok(RedisLockStore::from_parts(conn, None, config))
+    }
+
+    /// Builds the store on an existing connection, with `client` (normally the one `conn`
+    /// was made from) for the subscriber connection of notified waits. Nothing is opened
+    /// until the first wait.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a bad key prefix or a zero timeout.
+    pub fn build_with_client(
+        self,
+        client: redis::Client,
+        conn: ConnectionManager,
+    ) -> Result<RedisLockStore, LockError> {
+        let config = self.resolve(None)?;
+        Ok(RedisLockStore::from_parts(conn, Some(client), config))
+    }
+
+    /// The checked configuration: this builder's settings, the URL's layout (which must
+    /// agree with them), then the defaults.
+    fn resolve(&self, url: Option<&RedisUrl>) -> Result<Config, LockError> {
+        let key_prefix = agree(
+            "prefix",
+            "key_prefix",
+            self.key_prefix.clone(),
+            url.and_then(|url| url.key_prefix().map(str::to_owned)),
+        )?
+        .unwrap_or_else(|| config::DEFAULT_KEY_PREFIX.to_owned());
+        validate_key_prefix(&key_prefix)?;
+        let fencing = agree("fencing", "fencing", self.fencing, url.and_then(RedisUrl::fencing))?.unwrap_or(false);
+        let release_notifications = agree(
+            "notifications",
+            "release_notifications",
+            self.release_notifications,
+            url.and_then(RedisUrl::release_notifications),
+        )?
+        .unwrap_or(true);
+        Ok(Config {
+            key_prefix,
+            fencing,
+            release_notifications,
+            response_timeout: checked_timeout("response_timeout", self.response_timeout)?,
+            connection_timeout: checked_timeout("connection_timeout", self.connection_timeout)?,
+        })
+    }
+}
+
+impl RedisLockStore {
+    /// Connects to `url` with the default configuration, or the layout the URL gives:
+    /// key prefix `distlock`, no fencing, release notifications on, 2 s timeouts.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), distlock_api::LockError> {
+    /// let store = distlock_redis::RedisLockStore::connect("redis://127.0.0.1:6379").await?;
+    /// let neton = distlock_redis::RedisLockStore::connect("redis://127.0.0.1:6379/0?prefix=neton").await?;
+    /// # let _ = (store, neton); Ok(()) }
+    /// ```
+    ///
+    /// See [`RedisLockStoreBuilder::connect`] for the URL, what connecting checks, and
+    /// its errors.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for an unusable URL or parameter, before any I/O;
+    /// [`LockError::Store`] (operation `"connect"`) when the server cannot be reached or
+    /// refuses the connection.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: nothing is written to the server.
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        RedisLockStoreBuilder::new().connect(url).await
+    }
+
+    /// A store with the default configuration on an existing connection.
+    ///
+    /// Its releases are published, but without a [`redis::Client`] it cannot open a
+    /// subscriber connection, so its own waiters poll; use
+    /// [`RedisLockStoreBuilder::build_with_client`] to get notified waits.
+    pub fn from_connection_manager(conn: ConnectionManager) -> Self {
+        let defaults = Config {
+            key_prefix: config::DEFAULT_KEY_PREFIX.to_owned(),
+            fencing: false,
+            release_notifications: true,
+            response_timeout: RedisLockStoreBuilder::DEFAULT_RESPONSE_TIMEOUT,
+            connection_timeout: RedisLockStoreBuilder::DEFAULT_CONNECTION_TIMEOUT,
+        };
+        Self::from_parts(conn, None, defaults)
+    }
+
+    /// A builder for a non-default key prefix, fencing mode or timeouts.
+    pub fn builder() -> RedisLockStoreBuilder {
+        RedisLockStoreBuilder::new()
+    }
+}
+
+/// A layout setting given by the builder (`setting`) and/or the URL (`parameter`): both
+/// must agree.
+fn agree<T: PartialEq + std::fmt::Debug>(
+    parameter: &str,
+    setting: &str,
+    from_builder: Option<T>,
+    from_url: Option<T>,
+) -> Result<Option<T>, LockError> {
+    match (from_builder, from_url) {
+        (Some(built), Some(given)) if built != given => Err(LockError::Config {
+            message: format!(
+                "the Redis URL's `{parameter}` ({given:?}) contradicts the builder's `{setting}` ({built:?}); set it in one place"
+            ),
+        }),
+        (built, given) => Ok(built.or(given)),
+    }
+}
+
+/// One connection, no retries: connect, authenticate, `SELECT` the database, `PING`.
+/// Whatever the server refuses shows here with its own reason.
+async fn verify_server(client: &redis::Client, config: &Config) -> Result<(), LockError> {
+    let settings = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(config.connection_timeout))
+        .set_response_timeout(Some(config.response_timeout));
+    let mut conn = client.get_multiplexed_async_connection_with_config(&settings).await.map_err(connect_error)?;
+    let _: redis::Value = redis::cmd("PING").query_async(&mut conn).await.map_err(connect_error)?;
+    Ok(())
+}
+
+fn connect_error(err: redis::RedisError) -> LockError {
+    LockError::store(RedisLockStore::BACKEND, "connect", None, err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nothing listens on port 1: reaching the network would give a Store error, not Config.
+    const NOWHERE: &str = "redis://127.0.0.1:1";
+
+    fn resolved(builder: RedisLockStoreBuilder, url: &str) -> Result<Config, LockError> {
+        builder.resolve(Some(&RedisUrl::parse(url).unwrap()))
+    }
+
+    #[test]
+    fn defaults() {
+        let config = RedisLockStoreBuilder::new().resolve(None).unwrap();
+        assert_eq!(
+            config,
+            Config {
+                key_prefix: "distlock".to_owned(),
+                fencing: false,
+                release_notifications: true,
+                response_timeout: Duration::from_secs(2),
+                connection_timeout: Duration::from_secs(2),
+            }
+        );
+    }
+
+    #[test]
+    fn the_url_sets_what_the_builder_left_alone() {
+        let config = resolved(RedisLockStoreBuilder::new(), "redis://h/?prefix=neton&fencing=true&notifications=false");
+        let config = config.unwrap();
+        assert_eq!((config.key_prefix.as_str(), config.fencing, config.release_notifications), ("neton", true, false));
+        // And the builder what the URL left alone.
+        let config =
+            resolved(RedisLockStoreBuilder::new().fencing(true).key_prefix("app"), "redis://h/?notifications=false");
+        let config = config.unwrap();
+        assert_eq!((config.key_prefix.as_str(), config.fencing, config.release_notifications), ("app", true, false));
+    }
+
+    #[test]
+    fn the_url_and_the_builder_may_repeat_a_setting_but_not_contradict_it() {
+        let same = RedisLockStoreBuilder::new().key_prefix("neton").fencing(true).release_notifications(false);
+        let config = resolved(same, "redis://h/?prefix=neton&fencing=true&notifications=false").unwrap();
+        assert_eq!((config.key_prefix.as_str(), config.fencing, config.release_notifications), ("neton", true, false));
+
+        for (builder, url, names) in [
+            (RedisLockStoreBuilder::new().key_prefix("a"), "redis://h/?prefix=b", ["`prefix`", "`key_prefix`"]),
+            (RedisLockStoreBuilder::new().fencing(false), "redis://h/?fencing=true", ["`fencing`", "`fencing`"]),
+            (
+                RedisLockStoreBuilder::new().release_notifications(true),
+                "redis://h/?notifications=false",
+                ["`notifications`", "`release_notifications`"],
+            ),
+        ] {
+            let err = resolved(builder, url).unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{err}");
+            let message = err.to_string();
+            assert!(names.iter().all(|name| message.contains(name)) && message.contains("contradicts"), "{message}");
+        }
+    }
+
+    #[test]
+    fn zero_timeouts_are_config_errors_naming_the_setting() {
+        for (builder, setting) in [
+            (RedisLockStoreBuilder::new().response_timeout(Duration::ZERO), "`response_timeout`"),
+            (RedisLockStoreBuilder::new().connection_timeout(Duration::ZERO), "`connection_timeout`"),
+        ] {
+            let err = builder.resolve(None).unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains(setting), "{err}");
+        }
+    }
+
+    #[test]
+    fn huge_timeouts_are_cut_to_the_maximum() {
+        let builder = RedisLockStoreBuilder::new()
+            .response_timeout(Duration::MAX)
+            .connection_timeout(Duration::MAX)
+            .reconnect_retries(usize::MAX);
+        let config = builder.resolve(None).unwrap();
+        assert_eq!(config.response_timeout, RedisLockStoreBuilder::MAX_TIMEOUT);
+        assert_eq!(config.connection_timeout, RedisLockStoreBuilder::MAX_TIMEOUT);
+        let manager = builder.connection_manager_config();
+        assert_eq!(manager.response_timeout(), Some(RedisLockStoreBuilder::MAX_TIMEOUT));
+        assert_eq!(manager.connection_timeout(), Some(RedisLockStoreBuilder::MAX_TIMEOUT));
+    }
+
+    #[tokio::test]
+    async fn bad_settings_and_bad_urls_fail_before_any_io() {
+        for builder in [
+            RedisLockStoreBuilder::new().key_prefix(""),
+            RedisLockStoreBuilder::new().response_timeout(Duration::ZERO),
+            RedisLockStoreBuilder::new().connection_timeout(Duration::ZERO),
+            RedisLockStoreBuilder::new().fencing(true),
+        ] {
+            let err = builder.clone().connect(&format!("{NOWHERE}/?fencing=false")).await.unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{builder:?}: {err}");
+        }
+        for url in ["http://127.0.0.1:6379", "redis://127.0.0.1:1/?prefix=", "redis://127.0.0.1:1/?x=1"] {
+            let err = RedisLockStore::connect(url).await.unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{url}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn unreachable_server_is_a_store_error_in_bounded_time() {
+        let started = std::time::Instant::now();
+        let err = RedisLockStore::connect(NOWHERE).await.unwrap_err();
+        assert!(matches!(err, LockError::Store { operation: "connect", key: None, .. }), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(2), "one attempt, no back-off: {:?}", started.elapsed());
+    }
+}
