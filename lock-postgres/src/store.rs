@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_api::waiters::deadline_after;
 use distlock_api::{async_trait, Acquire, Capabilities, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
 use sqlx::postgres::PgPool;
 
@@ -372,7 +373,8 @@ impl LockStore for PostgresLockStore {
     /// is free. Releases notify only flagged leases. While the listener is not
     /// connected (first use, or re-connecting after a lost connection) it sleeps, so the
     /// caller polls; a waiter registered when the listener loses its connection returns
-    /// early. Never returns later than `max` (plus scheduling).
+    /// early. Never returns later than `max` (plus scheduling); `max` may be any
+    /// duration (`Duration::MAX` waits without a deadline).
     ///
     /// # Errors
     ///
@@ -427,14 +429,6 @@ impl LockStore for PostgresLockStore {
 
 /// How long after a lease's end (as the server computed it) a waiter wakes to retry.
 const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
-
-/// `now + after`, saturating at about 30 years from now (as `tokio::time::sleep` does),
-/// so that `Duration::MAX` means "no deadline" instead of an overflow.
-fn deadline_after(after: Duration) -> tokio::time::Instant {
-    const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
-    let now = tokio::time::Instant::now();
-    now.checked_add(after.min(FAR_FUTURE)).unwrap_or(now)
-}
 
 impl PostgresLockStore {
     /// Flags `key`'s live lease as waited for (so that its release notifies) and returns
