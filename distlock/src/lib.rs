@@ -12,23 +12,27 @@ pub use distlock_api::*;
 /// The contract crate, for paths such as `distlock::api::LockStore`.
 pub use distlock_api as api;
 
-/// The in-memory store (feature `memory`, on by default).
+/// The in-memory store (feature `memory`, on by default): `memory://`; the store for
+/// applications' own tests (see "Testing your app").
 #[cfg(feature = "memory")]
 #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub use distlock_memory as memory;
 
-/// The Redis store (feature `redis`).
+/// The Redis store (feature `redis`): `redis://host:6379/0?prefix=…&fencing=…`, or
+/// `redis::RedisLockStore::builder()`.
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use distlock_redis as redis;
 
-/// The PostgreSQL store (feature `postgres`).
+/// The PostgreSQL store (feature `postgres`): `postgres://user@host/db?schema=…&table=…`,
+/// or `postgres::PostgresLockStore::builder()`.
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use distlock_postgres as postgres;
 
 /// `#[distlock::lock(key = "order:{order_id}", ttl = "15s", manager = self.locks)]`: runs an
-/// `async fn` under a lock (feature `macros`). See the crate documentation's guide.
+/// `async fn` under a lock, taken in one attempt with a 10 s lease unless `wait` / `ttl`
+/// say otherwise (feature `macros`). See the crate documentation's guide.
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use distlock_macros::lock;
