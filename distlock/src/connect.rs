@@ -9,8 +9,21 @@ use distlock_api::{DynLockStore, LockError};
 /// | scheme | store | feature |
 /// |---|---|---|
 /// | `memory://` | a new, empty in-process store | `memory` (default) |
-/// | `redis://`, `rediss://` | `RedisLockStore::connect` | `redis` |
-/// | `postgres://`, `postgresql://` | `PostgresLockStore::connect`, then `ensure_schema()` | `postgres` |
+/// | `redis://`, `rediss://`, `valkey://`, `valkeys://`, `redis+unix://`, `valkey+unix://`, `unix://` | [`RedisLockStore::connect`](crate::redis::RedisLockStore::connect) | `redis` |
+/// | `postgres://`, `postgresql://` | [`PostgresLockStore::connect`](crate::postgres::PostgresLockStore::connect), then [`ensure_schema`](crate::postgres::PostgresLockStore::ensure_schema) | `postgres` |
+///
+/// The store's layout is part of its URL, so that every process and the `distlock` CLI
+/// agree on where locks live:
+///
+/// - Redis: `?prefix=myapp` (keys `myapp:lock:…`), `?fencing=true|false`,
+///   `?notifications=true|false` — see [`RedisUrl`](crate::redis::RedisUrl);
+/// - PostgreSQL: `?schema=`, `?table=`, `?sequence=`, `?unlogged=true|false`,
+///   `?create=false` (only check the layout, for a role without DDL rights),
+///   `?notifications=true|false` — see [`PostgresUrl`](crate::postgres::PostgresUrl).
+///
+/// An unknown or malformed parameter is a [`LockError::Config`] naming it; nothing is
+/// silently ignored. Connecting checks the server (credentials, database), so a wrong
+/// password fails here rather than at the first lock.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), distlock::LockError> {
@@ -22,27 +35,25 @@ use distlock_api::{DynLockStore, LockError};
 ///
 /// # Errors
 ///
-/// [`LockError::Config`] for a URL without a scheme, an unknown scheme, or a scheme whose
-/// Cargo feature is not enabled (the message names the feature); the store's own errors
-/// when connecting fails.
+/// [`LockError::Config`] before any I/O for a URL without a scheme, an unknown scheme, a
+/// scheme whose Cargo feature is not enabled (the message names the feature), or an
+/// unknown or malformed parameter; [`LockError::Store`] (operation `"connect"`) with
+/// the server's or the network's own message when connecting fails. No error repeats
+/// the URL's credentials.
 ///
 /// # Cancel safety
 ///
 /// Cancel safe: dropping the future drops the half-made connection.
 pub async fn connect(url: &str) -> Result<Arc<DynLockStore>, LockError> {
-    let Some((scheme, _)) = url.split_once("://") else {
-        return Err(config(format!(
-            "`{}` is not a store URL: expected `memory://`, `redis://…` or `postgres://…`",
-            redact(url)
-        )));
+    const EXPECTED: &str = "expected `memory://`, `redis://…` or `postgres://…`";
+    let Some(scheme) = scheme_of(url) else {
+        return Err(config(format!("not a store URL (no `scheme://` at its start): {EXPECTED}")));
     };
     match scheme.to_ascii_lowercase().as_str() {
-        "memory" => memory(),
-        "redis" | "rediss" => redis(url).await,
+        "memory" => memory(url),
+        "redis" | "rediss" | "valkey" | "valkeys" | "redis+unix" | "valkey+unix" | "unix" => redis(url).await,
         "postgres" | "postgresql" => postgres(url).await,
-        other => Err(config(format!(
-            "unknown store URL scheme `{other}://`: expected `memory://`, `redis://…` or `postgres://…`"
-        ))),
+        other => Err(config(format!("unknown store URL scheme `{other}://`: {EXPECTED}"))),
     }
 }
 
@@ -50,23 +61,34 @@ fn config(message: String) -> LockError {
     LockError::Config { message }
 }
 
-/// The URL without its credentials, for error messages.
-fn redact(url: &str) -> String {
-    let Some(at) = url.rfind('@') else { return url.to_owned() };
-    let start = url.find("://").map_or(0, |i| i + 3);
-    if at < start {
-        return url.to_owned();
+/// The URL's scheme, when it starts with a well-formed one followed by `://`. Only this
+/// part of a URL is ever repeated in an error: the rest may hold a password.
+fn scheme_of(url: &str) -> Option<&str> {
+    let (scheme, rest) = url.split_once(':')?;
+    let mut chars = scheme.chars();
+    let well_formed = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    (well_formed && rest.starts_with("//")).then_some(scheme)
+}
+
+/// `memory://` takes nothing after the scheme: anything there would be ignored.
+fn memory(url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    let rest = &url["memory://".len()..];
+    if !rest.is_empty() && rest != "/" {
+        return Err(config(
+            "`memory://` URLs take no host, path or parameters: the memory store lives in this process".to_owned(),
+        ));
     }
-    format!("{}…{}", &url[..start], &url[at..])
+    memory_store()
 }
 
 #[cfg(feature = "memory")]
-fn memory() -> Result<Arc<DynLockStore>, LockError> {
+fn memory_store() -> Result<Arc<DynLockStore>, LockError> {
     Ok(Arc::new(distlock_memory::MemoryLockStore::new()))
 }
 
 #[cfg(not(feature = "memory"))]
-fn memory() -> Result<Arc<DynLockStore>, LockError> {
+fn memory_store() -> Result<Arc<DynLockStore>, LockError> {
     Err(not_enabled("memory", "memory://"))
 }
 
@@ -103,20 +125,35 @@ mod tests {
 
     #[tokio::test]
     async fn rejects_unknown_and_malformed_urls() {
-        for url in ["", "localhost:6379", "mysql://db/x", "etcd://x"] {
+        for url in ["", "localhost:6379", "mysql://db/x", "etcd://x", "memory://x", "memory://?prefix=a", "redis:6379"]
+        {
             let err = connect(url).await.unwrap_err();
             assert!(matches!(err, LockError::Config { .. }), "{url}: {err}");
         }
-        let err = connect("zk://user:secret@host").await.unwrap_err();
-        assert!(!err.to_string().contains("secret"), "{err}");
-        let err = connect("user:secret@host").await.unwrap_err();
-        assert!(!err.to_string().contains("secret"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn errors_never_repeat_credentials() {
+        for url in [
+            "zk://user:secret@host",
+            "user:secret@host",
+            "user:secret@host/db?next=http://x",
+            "secret@host://x",
+            "redis://:secret@127.0.0.1:1/0?prefix=a&bogus=1",
+            "postgres://app:secret@127.0.0.1:1/db?bogus=1",
+            "redis://:secret@127.0.0.1:1/0?prefix=",
+        ] {
+            let err = connect(url).await.unwrap_err();
+            assert!(!err.to_string().contains("secret"), "{url}: {err}");
+            assert!(!format!("{err:?}").contains("secret"), "{url}: {err:?}");
+        }
     }
 
     #[tokio::test]
     async fn memory_urls_work_case_insensitively() {
         assert_eq!(connect("memory://").await.unwrap().backend(), "memory");
         assert_eq!(connect("MEMORY://").await.unwrap().backend(), "memory");
+        assert_eq!(connect("memory:///").await.unwrap().backend(), "memory");
     }
 
     #[cfg(not(feature = "redis"))]

@@ -21,9 +21,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use distlock_api::waiters::{Registration, WaiterRegistry};
+use distlock_api::waiters::WaiterRegistry;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
-use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::config::Layout;
@@ -86,18 +85,6 @@ impl Notifier {
     pub(crate) fn waiters(&self) -> &WaiterRegistry {
         self.task.get_or_init(|| tokio::spawn(run(Arc::clone(&self.shared))).abort_handle());
         &self.shared.waiters
-    }
-
-    /// The listener's state (`true` while listening), starting the listener on first use.
-    /// Must be called inside a tokio runtime.
-    pub(crate) fn listening(&self) -> watch::Receiver<bool> {
-        self.waiters().listening()
-    }
-
-    /// Registers a waiter for `key` (a store key); notifications for it wake
-    /// [`Registration::notified`] futures from now on.
-    pub(crate) fn register(&self, key: &str) -> Registration {
-        self.waiters().register(key)
     }
 }
 

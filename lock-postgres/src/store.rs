@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::waiters::deadline_after;
+use distlock_api::waiters::{deadline_after, KeyState};
 use distlock_api::{async_trait, Acquire, Capabilities, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
 use sqlx::postgres::PgPool;
 
@@ -386,43 +386,21 @@ impl LockStore for PostgresLockStore {
     /// Cancel safe: a dropped waiter unregisters; a flag it set costs at most one
     /// notification nobody waits for.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
-        let deadline = deadline_after(max);
         if !self.layout.notify {
-            tokio::time::sleep_until(deadline).await;
+            tokio::time::sleep_until(deadline_after(max)).await;
             return Ok(());
         }
-        let mut listening = self.notifier.listening();
-        // Not listening yet (or re-connecting): sleep, unless the listener comes up first.
-        let up = tokio::time::timeout_at(deadline, listening.wait_for(|up| *up)).await.map(|up| up.is_ok());
-        match up {
-            Ok(true) => {}
-            Ok(false) => {
-                // The listener is gone (cannot happen while the store lives): just sleep.
-                tokio::time::sleep_until(deadline).await;
-                return Ok(());
-            }
-            Err(_) => return Ok(()),
-        }
-        let registration = self.notifier.register(key.as_str());
-        let notified = registration.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        // Registered: a release of the lease flagged from now on is notified; an earlier
-        // one is seen here.
-        let lease = match tokio::time::timeout_at(deadline, self.flag_lease(key)).await {
-            Err(_) => return Ok(()),
-            Ok(lease) => lease?,
+        // Run by the registry after the waiter registered and while the listener listens.
+        let flag = || async {
+            Ok(match self.flag_lease(key).await? {
+                None => KeyState::Free,
+                // An expiring lease is not notified: wake when it runs out on the server's
+                // clock (a little late rather than early).
+                Some(left) => KeyState::Held { expires_in: Some(left.saturating_add(EXPIRY_MARGIN)) },
+            })
         };
-        let Some(left) = lease else { return Ok(()) };
-        // An expiring lease is not notified: wake up when it runs out (on the server's
-        // clock; a little late rather than early).
-        let until = deadline.min(deadline_after(left.saturating_add(EXPIRY_MARGIN)));
-        tokio::select! {
-            () = &mut notified => {}
-            // The listener went down (or came back): the release may have been missed.
-            _ = listening.changed() => {}
-            () = tokio::time::sleep_until(until) => {}
-        }
+        let woken = self.notifier.waiters().wait(key.as_str(), max, flag).await?;
+        tracing::trace!(?woken, "wait for release ended");
         Ok(())
     }
 }
