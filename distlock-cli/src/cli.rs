@@ -68,12 +68,15 @@ pub(crate) struct RunArgs {
     pub(crate) retry: Duration,
 
     /// Renew the lease at this interval instead of every TTL / 3 (must be shorter than
-    /// the TTL).
+    /// the TTL minus the larger of --kill-grace and a fifth of the TTL).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub(crate) renew_every: Option<Duration>,
 
-    /// After a lost lease, how long the command has between SIGTERM and SIGKILL.
-    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    /// After a lost lease, how long the command has between SIGTERM and SIGKILL. The loss
+    /// is signalled at least this long (and at least a fifth of the TTL) before another
+    /// owner could take the lock, so SIGKILL lands before that; it must be shorter than
+    /// the TTL.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub(crate) kill_grace: Duration,
 
     /// The command and its arguments (after `--`).

@@ -26,7 +26,20 @@ const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs `args.command` under the lock and returns the exit status.
 pub(crate) async fn run(url: Option<&str>, args: RunArgs) -> Result<u8, Failure> {
-    let mut options = LockOptions::new().wait(args.wait).retry_interval(args.retry);
+    // The command must be dead before the store can hand the key to another owner: the
+    // loss is signalled at least the kill grace (and at least the default fifth of the TTL)
+    // before that moment.
+    distlock::Ttl::new(args.ttl)?;
+    let loss_margin = (args.ttl / LockOptions::DEFAULT_LOSS_MARGIN_DIVISOR).max(args.kill_grace);
+    if loss_margin >= args.ttl {
+        return Err(Failure::usage(format!(
+            "--kill-grace {} does not fit in --ttl {}: after a lost lease the command must be killed before \
+             another owner can take the lock; shorten --kill-grace or lengthen --ttl",
+            humantime::format_duration(args.kill_grace),
+            humantime::format_duration(args.ttl),
+        )));
+    }
+    let mut options = LockOptions::new().wait(args.wait).retry_interval(args.retry).loss_margin(loss_margin);
     options = match args.renew_every {
         Some(every) => options.renew_every(every),
         None => options.auto_renew(),

@@ -28,11 +28,19 @@ async fn bad_durations_are_usage_errors_with_a_clear_message() {
 }
 
 #[tokio::test]
+async fn a_kill_grace_that_does_not_fit_in_the_ttl_is_a_usage_error() {
+    let args = ["run", "--key", "k", "--ttl", "2s", "--kill-grace", "5s", "--", "true"];
+    let out = output(distlock(Some("redis://127.0.0.1:1"), &args)).await;
+    assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--kill-grace 5s does not fit in --ttl 2s"), "{}", stderr(&out));
+}
+
+#[tokio::test]
 async fn out_of_range_options_are_usage_errors_before_any_connection() {
     // Port 1 would fail to connect: the options must be refused first.
     for args in [
         &["run", "--key", "k", "--ttl", "0s", "--", "true"][..],
-        &["run", "--key", "k", "--ttl", "1s", "--renew-every", "2s", "--", "true"],
+        &["run", "--key", "k", "--ttl", "1s", "--kill-grace", "100ms", "--renew-every", "2s", "--", "true"],
         &["run", "--key", "k", "--wait", "1s", "--retry", "0s", "--", "true"],
     ] {
         let out = output(distlock(Some("redis://127.0.0.1:1"), args)).await;

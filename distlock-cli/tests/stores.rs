@@ -184,14 +184,14 @@ async fn lease_loss(url: &str, child: &str, kill_grace: &str, lose: Lose) -> (i3
 }
 
 async fn deleting_the_key_on_the_server_stops_the_command(url: &str) {
-    let (status, stderr, _) = lease_loss(url, "exec sleep 60", "10s", Lose::DeleteOnServer).await;
+    let (status, stderr, _) = lease_loss(url, "exec sleep 60", "500ms", Lose::DeleteOnServer).await;
     assert_eq!(status, LEASE_LOST, "{stderr}");
     assert!(stderr.contains("lease of lock") && stderr.contains("lost") && stderr.contains("SIGTERM"), "{stderr}");
     assert!(!stderr.contains("sending SIGKILL"), "sleep dies on SIGTERM: {stderr}");
 }
 
 async fn an_administrators_release_stops_the_command(url: &str) {
-    let (status, stderr, _) = lease_loss(url, "exec sleep 60", "10s", Lose::AdminRelease).await;
+    let (status, stderr, _) = lease_loss(url, "exec sleep 60", "500ms", Lose::AdminRelease).await;
     assert_eq!(status, LEASE_LOST, "{stderr}");
 }
 
