@@ -1,20 +1,43 @@
-//! Side-by-side benchmark rounds shared by the stores' benchmarks: variants (raw
-//! commands, the store, the manager…) run back to back in rotating order, so load that
-//! drifts during a run hits them alike, and results are reported as ratios to the first.
+//! One benchmark harness for every store's benchmark and for `distlock bench`.
+//!
+//! - [`Locker`]: what is measured — distlock's manager ([`Library`]), a store without the
+//!   manager ([`StoreDirect`]), or a store's own commands sent raw ([`RawMemory`],
+//!   [`RawRedis`], [`RawPostgres`]);
+//! - [`run`]: the scenarios — a cycle loop on one key, N workers on distinct keys, N
+//!   workers handing one hot key to each other ([`Scenario`]);
+//! - [`interleaved_rounds`] and [`report_against_first`]: variants run back to back in
+//!   rotating order, so load that drifts during a run hits them alike, and are reported as
+//!   ratios to the first; [`SideBySide`] does both for raw / store / manager.
+//!
+//! The hand-off comparison (release notifications vs polling) is in
+//! [`handoff`](super::handoff).
+
+mod locker;
+mod raw_postgres;
+mod raw_redis;
+mod workload;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock_api::{DynLockStore, LockKey, LockManager, Token, Ttl};
+use distlock_api::{DynLockStore, LockError, LockManager};
 
-/// The median of `samples` (the upper one of an even count).
-///
-/// # Panics
-///
-/// When `samples` is empty.
+pub use self::locker::{Library, Locker, RawMemory, StoreDirect};
+pub use self::raw_postgres::RawPostgres;
+pub use self::raw_redis::RawRedis;
+pub use self::workload::{run, BenchError, Measured, Scenario, Stop};
+
+/// `DISTLOCK_BENCH_ROUNDS` when set to a positive number (short runs on a busy machine),
+/// else `default`.
+pub fn rounds(default: usize) -> usize {
+    std::env::var("DISTLOCK_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(default)
+}
+
+/// The median of `samples` (the upper one of an even count); 0 for none.
 pub fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    samples.get(samples.len() / 2).copied().unwrap_or_default()
 }
 
 /// Runs `scenario` once per variant as a warm-up, then `rounds` times per variant,
@@ -64,31 +87,122 @@ pub fn report_against_first(title: &str, unit: &str, per: f64, names: &[&str], s
     medians
 }
 
-/// `cycles` acquire + release cycles of `name` straight on `store`, with one fixed token:
-/// the store's cost without the manager.
-///
-/// # Panics
-///
-/// On any store error, or when the key is not free.
-pub async fn store_cycles(store: &DynLockStore, name: &str, ttl: Duration, cycles: usize) {
-    let key = LockKey::new(name).expect("bench keys are valid").to_store_key();
-    let token = Token::generate();
-    let ttl = Ttl::new(ttl).expect("bench TTLs are valid");
-    for _ in 0..cycles {
-        assert!(store.try_acquire(&key, &token, ttl).await.expect("acquire").is_acquired());
-        assert!(store.release(&key, &token).await.expect("release"));
+/// How [`SideBySide::compare`] divides a round: per cycle (acquire + release), or per
+/// statement (a cycle is two).
+#[derive(Debug, Clone, Copy)]
+pub struct Unit {
+    /// Printed after each figure.
+    pub name: &'static str,
+    /// Operations per cycle.
+    pub per_cycle: u32,
+}
+
+impl Unit {
+    /// µs per acquire + release cycle.
+    pub const CYCLE: Self = Self { name: "µs/cycle", per_cycle: 1 };
+    /// µs per statement, two a cycle.
+    pub const STATEMENT: Self = Self { name: "µs/statement", per_cycle: 2 };
+}
+
+/// What a store benchmark compares, in report order (ratios are to raw).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// The store's own commands, sent raw.
+    Raw,
+    /// The store's `try_acquire` + `release` with a fixed token, no manager.
+    Store,
+    /// `LockManager::try_lock` + `DistributedLock::release`.
+    Manager,
+}
+
+impl Variant {
+    /// Every variant, in report order.
+    pub const ALL: [Self; 3] = [Self::Raw, Self::Store, Self::Manager];
+
+    /// The variant's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Raw => "raw",
+            Self::Store => "store",
+            Self::Manager => "manager",
+        }
     }
 }
 
-/// `cycles` `try_lock` + `release` cycles of `name` through `locks` (validation, a fresh
-/// token per cycle, the handle).
-///
-/// # Panics
-///
-/// On any store error, or when the key is not free.
-pub async fn manager_cycles(locks: &LockManager, name: &str, ttl: Duration, cycles: usize) {
-    for _ in 0..cycles {
-        let lock = locks.try_lock(name, ttl).await;
-        assert!(lock.expect("lock").expect("free").release().await.expect("release"));
+/// One store three ways — its raw commands, the store alone, the manager — run side by
+/// side on the same keys.
+#[derive(Debug)]
+pub struct SideBySide<R> {
+    raw: Arc<R>,
+    store: Arc<StoreDirect>,
+    manager: Arc<Library>,
+    prefix: String,
+}
+
+impl<R: Locker> SideBySide<R> {
+    /// `raw` beside `store` and a manager on it, leases of `ttl`, waiting workers retrying
+    /// every `retry`, every key named `{prefix}…`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidOptions`] for a TTL the stores do not accept.
+    pub fn new(
+        raw: R,
+        store: Arc<DynLockStore>,
+        ttl: Duration,
+        retry: Duration,
+        prefix: &str,
+    ) -> Result<Self, LockError> {
+        let manager = Library::new(LockManager::new(Arc::clone(&store)), ttl, retry);
+        Ok(Self {
+            raw: Arc::new(raw),
+            store: Arc::new(StoreDirect::new(store, ttl, retry)?),
+            manager: Arc::new(manager),
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    /// Runs `scenario` with `variant` until `stop`.
+    ///
+    /// # Errors
+    ///
+    /// As [`run`].
+    pub async fn run(&self, variant: Variant, scenario: Scenario, stop: Stop) -> Result<Measured, BenchError> {
+        match variant {
+            Variant::Raw => run(&self.raw, scenario, &self.prefix, stop).await,
+            Variant::Store => run(&self.store, scenario, &self.prefix, stop).await,
+            Variant::Manager => run(&self.manager, scenario, &self.prefix, stop).await,
+        }
+    }
+
+    /// `rounds` interleaved rounds of `scenario`, `cycles` per worker, for every variant;
+    /// prints the median round in `unit` and the ratios to raw under `title` (and the
+    /// throughput when several workers ran). Returns the medians in µs per cycle.
+    ///
+    /// # Panics
+    ///
+    /// When a run fails: a benchmark has no one to hand its error to.
+    pub async fn compare(&self, title: &str, scenario: Scenario, cycles: u64, rounds: usize, unit: Unit) -> Vec<f64> {
+        let workers = match scenario {
+            Scenario::Uncontended => 1,
+            Scenario::Distinct { workers } | Scenario::HotKey { workers, .. } => workers,
+        };
+        let samples = interleaved_rounds(&Variant::ALL, rounds, |variant| async move {
+            let measured = self.run(variant, scenario, Stop::Cycles(cycles)).await;
+            let measured = measured.unwrap_or_else(|error| panic!("{title}, {}: {error}", variant.name()));
+            assert_eq!((measured.violations, measured.lost), (0, 0), "{title}, {}", variant.name());
+        })
+        .await;
+        #[allow(clippy::cast_precision_loss)]
+        let total = (workers as u64 * cycles) as f64;
+        let names = Variant::ALL.map(Variant::name);
+        let per_op = report_against_first(title, unit.name, total * f64::from(unit.per_cycle), &names, &samples);
+        let per_cycle: Vec<f64> = per_op.iter().map(|micros| micros * f64::from(unit.per_cycle)).collect();
+        if workers > 1 {
+            let throughput: Vec<String> =
+                names.iter().zip(&per_cycle).map(|(name, micros)| format!("{name} {:.0}", 1e6 / micros)).collect();
+            println!("  throughput: {} cycles/s", throughput.join(", "));
+        }
+        per_cycle
     }
 }

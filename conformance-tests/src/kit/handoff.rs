@@ -1,14 +1,15 @@
-//! Hand-off measurement shared by the stores' benchmarks: how long from a release until
-//! the next waiter holds the lock, with release notifications and with polling only.
+//! Hand-off, measured the same way for every store: how long from a release until the
+//! next waiter holds the lock, with release notifications and with polling only.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, DynLockStore, LockError, LockInfo, LockManager, LockOptions, LockStore, StoreKey, Token, Ttl,
+    Acquire, Capabilities, DynLockStore, LockError, LockInfo, LockManager, LockStore, StoreKey, Token, Ttl,
 };
+
+use super::bench::{run, Library, Measured, Scenario, Stop};
 
 /// Hides a store's release notifications: `wait_for_release` just sleeps, so waiters
 /// poll every retry interval. The baseline for notified hand-off.
@@ -60,6 +61,17 @@ pub struct HandOff {
     pub violations: u64,
 }
 
+impl From<&Measured> for HandOff {
+    fn from(measured: &Measured) -> Self {
+        Self {
+            p50: measured.quantile(0.5).unwrap_or_default(),
+            p99: measured.quantile(0.99).unwrap_or_default(),
+            sections_per_sec: measured.ops_per_sec(),
+            violations: measured.violations,
+        }
+    }
+}
+
 impl std::fmt::Display for HandOff {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -73,69 +85,85 @@ impl std::fmt::Display for HandOff {
     }
 }
 
-/// `waiters` tasks take turns on one key for `sections` critical sections in all (an equal
-/// quota each), holding for no time, each waiting with `retry` as its retry interval.
-/// Measures the time from a holder starting its release to the next holder — another
-/// task — holding the lock.
+/// `waiters` tasks take turns on the key `{prefix}hot` through a manager on `store`, for
+/// `sections` critical sections in all (an equal quota each), holding for no time, each
+/// waiting with `retry` as its retry interval. Measures the time from a holder starting
+/// its release to the next holder — another task — holding the lock.
 ///
 /// # Panics
 ///
 /// On any store error.
-pub async fn hot_key(store: Arc<DynLockStore>, key: &str, waiters: usize, sections: usize, retry: Duration) -> HandOff {
-    let locks = LockManager::new(store);
-    let inside = Arc::new(AtomicBool::new(false));
-    let violations = Arc::new(AtomicU64::new(0));
-    let last_release: Arc<Mutex<Option<(usize, Instant)>>> = Arc::default();
-    let latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
-    let quota = sections.div_ceil(waiters);
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..waiters)
-        .map(|me| {
-            let (locks, key) = (locks.clone(), key.to_owned());
-            let (inside, violations, last_release, latencies) =
-                (inside.clone(), violations.clone(), last_release.clone(), latencies.clone());
-            tokio::spawn(async move {
-                for _ in 0..quota {
-                    let lock = locks
-                        .lock_opts(
-                            &key,
-                            Duration::from_secs(30),
-                            &LockOptions::new().wait(Duration::from_secs(120)).retry_interval(retry),
-                        )
-                        .await
-                        .unwrap();
-                    let acquired_at = Instant::now();
-                    if inside.swap(true, Ordering::SeqCst) {
-                        violations.fetch_add(1, Ordering::SeqCst);
-                    }
-                    // Only a hand-off to another task counts: a task re-taking the lock it just
-                    // released measures nothing about waking waiters.
-                    if let Some((releaser, released_at)) = last_release.lock().unwrap().take() {
-                        if releaser != me {
-                            latencies.lock().unwrap().push(acquired_at - released_at);
-                        }
-                    }
-                    // Hold for no time, but let the other tasks run and find the lock held.
-                    tokio::task::yield_now().await;
-                    inside.store(false, Ordering::SeqCst);
-                    *last_release.lock().unwrap() = Some((me, Instant::now()));
-                    assert!(lock.release().await.unwrap());
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
+pub async fn hot_key(
+    store: Arc<DynLockStore>,
+    prefix: &str,
+    waiters: usize,
+    sections: usize,
+    retry: Duration,
+) -> HandOff {
+    let library = Arc::new(Library::new(LockManager::new(store), Duration::from_secs(30), retry));
+    let scenario = Scenario::HotKey { workers: waiters, hand_over: None };
+    let quota = Stop::Cycles(sections.div_ceil(waiters) as u64);
+    let measured = run(&library, scenario, prefix, quota).await.unwrap_or_else(|error| panic!("hand-off: {error}"));
+    HandOff::from(&measured)
+}
+
+/// The plan of a [`compare`]: `rounds` alternating rounds of `notified_sections` with
+/// release notifications and `polling_sections` with polling only, `waiters` waiters
+/// retrying every `retry`.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Waiting tasks.
+    pub waiters: usize,
+    /// Their retry interval.
+    pub retry: Duration,
+    /// Critical sections per notified round.
+    pub notified_sections: usize,
+    /// Critical sections per polling round (each hand-off takes up to `retry`).
+    pub polling_sections: usize,
+    /// Rounds of each; the round with the median p50 is reported.
+    pub rounds: usize,
+}
+
+/// The round with the median p50 hand-off.
+fn median_round(mut rounds: Vec<HandOff>) -> HandOff {
+    rounds.sort_by_key(|round| round.p50);
+    rounds.swap_remove(rounds.len() / 2)
+}
+
+/// Hand-off on one hot key `{prefix}hot` of `store`, woken by its release notifications vs
+/// polling only ([`PollingOnly`]), after a warm-up; prints both under `label` and their
+/// ratios (p50, sections/s) and whether notified p50 met 2 ms. Returns (notified, polling).
+///
+/// # Panics
+///
+/// On any store error, or when two holders were inside at once.
+pub async fn compare(store: Arc<DynLockStore>, label: &str, prefix: &str, plan: Plan) -> (HandOff, HandOff) {
+    let Plan { waiters, retry, notified_sections, polling_sections, rounds } = plan;
+    let polling: Arc<DynLockStore> = Arc::new(PollingOnly(Arc::clone(&store)));
+    // Warm-up: connections, listeners, scripts, the row.
+    hot_key(Arc::clone(&store), prefix, waiters, 200, retry).await;
+    let (mut notified, mut polled) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.max(1) {
+        notified.push(hot_key(Arc::clone(&store), prefix, waiters, notified_sections, retry).await);
+        polled.push(hot_key(Arc::clone(&polling), prefix, waiters, polling_sections, retry).await);
     }
-    let elapsed = started.elapsed();
-    let mut latencies = std::mem::take(&mut *latencies.lock().unwrap());
-    latencies.sort();
-    let pick =
-        |q: f64| latencies.get(((latencies.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or_default();
-    HandOff {
-        p50: pick(0.5),
-        p99: pick(0.99),
-        sections_per_sec: (quota * waiters) as f64 / elapsed.as_secs_f64(),
-        violations: violations.load(Ordering::SeqCst),
+    for round in notified.iter().chain(&polled) {
+        assert_eq!(round.violations, 0, "{label}: two holders at once");
     }
+    let all = |rounds: &[HandOff]| {
+        rounds.iter().map(|r| format!("{:.2}", r.p50.as_secs_f64() * 1e3)).collect::<Vec<_>>().join(" ")
+    };
+    let (all_notified, all_polled) = (all(&notified), all(&polled));
+    let count = notified.len();
+    let (notified, polled) = (median_round(notified), median_round(polled));
+    let target = if notified.p50 <= Duration::from_millis(2) { "met" } else { "MISSED" };
+    println!("{label}hand-off on one hot key, {waiters} waiters, hold 0, retry {retry:?}, median of {count} rounds");
+    println!("  notified ({notified_sections} sections)  {notified}   (target p50 ≤ 2 ms: {target}; p50 per round: {all_notified} ms)");
+    println!("  polling  ({polling_sections} sections)   {polled}   (p50 per round: {all_polled} ms)");
+    println!(
+        "  notified vs polling: p50 {:.0}× shorter, {:.1}× the sections/s",
+        polled.p50.as_secs_f64() / notified.p50.as_secs_f64().max(1e-9),
+        notified.sections_per_sec / polled.sections_per_sec.max(f64::MIN_POSITIVE)
+    );
+    (notified, polled)
 }

@@ -1,20 +1,21 @@
 //! `distlock bench`: throughput and latency of a store through distlock, beside the
-//! store's raw commands.
+//! store's raw commands. The scenarios and the raw baselines are the benchmark harness
+//! every store's own benchmark runs (`distlock_conformance::kit::bench`); this module
+//! picks them from the command line and prints the report.
 
-mod locker;
 mod report;
-mod workload;
 
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use distlock::{LockManager, LockOptions};
+use distlock_conformance::kit::bench::{
+    self as harness, BenchError, Library, Locker, Measured, RawMemory, RawPostgres, RawRedis, Stop,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use self::locker::{Library, Locker, RawMemory, RawPostgres, RawRedis};
 use self::report::{Report, Row};
-use self::workload::Measured;
 use crate::cli::{BenchArgs, Scenario};
 use crate::exit::{self, Failure};
 use crate::store;
@@ -42,7 +43,7 @@ pub(crate) async fn bench(url: Option<&str>, args: BenchArgs) -> Result<u8, Fail
     let raw = if args.baseline { Some(Raw::connect(backend, url, args.ttl, args.retry).await?) } else { None };
 
     let runs_per_scenario = if raw.is_some() { 2 } else { 1 };
-    let progress = progress_bar(scenarios.len() * runs_per_scenario);
+    let mut progress = Progress::new(scenarios.len() * runs_per_scenario);
     // A waiting hot-key worker takes the lock within one retry interval (polling) or at
     // once (notified); one that just released waits that long for a hand-off.
     let patience = args.retry * 4 + Duration::from_millis(50);
@@ -55,14 +56,14 @@ pub(crate) async fn bench(url: Option<&str>, args: BenchArgs) -> Result<u8, Fail
     }
     let mut rows = Vec::new();
     for scenario in scenarios {
-        progress.set_message(format!("{} · distlock", scenario.name()));
+        progress.start(scenario, "distlock");
         let measured = bench.measure(&library, scenario, "lib").await?;
-        progress.inc(1);
+        progress.finish(&measured);
         let mut row = Row::new(scenario, "distlock", workers, &measured);
         if let Some(raw) = &raw {
-            progress.set_message(format!("{} · raw", scenario.name()));
+            progress.start(scenario, "raw");
             let baseline = raw.measure(&bench, scenario).await?;
-            progress.inc(1);
+            progress.finish(&baseline);
             let baseline = Row::new(scenario, "raw", workers, &baseline);
             row.compare_with(&baseline);
             rows.push(row);
@@ -71,7 +72,7 @@ pub(crate) async fn bench(url: Option<&str>, args: BenchArgs) -> Result<u8, Fail
             rows.push(row);
         }
     }
-    progress.finish_and_clear();
+    progress.done();
 
     let report = Report::new(backend, capabilities, &args, rows);
     if args.json {
@@ -91,6 +92,13 @@ pub(crate) async fn bench(url: Option<&str>, args: BenchArgs) -> Result<u8, Fail
     Ok(0)
 }
 
+fn failure(error: BenchError) -> Failure {
+    match error {
+        BenchError::Lock(error) => error.into(),
+        other => Failure::new(exit::SOFTWARE, other.to_string()),
+    }
+}
+
 /// The settings shared by every run.
 struct Bench {
     workers: usize,
@@ -101,6 +109,14 @@ struct Bench {
 }
 
 impl Bench {
+    fn scenario(&self, scenario: Scenario) -> harness::Scenario {
+        match scenario {
+            Scenario::Uncontended => harness::Scenario::Uncontended,
+            Scenario::Distinct => harness::Scenario::Distinct { workers: self.workers },
+            Scenario::HotKey => harness::Scenario::HotKey { workers: self.workers, hand_over: Some(self.patience) },
+        }
+    }
+
     async fn measure<L: Locker>(
         &self,
         locker: &Arc<L>,
@@ -108,14 +124,15 @@ impl Bench {
         variant: &str,
     ) -> Result<Measured, Failure> {
         let prefix = format!("distlock-bench:{}:{variant}:", self.run_id);
-        workload::run(locker, scenario, &prefix, self.workers, self.duration, self.patience).await
+        let stop = Stop::At(Instant::now() + self.duration);
+        harness::run(locker, self.scenario(scenario), &prefix, stop).await.map_err(failure)
     }
 
     /// A short uncontended run, not reported: connections, caches, allocator.
     async fn warm_up<L: Locker>(&self, locker: &Arc<L>) -> Result<(), Failure> {
         let prefix = format!("distlock-bench:{}:warm-up:", self.run_id);
-        let time = (self.duration / 10).min(Duration::from_millis(200));
-        workload::run(locker, Scenario::Distinct, &prefix, self.workers, time, self.patience).await.map(drop)
+        let stop = Stop::At(Instant::now() + (self.duration / 10).min(Duration::from_millis(200)));
+        harness::run(locker, self.scenario(Scenario::Distinct), &prefix, stop).await.map(drop).map_err(failure)
     }
 }
 
@@ -130,8 +147,24 @@ impl Raw {
     async fn connect(backend: &str, url: &str, ttl: Duration, retry: Duration) -> Result<Self, Failure> {
         Ok(match backend {
             "memory" => Self::Memory(Arc::new(RawMemory::new(ttl, retry))),
-            "redis" => Self::Redis(Arc::new(RawRedis::connect(url, ttl, retry).await?)),
-            "postgres" => Self::Postgres(Arc::new(RawPostgres::connect(url, ttl, retry).await?)),
+            "redis" => {
+                let (prefix, script) =
+                    (distlock::redis::RedisLockStore::DEFAULT_KEY_PREFIX, distlock::redis::RELEASE_SCRIPT);
+                Self::Redis(Arc::new(RawRedis::connect(url, prefix, script, ttl, retry).await?))
+            }
+            "postgres" => {
+                // The store's own statements on its default lease table (which
+                // `distlock::connect` created), sent raw through the store's pool.
+                let store = distlock::postgres::PostgresLockStore::connect(url).await?;
+                let sql = store.statements();
+                Self::Postgres(Arc::new(RawPostgres::new(
+                    store.pool().clone(),
+                    sql.acquire(),
+                    sql.release(),
+                    ttl,
+                    retry,
+                )))
+            }
             other => return Err(Failure::usage(format!("--baseline: no raw baseline for the `{other}` store"))),
         })
     }
@@ -153,11 +186,51 @@ impl Raw {
     }
 }
 
-/// A progress bar on stderr when it is a terminal; hidden otherwise.
-fn progress_bar(runs: usize) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
+/// Progress on stderr: a bar on a terminal, otherwise one line per finished run.
+struct Progress {
+    bar: Option<ProgressBar>,
+    runs: usize,
+    done: usize,
+    current: String,
+}
+
+impl Progress {
+    fn new(runs: usize) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| progress_bar(runs));
+        Self { bar, runs, done: 0, current: String::new() }
     }
+
+    fn start(&mut self, scenario: Scenario, implementation: &str) {
+        let name = format!("{} · {implementation}", scenario.name());
+        if let Some(bar) = &self.bar {
+            bar.set_message(name.clone());
+        }
+        self.current = name;
+    }
+
+    fn finish(&mut self, measured: &Measured) {
+        self.done += 1;
+        match &self.bar {
+            Some(bar) => bar.inc(1),
+            None => eprintln!(
+                "distlock bench: {}/{} {} done, {:.0} ops/s",
+                self.done,
+                self.runs,
+                self.current,
+                measured.ops_per_sec()
+            ),
+        }
+    }
+
+    fn done(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// A progress bar (stderr is a terminal).
+fn progress_bar(runs: usize) -> ProgressBar {
     let bar = ProgressBar::new(u64::try_from(runs).unwrap_or(u64::MAX));
     if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed:>3} [{bar:24}] {pos}/{len} {msg}") {
         bar.set_style(style.progress_chars("=> "));

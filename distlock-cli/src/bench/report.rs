@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use distlock::Capabilities;
+use distlock_conformance::kit::bench::Measured;
 use serde::Serialize;
 
-use super::workload::Measured;
 use crate::cli::{BenchArgs, Scenario};
 
 /// Everything one `bench` printed, as `--json` shows it.
