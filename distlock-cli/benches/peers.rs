@@ -19,183 +19,137 @@
 //!   `distributed-lock` 0.2 (`PostgresLockProvider`: session advisory locks).
 //!
 //! Rounds rotate the order of the contenders; the median round is reported, and each
-//! peer's time as a ratio of distlock's (above 1: the peer is slower). Keys live under a
+//! peer's time as a ratio of distlock's (above 1: the peer is slower). Scenarios, rounds
+//! and report are the conformance kit's benchmark harness (`kit::bench`), each peer a
+//! `Locker`. Keys live under a
 //! random prefix and are all released; nothing is flushed.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use distributed_lock::{DistributedLock as _, LockHandle as _, LockProvider as _};
+use distlock::LockError;
+use distlock_conformance::kit::bench::{
+    interleaved_rounds, report_against_first, run, Library, Locker, Scenario, Stop,
+};
+use distributed_lock::{DistributedLock as _, LockHandle as _};
 
 const ROUNDS: usize = 7;
-const CYCLES: usize = 1_000;
+const CYCLES: u64 = 1_000;
 const TASKS: usize = 8;
-const TASK_CYCLES: usize = 250;
+const TASK_CYCLES: u64 = 250;
 const TTL: Duration = Duration::from_secs(30);
 
-/// One lock implementation, doing acquire + release cycles.
-trait Contender: Send + Sync + 'static {
-    fn name(&self) -> &'static str;
-    fn cycle(&self, key: &str) -> impl Future<Output = ()> + Send;
-}
-
-struct Distlock {
-    name: &'static str,
-    locks: distlock::LockManager,
-}
-
-impl Contender for Distlock {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    async fn cycle(&self, key: &str) {
-        let lock = self.locks.try_lock(key, TTL).await.expect("lock");
-        assert!(lock.expect("the key is free").release().await.expect("release"));
-    }
+fn peer_error(peer: &'static str, operation: &'static str, key: &str, error: impl std::fmt::Display) -> LockError {
+    LockError::store(peer, operation, Some(key), error.to_string())
 }
 
 struct Rslock(rslock::LockManager);
 
-impl Contender for Rslock {
-    fn name(&self) -> &'static str {
-        "rslock"
+impl Locker for Rslock {
+    type Key = String;
+    type Guard = rslock::Lock;
+
+    fn key(&self, name: &str) -> Result<String, LockError> {
+        Ok(name.to_owned())
     }
 
-    async fn cycle(&self, key: &str) {
-        let lock = self.0.lock(key, TTL).await.expect("rslock: the key is free");
+    async fn acquire(&self, key: &String, _wait: Duration) -> Result<Option<rslock::Lock>, LockError> {
+        let lock = self.0.lock(key.as_str(), TTL).await.map_err(|error| peer_error("rslock", "acquire", key, error))?;
+        Ok(Some(lock))
+    }
+
+    async fn release(&self, _key: &String, lock: rslock::Lock) -> Result<bool, LockError> {
         self.0.unlock(&lock).await;
+        Ok(true)
     }
 }
 
-struct DlRedis(distributed_lock::RedisLockProvider);
+/// `distributed-lock`'s providers: `create_lock` → `try_acquire` → `release`.
+struct Dl<P>(P);
 
-impl Contender for DlRedis {
-    fn name(&self) -> &'static str {
-        "distributed-lock"
+impl<P> Locker for Dl<P>
+where
+    P: distributed_lock::LockProvider + Send + Sync + 'static,
+    P::Lock: Send + Sync + 'static,
+    <P::Lock as distributed_lock::DistributedLock>::Handle: Send + 'static,
+{
+    type Key = P::Lock;
+    type Guard = <P::Lock as distributed_lock::DistributedLock>::Handle;
+
+    fn key(&self, name: &str) -> Result<P::Lock, LockError> {
+        Ok(self.0.create_lock(name))
     }
 
-    async fn cycle(&self, key: &str) {
-        let handle = self.0.create_lock(key).try_acquire().await.expect("try_acquire").expect("the key is free");
-        handle.release().await.expect("release");
-    }
-}
-
-struct DlPostgres(distributed_lock::PostgresLockProvider);
-
-impl Contender for DlPostgres {
-    fn name(&self) -> &'static str {
-        "distributed-lock"
+    async fn acquire(&self, lock: &P::Lock, _wait: Duration) -> Result<Option<Self::Guard>, LockError> {
+        let name = lock.name().to_owned();
+        lock.try_acquire().await.map_err(|error| peer_error("distributed-lock", "acquire", &name, error))
     }
 
-    async fn cycle(&self, key: &str) {
-        let handle = self.0.create_lock(key).try_acquire().await.expect("try_acquire").expect("the key is free");
-        handle.release().await.expect("release");
+    async fn release(&self, lock: &P::Lock, handle: Self::Guard) -> Result<bool, LockError> {
+        let name = lock.name().to_owned();
+        handle.release().await.map_err(|error| peer_error("distributed-lock", "release", &name, error))?;
+        Ok(true)
     }
-}
-
-/// Runs one scenario for one contender; returns µs per cycle.
-async fn scenario<C: Contender>(contender: Arc<C>, prefix: &str, tasks: usize) -> f64 {
-    let started = Instant::now();
-    if tasks == 1 {
-        let key = format!("{prefix}{}:one", contender.name());
-        for _ in 0..CYCLES {
-            contender.cycle(&key).await;
-        }
-        return started.elapsed().as_secs_f64() * 1e6 / CYCLES as f64;
-    }
-    let mut set = tokio::task::JoinSet::new();
-    for task in 0..tasks {
-        let contender = Arc::clone(&contender);
-        let key = format!("{prefix}{}:{task}", contender.name());
-        set.spawn(async move {
-            for _ in 0..TASK_CYCLES {
-                contender.cycle(&key).await;
-            }
-        });
-    }
-    while let Some(joined) = set.join_next().await {
-        joined.expect("task");
-    }
-    started.elapsed().as_secs_f64() * 1e6 / (tasks * TASK_CYCLES) as f64
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
 }
 
 /// The contenders of one store, behind one enum so rounds can rotate them.
 enum Any {
-    Distlock(Arc<Distlock>),
+    Distlock(Arc<Library>),
     Rslock(Arc<Rslock>),
-    DlRedis(Arc<DlRedis>),
-    DlPostgres(Arc<DlPostgres>),
+    DlRedis(Arc<Dl<distributed_lock::RedisLockProvider>>),
+    DlPostgres(Arc<Dl<distributed_lock::PostgresLockProvider>>),
 }
 
 impl Any {
     fn name(&self) -> &'static str {
         match self {
-            Self::Distlock(c) => c.name(),
-            Self::Rslock(c) => c.name(),
-            Self::DlRedis(c) => c.name(),
-            Self::DlPostgres(c) => c.name(),
+            Self::Distlock(_) => "distlock",
+            Self::Rslock(_) => "rslock",
+            Self::DlRedis(_) | Self::DlPostgres(_) => "distributed-lock",
         }
     }
 
-    async fn run(&self, prefix: &str, tasks: usize) -> f64 {
-        match self {
-            Self::Distlock(c) => scenario(Arc::clone(c), prefix, tasks).await,
-            Self::Rslock(c) => scenario(Arc::clone(c), prefix, tasks).await,
-            Self::DlRedis(c) => scenario(Arc::clone(c), prefix, tasks).await,
-            Self::DlPostgres(c) => scenario(Arc::clone(c), prefix, tasks).await,
-        }
+    async fn run(&self, scenario: Scenario, prefix: &str, cycles: u64) {
+        let prefix = format!("{prefix}{}:", self.name());
+        let stop = Stop::Cycles(cycles);
+        let measured = match self {
+            Self::Distlock(c) => run(c, scenario, &prefix, stop).await,
+            Self::Rslock(c) => run(c, scenario, &prefix, stop).await,
+            Self::DlRedis(c) => run(c, scenario, &prefix, stop).await,
+            Self::DlPostgres(c) => run(c, scenario, &prefix, stop).await,
+        };
+        measured.unwrap_or_else(|error| panic!("{}: {error}", self.name()));
     }
 }
 
 async fn compare(store: &str, contenders: &[Any]) {
-    let run = uuid::Uuid::new_v4().simple().to_string();
-    for (title, tasks) in [("uncontended (1 task)", 1), ("distinct keys (8 tasks)", TASKS)] {
-        let mut samples = vec![Vec::new(); contenders.len()];
-        for round in 0..=ROUNDS {
-            for i in 0..contenders.len() {
-                let index = (i + round) % contenders.len();
-                let prefix = format!("distlock-peers:{run}:{round}:");
-                let micros = contenders[index].run(&prefix, tasks).await;
-                // Round 0 warms connections and caches up and is not counted.
-                if round > 0 {
-                    samples[index].push(micros);
-                }
-            }
-        }
-        let medians: Vec<f64> = samples.into_iter().map(median).collect();
-        println!("{store} · {title}: µs per acquire + release cycle (median of {ROUNDS} rounds)");
-        for (contender, micros) in contenders.iter().zip(&medians) {
-            println!("  {:<18} {micros:9.1} µs   {:.2}× distlock", contender.name(), micros / medians[0]);
-        }
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let prefix = format!("distlock-peers:{run_id}:");
+    let indices: Vec<usize> = (0..contenders.len()).collect();
+    let names: Vec<&str> = contenders.iter().map(Any::name).collect();
+    for (title, scenario, cycles, total) in [
+        ("uncontended (1 task)", Scenario::Uncontended, CYCLES, CYCLES),
+        ("distinct keys (8 tasks)", Scenario::Distinct { workers: TASKS }, TASK_CYCLES, TASK_CYCLES * TASKS as u64),
+    ] {
+        let samples = interleaved_rounds(&indices, ROUNDS, |i| contenders[i].run(scenario, &prefix, cycles)).await;
+        let title = format!("{store} · {title}: µs per acquire + release cycle (median of {ROUNDS} rounds)");
+        report_against_first(&title, "µs", total as f64, &names, &samples);
     }
 }
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
+        let library = |store| Arc::new(Library::new(distlock::LockManager::new(store), TTL, Duration::from_millis(50)));
         match std::env::var("DISTLOCK_REDIS_URL") {
             Ok(url) => {
-                let distlock = Distlock {
-                    name: "distlock",
-                    locks: distlock::LockManager::new(distlock::connect(&url).await.expect("distlock redis")),
-                };
+                let distlock = library(distlock::connect(&url).await.expect("distlock redis"));
                 let mut rslock = rslock::LockManager::new(vec![url.clone()]);
                 rslock.set_retry(1, Duration::from_millis(1));
                 let dl = distributed_lock::RedisLockProvider::new(url.clone()).await.expect("distributed-lock redis");
                 compare(
                     "redis",
-                    &[
-                        Any::Distlock(Arc::new(distlock)),
-                        Any::Rslock(Arc::new(Rslock(rslock))),
-                        Any::DlRedis(Arc::new(DlRedis(dl))),
-                    ],
+                    &[Any::Distlock(distlock), Any::Rslock(Arc::new(Rslock(rslock))), Any::DlRedis(Arc::new(Dl(dl)))],
                 )
                 .await;
             }
@@ -203,17 +157,13 @@ fn main() {
         }
         match std::env::var("DISTLOCK_POSTGRES_URL") {
             Ok(url) => {
-                let distlock = Distlock {
-                    name: "distlock",
-                    locks: distlock::LockManager::new(distlock::connect(&url).await.expect("distlock postgres")),
-                };
+                let distlock = library(distlock::connect(&url).await.expect("distlock postgres"));
                 let dl = distributed_lock::PostgresLockProvider::builder()
                     .connection_string(url.clone())
                     .build()
                     .await
                     .expect("distributed-lock postgres");
-                compare("postgres", &[Any::Distlock(Arc::new(distlock)), Any::DlPostgres(Arc::new(DlPostgres(dl)))])
-                    .await;
+                compare("postgres", &[Any::Distlock(distlock), Any::DlPostgres(Arc::new(Dl(dl)))]).await;
             }
             Err(_) => println!("postgres: skipped (set DISTLOCK_POSTGRES_URL)"),
         }
