@@ -159,3 +159,18 @@ fn futures_and_handles_are_send() {
     assert_sync(&lock);
     assert_send(&lock.release());
 }
+
+/// A waiter whose retry interval is long wakes when the holder's lease runs out, not a
+/// whole retry interval later.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_retries_when_the_holders_lease_ends() {
+    let (_, locks) = manager();
+    let _token = locks.lock("expiring", Duration::from_millis(300)).await.unwrap().leak();
+    let started = Instant::now();
+    let options = LockOptions::new().wait(Duration::from_secs(600)).retry_interval(Duration::from_secs(120));
+    let lock = locks.lock_opts("expiring", Duration::from_secs(5), &options).await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300), "acquired after {waited:?}, before the lease ended");
+    assert!(waited < Duration::from_secs(1), "waited {waited:?}: slept the 120 s retry interval");
+    assert!(lock.release().await.unwrap());
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{cleanup, raw, shared_store, store_key};
-use distlock_api::{Acquire, LockError, LockManager, LockStore, Token, Ttl};
+use distlock_api::{Acquire, LockError, LockManager, LockOptions, LockStore, Token, Ttl};
 use distlock_redis::RedisLockStore;
 
 const LONG: Duration = Duration::from_secs(30);
@@ -321,4 +321,21 @@ fn futures_and_store_are_send_and_sync() {
         let connect = RedisLockStore::connect("redis://127.0.0.1:1");
         assert_send(&connect);
     });
+}
+
+/// In fencing mode an acquisition that finds the key held learns the holder's time left;
+/// a waiter with a long retry interval tries again when that lease ends (an expiry sends
+/// no release notification), not a whole retry interval later.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_retries_when_the_holders_lease_ends() {
+    let Some(store) = shared_store("expiry_wake", RedisLockStore::builder().fencing(true)).await else { return };
+    let locks = LockManager::new(Arc::new(store.clone()));
+    let _token = locks.lock("expiring", Duration::from_millis(300)).await.unwrap().leak();
+    let started = std::time::Instant::now();
+    let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30));
+    let lock = locks.lock_opts("expiring", LONG, &options).await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(5), "waited {waited:?}: slept the 30 s retry interval");
+    assert!(lock.release().await.unwrap());
+    cleanup(&store).await;
 }
