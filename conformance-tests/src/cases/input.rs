@@ -9,7 +9,7 @@ type KeyCheck = fn(&InvalidKey) -> bool;
 type OptionsCheck = fn(&InvalidOptions) -> bool;
 use crate::counting::CountingStore;
 
-/// Every bad input (DESIGN.md §9) gets its typed error, and the store is never called.
+/// Every bad input gets its typed error, and the store is never called.
 pub async fn bad_input_is_rejected_before_any_store_call(store: Arc<DynLockStore>) {
     let keys = Keys::new("input");
     let counting = CountingStore::new(store);
