@@ -331,6 +331,7 @@ fn setter_cases(d: Duration, rng: &mut Rng, all: &[Duration]) -> Vec<LockOptions
         base.wait(Duration::from_millis(20)).retry_interval(d),
         base.wait(Duration::ZERO).retry_interval(d),
         base.renew_every(d),
+        base.auto_renew(),
         base.loss_margin(d),
         base.loss_margin(d).auto_renew(),
         base.loss_margin(d).renew_every(d / 2),
