@@ -129,7 +129,8 @@ pub enum Renewal {
     /// No renewal: the lease ends after its TTL unless extended by hand.
     #[default]
     Off,
-    /// Renew every TTL / 3.
+    /// Renew every TTL / 3 (more often when the loss margin leaves less than two thirds
+    /// of the TTL: at least twice before the loss would be signalled).
     Auto,
     /// Renew at this interval, which must leave time before the loss margin: shorter than
     /// the TTL minus the [loss margin](LockOptions::loss_margin).
@@ -229,7 +230,15 @@ impl LockOptions {
         let window = ttl.as_duration().saturating_sub(loss_margin);
         let renew_every = match self.renewal {
             Renewal::Off => None,
-            Renewal::Auto => Some((ttl.as_duration() / 3).max(Duration::from_millis(1))),
+            // Every TTL / 3, and in any case twice before the loss would be signalled.
+            Renewal::Auto => match (ttl.as_duration() / 3).min(window / 2) {
+                every if every.is_zero() => {
+                    return Err(LockError::InvalidOptions {
+                        reason: InvalidOptions::RenewInterval { interval: every, ttl: ttl.as_duration(), loss_margin },
+                    });
+                }
+                every => Some(every),
+            },
             Renewal::Every(every) if every.is_zero() || every >= window => {
                 return Err(LockError::InvalidOptions {
                     reason: InvalidOptions::RenewInterval { interval: every, ttl: ttl.as_duration(), loss_margin },
@@ -289,6 +298,10 @@ mod tests {
             assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::ZeroRetryInterval }), "{err}");
         }
         assert_eq!(options.auto_renew().validate(ttl).unwrap().renew_every, Some(ttl / 3));
+        let late = options.auto_renew().loss_margin(Duration::from_millis(900));
+        assert_eq!(late.validate(ttl).unwrap().renew_every, Some(Duration::from_millis(50)), "before the loss margin");
+        let err = options.auto_renew().loss_margin(ttl - Duration::from_nanos(1)).validate(ttl).unwrap_err();
+        assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::RenewInterval { .. } }), "{err}");
         assert_eq!(
             options.renew_every(Duration::from_millis(10)).validate(ttl).unwrap().renew_every,
             Some(Duration::from_millis(10))

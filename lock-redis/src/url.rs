@@ -229,7 +229,8 @@ fn check_database_path(path: &str) -> Result<(), LockError> {
     if db.is_empty() || db.parse::<u32>().is_ok() {
         Ok(())
     } else {
-        Err(config(format!("the path must be a database number (a non-negative integer), not `/{db}`")))
+        // Not echoed: in a URL missing its `//` the "path" holds the credentials.
+        Err(config("the path must be a database number (a non-negative integer)".to_owned()))
     }
 }
 
