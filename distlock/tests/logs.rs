@@ -9,13 +9,15 @@
 //! that the test kills.
 #![cfg(feature = "memory")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::Buffer;
 use distlock::memory::MemoryLockStore;
 use distlock::{
     Acquire, Capabilities, DynLockStore, LockError, LockInfo, LockManager, LockOptions, LockStore, StoreKey, Token, Ttl,
@@ -105,29 +107,6 @@ impl<S: tracing::Subscriber> Layer<S> for Collector {
     }
 }
 
-/// A `MakeWriter` that appends the formatted output (spans included) to a buffer.
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
-    type Writer = Self;
-
-    fn make_writer(&'a self) -> Self {
-        self.clone()
-    }
-}
-
 /// A counter's name, labels and value.
 type Counter = (String, Vec<(String, String)>, u64);
 
@@ -210,7 +189,7 @@ fn capture(test: impl Future<Output = ()>) -> Captured {
         })
         .collect();
     let events = collector.0.lock().unwrap().clone();
-    let output = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+    let output = buffer.text();
     Captured { events, output, counters }
 }
 

@@ -1,34 +1,13 @@
 //! Tracing output names the lock key and the backend, never the token.
 #![cfg(feature = "memory")]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod common;
+
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::Buffer;
 use distlock::{LockManager, LockOptions};
-
-/// A `MakeWriter` that appends everything to a shared buffer.
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
-    type Writer = Self;
-
-    fn make_writer(&'a self) -> Self {
-        self.clone()
-    }
-}
 
 #[test]
 fn events_carry_the_key_and_backend_but_never_the_token() {
@@ -64,7 +43,7 @@ fn events_carry_the_key_and_backend_but_never_the_token() {
             tokio::time::timeout(Duration::from_secs(5), renewed.lost()).await.unwrap();
         });
     });
-    let output = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+    let output = buffer.text();
     for expected in [
         "lock acquired",
         "lock held by another owner",
