@@ -69,6 +69,16 @@ pub enum LockError {
         message: String,
     },
 
+    /// The store does not offer this operation (e.g. a third-party store without
+    /// [`LockStore::list`](crate::LockStore::list)).
+    #[error("the {backend} store does not support `{operation}`")]
+    Unsupported {
+        /// The store's [`backend`](crate::LockStore::backend) name.
+        backend: &'static str,
+        /// The operation asked for.
+        operation: &'static str,
+    },
+
     /// The store failed: the server could not be reached, answered with an error, or
     /// answered something unexpected. The outcome of the operation is unknown; the
     /// manager never reports such an operation as acquired or released.
@@ -176,6 +186,9 @@ pub enum InvalidKey {
         /// Byte offset of the first offending character.
         index: usize,
     },
+    /// A [`KeyPattern`](crate::KeyPattern) ends in a lone `\`.
+    #[error("the pattern ends in a lone `\\` (write `\\\\` for a literal backslash)")]
+    DanglingEscape,
 }
 
 /// Why [`LockOptions`](crate::LockOptions) were rejected.

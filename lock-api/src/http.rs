@@ -7,7 +7,7 @@
 //! | [`Store`](LockError::Store) | 503 Service Unavailable | `{"error":"lock_store_unavailable"}` |
 //! | [`InvalidKey`](LockError::InvalidKey) | 400 Bad Request | `{"error":"invalid_lock_key"}` |
 //! | [`InvalidToken`](LockError::InvalidToken) | 400 Bad Request | `{"error":"invalid_lock_token"}` |
-//! | [`InvalidOptions`](LockError::InvalidOptions), [`Config`](LockError::Config) | 500 Internal Server Error | `{"error":"lock_misconfigured"}` |
+//! | [`InvalidOptions`](LockError::InvalidOptions), [`Config`](LockError::Config), [`Unsupported`](LockError::Unsupported) | 500 Internal Server Error | `{"error":"lock_misconfigured"}` |
 //!
 //! Why: a lost lease means the work was stopped half-way because the service could no
 //! longer guarantee exclusion (the store was unreachable, or the lease expired and was
@@ -33,7 +33,9 @@ impl LockError {
             Self::NotAcquired { .. } => StatusCode::CONFLICT,
             Self::LeaseLost { .. } | Self::Store { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::InvalidKey { .. } | Self::InvalidToken => StatusCode::BAD_REQUEST,
-            Self::InvalidOptions { .. } | Self::Config { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::InvalidOptions { .. } | Self::Config { .. } | Self::Unsupported { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -44,7 +46,9 @@ impl LockError {
             Self::Store { .. } => ("lock_store_unavailable", None),
             Self::InvalidKey { .. } => ("invalid_lock_key", None),
             Self::InvalidToken => ("invalid_lock_token", None),
-            Self::InvalidOptions { .. } | Self::Config { .. } => ("lock_misconfigured", None),
+            Self::InvalidOptions { .. } | Self::Config { .. } | Self::Unsupported { .. } => {
+                ("lock_misconfigured", None)
+            }
         };
         let mut body = serde_json::Map::new();
         body.insert("error".to_owned(), code.into());

@@ -9,6 +9,7 @@ mod error;
 mod http;
 mod key;
 mod lease;
+mod listing;
 mod lock;
 mod manager;
 pub mod metric_names;
@@ -23,11 +24,12 @@ pub use async_trait::async_trait;
 pub use error::{BoxError, InvalidKey, InvalidOptions, LockError, LossReason};
 pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
 
+pub use listing::{HeldLock, KeyPattern, ListCursor, ListPage};
 pub use lock::DistributedLock;
 pub use manager::LockManager;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metric_names::describe_metrics;
 pub use options::{LockOptions, Renewal, Ttl, ValidOptions};
-pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockStore};
+pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockMode, LockStore};
 pub use token::Token;

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use crate::error::LockError;
 use crate::key::StoreKey;
+use crate::listing::{KeyPattern, ListCursor, ListPage};
 use crate::options::Ttl;
 use crate::token::Token;
 
@@ -48,12 +49,38 @@ pub struct LockInfo {
     pub fence: Option<u64>,
     /// The time left on the lease, by the store's clock; never more than the TTL.
     pub ttl_left: Duration,
+    /// How the key is held.
+    pub mode: LockMode,
 }
 
 impl LockInfo {
-    /// Builds a `LockInfo` (the struct is `#[non_exhaustive]`).
+    /// Builds a `LockInfo` of an exclusive holder (the struct is `#[non_exhaustive]`).
     pub fn new(token: Token, fence: Option<u64>, ttl_left: Duration) -> Self {
-        Self { token, fence, ttl_left }
+        Self { token, fence, ttl_left, mode: LockMode::Exclusive }
+    }
+}
+
+/// How a holder holds a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum LockMode {
+    /// The only holder: a mutual-exclusion lock.
+    #[default]
+    Exclusive,
+}
+
+impl LockMode {
+    /// The mode's name in tools' output: `"exclusive"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exclusive => "exclusive",
+        }
+    }
+}
+
+impl std::fmt::Display for LockMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -149,6 +176,34 @@ pub trait LockStore: Debug + Send + Sync + 'static {
     /// one (or the key is already free). A store without release notifications simply
     /// sleeps `max`. Spurious early returns are allowed; the caller tries again.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError>;
+
+    /// One page of the held locks whose application key matches `pattern`, starting at
+    /// `cursor` (`None`: from the beginning), with about `limit` keys examined per page.
+    ///
+    /// A listing never blocks the store: each page is one bounded operation (Redis
+    /// `SCAN`, an index range in PostgreSQL), so listing 100,000 held keys costs many
+    /// small operations rather than one long one. A page may hold fewer than `limit`
+    /// locks, even none, while [`ListPage::next`] is still set; the listing is complete
+    /// when it is `None`. Locks taken or released during a listing may or may not
+    /// appear; a lock held throughout appears at least once (on Redis possibly twice, as
+    /// with `SCAN`). Only unexpired leases are listed.
+    ///
+    /// The default implementation returns [`LockError::Unsupported`]; the stores of the
+    /// distlock family all implement it.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when the store fails; [`LockError::Unsupported`] when the
+    /// store cannot list.
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let _ = (pattern, cursor, limit);
+        Err(LockError::Unsupported { backend: self.backend(), operation: "list" })
+    }
 }
 
 macro_rules! forward_lock_store {
@@ -181,6 +236,15 @@ macro_rules! forward_lock_store {
 
             async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
                 (**self).wait_for_release(key, max).await
+            }
+
+            async fn list(
+                &self,
+                pattern: &KeyPattern,
+                cursor: Option<&ListCursor>,
+                limit: usize,
+            ) -> Result<ListPage, LockError> {
+                (**self).list(pattern, cursor, limit).await
             }
         }
     )*};

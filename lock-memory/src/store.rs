@@ -8,7 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_api::{Acquire, Capabilities, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
+use distlock_api::{
+    Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
+    StoreKey, Token, Ttl, LOCK_NAMESPACE,
+};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -173,6 +176,45 @@ impl LockStore for MemoryLockStore {
         }
         let _ = tokio::time::timeout_at(wake_at, released).await;
         Ok(())
+    }
+
+    /// Pages through the live leases in key order; the cursor is the last key listed.
+    /// Each page locks one shard at a time, never the whole store.
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let now = Instant::now();
+        let after = cursor.map(ListCursor::as_str);
+        let limit = limit.max(1);
+        let mut page: Vec<(String, LockInfo)> = Vec::new();
+        for shard in &self.inner.shards {
+            let shard = lock_shard(shard);
+            for (store_key, lease) in &shard.leases {
+                let Some(key) = store_key.strip_prefix(LOCK_NAMESPACE) else { continue };
+                if !lease.is_live(now) || after.is_some_and(|after| key <= after) || !pattern.matches(key) {
+                    continue;
+                }
+                page.push((
+                    key.to_owned(),
+                    LockInfo::new(lease.token.clone(), Some(lease.fence), lease.expires_at - now),
+                ));
+            }
+        }
+        let more = page.len() > limit;
+        if more {
+            page.select_nth_unstable_by(limit, |a, b| a.0.cmp(&b.0));
+            page.truncate(limit);
+        }
+        page.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let next = if more { page.last().map(|(key, _)| ListCursor::new(key.clone())) } else { None };
+        let locks = page
+            .into_iter()
+            .filter_map(|(key, info)| Some(HeldLock::new(LockKey::new(key).ok()?, vec![info])))
+            .collect();
+        Ok(ListPage::new(locks, next))
     }
 }
 
