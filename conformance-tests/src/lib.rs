@@ -71,6 +71,11 @@ macro_rules! __with_every_case {
             lost_fires_at_the_deadline_without_renewal,
             dropping_a_renewing_handle_is_safe,
             with_lock_stops_the_block_when_the_lease_is_lost,
+            reentrant_scope_nests_and_counts,
+            reentrant_scope_is_not_shared_with_spawned_tasks,
+            reentrant_scope_survives_any_drop_order,
+            reentrant_scope_and_panics,
+            reentrant_scope_shares_renewal_and_loss,
         );
     };
 }

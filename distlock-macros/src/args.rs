@@ -31,6 +31,8 @@ pub(crate) struct LockArgs {
     pub(crate) retry: Option<DurationArg>,
     pub(crate) renew: Renew,
     pub(crate) manager: Expr,
+    /// Run the function in a reentrant scope.
+    pub(crate) reentrant: bool,
 }
 
 #[derive(Default)]
@@ -41,12 +43,13 @@ struct RawArgs {
     retry: Option<DurationArg>,
     renew: Option<Renew>,
     manager: Option<Expr>,
+    reentrant: Option<bool>,
 }
 
 /// The lease when the attribute names none: 10 s.
 pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
-const EXPECTED: &str = "expected `key`, `ttl`, `wait`, `retry`, `renew` or `manager`";
+const EXPECTED: &str = "expected `key`, `ttl`, `wait`, `retry`, `renew`, `manager` or `reentrant`";
 
 impl LockArgs {
     pub(crate) fn parse(attr: TokenStream) -> syn::Result<Self> {
@@ -69,6 +72,7 @@ impl RawArgs {
             "retry" => self.retry.is_some(),
             "renew" => self.renew.is_some(),
             "manager" => self.manager.is_some(),
+            "reentrant" => self.reentrant.is_some(),
             other => return Err(meta.error(format!("unknown argument `{other}`; {EXPECTED}"))),
         };
         if duplicate {
@@ -80,6 +84,7 @@ impl RawArgs {
             "wait" => self.wait = Some(duration(meta.value()?.parse()?)?),
             "retry" => self.retry = Some(duration(meta.value()?.parse()?)?),
             "renew" => self.renew = Some(renew(&meta)?),
+            "reentrant" => self.reentrant = Some(flag(&meta)?),
             _ => self.manager = Some(meta.value()?.parse()?),
         }
         Ok(())
@@ -122,7 +127,15 @@ impl RawArgs {
                 ));
             }
         }
-        Ok(LockArgs { key, ttl: self.ttl, wait: self.wait, retry: self.retry, renew, manager })
+        Ok(LockArgs {
+            key,
+            ttl: self.ttl,
+            wait: self.wait,
+            retry: self.retry,
+            renew,
+            manager,
+            reentrant: self.reentrant.unwrap_or(false),
+        })
     }
 }
 
@@ -147,4 +160,13 @@ fn renew(meta: &ParseNestedMeta<'_>) -> syn::Result<Renew> {
         return Ok(if on.value { Renew::Auto } else { Renew::Off });
     }
     Ok(Renew::Every(duration(value.parse()?)?))
+}
+
+/// `reentrant` or `reentrant = true|false`.
+fn flag(meta: &ParseNestedMeta<'_>) -> syn::Result<bool> {
+    if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {
+        return Ok(true);
+    }
+    let on: LitBool = meta.value()?.parse()?;
+    Ok(on.value)
 }

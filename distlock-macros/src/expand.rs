@@ -87,23 +87,26 @@ pub(crate) fn lock(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStr
     });
     let ItemFn { attrs, vis, sig, block } = &function;
     let stmts = &block.stmts;
+    let locked = quote! {
+        ::distlock::LockManager::with_lock_opts(
+            &__distlock_manager,
+            &__distlock_key,
+            #ttl,
+            &__distlock_options,
+            move || async move {
+                #hint
+                #(#stmts)*
+            },
+        )
+    };
+    let locked = if args.reentrant { quote!(::distlock::reentrant_scope(#locked)) } else { locked };
     Ok(quote! {
         #(#attrs)*
         #vis #sig {
             let __distlock_manager: ::distlock::LockManager = #manager;
             let __distlock_key: ::std::string::String = #key;
             let __distlock_options: ::distlock::LockOptions = #options;
-            ::distlock::LockManager::with_lock_opts(
-                &__distlock_manager,
-                &__distlock_key,
-                #ttl,
-                &__distlock_options,
-                move || async move {
-                    #hint
-                    #(#stmts)*
-                },
-            )
-            .await
+            #locked.await
         }
     })
 }

@@ -188,3 +188,53 @@ async fn the_default_ttl_is_ten_seconds() {
     assert!(left > Duration::from_secs(9) && left <= Duration::from_secs(10), "{left:?} left of the default lease");
     assert!(!is_held(&locks, "report:7").await, "released after the body");
 }
+
+/// A locked method that calls another locked method on the same key: with `reentrant`
+/// the inner call shares the outer lock; the lock is freed when the outer call ends.
+struct Accounts {
+    locks: LockManager,
+}
+
+impl Accounts {
+    #[distlock::lock(key = "account:{id}", ttl = "15s", manager = self.locks, reentrant)]
+    async fn transfer(&self, id: u64, amount: i64) -> Result<i64, AppError> {
+        let balance = self.debit(id, amount).await?;
+        // (A `try_lock` probe would re-enter the scope; ask the store.)
+        let key = distlock::LockKey::new(format!("account:{id}"))?.to_store_key();
+        assert!(self.locks.store().inspect(&key).await?.is_some(), "the inner call released the outer lock");
+        Ok(balance)
+    }
+
+    #[distlock::lock(key = "account:{id}", ttl = "15s", manager = self.locks, reentrant)]
+    async fn debit(&self, id: u64, amount: i64) -> Result<i64, AppError> {
+        Ok(100 - amount)
+    }
+
+    /// The same nesting without `reentrant`: the inner call finds its own lock held.
+    #[distlock::lock(key = "account:{id}", ttl = "15s", manager = self.locks)]
+    async fn transfer_plain(&self, id: u64) -> Result<i64, AppError> {
+        self.debit_plain(id).await
+    }
+
+    #[distlock::lock(key = "account:{id}", ttl = "15s", manager = self.locks)]
+    async fn debit_plain(&self, id: u64) -> Result<i64, AppError> {
+        Ok(id as i64)
+    }
+}
+
+#[tokio::test]
+async fn reentrant_methods_share_the_callers_lock() {
+    let accounts = Accounts { locks: manager() };
+    assert_eq!(accounts.transfer(7, 30).await.unwrap(), 70);
+    assert!(!is_held(&accounts.locks, "account:7").await, "not released after the outer call");
+    // Called on its own, the reentrant method still locks (and excludes others).
+    let held = accounts.locks.lock("account:8", Duration::from_secs(5)).await.unwrap();
+    assert!(matches!(accounts.debit(8, 1).await, Err(AppError::Lock(LockError::NotAcquired { .. }))));
+    assert!(held.release().await.unwrap());
+    // Without `reentrant`, the nested call deadlocks on itself (here: NotAcquired at once).
+    match accounts.transfer_plain(9).await {
+        Err(AppError::Lock(LockError::NotAcquired { key })) => assert_eq!(key, "account:9"),
+        other => panic!("expected NotAcquired, got {other:?}"),
+    }
+    assert!(!distlock::in_reentrant_scope());
+}

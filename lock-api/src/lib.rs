@@ -15,6 +15,7 @@ mod manager;
 pub mod metric_names;
 mod observe;
 mod options;
+mod reentrant;
 mod release;
 mod store;
 mod token;
@@ -31,5 +32,6 @@ pub use manager::LockManager;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metric_names::describe_metrics;
 pub use options::{LockOptions, Renewal, Ttl, ValidOptions};
+pub use reentrant::{in_reentrant_scope, reentrant_scope};
 pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockMode, LockStore};
 pub use token::Token;

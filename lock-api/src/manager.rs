@@ -9,11 +9,12 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::LockError;
-use crate::key::LockKey;
+use crate::key::{LockKey, StoreKey};
 use crate::lease::{Lease, Watchdog};
 use crate::lock::DistributedLock;
 use crate::observe::{self, AcquireOutcome};
 use crate::options::{LockOptions, ValidOptions};
+use crate::reentrant;
 use crate::release::{InFlightAcquire, ManagerInner};
 use crate::store::{Acquire, DynLockStore, LockStore};
 use crate::token::Token;
@@ -302,10 +303,16 @@ impl LockManager {
         default_wait: DefaultWait,
     ) -> Result<Option<DistributedLock>, LockError> {
         let backend = self.inner.store.backend();
+        let store_id = reentrant::store_id(&self.inner.store);
+        let store_key = key.to_store_key();
+        if let Some(hold) = reentrant::joinable(store_id, &store_key) {
+            tracing::debug!(lock.key = %hold.key(), backend, "lock re-entered in its reentrant scope");
+            return Ok(Some(DistributedLock::joining(hold)));
+        }
         let span = tracing::debug_span!("distlock.acquire", lock.key = %key, backend);
         let started = Instant::now();
         let mut contended = false;
-        let result = self.acquire_loop(key, options, default_wait, &mut contended).instrument(span).await;
+        let result = self.acquire_loop(key, store_key, options, default_wait, &mut contended).instrument(span).await;
         let outcome = match &result {
             Ok(Some(_)) => AcquireOutcome::Acquired,
             Ok(None) => AcquireOutcome::Contended,
@@ -315,18 +322,21 @@ impl LockManager {
         if contended {
             observe::contention(backend);
         }
+        if let Ok(Some(lock)) = &result {
+            reentrant::register(store_id, lock.store_key(), lock.hold());
+        }
         result
     }
 
     async fn acquire_loop(
         &self,
         key: LockKey,
+        store_key: StoreKey,
         options: ValidOptions,
         default_wait: DefaultWait,
         contended: &mut bool,
     ) -> Result<Option<DistributedLock>, LockError> {
         let store = &self.inner.store;
-        let store_key = key.to_store_key();
         let token = Token::generate();
         // `None`: no deadline. A wait is at most `LockOptions::MAX_WAIT`, so this never overflows.
         let deadline = match (options.wait, default_wait) {

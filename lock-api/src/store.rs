@@ -135,7 +135,9 @@ impl Capabilities {
 ///    tokio's clock in memory), never on a client's wall clock. An expired lease can be
 ///    taken over atomically by exactly one new acquirer.
 /// 4. **Not reentrant.** Acquiring a held key with another token fails. The manager uses
-///    a fresh token per acquisition, so a process cannot take its own lock twice.
+///    a fresh token per acquisition, so a process cannot take its own lock twice (its
+///    opt-in [reentrant scopes](crate::reentrant_scope) share a held lease without
+///    asking the store again).
 /// 5. **Unknown outcomes are recoverable.** When `try_acquire` returns an error (say the
 ///    connection dropped after the command was sent) the lease may exist on the server.
 ///    The manager then releases the key with the same token, which must be harmless if

@@ -8,6 +8,7 @@ mod basics;
 mod cleanup;
 mod contention;
 mod input;
+mod reentrant;
 mod renewal;
 mod scale;
 mod tokens;
@@ -28,6 +29,10 @@ pub use basics::{
 pub use cleanup::{cancelled_acquire_leaves_nothing, dropped_handle_is_freed_promptly};
 pub use contention::contended_counter_is_exact;
 pub use input::bad_input_is_rejected_before_any_store_call;
+pub use reentrant::{
+    reentrant_scope_and_panics, reentrant_scope_is_not_shared_with_spawned_tasks, reentrant_scope_nests_and_counts,
+    reentrant_scope_shares_renewal_and_loss, reentrant_scope_survives_any_drop_order,
+};
 pub use renewal::{
     dropping_a_renewing_handle_is_safe, lost_fires_at_the_deadline_without_renewal,
     partition_fires_lost_before_the_ttl, renewal_keeps_a_short_lease_alive, stolen_lease_fires_lost,
