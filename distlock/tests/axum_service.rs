@@ -3,28 +3,17 @@
 //! the JSON body naming the key.
 #![cfg(all(feature = "macros", feature = "axum", feature = "memory"))]
 
+mod common;
+
 #[path = "../examples/orders.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod orders;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
+use common::post;
 use distlock::LockManager;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
-
-/// Sends `POST path` and returns the status code and body.
-async fn post(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
-    (status, body)
-}
 
 async fn exactly_one_payment_per_order_runs(locks: LockManager) {
     const REQUESTS: usize = 8;

@@ -6,7 +6,8 @@
 
 mod error;
 #[cfg(feature = "axum")]
-mod http;
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod http;
 mod key;
 mod lease;
 mod listing;

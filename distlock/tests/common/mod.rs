@@ -1,4 +1,5 @@
-//! Helpers shared by the front crate's tests.
+//! Helpers shared by the front crate's tests (each test binary uses some of them).
+#![allow(dead_code)]
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -32,4 +33,17 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
     fn make_writer(&'a self) -> Self {
         self.clone()
     }
+}
+
+/// Sends `POST path` to `addr` as raw HTTP/1.1 and returns the status code and body.
+pub(crate) async fn post(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
+    (status, body)
 }
