@@ -299,6 +299,12 @@ impl Faults {
 
 impl fmt::Debug for Faults {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Calls([usize; OPS]);
+        impl fmt::Debug for Calls {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_map().entries(Op::ALL.iter().map(|op| (op.as_str(), self.0[op.index()]))).finish()
+            }
+        }
         let state = self.state();
         let mut out = f.debug_struct("Faults");
         for op in Op::ALL {
@@ -307,8 +313,7 @@ impl fmt::Debug for Faults {
                 out.field(op.as_str(), &faults);
             }
         }
-        out.field("drop_release_notifications", &state.drop_notifications)
-            .field("calls", &*self.shared.calls.borrow())
-            .finish()
+        let calls = Calls(*self.shared.calls.borrow());
+        out.field("drop_release_notifications", &state.drop_notifications).field("calls", &calls).finish()
     }
 }

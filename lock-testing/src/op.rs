@@ -34,7 +34,7 @@ pub enum Op {
 
 impl Op {
     /// Every operation, in declaration order (new store operations may be added).
-    pub const ALL: [Op; 6] = [Op::Acquire, Op::Release, Op::Extend, Op::Inspect, Op::WaitForRelease, Op::List];
+    pub const ALL: &'static [Op] = &[Op::Acquire, Op::Release, Op::Extend, Op::Inspect, Op::WaitForRelease, Op::List];
 
     /// The operation's name as the stores put it in
     /// [`LockError::Store::operation`](distlock_api::LockError::Store): `"acquire"`,

@@ -88,7 +88,7 @@ async fn fail_all_fails_each_operation_until_healed() {
     let key = store_key("outage");
     let token = Token::generate();
     let ttl = Ttl::new(TTL).unwrap();
-    for op in Op::ALL {
+    for &op in Op::ALL {
         faults.fail_all(op);
     }
     for round in 0..3 {
@@ -243,13 +243,14 @@ async fn steal_and_expire_go_around_the_faults() {
     assert!(matches!(faults.expire("").await, Err(LockError::InvalidKey { .. })));
     assert!(matches!(faults.steal("bad\nkey").await, Err(LockError::InvalidKey { .. })));
     let lock = locks.try_lock("around", TTL).await.unwrap().unwrap();
-    for op in Op::ALL {
+    for &op in Op::ALL {
         faults.fail_all(op);
     }
-    let before = Op::ALL.map(|op| faults.calls(op));
+    let counts = || Op::ALL.iter().map(|&op| faults.calls(op)).collect::<Vec<_>>();
+    let before = counts();
     assert!(faults.steal("around").await.unwrap().is_some());
     assert!(faults.expire("around").await.unwrap());
-    assert_eq!(Op::ALL.map(|op| faults.calls(op)), before);
+    assert_eq!(counts(), before);
     faults.heal();
     assert!(!lock.release().await.unwrap());
 }
@@ -349,6 +350,8 @@ fn store_and_handle_are_send_sync_and_usable_as_dyn() {
     let erased: Arc<dyn LockStore> = Arc::new(MemoryLockStore::new());
     let store: Arc<dyn LockStore> = Arc::new(FaultyStore::new(erased));
     assert_eq!(store.backend(), "memory");
-    let debug = format!("{:?}", FaultyStore::new(MemoryLockStore::new()).faults());
-    assert!(debug.contains("Faults"), "{debug}");
+    let faults = FaultyStore::new(MemoryLockStore::new()).faults();
+    faults.fail_next(Op::Extend, 2);
+    let debug = format!("{faults:?}");
+    assert!(debug.contains("extend: OpFaults") && debug.contains("\"acquire\": 0"), "{debug}");
 }

@@ -33,7 +33,7 @@ async fn stolen_lease_fires_lost(inner: Arc<DynLockStore>) {
     let (locks, faults) = setup(&inner);
     let key = unique_key("stolen");
     let every = Duration::from_millis(200);
-    let lock = locks.lock_opts(&key, Duration::from_secs(3), &LockOptions::new().renew_every(every)).await.unwrap();
+    let lock = locks.lock_opts(&key, Duration::from_secs(10), &LockOptions::new().renew_every(every)).await.unwrap();
     timeout(PATIENCE, faults.wait_for_calls(Op::Extend, 1)).await.expect("no renewal");
     let stolen_at = Instant::now();
     let thief = faults.steal(&key).await.unwrap().expect("the key was held");
