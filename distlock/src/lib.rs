@@ -30,6 +30,13 @@ pub use distlock_redis as redis;
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use distlock_postgres as postgres;
 
+/// A fault-injecting store for applications' own tests (feature `testing`):
+/// `testing::FaultyStore` wraps any store; its `Faults` handle fails operations, adds
+/// latency, makes leases vanish and drops release notifications (see "Testing your app").
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub use distlock_testing as testing;
+
 /// `#[distlock::lock(key = "order:{order_id}", ttl = "15s", manager = self.locks)]`: runs an
 /// `async fn` under a lock, taken in one attempt with a 10 s lease unless `wait` / `ttl`
 /// say otherwise (feature `macros`). See the crate documentation's guide.

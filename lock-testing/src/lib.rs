@@ -1,0 +1,14 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(rustdoc::broken_intra_doc_links)]
+#![warn(clippy::unwrap_used, clippy::expect_used)]
+
+mod faults;
+mod injected;
+mod op;
+mod store;
+
+pub use faults::{Faults, Stolen};
+pub use injected::InjectedFault;
+pub use op::Op;
+pub use store::FaultyStore;
