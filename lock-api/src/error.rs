@@ -57,6 +57,22 @@ pub enum LockError {
         reason: LossReason,
     },
 
+    /// A lock group (or an owner id) is unusable: empty, a name twice, too many members,
+    /// zero permits. Raised before any I/O.
+    #[error("invalid lock group: {reason}")]
+    InvalidGroup {
+        /// What is wrong with it.
+        reason: InvalidGroup,
+    },
+
+    /// A group released by its stamp was not held (any more): it was released already,
+    /// or every hold expired. Nothing was changed.
+    #[error("lock group with stamp {stamp} is not held: released already or expired")]
+    GroupNotHeld {
+        /// The group's stamp (fencing number), `0` on a store without fencing.
+        stamp: u64,
+    },
+
     /// A token given as text is not a hyphenated UUID v4.
     #[error("invalid lock token: expected a 36-character UUID v4")]
     InvalidToken,
@@ -189,6 +205,39 @@ pub enum InvalidKey {
     /// A [`KeyPattern`](crate::KeyPattern) ends in a lone `\`.
     #[error("the pattern ends in a lone `\\` (write `\\\\` for a literal backslash)")]
     DanglingEscape,
+}
+
+/// Why a [`LockGroup`](crate::LockGroup) or [`OwnerId`](crate::OwnerId) was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidGroup {
+    /// A group needs at least one member.
+    #[error("the group has no members")]
+    Empty,
+    /// A name appears twice.
+    #[error("`{key}` appears more than once in the group")]
+    DuplicateName {
+        /// The name.
+        key: String,
+    },
+    /// More members than the store (or any store) takes at once.
+    #[error("the group has {len} members, at most {max} are allowed")]
+    TooLarge {
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A mode with zero permits could never be granted.
+    #[error("zero permits for `{key}`: a mode needs at least one")]
+    ZeroPermits {
+        /// The name.
+        key: String,
+    },
+    /// An owner id must be `app@instance`, each part non-empty, without `@`, whitespace or
+    /// control characters, at most 128 bytes.
+    #[error("an owner id must be `app@instance` (non-empty parts without `@`, whitespace or control characters, at most 128 bytes)")]
+    Owner,
 }
 
 /// Why [`LockOptions`](crate::LockOptions) were rejected.

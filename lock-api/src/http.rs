@@ -5,7 +5,9 @@
 //! | [`NotAcquired`](LockError::NotAcquired) | 409 Conflict | `{"error":"lock_not_acquired","key":"order:42"}` |
 //! | [`LeaseLost`](LockError::LeaseLost) | 503 Service Unavailable | `{"error":"lock_lease_lost","key":"order:42"}` |
 //! | [`Store`](LockError::Store) | 503 Service Unavailable | `{"error":"lock_store_unavailable"}` |
+//! | [`GroupNotHeld`](LockError::GroupNotHeld) | 503 Service Unavailable | `{"error":"lock_lease_lost"}` |
 //! | [`InvalidKey`](LockError::InvalidKey) | 400 Bad Request | `{"error":"invalid_lock_key"}` |
+//! | [`InvalidGroup`](LockError::InvalidGroup) | 400 Bad Request | `{"error":"invalid_lock_group"}` |
 //! | [`InvalidToken`](LockError::InvalidToken) | 400 Bad Request | `{"error":"invalid_lock_token"}` |
 //! | [`InvalidOptions`](LockError::InvalidOptions), [`Config`](LockError::Config), [`Unsupported`](LockError::Unsupported) | 500 Internal Server Error | `{"error":"lock_misconfigured"}` |
 //!
@@ -85,8 +87,8 @@ impl LockError {
     pub fn status_code(&self) -> StatusCode {
         match self {
             Self::NotAcquired { .. } => not_acquired_status(),
-            Self::LeaseLost { .. } | Self::Store { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::InvalidKey { .. } | Self::InvalidToken => StatusCode::BAD_REQUEST,
+            Self::LeaseLost { .. } | Self::GroupNotHeld { .. } | Self::Store { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InvalidKey { .. } | Self::InvalidGroup { .. } | Self::InvalidToken => StatusCode::BAD_REQUEST,
             Self::InvalidOptions { .. } | Self::Config { .. } | Self::Unsupported { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -99,6 +101,8 @@ impl LockError {
             Self::LeaseLost { key, .. } => ("lock_lease_lost", Some(key)),
             Self::Store { .. } => ("lock_store_unavailable", None),
             Self::InvalidKey { .. } => ("invalid_lock_key", None),
+            Self::InvalidGroup { .. } => ("invalid_lock_group", None),
+            Self::GroupNotHeld { .. } => ("lock_lease_lost", None),
             Self::InvalidToken => ("invalid_lock_token", None),
             Self::InvalidOptions { .. } | Self::Config { .. } | Self::Unsupported { .. } => {
                 ("lock_misconfigured", None)

@@ -5,6 +5,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
+mod group;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
@@ -23,7 +24,8 @@ mod token;
 pub mod waiters;
 
 pub use async_trait::async_trait;
-pub use error::{BoxError, InvalidKey, InvalidOptions, LockError, LossReason};
+pub use error::{BoxError, InvalidGroup, InvalidKey, InvalidOptions, LockError, LossReason};
+pub use group::{GroupAcquire, GroupLockStore, GroupMember, GroupRequest, LockGroup, OwnerId, Permits, StoreMember};
 pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
 
 pub use listing::{HeldLock, KeyPattern, ListCursor, ListPage};

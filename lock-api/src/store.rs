@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::LockError;
+use crate::group::GroupLockStore;
 use crate::key::StoreKey;
 use crate::listing::{KeyPattern, ListCursor, ListPage};
 use crate::options::Ttl;
@@ -51,12 +52,29 @@ pub struct LockInfo {
     pub ttl_left: Duration,
     /// How the key is held.
     pub mode: LockMode,
+    /// The holder's owner, for [group](crate::GroupLockStore) holds; `None` for single
+    /// locks, which record no owner.
+    pub owner: Option<String>,
 }
 
 impl LockInfo {
     /// Builds a `LockInfo` of an exclusive holder (the struct is `#[non_exhaustive]`).
     pub fn new(token: Token, fence: Option<u64>, ttl_left: Duration) -> Self {
-        Self { token, fence, ttl_left, mode: LockMode::Exclusive }
+        Self { token, fence, ttl_left, mode: LockMode::Exclusive, owner: None }
+    }
+
+    /// Sets the mode (builder style).
+    #[must_use]
+    pub fn with_mode(mut self, mode: LockMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the owner (builder style).
+    #[must_use]
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
     }
 }
 
@@ -64,16 +82,20 @@ impl LockInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum LockMode {
-    /// The only holder: a mutual-exclusion lock.
+    /// The only holder (or one of the exclusive mode's permits): a mutual-exclusion lock,
+    /// the write side of a read/write lock.
     #[default]
     Exclusive,
+    /// One of several holders: the read side of a read/write lock, a semaphore slot.
+    Shared,
 }
 
 impl LockMode {
-    /// The mode's name in tools' output: `"exclusive"`.
+    /// The mode's name in tools' output: `"exclusive"` or `"shared"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Exclusive => "exclusive",
+            Self::Shared => "shared",
         }
     }
 }
@@ -179,6 +201,15 @@ pub trait LockStore: Debug + Send + Sync + 'static {
     /// sleeps `max`. Spurious early returns are allowed; the caller tries again.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError>;
 
+    /// The store's lock groups (read/write locks, semaphores, multi-locks), when it has
+    /// them. The default is `None`; the stores of the distlock family all have them.
+    ///
+    /// Group names live apart from single-lock keys: a group hold of `a` and a
+    /// [`try_acquire`](Self::try_acquire) of `a` do not exclude each other.
+    fn groups(&self) -> Option<&dyn GroupLockStore> {
+        None
+    }
+
     /// One page of the held locks whose application key matches `pattern`, starting at
     /// `cursor` (`None`: from the beginning), with about `limit` keys examined per page.
     ///
@@ -238,6 +269,10 @@ macro_rules! forward_lock_store {
 
             async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
                 (**self).wait_for_release(key, max).await
+            }
+
+            fn groups(&self) -> Option<&dyn GroupLockStore> {
+                (**self).groups()
             }
 
             async fn list(

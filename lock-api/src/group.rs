@@ -1,0 +1,388 @@
+//! Lock groups: shared (read) and exclusive (write) holds with permits per mode, taken
+//! all together or not at all — read/write locks, semaphores and multi-locks.
+//!
+//! The model: a *name* (a [`LockKey`]) has *holders*. Each holder has its own lease —
+//! token, [`LockMode`], [`OwnerId`], fence and expiry on the store's clock — so a crashed
+//! holder's permit frees itself after its TTL while the others keep theirs. A name admits
+//! up to `permits(name, mode)` holders of one mode and none of the other at the same time:
+//! exclusive 1 and shared unlimited unless [`Permits`] or the store's permits table say
+//! otherwise. A semaphore of N is the shared mode with N permits.
+//!
+//! A waiting exclusive request leaves an *intent* on its names, which blocks new shared
+//! holders (writer preference: a stream of overlapping readers cannot starve a writer).
+//! Intents are ordered by the waiting group's *ticket* — the store's clock at its first
+//! blocked attempt — and a shared request is only blocked by intents older than its own
+//! ticket, so two waiting groups that want each other's names cannot block each other
+//! forever.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::{InvalidGroup, LockError};
+use crate::key::{LockKey, StoreKey};
+use crate::options::Ttl;
+use crate::store::{LockInfo, LockMode};
+use crate::token::Token;
+
+/// Who holds a group: an application id plus the running instance, so that one
+/// instance can [release everything it holds](GroupLockStore::release_owner) at start-up
+/// without freeing the locks of its replicas.
+///
+/// Its text is `APP@INSTANCE`. Give each running replica its own instance name that stays
+/// the same across its restarts (a pod name, a replica index, a host name): the owner
+/// then finds what its previous run leaked. [`OwnerId::for_process`] (the manager's
+/// default) is unique per process and never reused, which is always safe but lets leaked
+/// holds free themselves only with their TTL.
+///
+/// ```
+/// use distlock_api::OwnerId;
+///
+/// let owner = OwnerId::new("billing", "billing-7f9c-2")?;
+/// assert_eq!(owner.as_str(), "billing@billing-7f9c-2");
+/// assert!(OwnerId::new("", "x").is_err());
+/// # Ok::<(), distlock_api::LockError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct OwnerId(String);
+
+impl OwnerId {
+    /// The longest owner id, in bytes.
+    pub const MAX_LEN: usize = 128;
+
+    /// `app@instance`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidGroup`] when either part is empty, contains `@`, whitespace or
+    /// a control character, or the whole is longer than [`OwnerId::MAX_LEN`] bytes.
+    pub fn new(app: &str, instance: &str) -> Result<Self, LockError> {
+        for part in [app, instance] {
+            if part.is_empty() || part.chars().any(|c| c == '@' || c.is_whitespace() || c.is_control()) {
+                return Err(LockError::InvalidGroup { reason: InvalidGroup::Owner });
+            }
+        }
+        let text = format!("{app}@{instance}");
+        if text.len() > Self::MAX_LEN {
+            return Err(LockError::InvalidGroup { reason: InvalidGroup::Owner });
+        }
+        Ok(Self(text))
+    }
+
+    /// `distlock@HOST:PID:RANDOM`: unique per running process, never reused.
+    pub fn for_process() -> Self {
+        let host = host_name();
+        let random = Token::generate();
+        let mut text = format!("distlock@{host}:{}:{}", std::process::id(), random.short());
+        text.truncate(Self::MAX_LEN);
+        Self(text)
+    }
+
+    /// Parses `app@instance` text, e.g. from a command line.
+    ///
+    /// # Errors
+    ///
+    /// As [`OwnerId::new`], and when there is no `@`.
+    pub fn parse(text: &str) -> Result<Self, LockError> {
+        let (app, instance) = text.split_once('@').ok_or(LockError::InvalidGroup { reason: InvalidGroup::Owner })?;
+        Self::new(app, instance)
+    }
+
+    /// The text stored with each hold.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The host name, for owner ids; `unknown-host` when it cannot be read.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|name| name.trim().chars().filter(|c| !c.is_whitespace() && !c.is_control() && *c != '@').collect())
+        .filter(|name: &String| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned())
+}
+
+impl fmt::Display for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("OwnerId").field(&self.0).finish()
+    }
+}
+
+/// How many holders of each mode a name admits when the store's permits table has no
+/// entry for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permits {
+    /// Shared holders at once; `None`: unlimited.
+    pub shared: Option<u32>,
+    /// Exclusive holders at once (1 for a write lock).
+    pub exclusive: u32,
+}
+
+impl Permits {
+    /// Shared unlimited, exclusive 1: a classic read/write lock.
+    pub const DEFAULT: Self = Self { shared: None, exclusive: 1 };
+
+    /// The defaults of the lock-service specification this model comes from: one shared
+    /// holder at a time when no exclusive holder is in.
+    pub const SEED: Self = Self { shared: Some(1), exclusive: 1 };
+
+    /// The permits of `mode`; `None`: unlimited.
+    pub fn of(&self, mode: LockMode) -> Option<u32> {
+        match mode {
+            LockMode::Shared => self.shared,
+            _ => Some(self.exclusive),
+        }
+    }
+}
+
+impl Default for Permits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// One member of a [`LockGroup`]: a name, the mode it is wanted in and, optionally, the
+/// permits to assume for that mode when the store has none recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMember {
+    /// The name.
+    pub key: LockKey,
+    /// Shared (read, semaphore) or exclusive (write).
+    pub mode: LockMode,
+    /// The permits of `mode` when the store's permits table has no entry for the name;
+    /// `None`: the manager's [`Permits`].
+    pub permits: Option<u32>,
+}
+
+impl GroupMember {
+    /// A shared (read) hold of `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] for a bad key.
+    pub fn shared(key: &str) -> Result<Self, LockError> {
+        Ok(Self { key: LockKey::new(key)?, mode: LockMode::Shared, permits: None })
+    }
+
+    /// An exclusive (write) hold of `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] for a bad key.
+    pub fn exclusive(key: &str) -> Result<Self, LockError> {
+        Ok(Self { key: LockKey::new(key)?, mode: LockMode::Exclusive, permits: None })
+    }
+
+    /// Assumes `permits` holders of this mode when the store has no entry for the name
+    /// (a semaphore of `permits` slots in shared mode). Zero is rejected by
+    /// [`LockGroup::new`].
+    #[must_use]
+    pub fn with_permits(mut self, permits: u32) -> Self {
+        self.permits = Some(permits);
+        self
+    }
+}
+
+/// A validated group: 1 to [`LockGroup::MAX_MEMBERS`] members with distinct names, taken
+/// all together or not at all.
+///
+/// ```
+/// use distlock_api::{GroupMember, LockGroup};
+///
+/// let group = LockGroup::new([GroupMember::exclusive("WS2")?, GroupMember::shared("WS1")?])?;
+/// assert_eq!(group.members().len(), 2);
+/// assert!(LockGroup::new([GroupMember::shared("a")?, GroupMember::exclusive("a")?]).is_err());
+/// # Ok::<(), distlock_api::LockError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockGroup {
+    members: Vec<GroupMember>,
+}
+
+impl LockGroup {
+    /// The most members a group may have on any store.
+    pub const MAX_MEMBERS: usize = 64;
+
+    /// Validates a group.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidGroup`] when the group is empty, names a key twice, has more
+    /// than [`LockGroup::MAX_MEMBERS`] members, or gives a member zero permits.
+    pub fn new(members: impl IntoIterator<Item = GroupMember>) -> Result<Self, LockError> {
+        let members: Vec<GroupMember> = members.into_iter().collect();
+        let invalid = |reason| Err(LockError::InvalidGroup { reason });
+        if members.is_empty() {
+            return invalid(InvalidGroup::Empty);
+        }
+        if members.len() > Self::MAX_MEMBERS {
+            return invalid(InvalidGroup::TooLarge { len: members.len(), max: Self::MAX_MEMBERS });
+        }
+        let mut names: Vec<&str> = members.iter().map(|member| member.key.as_str()).collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+            return invalid(InvalidGroup::DuplicateName { key: pair[0].to_owned() });
+        }
+        if let Some(member) = members.iter().find(|member| member.permits == Some(0)) {
+            return invalid(InvalidGroup::ZeroPermits { key: member.key.as_str().to_owned() });
+        }
+        Ok(Self { members })
+    }
+
+    /// One member.
+    ///
+    /// # Errors
+    ///
+    /// As [`LockGroup::new`].
+    pub fn single(member: GroupMember) -> Result<Self, LockError> {
+        Self::new([member])
+    }
+
+    /// The members, in the order given.
+    pub fn members(&self) -> &[GroupMember] {
+        &self.members
+    }
+}
+
+/// A member as a [`GroupLockStore`] receives it: namespaced, with its permits resolved
+/// for the case that the store has none recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreMember {
+    /// The namespaced name.
+    pub key: StoreKey,
+    /// The mode wanted.
+    pub mode: LockMode,
+    /// The permits of `mode` when the store has no entry for the name; `None`: unlimited.
+    pub default_permits: Option<u32>,
+}
+
+impl StoreMember {
+    /// Builds a member (the struct is `#[non_exhaustive]`).
+    pub fn new(key: StoreKey, mode: LockMode, default_permits: Option<u32>) -> Self {
+        Self { key, mode, default_permits }
+    }
+}
+
+/// One attempt to take a group, as a [`GroupLockStore`] receives it.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct GroupRequest<'a> {
+    /// The members: distinct names, 1 to [`GroupLockStore::max_group`].
+    pub members: &'a [StoreMember],
+    /// The group's token: every member's hold carries it.
+    pub token: &'a Token,
+    /// The owner recorded with each hold.
+    pub owner: &'a OwnerId,
+    /// The lease of every hold.
+    pub ttl: Ttl,
+    /// For a waiting group: how long the intents of its exclusive members live unless a
+    /// later attempt refreshes them. `None`: a single attempt, which leaves no intent.
+    pub intent_ttl: Option<Ttl>,
+    /// For a waiting group: the ticket its first blocked attempt got
+    /// ([`GroupAcquire::Blocked::ticket`]); `None` on the first attempt.
+    pub ticket: Option<u64>,
+}
+
+impl<'a> GroupRequest<'a> {
+    /// Builds a request (the struct is `#[non_exhaustive]`).
+    pub fn new(
+        members: &'a [StoreMember],
+        token: &'a Token,
+        owner: &'a OwnerId,
+        ttl: Ttl,
+        intent_ttl: Option<Ttl>,
+        ticket: Option<u64>,
+    ) -> Self {
+        Self { members, token, owner, ttl, intent_ttl, ticket }
+    }
+}
+
+/// What [`GroupLockStore::try_acquire_group`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GroupAcquire {
+    /// Every member is now held by the request's token.
+    Acquired {
+        /// The group's fencing number (its *stamp*): strictly greater than every earlier
+        /// grant of any of its names. `None` on a store without fencing.
+        fence: Option<u64>,
+    },
+    /// At least one member could not be granted; nothing was taken.
+    Blocked {
+        /// The group's ticket (the store's clock, in milliseconds, at its first blocked
+        /// attempt): pass it back in the next attempt's [`GroupRequest::ticket`].
+        ticket: u64,
+    },
+}
+
+/// The group primitives of a store; reached through [`LockStore::groups`](crate::LockStore::groups).
+///
+/// # Contract
+///
+/// 1. **All or nothing, atomically.** `try_acquire_group` checks and grants every member
+///    in one atomic step on the server (one script, one function call, one critical
+///    section): either every member is held by the token, or nothing changed except the
+///    group's intents.
+/// 2. **Permits.** A member of mode M is granted only when the name has no live holder of
+///    the other mode and fewer than `permits(name, M)` live holders of mode M, where the
+///    permits are read in that same step: the store's entry for (name, M) if any
+///    ([`set_permits`](Self::set_permits)), else the member's `default_permits`.
+/// 3. **Per-holder leases** on the store's clock: an expired holder no longer counts, and
+///    extending or releasing it reports it not held.
+/// 4. **Writer preference without deadlock.** A blocked attempt with an `intent_ttl`
+///    records an intent for each exclusive member; a shared member is refused while the
+///    name has a live intent of another token whose ticket is older than the request's
+///    own ticket (the store's clock now, on a first attempt). A granted group's intents
+///    are removed.
+/// 5. **Fencing**: one number per granted group, strictly greater than every earlier
+///    grant (group or single lock) of its names.
+#[async_trait]
+pub trait GroupLockStore: fmt::Debug + Send + Sync {
+    /// The most members a group may have on this store (at least 1, at most
+    /// [`LockGroup::MAX_MEMBERS`]).
+    fn max_group(&self) -> usize {
+        LockGroup::MAX_MEMBERS
+    }
+
+    /// One atomic attempt to take every member for `request.token`.
+    async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError>;
+
+    /// Resets the lease of every member still held by `token` to `ttl` from now, in one
+    /// atomic step; returns how many were (an expired hold is not revived).
+    async fn extend_group(&self, keys: &[StoreKey], token: &Token, ttl: Ttl) -> Result<usize, LockError>;
+
+    /// Frees every member still held by `token` (and its intents) in one atomic step, and
+    /// signals waiters; returns how many holds it freed (0: the group was not held).
+    async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError>;
+
+    /// Removes the intents `token` left on `keys` (a waiting group gave up).
+    async fn withdraw_intents(&self, keys: &[StoreKey], token: &Token) -> Result<(), LockError>;
+
+    /// Frees every hold of `owner` on this store; returns how many.
+    async fn release_owner(&self, owner: &OwnerId) -> Result<u64, LockError>;
+
+    /// Records the permits of (`key`, `mode`); `None` removes the entry (members' defaults
+    /// apply again). Seen by the next grant on every instance. Holders beyond a lowered
+    /// count keep their holds; new grants wait until the count drops.
+    async fn set_permits(&self, key: &StoreKey, mode: LockMode, permits: Option<u32>) -> Result<(), LockError>;
+
+    /// The recorded permits of (`key`, `mode`), if any.
+    async fn permits(&self, key: &StoreKey, mode: LockMode) -> Result<Option<u32>, LockError>;
+
+    /// The live holders of `key` (mode, owner, fence, time left; intents are not holders).
+    async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError>;
+
+    /// Waits at most `max` for a release of one of `keys`, returning early when the store
+    /// signals one. Spurious early returns are allowed.
+    async fn wait_for_change(&self, keys: &[StoreKey], max: Duration) -> Result<(), LockError>;
+}
