@@ -72,6 +72,22 @@ impl Identifier {
     pub(crate) fn quoted(&self) -> String {
         format!("\"{}\"", self.0)
     }
+
+    /// The name of an object that belongs to this one: `<name>_<suffix>`, or, when that
+    /// would exceed 63 bytes, the name cut short followed by `_`, a 32-bit FNV-1a hash of
+    /// the whole name in hex and `_<suffix>` (so two long names stay apart). `suffix` is
+    /// one of this crate's constants: lower-case ASCII letters, digits and `_`.
+    pub(crate) fn derived(&self, suffix: &str) -> Self {
+        let plain = format!("{}_{suffix}", self.0);
+        if plain.len() <= Self::MAX_LEN {
+            return Self(plain);
+        }
+        let hash =
+            self.0.bytes().fold(0x811c_9dc5_u32, |hash, byte| (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193));
+        // An identifier is ASCII, so any byte offset is a character boundary.
+        let keep = Self::MAX_LEN.saturating_sub(suffix.len() + 10).min(self.0.len());
+        Self(format!("{}_{hash:08x}_{suffix}", &self.0[..keep]))
+    }
 }
 
 impl fmt::Debug for Identifier {
@@ -127,6 +143,21 @@ mod tests {
         }
         let default = Layout::default();
         assert!(!default.unlogged && default.notify);
+    }
+
+    #[test]
+    fn derived_names_are_identifiers_of_at_most_63_bytes() {
+        let short = Identifier::new("table", "locks").unwrap();
+        assert_eq!(short.derived("holders").as_str(), "locks_holders");
+        let long = Identifier::new("table", &"n".repeat(63)).unwrap();
+        let other = Identifier::new("table", &format!("{}m", "n".repeat(62))).unwrap();
+        for suffix in ["holders", "permits", "holders_owner", "acquire_group_v1"] {
+            let (a, b) = (long.derived(suffix), other.derived(suffix));
+            assert!(a.as_str().len() <= 63 && a.as_str().ends_with(&format!("_{suffix}")), "{a:?}");
+            assert_eq!(Identifier::new("derived", a.as_str()).unwrap(), a);
+            assert_ne!(a, b, "long names that differ only at the end stay apart");
+            assert_eq!(a, long.derived(suffix), "stable");
+        }
     }
 
     #[test]

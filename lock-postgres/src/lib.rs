@@ -3,11 +3,13 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 // Layers, each importing only those below it:
-//   builder, purge → store → sql → notify → config, url → config; error and inflight are
-//   leaves.
+//   builder, purge, group → store → sql → group_sql → notify → config, url → config;
+//   error and inflight are leaves.
 mod builder;
 mod config;
 mod error;
+mod group;
+mod group_sql;
 mod inflight;
 mod notify;
 mod purge;
@@ -20,6 +22,7 @@ pub use config::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_APPLICATION_NAME, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, DEFAULT_SEQUENCE,
     DEFAULT_TABLE, MAX_ACQUIRE_TIMEOUT, MIN_PURGE_HORIZON,
 };
+pub use group_sql::GroupStatements;
 pub use purge::{PurgeOptions, PurgerHandle};
 pub use sql::Statements;
 pub use sqlx;

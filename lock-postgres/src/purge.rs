@@ -93,7 +93,8 @@ impl PurgeOptions {
 
 impl PostgresLockStore {
     /// Deletes the rows of free keys whose lease ended (by release or expiry) at least
-    /// `older_than` ago and returns how many. `older_than` saturates to
+    /// `older_than` ago, and the group holds and intents that expired that long ago,
+    /// and returns how many. `older_than` saturates to
     /// [`MIN_PURGE_HORIZON`] ..= 1 000 years (so `Duration::ZERO` means the minimum and
     /// `Duration::MAX` deletes nothing).
     ///
@@ -119,6 +120,21 @@ impl PostgresLockStore {
             let batch = self
                 .retrying("purge", || {
                     sqlx::query(&self.statements().purge).bind(horizon).bind(PURGE_BATCH).execute(self.pool())
+                })
+                .await
+                .map_err(|error| LockError::store(BACKEND, "purge", None, error))?
+                .rows_affected();
+            purged += batch;
+            if batch < PURGE_BATCH.unsigned_abs() {
+                break;
+            }
+        }
+        // Group holds and intents that ended without a release (a grant of their name
+        // deletes them too).
+        loop {
+            let batch = self
+                .retrying("purge", || {
+                    sqlx::query(&self.statements().groups().purge).bind(horizon).bind(PURGE_BATCH).execute(self.pool())
                 })
                 .await
                 .map_err(|error| LockError::store(BACKEND, "purge", None, error))?

@@ -105,6 +105,7 @@
 use std::time::Duration;
 
 use crate::config::{Layout, MIN_PURGE_HORIZON};
+use crate::group_sql::GroupStatements;
 use crate::notify::channel_name;
 
 /// How many rows one purge statement deletes at most, so that it holds row locks (which
@@ -148,6 +149,7 @@ pub struct Statements {
     pub(crate) create_table: String,
     /// The columns the statements use.
     pub(crate) columns: Vec<&'static str>,
+    pub(crate) groups: GroupStatements,
 }
 
 /// What the catalog says about a store's layout, as the `schema_state` statement returns
@@ -209,12 +211,21 @@ impl Statements {
         &self.purge
     }
 
-    /// The DDL of [`ensure_schema`](crate::PostgresLockStore::ensure_schema), in order
-    /// (it runs them in one transaction under `pg_advisory_xact_lock`, skipping `CREATE
-    /// SCHEMA` when the schema exists). A DBA can run them by hand for a store configured
-    /// with [`create_schema(false)`](crate::PostgresLockStoreBuilder::create_schema).
-    pub fn ddl(&self) -> [&str; 3] {
-        [&self.create_schema, &self.create_sequence, &self.create_table]
+    /// The DDL of [`ensure_schema`](crate::PostgresLockStore::ensure_schema), in order:
+    /// the schema, the fence sequence, the lease table, then the lock groups' tables and
+    /// function ([`GroupStatements::ddl`]). It runs them in one transaction under
+    /// `pg_advisory_xact_lock`, skipping `CREATE SCHEMA` when the schema exists and the
+    /// function when it exists. A DBA can run them by hand for a store configured with
+    /// [`create_schema(false)`](crate::PostgresLockStoreBuilder::create_schema).
+    pub fn ddl(&self) -> Vec<&str> {
+        let mut ddl = vec![self.create_schema.as_str(), &self.create_sequence, &self.create_table];
+        ddl.extend(self.groups.ddl());
+        ddl
+    }
+
+    /// The statements of lock groups ([`GroupLockStore`](distlock_api::GroupLockStore)).
+    pub fn groups(&self) -> &GroupStatements {
+        &self.groups
     }
 
     pub(crate) fn new(layout: &Layout) -> Self {
@@ -355,6 +366,7 @@ impl Statements {
             } else {
                 vec!["key", "token", "fence", "expires_at"]
             },
+            groups: GroupStatements::new(layout),
         }
     }
 }

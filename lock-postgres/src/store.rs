@@ -6,11 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, KeyState};
-use distlock_api::{async_trait, Acquire, Capabilities, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
+use distlock_api::{
+    async_trait, Acquire, Capabilities, GroupLockStore, LockError, LockInfo, LockStore, StoreKey, Token, Ttl,
+};
 use sqlx::postgres::PgPool;
 
 use crate::config::{Layout, MIN_PURGE_HORIZON};
 use crate::error::{is_connection_lost, SchemaProblem, SlowAcquire, UnexpectedAnswer, BACKEND};
+use crate::group_sql::{GroupSchemaState, GroupStatements, HOLDER_COLUMNS, PERMIT_COLUMNS};
 use crate::inflight::InFlight;
 use crate::notify::Notifier;
 use crate::sql::{self, SchemaState, Statements, SCHEMA_LOCK_KEY};
@@ -40,8 +43,8 @@ pub struct PostgresLockStore {
     sql: Arc<Statements>,
     layout: Arc<Layout>,
     create_schema: bool,
-    in_flight: Arc<InFlight>,
-    notifier: Arc<Notifier>,
+    pub(crate) in_flight: Arc<InFlight>,
+    pub(crate) notifier: Arc<Notifier>,
 }
 
 impl fmt::Debug for PostgresLockStore {
@@ -130,7 +133,8 @@ impl PostgresLockStore {
         }
         let fail = |error: sqlx::Error| LockError::store(BACKEND, OPERATION, None, error);
         let (schema, _, sequence, _, table, ..) = self.schema_state(&self.pool).await.map_err(fail)?;
-        if !(schema && sequence && table.is_some()) {
+        let groups = self.group_schema_state(&self.pool).await.map_err(fail)?;
+        if !(schema && sequence && table.is_some() && GroupStatements::complete(&groups)) {
             let mut tx = self.pool.begin().await.map_err(fail)?;
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(SCHEMA_LOCK_KEY)
@@ -145,6 +149,10 @@ impl PostgresLockStore {
             }
             sqlx::query(&self.sql.create_sequence).execute(&mut *tx).await.map_err(fail)?;
             sqlx::query(&self.sql.create_table).execute(&mut *tx).await.map_err(fail)?;
+            let groups = self.group_schema_state(&mut *tx).await.map_err(fail)?;
+            for ddl in self.sql.groups.creation(&groups) {
+                sqlx::query(ddl).execute(&mut *tx).await.map_err(fail)?;
+            }
             tx.commit().await.map_err(fail)?;
         }
         self.check_schema(OPERATION).await
@@ -191,6 +199,13 @@ impl PostgresLockStore {
                 }
             }
         }
+        if schema {
+            let groups = self
+                .group_schema_state(&self.pool)
+                .await
+                .map_err(|error| LockError::store(BACKEND, operation, None, error))?;
+            missing.extend(self.sql.groups.problems(&self.layout.schema, &groups));
+        }
         if missing.is_empty() {
             return Ok(());
         }
@@ -211,6 +226,22 @@ impl PostgresLockStore {
             .bind(self.layout.sequence.as_str())
             .bind(self.layout.table.as_str())
             .bind(&self.sql.columns)
+            .fetch_one(executor)
+            .await
+    }
+
+    async fn group_schema_state<'e, E>(&self, executor: E) -> Result<GroupSchemaState, sqlx::Error>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+    {
+        let groups = &self.sql.groups;
+        sqlx::query_as::<_, GroupSchemaState>(&groups.state)
+            .bind(self.layout.schema.as_str())
+            .bind(groups.holders_name.as_str())
+            .bind(groups.permits_name.as_str())
+            .bind(groups.function_name.as_str())
+            .bind(HOLDER_COLUMNS)
+            .bind(PERMIT_COLUMNS)
             .fetch_one(executor)
             .await
     }
@@ -253,6 +284,11 @@ impl LockStore for PostgresLockStore {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::NONE.with_fencing(true).with_release_notifications(self.layout.notify)
+    }
+
+    /// Always: see "Lock groups" in the crate documentation.
+    fn groups(&self) -> Option<&dyn GroupLockStore> {
+        Some(self)
     }
 
     /// One `INSERT … ON CONFLICT (key) DO UPDATE … WHERE <expired> RETURNING fence`

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::key;
-use distlock_api::{LockError, LockStore, Token, Ttl};
+use distlock_api::{GroupAcquire, GroupRequest, LockError, LockMode, LockStore, OwnerId, StoreMember, Token, Ttl};
 use distlock_conformance::kit::{self, postgres_server};
 use distlock_postgres::{sqlx, PostgresLockStore, PostgresUrl, PurgeOptions, MIN_PURGE_HORIZON};
 
@@ -188,11 +188,16 @@ async fn create_false_checks_the_layout_and_works_without_ddl_rights() {
     let cause = store_error_cause(&err, "connect");
     assert!(cause.contains("no SELECT, INSERT, UPDATE privilege on table"), "{err}");
     assert!(cause.contains("no USAGE privilege on sequence"), "{err}");
+    let holders = format!("\"{}\".\"leases_holders\"", schema.name);
+    let permits = format!("\"{}\".\"leases_permits\"", schema.name);
+    assert!(cause.contains(&format!("no SELECT, INSERT, UPDATE, DELETE privilege on table {holders}")), "{err}");
+    assert!(cause.contains(&format!("no SELECT privilege on table {permits}")), "{err}");
 
     postgres_server::execute(
         &url,
         &format!(
-            "GRANT SELECT, INSERT, UPDATE ON {} TO \"{role}\"; GRANT USAGE ON SEQUENCE {} TO \"{role}\"",
+            "GRANT SELECT, INSERT, UPDATE ON {} TO \"{role}\"; GRANT USAGE ON SEQUENCE {} TO \"{role}\"; \
+             GRANT SELECT, INSERT, UPDATE, DELETE ON {holders}, {permits} TO \"{role}\"",
             owner.table_name(),
             owner.sequence_name()
         ),
@@ -204,6 +209,13 @@ async fn create_false_checks_the_layout_and_works_without_ddl_rights() {
     let (k, token) = (key("locked-down"), Token::generate());
     assert!(store.try_acquire(&k, &token, Ttl::new(Duration::from_secs(30)).unwrap()).await.unwrap().is_acquired());
     assert!(store.release(&k, &token).await.unwrap());
+    let groups = store.groups().expect("groups");
+    let members = [StoreMember::new(k.clone(), LockMode::Shared, None)];
+    let owner_id = OwnerId::new("test", "locked-down").unwrap();
+    let request =
+        GroupRequest::new(&members, &token, &owner_id, Ttl::new(Duration::from_secs(30)).unwrap(), None, None);
+    assert!(matches!(groups.try_acquire_group(request).await.unwrap(), GroupAcquire::Acquired { .. }));
+    assert_eq!(groups.release_group(std::slice::from_ref(&k), &token).await.unwrap(), 1);
 
     // With DDL allowed, a table without a column the store needs is named, not upgraded.
     postgres_server::execute(&url, &format!("ALTER TABLE {} DROP COLUMN waiting", owner.table_name())).await;

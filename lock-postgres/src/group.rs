@@ -1,0 +1,439 @@
+//! Lock groups on PostgreSQL: [`GroupLockStore`] for [`PostgresLockStore`].
+//!
+//! Every operation is one round trip: a grant is one call of the store's PL/pgSQL
+//! function (one transaction; see [`group_sql`](crate::group_sql) for its steps), the
+//! others are single autocommit statements. Statements whose connection turned out to
+//! be dead run again on another connection, as the lock operations do; running any of
+//! them twice is harmless (a grant run again recognises the group its first run took).
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use distlock_api::waiters::deadline_after;
+use distlock_api::{
+    async_trait, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockMode, LockStore,
+    OwnerId, StoreKey, StoreMember, Token, Ttl,
+};
+use tokio::sync::futures::Notified;
+
+use crate::error::{is_connection_lost, UnexpectedAnswer, BACKEND};
+use crate::group_sql::{GroupStatements, GROUP_PAYLOAD_PREFIX};
+use crate::sql::millis;
+use crate::store::PostgresLockStore;
+
+/// How long after the first lease of a waited-for name ends (as the server computed it)
+/// a waiter wakes to retry.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
+
+/// The mode as stored: `'R'` shared, `'W'` exclusive.
+fn mode_code(mode: LockMode) -> &'static str {
+    match mode {
+        LockMode::Shared => "R",
+        // Exclusive, and any mode added later: never weaker than a write lock.
+        _ => "W",
+    }
+}
+
+/// The payload a change of `key`'s holders is notified with, and the key its waiters
+/// register under.
+fn payload(key: &StoreKey) -> String {
+    format!("{GROUP_PAYLOAD_PREFIX}{}", key.as_str())
+}
+
+/// Permits as the table stores them (`integer`): beyond `i32::MAX` is as good as
+/// unlimited.
+fn permits_value(permits: u32) -> i32 {
+    i32::try_from(permits).unwrap_or(i32::MAX)
+}
+
+fn names(keys: &[StoreKey]) -> Vec<&str> {
+    keys.iter().map(StoreKey::as_str).collect()
+}
+
+/// The checks of a request that need no I/O.
+fn validate(members: &[StoreMember], max: usize) -> Result<(), LockError> {
+    let invalid = |reason| Err(LockError::InvalidGroup { reason });
+    if members.is_empty() {
+        return invalid(InvalidGroup::Empty);
+    }
+    if members.len() > max {
+        return invalid(InvalidGroup::TooLarge { len: members.len(), max });
+    }
+    let mut sorted: Vec<&str> = members.iter().map(|member| member.key.as_str()).collect();
+    sorted.sort_unstable();
+    if let Some(pair) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+        let key = pair[0].strip_prefix(distlock_api::LOCK_NAMESPACE).unwrap_or(pair[0]);
+        return invalid(InvalidGroup::DuplicateName { key: key.to_owned() });
+    }
+    if let Some(member) = members.iter().find(|member| member.default_permits == Some(0)) {
+        return invalid(InvalidGroup::ZeroPermits { key: member.key.lock_key().to_owned() });
+    }
+    Ok(())
+}
+
+impl PostgresLockStore {
+    fn group_sql(&self) -> &GroupStatements {
+        self.statements().groups()
+    }
+
+    fn group_fail(
+        &self,
+        operation: &'static str,
+        key: Option<&StoreKey>,
+        error: impl Into<distlock_api::BoxError>,
+    ) -> LockError {
+        LockError::store(BACKEND, operation, key.map(StoreKey::lock_key), error)
+    }
+
+    /// Flags the live rows of `keys` as waited for (so that their releases notify) and
+    /// returns the time until the first of them ends, or `None` when there is none or
+    /// one may not be flagged (the caller returns at once).
+    async fn flag_group(&self, keys: &[StoreKey]) -> Result<Option<Duration>, LockError> {
+        let names = names(keys);
+        let (unflagged, live, micros_left): (i64, i64, Option<i64>) = self
+            .retrying("wait for group change", || {
+                sqlx::query_as(&self.group_sql().wait).bind(&names).fetch_one(self.pool())
+            })
+            .await
+            .map_err(|error| self.group_fail("wait for group change", None, error))?;
+        if live == 0 || unflagged > 0 {
+            return Ok(None);
+        }
+        Ok(micros_left.map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(1))))
+    }
+}
+
+/// Lock groups in two tables beside the lease table (`<table>_holders`,
+/// `<table>_permits`) and one function (`<table>_acquire_group_v1`), created by
+/// [`ensure_schema`](PostgresLockStore::ensure_schema); see "Lock groups" in the crate
+/// documentation. Group names live apart from single-lock keys.
+#[async_trait]
+impl GroupLockStore for PostgresLockStore {
+    /// One call of the grant function: advisory locks on the names (in one global
+    /// order), a check of every member on a fresh snapshot, then the holds or the intents.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidGroup`] (before any I/O) for no members, more than
+    /// [`max_group`](GroupLockStore::max_group), a name twice or zero default permits;
+    /// [`LockError::Store`] when the server fails (the outcome is then unknown: release
+    /// the group with the same token, which is harmless when nothing was taken).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the call commits or not. If the future is dropped while the call is
+    /// in flight, a [`release_group`](GroupLockStore::release_group) or
+    /// [`withdraw_intents`](GroupLockStore::withdraw_intents) with the same token first
+    /// waits until it has been answered.
+    async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
+        const OPERATION: &str = "acquire group";
+        validate(request.members, self.max_group())?;
+        let names: Vec<&str> = request.members.iter().map(|member| member.key.as_str()).collect();
+        let modes: Vec<&str> = request.members.iter().map(|member| mode_code(member.mode)).collect();
+        let permits: Vec<Option<i32>> =
+            request.members.iter().map(|member| member.default_permits.map(permits_value)).collect();
+        let intent_ttl = request.intent_ttl.map(|ttl| millis(ttl.as_duration()));
+        let ticket = request.ticket.map(|ticket| i64::try_from(ticket).unwrap_or(i64::MAX));
+        let mut attempt = self.in_flight.begin(request.token);
+        let mut retries = self.pool().options().get_max_connections();
+        let mut again = false;
+        let row = loop {
+            let conn = self.pool().acquire().await.map_err(|error| self.group_fail(OPERATION, None, error))?;
+            let row = sqlx::query_as::<_, (Option<i64>, Option<i64>)>(&self.group_sql().acquire)
+                .bind(&names)
+                .bind(&modes)
+                .bind(&permits)
+                .bind(request.token.as_str())
+                .bind(request.owner.as_str())
+                .bind(millis(request.ttl.as_duration()))
+                .bind(intent_ttl)
+                .bind(ticket)
+                .bind(again)
+                .fetch_one(&mut **attempt.hold(conn))
+                .await;
+            match row {
+                Err(error) if retries > 0 && is_connection_lost(&error) => {
+                    retries -= 1;
+                    // The first run may have committed before its backend died.
+                    again = true;
+                    tracing::debug!(%error, "lost a pooled connection; acquiring the group again on another");
+                }
+                row => break row,
+            }
+        };
+        attempt.finish();
+        let unexpected = |what: String| self.group_fail(OPERATION, None, UnexpectedAnswer(what));
+        match row.map_err(|error| self.group_fail(OPERATION, None, error))? {
+            (Some(fence), _) => {
+                let fence = u64::try_from(fence).map_err(|_| unexpected(format!("negative fence {fence}")))?;
+                Ok(GroupAcquire::Acquired { fence: Some(fence) })
+            }
+            (None, Some(ticket)) => {
+                let ticket = u64::try_from(ticket).map_err(|_| unexpected(format!("negative ticket {ticket}")))?;
+                Ok(GroupAcquire::Blocked { ticket })
+            }
+            (None, None) => Err(unexpected("the group function returned neither a fence nor a ticket".to_owned())),
+        }
+    }
+
+    /// One `UPDATE … WHERE name = ANY(…) AND token = … AND <live>`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement commits or not.
+    async fn extend_group(&self, keys: &[StoreKey], token: &Token, ttl: Ttl) -> Result<usize, LockError> {
+        let names = names(keys);
+        let done = self
+            .retrying("extend group", || {
+                sqlx::query(&self.group_sql().extend)
+                    .bind(&names)
+                    .bind(token.as_str())
+                    .bind(millis(ttl.as_duration()))
+                    .execute(self.pool())
+            })
+            .await
+            .map_err(|error| self.group_fail("extend group", None, error))?;
+        Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
+    }
+
+    /// One `DELETE` of the token's holds and intents of `keys` that also notifies the
+    /// names waiters flagged; sent once any cancelled grant with the same token has been
+    /// answered.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement commits or not.
+    async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
+        self.in_flight.settled(token).await;
+        let names = names(keys);
+        let (released, _notified): (i64, i64) = self
+            .retrying("release group", || {
+                sqlx::query_as(&self.group_sql().release).bind(&names).bind(token.as_str()).fetch_one(self.pool())
+            })
+            .await
+            .map_err(|error| self.group_fail("release group", None, error))?;
+        Ok(usize::try_from(released).unwrap_or(0))
+    }
+
+    /// One `DELETE` of the token's intents of `keys`, after any cancelled grant with the
+    /// same token has been answered.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement commits or not.
+    async fn withdraw_intents(&self, keys: &[StoreKey], token: &Token) -> Result<(), LockError> {
+        self.in_flight.settled(token).await;
+        let names = names(keys);
+        let _: (i64, i64) = self
+            .retrying("withdraw intents", || {
+                sqlx::query_as(&self.group_sql().withdraw).bind(&names).bind(token.as_str()).fetch_one(self.pool())
+            })
+            .await
+            .map_err(|error| self.group_fail("withdraw intents", None, error))?;
+        Ok(())
+    }
+
+    /// One `DELETE … WHERE owner = …` (an index lookup), notifying flagged names.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement commits or not.
+    async fn release_owner(&self, owner: &OwnerId) -> Result<u64, LockError> {
+        let (released, _notified): (i64, i64) = self
+            .retrying("release owner", || {
+                sqlx::query_as(&self.group_sql().release_owner).bind(owner.as_str()).fetch_one(self.pool())
+            })
+            .await
+            .map_err(|error| self.group_fail("release owner", None, error))?;
+        Ok(u64::try_from(released).unwrap_or(0))
+    }
+
+    /// One upsert into (or `DELETE` from) the permits table, which every grant reads;
+    /// notifies the name's waiters. Permits above `i32::MAX` are stored as `i32::MAX`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidGroup`] (before any I/O) for `Some(0)`.
+    async fn set_permits(&self, key: &StoreKey, mode: LockMode, permits: Option<u32>) -> Result<(), LockError> {
+        const OPERATION: &str = "set permits";
+        let mode = mode_code(mode);
+        let fail = |error| self.group_fail(OPERATION, Some(key), error);
+        match permits {
+            Some(0) => {
+                Err(LockError::InvalidGroup { reason: InvalidGroup::ZeroPermits { key: key.lock_key().to_owned() } })
+            }
+            Some(permits) => {
+                let permits = permits_value(permits);
+                let _: i64 = self
+                    .retrying(OPERATION, || {
+                        sqlx::query_scalar(&self.group_sql().set_permits)
+                            .bind(key.as_str())
+                            .bind(mode)
+                            .bind(permits)
+                            .fetch_one(self.pool())
+                    })
+                    .await
+                    .map_err(fail)?;
+                Ok(())
+            }
+            None => {
+                let _: i64 = self
+                    .retrying(OPERATION, || {
+                        sqlx::query_scalar(&self.group_sql().remove_permits)
+                            .bind(key.as_str())
+                            .bind(mode)
+                            .fetch_one(self.pool())
+                    })
+                    .await
+                    .map_err(fail)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// One primary-key lookup in the permits table.
+    async fn permits(&self, key: &StoreKey, mode: LockMode) -> Result<Option<u32>, LockError> {
+        let permits: Option<i32> = self
+            .retrying("read permits", || {
+                sqlx::query_scalar(&self.group_sql().permits)
+                    .bind(key.as_str())
+                    .bind(mode_code(mode))
+                    .fetch_optional(self.pool())
+            })
+            .await
+            .map_err(|error| self.group_fail("read permits", Some(key), error))?;
+        Ok(permits.map(|permits| u32::try_from(permits).unwrap_or(1)))
+    }
+
+    /// One `SELECT` of the live holds of `key`, oldest fence first; times left are
+    /// computed on the server.
+    async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
+        const OPERATION: &str = "inspect group holders";
+        let rows: Vec<(String, String, String, i64, i64)> = self
+            .retrying(OPERATION, || sqlx::query_as(&self.group_sql().holders).bind(key.as_str()).fetch_all(self.pool()))
+            .await
+            .map_err(|error| self.group_fail(OPERATION, Some(key), error))?;
+        let unexpected = |what: String| self.group_fail(OPERATION, Some(key), UnexpectedAnswer(what));
+        rows.into_iter()
+            .map(|(token, mode, owner, fence, micros_left)| {
+                let token =
+                    Token::parse(&token).map_err(|_| unexpected("a stored token is not a UUID v4".to_owned()))?;
+                let mode = match mode.as_str() {
+                    "R" => LockMode::Shared,
+                    "W" => LockMode::Exclusive,
+                    other => return Err(unexpected(format!("unknown mode {other:?}"))),
+                };
+                let fence = u64::try_from(fence).map_err(|_| unexpected(format!("negative fence {fence}")))?;
+                let ttl_left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
+                Ok(LockInfo::new(token, Some(fence), ttl_left).with_mode(mode).with_owner(owner))
+            })
+            .collect()
+    }
+
+    /// Waits for a `NOTIFY` of a change of one of `keys` (a release, a withdrawn intent,
+    /// a permits change) on the store's one listener connection, for the first live hold
+    /// or intent of those names to run out, or for `max`, whichever comes first. (With
+    /// release notifications off it sleeps `max`.)
+    ///
+    /// The waiter registers for every name before it flags their live rows as waited for
+    /// (one statement): a release that the flagging statement finds already done ends the
+    /// wait at once; a later one is notified. A release that completes between the
+    /// caller's blocked attempt and this registration while other rows of the names
+    /// remain is only noticed at the next of those events (at most `max` later). While
+    /// the listener is not connected it sleeps, so the caller polls.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when the rows could not be flagged; the caller then sleeps.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped waiter unregisters; flags it set cost at most one
+    /// notification nobody waits for.
+    async fn wait_for_change(&self, keys: &[StoreKey], max: Duration) -> Result<(), LockError> {
+        let deadline = deadline_after(max);
+        if !self.capabilities().release_notifications || keys.is_empty() {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(());
+        }
+        let waiters = self.notifier.waiters();
+        let registrations: Vec<_> = keys.iter().map(|key| waiters.register(&payload(key))).collect();
+        let mut changes: Vec<Pin<Box<Notified<'_>>>> =
+            registrations.iter().map(|registration| Box::pin(registration.notified())).collect();
+        for change in &mut changes {
+            change.as_mut().enable();
+        }
+        let mut listening = waiters.listening();
+        // Until the listener listens, no notification would reach us: poll.
+        if !matches!(tokio::time::timeout_at(deadline, listening.wait_for(|up| *up)).await, Ok(Ok(_))) {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(());
+        }
+        let wake_at = match tokio::time::timeout_at(deadline, self.flag_group(keys)).await {
+            Err(_) | Ok(Ok(None)) => return Ok(()),
+            Ok(Err(error)) => return Err(error),
+            Ok(Ok(Some(left))) => deadline.min(deadline_after(left.saturating_add(EXPIRY_MARGIN))),
+        };
+        let changed = poll_fn(|cx| {
+            // Until one is ready, every registration is polled, so each keeps our waker.
+            if changes.iter_mut().any(|change| change.as_mut().poll(cx).is_ready()) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        });
+        tokio::select! {
+            () = changed => tracing::trace!("group wait ended: notified"),
+            _ = listening.changed() => tracing::trace!("group wait ended: the listener changed"),
+            () = tokio::time::sleep_until(wake_at) => tracing::trace!("group wait ended: a lease ran out or max passed"),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use distlock_api::LockKey;
+
+    fn member(key: &str, mode: LockMode, permits: Option<u32>) -> StoreMember {
+        StoreMember::new(LockKey::new(key).unwrap().to_store_key(), mode, permits)
+    }
+
+    #[test]
+    fn requests_are_checked_before_any_io() {
+        let ok = [member("a", LockMode::Shared, Some(2)), member("b", LockMode::Exclusive, None)];
+        assert!(validate(&ok, 64).is_ok());
+        let cases: [(&[StoreMember], usize); 4] = [
+            (&[], 64),
+            (&ok, 1),
+            (&[member("a", LockMode::Shared, None), member("a", LockMode::Exclusive, None)], 64),
+            (&[member("a", LockMode::Shared, Some(0))], 64),
+        ];
+        let reasons: Vec<InvalidGroup> = cases
+            .iter()
+            .map(|(members, max)| match validate(members, *max) {
+                Err(LockError::InvalidGroup { reason }) => reason,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                InvalidGroup::Empty,
+                InvalidGroup::TooLarge { len: 2, max: 1 },
+                InvalidGroup::DuplicateName { key: "a".into() },
+                InvalidGroup::ZeroPermits { key: "a".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn modes_and_permits_as_stored() {
+        assert_eq!((mode_code(LockMode::Shared), mode_code(LockMode::Exclusive)), ("R", "W"));
+        assert_eq!((permits_value(3), permits_value(u32::MAX)), (3, i32::MAX));
+        assert_eq!(payload(&LockKey::new("job").unwrap().to_store_key()), "group:lock:job");
+    }
+}
