@@ -113,6 +113,58 @@ impl LockManager {
         self.acquire_group(group, options, true).await?.ok_or(LockError::NotAcquired { key: first })
     }
 
+    /// Runs `block` while holding every member of `group` for `ttl`, taken in one attempt
+    /// unless `options.wait` says otherwise, then releases the group — as
+    /// [`with_lock_opts`](Self::with_lock_opts) does for one key: released on `Ok`, `Err`
+    /// and panic; the block's result is returned unchanged; with renewal, a lost lease
+    /// drops the block and returns [`LockError::LeaseLost`].
+    ///
+    /// # Errors
+    ///
+    /// `E::from(LockError::NotAcquired { key })` (the first member) when the group was
+    /// not granted, `E::from` of any other [`LockError`], or the block's own error.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`with_lock`](Self::with_lock).
+    pub async fn with_lock_group_opts<F, Fut, T, E>(
+        &self,
+        group: &LockGroup,
+        ttl: Duration,
+        options: &LockOptions,
+        block: F,
+    ) -> Result<T, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+        E: From<LockError>,
+    {
+        let valid = options.validate(ttl)?;
+        let first = group.members()[0].key.as_str().to_owned();
+        let held =
+            self.acquire_group(group, valid, false).await?.ok_or(LockError::NotAcquired { key: first.clone() })?;
+        let outcome = if valid.renew_every.is_none() {
+            block().await
+        } else {
+            tokio::select! {
+                outcome = block() => outcome,
+                reason = held.lost() => {
+                    drop(held);
+                    return Err(E::from(LockError::LeaseLost { key: first, reason }));
+                }
+            }
+        };
+        if let Err(error) = held.release().await {
+            tracing::warn!(
+                lock.key = %first,
+                backend = self.store().backend(),
+                error = &error as &dyn std::error::Error,
+                "failed to release the lock group after the block"
+            );
+        }
+        outcome
+    }
+
     /// A read lock: `key` in shared mode, waiting as long as it takes (behind waiting
     /// writers).
     ///
