@@ -337,6 +337,23 @@ async fn sigstop_of_distlock_the_keeper_kills_the_command_before_the_lease_expir
     assert!(stderr.contains("no lease renewal reached the keeper"), "{stderr}");
 }
 
+async fn sigkill_of_the_keeper_kills_the_command_and_is_an_error(url: &str) {
+    let key = key("keeper-killed");
+    let mut holder = Running::start(
+        url,
+        &["run", "--key", &key, "--error-exit-code", "5", "--", "sh", "-c", "echo $$ $PPID; exec sleep 300"],
+    );
+    let line = holder.line().await;
+    let (command, keeper) = line.split_once(' ').expect("two pids");
+    let (command, keeper): (i32, i32) = (command.parse().expect("pid"), keeper.parse().expect("pid"));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(keeper), nix::sys::signal::Signal::SIGKILL)
+        .expect("kill -9 keeper");
+    let (status, stderr) = holder.finish().await;
+    assert_eq!(status, 5, "--error-exit-code: {stderr}");
+    assert!(stderr.contains("keeper process was killed"), "{stderr}");
+    assert!(gone_within(&[command], Duration::from_secs(10)).await.is_ok(), "the command died with its keeper");
+}
+
 async fn run_waits_for_a_held_lock_by_default(url: &str) {
     let key = key("waits");
     let mut holder = Running::start(url, &["run", "--key", &key, "--", "sh", "-c", "echo ready; read line || true"]);
@@ -476,6 +493,7 @@ all_stores!(
     processes_the_command_leaves_behind_are_stopped_before_the_release,
     a_lost_lease_stops_processes_that_left_the_group_too,
     sigstop_of_distlock_the_keeper_kills_the_command_before_the_lease_expires,
+    sigkill_of_the_keeper_kills_the_command_and_is_an_error,
     run_waits_for_a_held_lock_by_default,
     distlocks_own_statuses_can_be_moved_out_of_the_commands_way,
 );
