@@ -20,6 +20,10 @@ use crate::cli::{Cli, Command};
 use crate::exit::Failure;
 
 fn main() -> ExitCode {
+    // `distlock run` starts this binary again as its keeper and as the command's launcher.
+    if let Some(code) = run::helper_process() {
+        return ExitCode::from(code);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
