@@ -76,6 +76,21 @@ macro_rules! __with_every_case {
             reentrant_scope_survives_any_drop_order,
             reentrant_scope_and_panics,
             reentrant_scope_shares_renewal_and_loss,
+            group_many_readers_one_writer,
+            group_writer_beats_later_readers,
+            group_semaphore_max_count,
+            group_semaphore_bounds_concurrency,
+            group_high_permit_count,
+            group_failed_attempt_leaves_nothing,
+            group_crashed_reader_expires_alone,
+            group_waiting_groups_do_not_deadlock,
+            group_release_twice_is_an_error,
+            group_release_owner_frees_only_that_owner,
+            group_permits_change_is_seen_by_the_next_grant,
+            group_fences_strictly_increase,
+            group_renewal_and_loss,
+            group_dropped_handle_is_released,
+            group_bad_input_is_rejected,
         );
     };
 }
