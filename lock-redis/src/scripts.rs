@@ -88,7 +88,7 @@ pub(crate) struct LuaScript {
 }
 
 impl LuaScript {
-    fn new(code: &'static str) -> Self {
+    pub(crate) fn new(code: &'static str) -> Self {
         Self { code, sha: redis::Script::new(code).get_hash().to_owned() }
     }
 

@@ -125,6 +125,11 @@ impl RedisLockStore {
         self.listener.is_some()
     }
 
+    /// The release subscriber, when waits are notified (lock groups wait on it too).
+    pub(crate) fn listener(&self) -> Option<&ReleaseListener> {
+        self.listener.as_deref()
+    }
+
     /// A store failure of `operation` on `key`, named as the application knows it.
     fn error(operation: &'static str, key: &StoreKey, err: impl Into<distlock_api::BoxError>) -> LockError {
         LockError::store(Self::BACKEND, operation, Some(key.lock_key()), err)
@@ -193,6 +198,11 @@ impl LockStore for RedisLockStore {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::NONE.with_fencing(self.fencing).with_release_notifications(self.notified_waits())
+    }
+
+    /// Lock groups: see the crate README, "Lock groups".
+    fn groups(&self) -> Option<&dyn distlock_api::GroupLockStore> {
+        Some(self)
     }
 
     /// `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>`, or in fencing mode the
