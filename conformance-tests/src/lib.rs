@@ -71,6 +71,10 @@ macro_rules! __with_every_case {
             lost_fires_at_the_deadline_without_renewal,
             dropping_a_renewing_handle_is_safe,
             with_lock_stops_the_block_when_the_lease_is_lost,
+            list_reports_held_locks,
+            list_filters_by_pattern,
+            list_skips_released_and_expired_leases,
+            list_pages_through_many_keys,
         );
     };
 }

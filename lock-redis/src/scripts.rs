@@ -80,6 +80,39 @@ end
 return {token, pttl, fence}
 "#;
 
+/// The list script: the holders of one page of lock keys found by `SCAN`, read in one
+/// atomic step. `KEYS[1..n]` = lock keys, in fencing mode followed by `KEYS[n+1..2n]` =
+/// their fence keys; `ARGV[1]` = n. Returns one entry per lock key: `{token, pttl,
+/// fence-or-nil}`, or nil for a key that is gone or is not a lock this store could have
+/// written (not a string, longer than a token, or without an expiry).
+pub const LIST_SCRIPT: &str = r#"-- 列出一页锁的持有者（只读）
+local n = tonumber(ARGV[1])
+local held = {}
+for i = 1, n do
+    local entry = false
+    local key = KEYS[i]
+    if redis.call("type", key).ok == "string" and redis.call("strlen", key) <= 64 then
+        local pttl = redis.call("pttl", key)
+        if pttl > 0 then
+            local token = redis.call("get", key)
+            local fence = false
+            if KEYS[n + i] then
+                local issued = redis.call("get", KEYS[n + i])
+                if issued then
+                    local number, owner = string.match(issued, "^(%d+):(.+)$")
+                    if owner == token then
+                        fence = number
+                    end
+                end
+            end
+            entry = {token, pttl, fence}
+        end
+    end
+    held[i] = entry
+end
+return held
+"#;
+
 /// A Lua script and its SHA1, computed once.
 #[derive(Debug)]
 pub(crate) struct LuaScript {
@@ -179,6 +212,7 @@ pub(crate) struct Scripts {
     pub(crate) fenced_acquire: LuaScript,
     pub(crate) fenced_extend: LuaScript,
     pub(crate) inspect: LuaScript,
+    pub(crate) list: LuaScript,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -187,6 +221,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     fenced_acquire: LuaScript::new(FENCED_ACQUIRE_SCRIPT),
     fenced_extend: LuaScript::new(FENCED_EXTEND_SCRIPT),
     inspect: LuaScript::new(INSPECT_SCRIPT),
+    list: LuaScript::new(LIST_SCRIPT),
 });
 
 #[cfg(test)]
@@ -210,9 +245,14 @@ mod tests {
 
     #[test]
     fn shas_are_sha1_hex() {
-        for script in
-            [&SCRIPTS.release, &SCRIPTS.extend, &SCRIPTS.fenced_acquire, &SCRIPTS.fenced_extend, &SCRIPTS.inspect]
-        {
+        for script in [
+            &SCRIPTS.release,
+            &SCRIPTS.extend,
+            &SCRIPTS.fenced_acquire,
+            &SCRIPTS.fenced_extend,
+            &SCRIPTS.inspect,
+            &SCRIPTS.list,
+        ] {
             assert_eq!(script.sha().len(), 40);
             assert!(script.sha().bytes().all(|b| b.is_ascii_hexdigit()));
         }

@@ -8,6 +8,7 @@ mod basics;
 mod cleanup;
 mod contention;
 mod input;
+mod listing;
 mod renewal;
 mod scale;
 mod tokens;
@@ -28,6 +29,10 @@ pub use basics::{
 pub use cleanup::{cancelled_acquire_leaves_nothing, dropped_handle_is_freed_promptly};
 pub use contention::contended_counter_is_exact;
 pub use input::bad_input_is_rejected_before_any_store_call;
+pub use listing::{
+    list_all, list_at_scale, list_filters_by_pattern, list_pages_through_many_keys, list_reports_held_locks,
+    list_skips_released_and_expired_leases, Listing, ScaleListing,
+};
 pub use renewal::{
     dropping_a_renewing_handle_is_safe, lost_fires_at_the_deadline_without_renewal,
     partition_fires_lost_before_the_ttl, renewal_keeps_a_short_lease_alive, stolen_lease_fires_lost,
