@@ -27,7 +27,7 @@ use crate::scripts::SCRIPTS;
 /// | extend | `EVALSHA` of [`EXTEND_SCRIPT`](crate::EXTEND_SCRIPT) (`GET` == token → `PEXPIRE`); in fencing mode also `PEXPIRE` of the fence key |
 /// | inspect | `EVALSHA` of a read-only script (`GET`, `PTTL`, the fence key) |
 /// | wait for release | once per store: a subscriber connection on `{key_prefix}:released`; per wait: `EXISTS {key_prefix}:lock:{key}` |
-/// | list, per page | `SCAN <cursor> MATCH {key_prefix}:lock:<pattern> COUNT <limit>`, then `EVALSHA` of the read-only [`LIST_SCRIPT`](crate::LIST_SCRIPT) on the keys found (`GET`, `PTTL`, the fence keys) |
+/// | list, per page | `SCAN <cursor> MATCH {key_prefix}:lock:<pattern> COUNT <limit>`, then `EVALSHA` of the read-only [`LIST_SCRIPT`](crate::LIST_SCRIPT) on the keys found, 500 at a time (`STRLEN`, `PTTL`, `GET`, the fence keys) |
 ///
 /// Every `EVALSHA` falls back to `EVAL` once when the server answers `NOSCRIPT`.
 /// Commands go through a [`ConnectionManager`], which reconnects after a lost connection.
@@ -363,8 +363,9 @@ impl LockStore for RedisLockStore {
     }
 
     /// One `SCAN <cursor> MATCH {key_prefix}:lock:<glob> COUNT <limit>`, then the
-    /// read-only [`LIST_SCRIPT`](crate::LIST_SCRIPT) on the keys it found: two round
-    /// trips, each bounded by `limit` (at most [`ListPage::MAX_LIMIT`]), never `KEYS`.
+    /// read-only [`LIST_SCRIPT`](crate::LIST_SCRIPT) on the keys it found (one run per
+    /// 500 keys): each command bounded by `limit` (at most [`ListPage::MAX_LIMIT`]) or by
+    /// 500 keys, never `KEYS`.
     ///
     /// The cursor is `SCAN`'s, so a lock held throughout the listing is listed at least
     /// once, possibly twice (when the server resizes its hash table meanwhile). Only keys
@@ -409,9 +410,14 @@ impl LockStore for RedisLockStore {
     }
 }
 
+/// The most lock keys one run of the list script reads: a bigger page is read by several
+/// runs, so that no script holds the server for long (about 2 µs per key).
+const LIST_SCRIPT_BATCH: usize = 500;
+
 impl RedisLockStore {
-    /// The holders of the Redis keys one `SCAN` found, in one read-only script; keys
-    /// that are not this store's locks are skipped.
+    /// The holders of the Redis keys one `SCAN` found, read by the list script in batches
+    /// of at most [`LIST_SCRIPT_BATCH`] keys; keys that are not this store's locks are
+    /// skipped.
     async fn holders(&self, pattern: &KeyPattern, found: Vec<Vec<u8>>) -> Result<Vec<HeldLock>, LockError> {
         let namespace = format!("{}:{LOCK_NAMESPACE}", self.key_prefix);
         let mut keys = Vec::with_capacity(found.len());
@@ -426,20 +432,26 @@ impl RedisLockStore {
             let Ok(key) = LockKey::new(key) else { continue };
             keys.push((redis_key, key));
         }
-        if keys.is_empty() {
-            return Ok(Vec::new());
+        let mut locks = Vec::with_capacity(keys.len());
+        for batch in keys.chunks(LIST_SCRIPT_BATCH) {
+            locks.extend(self.read_holders(batch).await?);
         }
+        Ok(locks)
+    }
+
+    /// One run of the list script over `keys` (Redis key, application key).
+    async fn read_holders(&self, keys: &[(String, LockKey)]) -> Result<Vec<HeldLock>, LockError> {
         let fence_keys: Vec<String> = if self.fencing {
             keys.iter().map(|(_, key)| self.fence_key(&key.to_store_key())).collect()
         } else {
             Vec::new()
         };
         let mut conn = self.conn.clone();
-        let holders: Vec<Option<(String, i64, Option<u64>)>> = SCRIPTS
+        let holders: Vec<(Option<String>, i64, Option<u64>)> = SCRIPTS
             .list
             .run(&mut conn, |cmd| {
                 cmd.arg(keys.len() + fence_keys.len());
-                for (redis_key, _) in &keys {
+                for (redis_key, _) in keys {
                     cmd.arg(redis_key);
                 }
                 cmd.arg(&fence_keys).arg(keys.len());
@@ -455,14 +467,13 @@ impl RedisLockStore {
             ));
         }
         Ok(keys
-            .into_iter()
+            .iter()
             .zip(holders)
-            .filter_map(|((_, key), holder)| {
-                let (token, pttl, fence) = holder?;
+            .filter_map(|((_, key), (token, pttl, fence))| {
                 // A string that is not a token was not written by this store.
-                let token = Token::parse(&token).ok()?;
+                let token = Token::parse(&token?).ok()?;
                 let ttl_left = Duration::from_millis(u64::try_from(pttl).ok()?);
-                Some(HeldLock::new(key, vec![LockInfo::new(token, fence, ttl_left)]))
+                Some(HeldLock::new(key.clone(), vec![LockInfo::new(token, fence, ttl_left)]))
             })
             .collect())
     }
