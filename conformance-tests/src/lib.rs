@@ -91,6 +91,10 @@ macro_rules! __with_every_case {
             group_renewal_and_loss,
             group_dropped_handle_is_released,
             group_bad_input_is_rejected,
+            list_reports_held_locks,
+            list_filters_by_pattern,
+            list_skips_released_and_expired_leases,
+            list_pages_through_many_keys,
         );
     };
 }

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use distlock::{LockKey, Token};
+use distlock::{KeyPattern, LockKey, Token};
 
 use crate::exit::EXIT_STATUS_HELP;
 
@@ -66,6 +66,13 @@ pub(crate) enum Command {
     /// Release a lock as an administrator, only if it is still held by the given token.
     #[command(after_help = EXIT_STATUS_HELP)]
     Release(ReleaseArgs),
+    /// List the held locks of a store, sorted by key: key, mode, owner, time left, fence.
+    ///
+    /// Pages through the store (Redis SCAN, PostgreSQL index ranges), so it does not
+    /// block a store holding many locks. OWNER is a fingerprint of the holder's token
+    /// (the first 8 hex digits of its SHA-256): equal for equal tokens, but the token
+    /// cannot be recovered from it; --show-tokens prints the tokens themselves.
+    List(ListArgs),
     /// Measure a store: uncontended cycle, N workers on distinct keys, N workers on one
     /// hot key (hand-off latency). The store defaults to memory://, so this works on a
     /// machine without servers.
@@ -160,6 +167,53 @@ pub(crate) struct ReleaseArgs {
     pub(crate) token: Token,
 }
 
+/// `distlock list`.
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Only keys matching this glob: `*` any characters, `?` one character, `\` makes
+    /// the next character literal (`\*`); everything else matches itself.
+    #[arg(long = "match", short = 'm', default_value = "*", value_parser = parse_pattern, value_name = "PATTERN")]
+    pub(crate) pattern: KeyPattern,
+
+    /// `table` for people; `json`: one JSON object per listing, on one line.
+    #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+    pub(crate) format: ListFormat,
+
+    /// Also print each holder's whole token (as `distlock release --token` needs it).
+    #[arg(long)]
+    pub(crate) show_tokens: bool,
+
+    /// List again every INTERVAL (default 2s) until Ctrl-C: the screen is redrawn on a
+    /// terminal; otherwise each listing follows the last (tables after a time-stamped
+    /// separator line).
+    #[arg(
+        long,
+        value_name = "INTERVAL",
+        num_args = 0..=1,
+        default_missing_value = "2s",
+        value_parser = parse_duration
+    )]
+    pub(crate) watch: Option<Duration>,
+
+    /// Print at most N locks (the first N in key order); the total is still counted.
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+
+    /// How many keys the store examines per request (one SCAN / one index range).
+    #[arg(long, default_value_t = 1_000, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    pub(crate) page_size: u16,
+}
+
+/// How `distlock list` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ListFormat {
+    /// Aligned columns with a header and a summary line.
+    Table,
+    /// One JSON object per listing (JSON Lines with --watch).
+    Json,
+}
+
 /// `distlock bench`.
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
@@ -229,6 +283,10 @@ fn parse_key(text: &str) -> Result<LockKey, String> {
     LockKey::new(text).map_err(|error| error.to_string())
 }
 
+fn parse_pattern(text: &str) -> Result<KeyPattern, String> {
+    KeyPattern::new(text).map_err(|error| error.to_string())
+}
+
 fn parse_token(text: &str) -> Result<Token, String> {
     Token::parse(text).map_err(|error| error.to_string())
 }
@@ -249,6 +307,23 @@ mod tests {
         let Command::Run(run) = cli.command else { panic!("not run") };
         assert_eq!(run.ttl, Duration::from_secs(2));
         assert_eq!(run.command, ["ls", "-l"]);
+    }
+
+    #[test]
+    fn list_takes_a_pattern_and_an_optional_watch_interval() {
+        let cli = Cli::try_parse_from(["distlock", "list"]).unwrap();
+        let Command::List(list) = cli.command else { panic!("not list") };
+        assert!(list.pattern.is_all() && list.watch.is_none() && list.format == ListFormat::Table);
+        let cli =
+            Cli::try_parse_from(["distlock", "list", "--match", "order:*", "--watch", "--format", "json"]).unwrap();
+        let Command::List(list) = cli.command else { panic!("not list") };
+        assert_eq!((list.pattern.as_str(), list.watch), ("order:*", Some(Duration::from_secs(2))));
+        let cli = Cli::try_parse_from(["distlock", "list", "--watch", "250ms"]).unwrap();
+        let Command::List(list) = cli.command else { panic!("not list") };
+        assert_eq!(list.watch, Some(Duration::from_millis(250)));
+        for bad in [&["distlock", "list", "--match", "a\\"][..], &["distlock", "list", "--page-size", "0"]] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub(crate) fn signal_status(signal: i32) -> u8 {
 pub(crate) const EXIT_STATUS_HELP: &str = "\
 Exit status:
   run        the command's own status (128 + N when it ended on signal N)
-  0          success (inspect, release, bench)
+  0          success (inspect, list, release, bench)
   1          release: the token does not hold the lock; nothing was changed
   64         usage: bad flag, duration, key or token; no store; memory:// with run
   69         the store could not be reached or failed (run: --error-exit-code)

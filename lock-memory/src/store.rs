@@ -203,7 +203,7 @@ impl LockStore for MemoryLockStore {
     ) -> Result<ListPage, LockError> {
         let now = Instant::now();
         let after = cursor.map(ListCursor::as_str);
-        let limit = limit.max(1);
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
         let mut page: Vec<(String, LockInfo)> = Vec::new();
         for shard in &self.inner.shards {
             let shard = lock_shard(shard);

@@ -16,7 +16,9 @@ mod store;
 mod url;
 
 pub use builder::RedisLockStoreBuilder;
-pub use scripts::{EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT, RELEASE_SCRIPT};
+pub use scripts::{
+    EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT, LIST_SCRIPT, RELEASE_SCRIPT,
+};
 pub use store::RedisLockStore;
 pub use url::RedisUrl;
 

@@ -9,6 +9,7 @@ mod cleanup;
 mod contention;
 mod groups;
 mod input;
+mod listing;
 mod reentrant;
 mod renewal;
 mod scale;
@@ -38,6 +39,10 @@ pub use groups::{
     group_writer_beats_later_readers,
 };
 pub use input::bad_input_is_rejected_before_any_store_call;
+pub use listing::{
+    list_all, list_at_scale, list_filters_by_pattern, list_pages_through_many_keys, list_reports_held_locks,
+    list_skips_released_and_expired_leases, Listing, ScaleListing,
+};
 pub use reentrant::{
     reentrant_scope_and_panics, reentrant_scope_is_not_shared_with_spawned_tasks, reentrant_scope_nests_and_counts,
     reentrant_scope_shares_renewal_and_loss, reentrant_scope_survives_any_drop_order,
