@@ -286,7 +286,7 @@ impl LockManager {
                 StoreMember::new(member.key.to_store_key(), member.mode, default)
             })
             .collect();
-        let keys: Vec<StoreKey> = members.iter().map(|member| member.key.clone()).collect();
+        let keys: Arc<[StoreKey]> = members.iter().map(|member| member.key.clone()).collect();
         let first = group.members()[0].key.clone();
         let span = tracing::debug_span!("distlock.acquire_group", lock.key = %first, members = keys.len(), backend);
         let started = Instant::now();
@@ -311,7 +311,7 @@ impl LockManager {
                         tracing::debug!(lock.key = %first, backend, fence, "lock group acquired");
                         return Ok(Some(self.group_handle(
                             group,
-                            keys.clone(),
+                            Arc::clone(&keys),
                             token.clone(),
                             fence,
                             sent_at,
@@ -373,7 +373,7 @@ impl LockManager {
     fn group_handle(
         &self,
         group: &LockGroup,
-        keys: Vec<StoreKey>,
+        keys: Arc<[StoreKey]>,
         token: Token,
         fence: Option<u64>,
         sent_at: Instant,
@@ -386,7 +386,7 @@ impl LockManager {
         let watchdog = options.renew_every.map(|every| {
             let watchdog = Watchdog {
                 store: Arc::clone(&inner.store),
-                key: Target::Group(keys.clone()),
+                key: Target::Group(Arc::clone(&keys)),
                 token: token.clone(),
                 ttl: options.ttl,
                 every,
@@ -425,7 +425,7 @@ impl InFlightGroup<'_> {
 impl Drop for InFlightGroup<'_> {
     fn drop(&mut self) {
         self.manager.release_in_background(
-            Target::Group(self.keys.to_vec()),
+            Target::Group(self.keys.into()),
             self.token.clone(),
             Cleanup::UnknownAcquire,
         );
@@ -441,7 +441,7 @@ impl Drop for InFlightGroup<'_> {
 pub struct GroupLock {
     manager: Arc<ManagerInner>,
     members: Vec<(LockKey, LockMode)>,
-    keys: Vec<StoreKey>,
+    keys: Arc<[StoreKey]>,
     token: Token,
     fence: Option<u64>,
     ttl: Ttl,
@@ -455,7 +455,7 @@ pub struct GroupLock {
 /// token that authorises the release (see [`GroupLock::into_stamp`]).
 #[derive(Clone, PartialEq, Eq)]
 pub struct GroupStamp {
-    keys: Vec<StoreKey>,
+    keys: Arc<[StoreKey]>,
     token: Token,
     fence: Option<u64>,
 }
@@ -533,7 +533,7 @@ impl GroupLock {
     pub async fn extend(&self, ttl: Duration) -> Result<bool, LockError> {
         let ttl = Ttl::new(ttl)?;
         let sent_at = Instant::now();
-        let extended = Target::Group(self.keys.clone()).extend(&*self.manager.store, &self.token, ttl).await?;
+        let extended = Target::Group(Arc::clone(&self.keys)).extend(&*self.manager.store, &self.token, ttl).await?;
         if extended {
             self.lease.renewed(sent_at, ttl);
         } else {
@@ -554,7 +554,8 @@ impl GroupLock {
         let backend = self.manager.store.backend();
         let stamp = self.fence.unwrap_or(0);
         let span = tracing::debug_span!("distlock.release_group", lock.key = %self.members[0].0, backend);
-        let result = Target::Group(self.keys.clone()).release(&*self.manager.store, &self.token).instrument(span).await;
+        let result =
+            Target::Group(Arc::clone(&self.keys)).release(&*self.manager.store, &self.token).instrument(span).await;
         observe::release(backend, ReleaseOutcome::of(&result));
         match result {
             Ok(true) => {
@@ -575,7 +576,7 @@ impl GroupLock {
     pub fn into_stamp(mut self) -> GroupStamp {
         self.stop_renewal();
         self.armed = false;
-        GroupStamp { keys: self.keys.clone(), token: self.token.clone(), fence: self.fence }
+        GroupStamp { keys: Arc::clone(&self.keys), token: self.token.clone(), fence: self.fence }
     }
 
     fn stop_renewal(&mut self) {
@@ -591,7 +592,7 @@ impl Drop for GroupLock {
         observe::hold(self.manager.store.backend(), self.acquired_at.elapsed());
         if self.armed {
             self.manager.release_in_background(
-                Target::Group(std::mem::take(&mut self.keys)),
+                Target::Group(Arc::clone(&self.keys)),
                 self.token.clone(),
                 Cleanup::DroppedHandle,
             );

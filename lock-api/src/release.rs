@@ -30,7 +30,7 @@ pub(crate) enum Cleanup {
 #[derive(Debug, Clone)]
 pub(crate) enum Target {
     Key(StoreKey),
-    Group(Vec<StoreKey>),
+    Group(Arc<[StoreKey]>),
 }
 
 impl Target {

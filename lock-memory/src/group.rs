@@ -103,7 +103,10 @@ impl GroupLockStore for MemoryLockStore {
         let mut names = groups.names();
         let mut granted = true;
         for member in request.members {
-            let name = names.entry(member.key.as_str().to_owned()).or_default();
+            if !names.contains_key(member.key.as_str()) {
+                names.insert(member.key.as_str().to_owned(), Name::default());
+            }
+            let Some(name) = names.get_mut(member.key.as_str()) else { continue };
             name.purge(now);
             if !name.grants(member.mode, member.default_permits, request.token, ticket) {
                 granted = false;
