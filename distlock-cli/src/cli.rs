@@ -200,8 +200,12 @@ pub(crate) struct ListArgs {
     pub(crate) limit: Option<usize>,
 
     /// How many keys the store examines per request (one SCAN / one index range).
-    #[arg(long, default_value_t = 1_000, value_name = "N",
-          value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    #[arg(
+        long,
+        default_value_t = 1_000,
+        value_name = "N",
+        value_parser = clap::value_parser!(u16).range(1..=10_000)
+    )]
     pub(crate) page_size: u16,
 }
 

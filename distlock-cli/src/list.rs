@@ -55,7 +55,8 @@ pub(crate) async fn list(url: Option<&str>, args: ListArgs) -> Result<u8, Failur
     }
     let Some(interval) = args.watch else {
         let snapshot = snapshot(&*lock_store, &args).await?;
-        return print(&snapshot, &args, None);
+        print(&snapshot, &args, None)?;
+        return Ok(0);
     };
     let signal_failure = |error: io::Error| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {error}"));
     let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_failure)?;
@@ -69,9 +70,8 @@ pub(crate) async fn list(url: Option<&str>, args: ListArgs) -> Result<u8, Failur
         };
         match listed {
             Ok(snapshot) => {
-                let status = print(&snapshot, &args, Some(&watch))?;
-                if status != 0 {
-                    return Ok(status);
+                if print(&snapshot, &args, Some(&watch))? == Printed::ReaderGone {
+                    return Ok(0);
                 }
             }
             // The store may come back: say so and try again at the next refresh.
@@ -139,8 +139,16 @@ fn owner(token: &Token) -> String {
     digest.iter().take(4).map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// Prints one listing; a closed stdout (`| head`) ends the command quietly.
-fn print(snapshot: &Snapshot<'_>, args: &ListArgs, watch: Option<&Watch>) -> Result<u8, Failure> {
+/// Whether a listing reached stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Printed {
+    Written,
+    /// Stdout was closed (`| head`): nobody reads any more; stop quietly.
+    ReaderGone,
+}
+
+/// Prints one listing.
+fn print(snapshot: &Snapshot<'_>, args: &ListArgs, watch: Option<&Watch>) -> Result<Printed, Failure> {
     let mut out = io::BufWriter::new(io::stdout().lock());
     let written = match args.format {
         ListFormat::Json => write_json(&mut out, snapshot),
@@ -148,8 +156,8 @@ fn print(snapshot: &Snapshot<'_>, args: &ListArgs, watch: Option<&Watch>) -> Res
     }
     .and_then(|()| out.flush());
     match written {
-        Ok(()) => Ok(0),
-        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(0),
+        Ok(()) => Ok(Printed::Written),
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(Printed::ReaderGone),
         Err(error) => Err(Failure::new(exit::SOFTWARE, format!("cannot write the listing: {error}"))),
     }
 }

@@ -154,6 +154,16 @@ async fn watch_refreshes_until_interrupted(url: &str) {
         let status = tokio::time::timeout(TIMEOUT, child.wait()).await.expect("exit after Ctrl-C").expect("wait");
         assert_eq!(status.code(), Some(0), "{format}: a clean exit on Ctrl-C");
     }
+    // `distlock list --watch | head -n 1`: when the reader goes away, so does distlock.
+    let mut command = distlock(Some(url), &["list", "--match", &held.pattern(), "--watch", "50ms", "--format", "json"]);
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn distlock list --watch");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = tokio::time::timeout(TIMEOUT, lines.next_line()).await.expect("a listing in time").expect("read");
+    assert!(first.is_some_and(|line| line.starts_with('{')));
+    drop(lines);
+    let status = tokio::time::timeout(TIMEOUT, child.wait()).await.expect("exit once stdout is closed").expect("wait");
+    assert_eq!(status.code(), Some(0), "a closed stdout ends --watch quietly");
     held.release().await;
 }
 
