@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_api::{Acquire, Capabilities, DynLockStore, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
+use distlock_api::{
+    Acquire, Capabilities, DynLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockStore, StoreKey,
+    Token, Ttl,
+};
 use tokio::sync::watch;
 
 /// Counts the calls made to the store it wraps, per operation.
@@ -130,6 +133,15 @@ impl LockStore for CountingStore {
         self.calls.send_replace(());
         self.inner.wait_for_release(key, max).await
     }
+
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        self.inner.list(pattern, cursor, limit).await
+    }
 }
 
 /// A store whose `try_acquire` runs on the real store and then never answers, like a
@@ -175,5 +187,14 @@ impl LockStore for LostAnswerStore {
 
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
         self.inner.wait_for_release(key, max).await
+    }
+
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        self.inner.list(pattern, cursor, limit).await
     }
 }

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use distlock::{LockKey, Token};
+use distlock::{KeyPattern, LockKey, Token};
 
 use crate::exit::EXIT_STATUS_HELP;
 
@@ -28,19 +28,51 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run a command while holding a lock (renewed automatically), then release it.
     ///
-    /// The command gets DISTLOCK_KEY, DISTLOCK_TOKEN and DISTLOCK_FENCE (empty when the
-    /// store does not fence) in its environment and runs in its own process group. Its
-    /// exit status becomes distlock's. If the lease is lost, the command's process group
-    /// gets SIGTERM, then SIGKILL after --kill-grace, and distlock exits with 76.
-    /// SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to distlock are passed on to the
-    /// command; the lock is released when it exits. Unix only.
-    #[command(after_help = EXIT_STATUS_HELP)]
+    /// Waits for the lock as long as it takes unless --wait or --no-wait say otherwise
+    /// (as flock, `etcdctl lock` and `consul lock` do: a job scheduled on several machines
+    /// runs once each time, one after the other, rather than failing where it lost the
+    /// race). The command gets DISTLOCK_KEY, DISTLOCK_TOKEN and DISTLOCK_FENCE (empty when
+    /// the store does not fence) in its environment and runs in its own process group,
+    /// below a small keeper process; its exit status becomes distlock's.
+    ///
+    /// Nothing the command starts runs on without the lock:
+    ///
+    ///   SIGINT, SIGTERM, SIGHUP, SIGQUIT to distlock: passed on to the command's process
+    ///     group; the lock is held (and renewed) until it exits, then released.
+    ///   Lease lost (renewals failing, or the key deleted or taken): the command and
+    ///     everything it started get SIGTERM, then SIGKILL after --kill-grace, before
+    ///     another owner can take the lock; status 76.
+    ///   The command exits but left processes running: they get SIGTERM, then SIGKILL
+    ///     after --kill-grace, before the lock is released.
+    ///   SIGKILL of distlock (`kill -9`, the OOM killer): the keeper sees distlock's end
+    ///     of their socket close and SIGKILLs the command and every process it started,
+    ///     double-forked or setsid ones included (Linux: the keeper is a child
+    ///     subreaper), at once — long before the lease, no longer renewed, expires.
+    ///     `etcdctl lock` and `consul lock` leave the command running in this case.
+    ///   SIGSTOP of distlock (or distlock hung): renewals stop; the keeper SIGKILLs the
+    ///     command tree when distlock would have after a loss (the loss margin before the
+    ///     lease expires, plus --kill-grace), without SIGTERM first. distlock, once
+    ///     continued, exits with 76.
+    ///   SIGKILL of the keeper itself (it blocks the signals above): the command gets
+    ///     SIGKILL (Linux parent-death signal) and distlock kills its process group;
+    ///     processes that left the group are not reached. Status 70.
+    ///
+    /// On Unix systems other than Linux, the keeper kills the command's process group
+    /// only: processes that left it (setsid, a new group) are not found.
+    #[command(after_help = EXIT_STATUS_HELP, verbatim_doc_comment)]
     Run(RunArgs),
     /// Show who holds a lock: token (shortened), fence and time left — or "free".
     Inspect(InspectArgs),
     /// Release a lock as an administrator, only if it is still held by the given token.
     #[command(after_help = EXIT_STATUS_HELP)]
     Release(ReleaseArgs),
+    /// List the held locks of a store, sorted by key: key, mode, owner, time left, fence.
+    ///
+    /// Pages through the store (Redis SCAN, PostgreSQL index ranges), so it does not
+    /// block a store holding many locks. OWNER is a fingerprint of the holder's token
+    /// (the first 8 hex digits of its SHA-256): equal for equal tokens, but the token
+    /// cannot be recovered from it; --show-tokens prints the tokens themselves.
+    List(ListArgs),
     /// Measure a store: uncontended cycle, N workers on distinct keys, N workers on one
     /// hot key (hand-off latency). The store defaults to memory://, so this works on a
     /// machine without servers.
@@ -59,9 +91,15 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub(crate) ttl: Duration,
 
-    /// How long to wait for a held lock before giving up with status 75; 0s tries once.
-    #[arg(long, default_value = "0s", value_parser = parse_duration, value_name = "DURATION")]
-    pub(crate) wait: Duration,
+    /// Wait at most this long for a held lock, then give up with status 75
+    /// (--conflict-exit-code). Default: wait as long as it takes; 0s makes one attempt.
+    #[arg(long, short = 'w', value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) wait: Option<Duration>,
+
+    /// Make one attempt: if the lock is held, give up at once with status 75
+    /// (--conflict-exit-code). The same as --wait 0s.
+    #[arg(long, short = 'n', conflicts_with = "wait")]
+    pub(crate) no_wait: bool,
 
     /// The longest pause between two attempts while waiting.
     #[arg(long, default_value = "50ms", value_parser = parse_duration, value_name = "DURATION")]
@@ -78,6 +116,21 @@ pub(crate) struct RunArgs {
     /// the TTL.
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub(crate) kill_grace: Duration,
+
+    /// Exit with this status (1–255) instead of 75 when the lock is held by another owner
+    /// (as `flock -E`), so that it cannot be mistaken for a status of the command.
+    #[arg(long, short = 'E', value_name = "STATUS", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub(crate) conflict_exit_code: Option<u8>,
+
+    /// Exit with this status (1–255) instead of 76 when the lease was lost.
+    #[arg(long, value_name = "STATUS", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub(crate) lost_exit_code: Option<u8>,
+
+    /// Exit with this status (1–255) instead of 69, 70, 126 or 127 when distlock could not
+    /// do its part: the store failed before the command ran, the command could not be
+    /// started or was not found, or an internal error. stderr says which.
+    #[arg(long, value_name = "STATUS", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub(crate) error_exit_code: Option<u8>,
 
     /// The command and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
@@ -112,6 +165,57 @@ pub(crate) struct ReleaseArgs {
     /// command's DISTLOCK_TOKEN. The lock is released only if this token still holds it.
     #[arg(long, value_parser = parse_token)]
     pub(crate) token: Token,
+}
+
+/// `distlock list`.
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Only keys matching this glob: `*` any characters, `?` one character, `\` makes
+    /// the next character literal (`\*`); everything else matches itself.
+    #[arg(long = "match", short = 'm', default_value = "*", value_parser = parse_pattern, value_name = "PATTERN")]
+    pub(crate) pattern: KeyPattern,
+
+    /// `table` for people; `json`: one JSON object per listing, on one line.
+    #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+    pub(crate) format: ListFormat,
+
+    /// Also print each holder's whole token (as `distlock release --token` needs it).
+    #[arg(long)]
+    pub(crate) show_tokens: bool,
+
+    /// List again every INTERVAL (default 2s) until Ctrl-C: the screen is redrawn on a
+    /// terminal; otherwise each listing follows the last (tables after a time-stamped
+    /// separator line).
+    #[arg(
+        long,
+        value_name = "INTERVAL",
+        num_args = 0..=1,
+        default_missing_value = "2s",
+        value_parser = parse_duration
+    )]
+    pub(crate) watch: Option<Duration>,
+
+    /// Print at most N locks (the first N in key order); the total is still counted.
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+
+    /// How many keys the store examines per request (one SCAN / one index range).
+    #[arg(
+        long,
+        default_value_t = 1_000,
+        value_name = "N",
+        value_parser = clap::value_parser!(u16).range(1..=10_000)
+    )]
+    pub(crate) page_size: u16,
+}
+
+/// How `distlock list` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ListFormat {
+    /// Aligned columns with a header and a summary line.
+    Table,
+    /// One JSON object per listing (JSON Lines with --watch).
+    Json,
 }
 
 /// `distlock bench`.
@@ -183,6 +287,10 @@ fn parse_key(text: &str) -> Result<LockKey, String> {
     LockKey::new(text).map_err(|error| error.to_string())
 }
 
+fn parse_pattern(text: &str) -> Result<KeyPattern, String> {
+    KeyPattern::new(text).map_err(|error| error.to_string())
+}
+
 fn parse_token(text: &str) -> Result<Token, String> {
     Token::parse(text).map_err(|error| error.to_string())
 }
@@ -203,6 +311,23 @@ mod tests {
         let Command::Run(run) = cli.command else { panic!("not run") };
         assert_eq!(run.ttl, Duration::from_secs(2));
         assert_eq!(run.command, ["ls", "-l"]);
+    }
+
+    #[test]
+    fn list_takes_a_pattern_and_an_optional_watch_interval() {
+        let cli = Cli::try_parse_from(["distlock", "list"]).unwrap();
+        let Command::List(list) = cli.command else { panic!("not list") };
+        assert!(list.pattern.is_all() && list.watch.is_none() && list.format == ListFormat::Table);
+        let cli =
+            Cli::try_parse_from(["distlock", "list", "--match", "order:*", "--watch", "--format", "json"]).unwrap();
+        let Command::List(list) = cli.command else { panic!("not list") };
+        assert_eq!((list.pattern.as_str(), list.watch), ("order:*", Some(Duration::from_secs(2))));
+        let cli = Cli::try_parse_from(["distlock", "list", "--watch", "250ms"]).unwrap();
+        let Command::List(list) = cli.command else { panic!("not list") };
+        assert_eq!(list.watch, Some(Duration::from_millis(250)));
+        for bad in [&["distlock", "list", "--match", "a\\"][..], &["distlock", "list", "--page-size", "0"]] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

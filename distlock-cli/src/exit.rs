@@ -9,18 +9,19 @@ use std::fmt;
 use distlock::LockError;
 
 /// `run`: the lock was held by another owner until `--wait` ran out (`EX_TEMPFAIL`: try
-/// again later).
+/// again later). `--conflict-exit-code` replaces it.
 pub(crate) const NOT_ACQUIRED: u8 = 75;
 /// `run`: the lease was lost while the command ran; the command was stopped (SIGTERM,
 /// then SIGKILL after `--kill-grace`). In sysexits' range (`EX_PROTOCOL`: the remote
-/// side withdrew what it had granted).
+/// side withdrew what it had granted). `--lost-exit-code` replaces it.
 pub(crate) const LEASE_LOST: u8 = 76;
 /// The command line is wrong: unknown flag, bad duration, invalid key or token, no store,
 /// `memory://` where another process must see the lock (`EX_USAGE`).
 pub(crate) const USAGE: u8 = 64;
 /// The store could not be reached or failed (`EX_UNAVAILABLE`).
 pub(crate) const UNAVAILABLE: u8 = 69;
-/// `bench` saw a mutual-exclusion violation, or an internal error (`EX_SOFTWARE`).
+/// `bench` saw a mutual-exclusion violation, or an internal error such as `run`'s keeper
+/// process being killed (`EX_SOFTWARE`).
 pub(crate) const SOFTWARE: u8 = 70;
 /// `release`: the token does not hold the lock (it is free, expired or held by another
 /// token); nothing was changed.
@@ -39,14 +40,19 @@ pub(crate) fn signal_status(signal: i32) -> u8 {
 pub(crate) const EXIT_STATUS_HELP: &str = "\
 Exit status:
   run        the command's own status (128 + N when it ended on signal N)
-  0          success (inspect, release, bench)
+  0          success (inspect, list, release, bench)
   1          release: the token does not hold the lock; nothing was changed
   64         usage: bad flag, duration, key or token; no store; memory:// with run
-  69         the store could not be reached or failed
-  70         bench: a mutual-exclusion violation was observed (never expected)
-  75         run: the lock is held by another owner (after --wait)
-  76         run: the lease was lost; the command got SIGTERM (SIGKILL after --kill-grace)
-  126, 127   run: the command could not be started / was not found";
+  69         the store could not be reached or failed (run: --error-exit-code)
+  70         bench: a mutual-exclusion violation was observed (never expected);
+             run: an internal error, e.g. its keeper process was killed (--error-exit-code)
+  75         run: the lock is held by another owner, after --wait (--conflict-exit-code)
+  76         run: the lease was lost; the command got SIGTERM, SIGKILL after --kill-grace
+             (--lost-exit-code)
+  126, 127   run: the command could not be started / was not found (--error-exit-code)
+  128 + N    run: distlock got signal N while connecting or waiting; nothing was run
+With --conflict-exit-code, --lost-exit-code and --error-exit-code set to statuses the
+command never uses, every other status of run is the command's own (or 64, 128 + N).";
 
 /// A command's failure: what to print and the exit status.
 #[derive(Debug)]

@@ -1,4 +1,4 @@
-//! `distlock`: run a command under a distributed lock, inspect and release locks, and
+//! `distlock`: run a command under a distributed lock, inspect, list and release locks, and
 //! benchmark a store — with any distlock store (`memory://`, `redis://`, `postgres://`).
 //!
 //! See the crate's README for the commands, exit statuses and benchmark figures.
@@ -9,6 +9,7 @@ mod bench;
 mod cli;
 mod exit;
 mod inspect;
+mod list;
 mod run;
 mod store;
 
@@ -20,6 +21,10 @@ use crate::cli::{Cli, Command};
 use crate::exit::Failure;
 
 fn main() -> ExitCode {
+    // `distlock run` starts this binary again as its keeper and as the command's launcher.
+    if let Some(code) = run::helper_process() {
+        return ExitCode::from(code);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -43,6 +48,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(store, args).await,
             Command::Inspect(args) => inspect::inspect(store, args).await,
             Command::Release(args) => inspect::release(store, args).await,
+            Command::List(args) => list::list(store, args).await,
             Command::Bench(args) => bench::bench(store, args).await,
         }
     });

@@ -1,14 +1,20 @@
 //! `distlock run`: a command under an auto-renewed lock.
 //!
-//! The command runs in its own process group, so that a lost lease stops everything it
-//! started (SIGTERM to the group, then SIGKILL after the grace period), not only its
-//! first process. When distlock owns the terminal's foreground, it hands the foreground
-//! to that group for the command's lifetime (as a shell does for a job), so the command
-//! can read the terminal and gets Ctrl-C from it directly; it takes it back afterwards.
+//! The command runs below a keeper process ([`keeper`]), in its own process group, so
+//! that a lost lease stops everything it started (SIGTERM, then SIGKILL after the grace
+//! period), not only its first process — and so that nothing it started outlives
+//! distlock, even when distlock is killed with SIGKILL. When distlock owns the terminal's
+//! foreground, it hands the foreground to the command's group for its lifetime (as a shell
+//! does for a job), so the command can read the terminal and gets Ctrl-C from it
+//! directly; it takes it back afterwards.
+
+mod keeper;
+mod link;
+mod protocol;
+mod tree;
 
 use std::ffi::OsString;
-use std::io::{ErrorKind, IsTerminal};
-use std::process::ExitStatus;
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use distlock::{DistributedLock, LockManager, LockOptions};
@@ -20,12 +26,75 @@ use tokio::time::Instant;
 use crate::cli::RunArgs;
 use crate::exit::{self, Failure};
 use crate::store;
+use link::Keeper;
+use protocol::{FromKeeper, ToKeeper};
 
 /// How long background releases (of a cancelled acquisition) may take before exiting.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The keeper and launcher processes are this binary started with a hidden first
+/// argument: runs them and returns their exit status, or `None` for any other command
+/// line.
+pub(crate) fn helper_process() -> Option<u8> {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    match args.get(1).and_then(|marker| marker.to_str()) {
+        Some(protocol::KEEPER) => Some(keeper::keeper(&args[2..])),
+        Some(protocol::EXEC) => Some(keeper::launch(&args[2..])),
+        _ => None,
+    }
+}
+
+/// The statuses `run` exits with for its own outcomes, after `--conflict-exit-code`,
+/// `--lost-exit-code` and `--error-exit-code`.
+#[derive(Debug, Clone, Copy)]
+struct Statuses {
+    conflict: u8,
+    lost: u8,
+    /// Replaces 69, 70, 126 and 127 when set.
+    error: Option<u8>,
+}
+
+/// How `run` ended, before it becomes an exit status.
+#[derive(Debug)]
+enum Ended {
+    /// The command ran; its status.
+    Command(u8),
+    /// The lock was held by another owner until the wait ran out.
+    NotAcquired,
+    /// The lease was lost while the command ran (or as it ended).
+    LeaseLost,
+    /// The command could not be started: 126 or 127.
+    NotStarted(u8),
+    /// distlock got signal N while connecting or waiting: 128 + N.
+    Interrupted(u8),
+    /// distlock could not run its keeper, or lost it.
+    Internal,
+}
+
 /// Runs `args.command` under the lock and returns the exit status.
 pub(crate) async fn run(url: Option<&str>, args: RunArgs) -> Result<u8, Failure> {
+    let statuses = Statuses {
+        conflict: args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED),
+        lost: args.lost_exit_code.unwrap_or(exit::LEASE_LOST),
+        error: args.error_exit_code,
+    };
+    match run_command(url, args).await {
+        Ok(Ended::Command(code) | Ended::Interrupted(code)) => Ok(code),
+        Ok(Ended::NotAcquired) => Ok(statuses.conflict),
+        Ok(Ended::LeaseLost) => Ok(statuses.lost),
+        Ok(Ended::NotStarted(code)) => Ok(statuses.error.unwrap_or(code)),
+        Ok(Ended::Internal) => Ok(statuses.error.unwrap_or(exit::SOFTWARE)),
+        Err(mut failure) => {
+            // A wrong command line is always 64: the flags themselves may be what is wrong.
+            if let Some(code) = statuses.error.filter(|_| failure.code != exit::USAGE) {
+                failure.code = code;
+            }
+            Err(failure)
+        }
+    }
+}
+
+async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure> {
     // The command must be dead before the store can hand the key to another owner: the
     // loss is signalled at least the kill grace (and at least the default fifth of the TTL)
     // before that moment.
@@ -39,12 +108,18 @@ pub(crate) async fn run(url: Option<&str>, args: RunArgs) -> Result<u8, Failure>
             humantime::format_duration(args.ttl),
         )));
     }
-    let mut options = LockOptions::new().wait(args.wait).retry_interval(args.retry).loss_margin(loss_margin);
+    // `None`: wait as long as it takes.
+    let wait = if args.no_wait { Some(Duration::ZERO) } else { args.wait };
+    let mut options = LockOptions::new().retry_interval(args.retry).loss_margin(loss_margin);
     options = match args.renew_every {
         Some(every) => options.renew_every(every),
         None => options.auto_renew(),
     };
-    options.validate(args.ttl)?;
+    let waiting = |wait: Option<Duration>| match wait {
+        Some(wait) => options.wait(wait),
+        None => options,
+    };
+    waiting(wait).validate(args.ttl)?;
     let url = store::require_url(url, "run")?;
     store::refuse_memory(url, "run")?;
     // Installed before anything slow, so that Ctrl-C while connecting or waiting ends
@@ -55,29 +130,56 @@ pub(crate) async fn run(url: Option<&str>, args: RunArgs) -> Result<u8, Failure>
         store = store::connect(url) => LockManager::new(store?),
         signal = signals.recv() => return Ok(interrupted(signal, "connecting to the store")),
     };
+    let started = Instant::now();
+    let acquire = async {
+        // One attempt first, so that a wait is announced (DISTLOCK_LOG=info) when it begins.
+        if let Some(lock) = locks.try_lock_opts(&key, args.ttl, &waiting(Some(Duration::ZERO))).await? {
+            return Ok(Some(lock));
+        }
+        if wait == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+        match wait {
+            Some(wait) => tracing::info!(
+                lock.key = %key,
+                wait = %humantime::format_duration(wait),
+                "the lock is held by another owner; waiting for it"
+            ),
+            None => {
+                tracing::info!(lock.key = %key, "the lock is held by another owner; waiting for it without a deadline")
+            }
+        }
+        let left = wait.map(|wait| wait.saturating_sub(started.elapsed()));
+        match locks.lock_opts(&key, args.ttl, &waiting(left)).await {
+            Ok(lock) => Ok(Some(lock)),
+            Err(error) if error.is_not_acquired() => Ok(None),
+            Err(error) => Err(error),
+        }
+    };
     let acquired = tokio::select! {
-        acquired = locks.lock_opts(&key, args.ttl, &options) => acquired,
+        acquired = acquire => acquired,
         signal = signals.recv() => {
             flush(&locks).await;
             return Ok(interrupted(signal, "waiting for the lock"));
         }
     };
     let lock = match acquired {
-        Ok(lock) => lock,
-        Err(error) if error.is_not_acquired() => {
-            let waited = humantime::format_duration(args.wait);
-            eprintln!("distlock: {error} (waited {waited})");
-            return Ok(exit::NOT_ACQUIRED);
+        Ok(Some(lock)) => lock,
+        Ok(None) => {
+            let waited = humantime::format_duration(wait.unwrap_or_default());
+            eprintln!("distlock: lock `{key}` not acquired: it is held by another owner (waited {waited})");
+            return Ok(Ended::NotAcquired);
         }
         Err(error) => {
             flush(&locks).await;
             return Err(error.into());
         }
     };
-    let code = supervise(&lock, &args.command, args.kill_grace, &mut signals).await;
-    let code = finish(lock, code).await;
+    let supervision = Supervision { command: &args.command, kill_grace: args.kill_grace, loss_margin };
+    let outcome = supervision.run(&lock, &mut signals).await;
+    let ended = finish(lock, outcome).await;
     flush(&locks).await;
-    Ok(code)
+    Ok(ended)
 }
 
 /// How the command ended.
@@ -88,124 +190,162 @@ enum Outcome {
     LeaseLost,
     /// It could not be started; the status is 126 or 127.
     NotStarted(u8),
+    /// The keeper could not be started, or was killed.
+    Internal,
 }
 
-/// Starts the command and watches it, the lease and distlock's signals.
-async fn supervise(lock: &DistributedLock, argv: &[OsString], kill_grace: Duration, signals: &mut Signals) -> Outcome {
-    let Some((program, program_args)) = argv.split_first() else {
-        return Outcome::NotStarted(exit::COMMAND_NOT_FOUND);
-    };
-    let fence = lock.fence().map(|fence| fence.to_string()).unwrap_or_default();
-    let mut child = match tokio::process::Command::new(program)
-        .args(program_args)
-        .env("DISTLOCK_KEY", lock.key().as_str())
-        .env("DISTLOCK_TOKEN", lock.token().as_str())
-        .env("DISTLOCK_FENCE", fence)
-        .process_group(0)
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(error) => {
-            let program = program.to_string_lossy();
-            if error.kind() == ErrorKind::NotFound {
-                eprintln!("distlock: `{program}`: command not found");
-                return Outcome::NotStarted(exit::COMMAND_NOT_FOUND);
+/// The command under the keeper, watched against the lease and distlock's signals.
+struct Supervision<'a> {
+    command: &'a [OsString],
+    kill_grace: Duration,
+    loss_margin: Duration,
+}
+
+impl Supervision<'_> {
+    async fn run(&self, lock: &DistributedLock, signals: &mut Signals) -> Outcome {
+        let fence = lock.fence().map(|fence| fence.to_string()).unwrap_or_default();
+        let env = [
+            ("DISTLOCK_KEY", lock.key().as_str()),
+            ("DISTLOCK_TOKEN", lock.token().as_str()),
+            ("DISTLOCK_FENCE", &fence),
+        ];
+        let tick = self.heartbeat();
+        let mut sent_deadline = self.keeper_deadline(lock.safe_until(), tick);
+        let mut keeper = match Keeper::start(self.command, &env, self.kill_grace, sent_deadline).await {
+            Ok(keeper) => keeper,
+            Err(error) => {
+                eprintln!("distlock: cannot start its keeper process: {error}; the command was not run");
+                return Outcome::Internal;
             }
-            eprintln!("distlock: cannot run `{program}`: {error}");
-            return Outcome::NotStarted(exit::CANNOT_EXECUTE);
-        }
-    };
-    let Some(group) = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw) else {
-        // Already reaped: it can only have exited.
-        return match child.wait().await {
-            Ok(status) => Outcome::Exited(status_code(status)),
-            Err(_) => Outcome::Exited(exit::SOFTWARE),
         };
-    };
-    let terminal = Foreground::hand_to(group);
+        let group = match keeper.started().await {
+            Some(FromKeeper::Started(pid)) => Pid::from_raw(pid),
+            Some(FromKeeper::NotStarted(code)) => {
+                let _ = keeper.wait().await;
+                return Outcome::NotStarted(code);
+            }
+            _ => {
+                let status = keeper.wait().await;
+                eprintln!("distlock: its keeper process ended before starting the command ({status:?})");
+                return Outcome::Internal;
+            }
+        };
+        let terminal = Foreground::hand_to(group);
 
-    let mut lost = false;
-    let mut kill_at: Option<Instant> = None;
-    let status = loop {
-        tokio::select! {
-            status = child.wait() => break status,
-            reason = lock.lost(), if !lost => {
-                lost = true;
-                eprintln!(
-                    "distlock: lease of lock `{}` lost ({reason}); stopping the command: SIGTERM now, SIGKILL in {}",
-                    lock.key(),
-                    humantime::format_duration(kill_grace),
-                );
-                send(group, Signal::SIGTERM);
-                kill_at = Some(Instant::now() + kill_grace);
+        let mut heartbeat = tokio::time::interval(tick);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut lost = false;
+        let mut kill_at: Option<Instant> = None;
+        let status = loop {
+            tokio::select! {
+                status = keeper.wait() => break status,
+                reason = lock.lost(), if !lost => {
+                    lost = true;
+                    eprintln!(
+                        "distlock: lease of lock `{}` lost ({reason}); stopping the command: SIGTERM now, SIGKILL in {}",
+                        lock.key(),
+                        humantime::format_duration(self.kill_grace),
+                    );
+                    keeper.order(ToKeeper::Terminate);
+                    kill_at = Some(Instant::now() + self.kill_grace);
+                }
+                () = sleep_until(kill_at) => {
+                    eprintln!("distlock: the command outlived --kill-grace; sending SIGKILL");
+                    keeper.order(ToKeeper::Kill);
+                    kill_at = None;
+                }
+                _ = heartbeat.tick(), if !lost => {
+                    let deadline = self.keeper_deadline(lock.safe_until(), tick);
+                    if deadline != sent_deadline {
+                        keeper.order(ToKeeper::Deadline(deadline));
+                        sent_deadline = deadline;
+                    }
+                }
+                signal = signals.recv() => send(group, signal),
             }
-            () = sleep_until(kill_at) => {
-                eprintln!("distlock: the command outlived --kill-grace; sending SIGKILL");
+        };
+        terminal.restore();
+        let expired = keeper.expired().await;
+        if expired && !lost {
+            eprintln!(
+                "distlock: the keeper killed the command: no renewal of lock `{}` was confirmed before its deadline",
+                lock.key()
+            );
+        }
+        if lost || expired {
+            return Outcome::LeaseLost;
+        }
+        match status {
+            Ok(status) => match status.code() {
+                Some(code) => Outcome::Exited(u8::try_from(code & 0xff).unwrap_or(u8::MAX)),
+                None => {
+                    eprintln!(
+                        "distlock: its keeper process was killed ({status}); killing the command's process group"
+                    );
+                    send(group, Signal::SIGKILL);
+                    Outcome::Internal
+                }
+            },
+            Err(error) => {
+                eprintln!("distlock: lost track of its keeper process: {error}");
                 send(group, Signal::SIGKILL);
-                kill_at = None;
+                Outcome::Internal
             }
-            signal = signals.recv() => send(group, signal),
         }
-    };
-    terminal.restore();
-    if lost {
-        // Whatever the group left behind must not run on without the lock either.
-        send(group, Signal::SIGKILL);
-        return Outcome::LeaseLost;
     }
-    match status {
-        Ok(status) => Outcome::Exited(status_code(status)),
-        Err(error) => {
-            eprintln!("distlock: lost track of the command: {error}");
-            Outcome::Exited(exit::SOFTWARE)
-        }
+
+    /// How often the keeper's deadline is brought up to date: often enough that a renewal
+    /// confirmed before the loss would be signalled reaches the keeper before its deadline.
+    fn heartbeat(&self) -> Duration {
+        (self.kill_grace / 2).min(self.loss_margin / 4).clamp(Duration::from_millis(5), Duration::from_secs(1))
+    }
+
+    /// When the keeper kills the tree by itself if it hears nothing newer: when distlock
+    /// would send SIGKILL after a loss (`safe_until` − loss margin + kill grace), with at
+    /// least two heartbeats of slack, and never after `safe_until`.
+    fn keeper_deadline(&self, safe_until: Instant, tick: Duration) -> u64 {
+        let slack = self.kill_grace.max(tick * 2).min(self.loss_margin);
+        let at = safe_until.checked_sub(self.loss_margin).unwrap_or(safe_until) + slack;
+        protocol::monotonic_at(at.into_std())
     }
 }
 
-/// Releases the lock after the command and turns the outcome into an exit status.
-async fn finish(lock: DistributedLock, outcome: Outcome) -> u8 {
+/// Releases the lock after the command and says how `run` ended.
+async fn finish(lock: DistributedLock, outcome: Outcome) -> Ended {
     let key = lock.key().as_str().to_owned();
-    let code = match outcome {
+    let ended = match outcome {
         Outcome::LeaseLost => {
             drop(lock);
-            return exit::LEASE_LOST;
+            return Ended::LeaseLost;
         }
-        Outcome::Exited(code) | Outcome::NotStarted(code) => code,
+        Outcome::Exited(code) => Ended::Command(code),
+        Outcome::NotStarted(code) => Ended::NotStarted(code),
+        Outcome::Internal => Ended::Internal,
     };
     if lock.is_lost() {
         eprintln!(
             "distlock: lease of lock `{key}` was lost as the command ended; its work may not have been protected"
         );
         drop(lock);
-        return exit::LEASE_LOST;
+        return Ended::LeaseLost;
     }
     match lock.release().await {
-        Ok(true) => code,
+        Ok(true) => ended,
         Ok(false) => {
             eprintln!("distlock: lock `{key}` had already expired or been released when the command ended");
-            exit::LEASE_LOST
+            Ended::LeaseLost
         }
         Err(error) => {
             Failure::from(error).report();
             eprintln!("distlock: lock `{key}` will be freed when its lease expires");
-            code
+            ended
         }
     }
 }
 
-/// The status to exit with for `status`, as shells do: the code, or 128 + the signal.
-fn status_code(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(u8::MAX),
-        (None, Some(signal)) => exit::signal_status(signal),
-        (None, None) => exit::SOFTWARE,
-    }
-}
-
-fn interrupted(signal: Signal, during: &str) -> u8 {
+fn interrupted(signal: Signal, during: &str) -> Ended {
     eprintln!("distlock: {} while {during}; nothing was run", signal.as_str());
-    exit::signal_status(signal as i32)
+    Ended::Interrupted(exit::signal_status(signal as i32))
 }
 
 async fn flush(locks: &LockManager) {

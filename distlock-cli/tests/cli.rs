@@ -42,6 +42,8 @@ async fn out_of_range_options_are_usage_errors_before_any_connection() {
         &["run", "--key", "k", "--ttl", "0s", "--", "true"][..],
         &["run", "--key", "k", "--ttl", "1s", "--kill-grace", "100ms", "--renew-every", "2s", "--", "true"],
         &["run", "--key", "k", "--wait", "1s", "--retry", "0s", "--", "true"],
+        // Waiting without a deadline (the default) needs a pause between attempts too.
+        &["run", "--key", "k", "--retry", "0s", "--", "true"],
     ] {
         let out = output(distlock(Some("redis://127.0.0.1:1"), args)).await;
         assert_eq!(out.status.code(), Some(USAGE), "{args:?}: {}", stderr(&out));
@@ -70,6 +72,45 @@ async fn bad_keys_tokens_and_missing_stores_are_usage_errors() {
 }
 
 #[tokio::test]
+async fn exit_status_flags_are_checked_before_any_connection() {
+    for flag in ["--conflict-exit-code", "-E", "--lost-exit-code", "--error-exit-code"] {
+        for value in ["0", "256", "-1", "seventy"] {
+            let args = ["run", "--key", "k", flag, value, "--", "true"];
+            let out = output(distlock(Some("redis://127.0.0.1:1"), &args)).await;
+            assert_eq!(out.status.code(), Some(USAGE), "{flag} {value}: {}", stderr(&out));
+            assert!(stderr(&out).contains("exit-code"), "names the flag: {}", stderr(&out));
+        }
+    }
+    let out = output(distlock(
+        Some("redis://127.0.0.1:1"),
+        &["run", "--key", "k", "--wait", "1s", "--no-wait", "--", "true"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
+    // A wrong command line stays 64 whatever --error-exit-code says.
+    let args = ["run", "--key", "k", "--ttl", "2s", "--kill-grace", "5s", "--error-exit-code", "9", "--", "true"];
+    let out = output(distlock(Some("redis://127.0.0.1:1"), &args)).await;
+    assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn error_exit_code_replaces_the_status_of_an_unreachable_store() {
+    let args = ["run", "--key", "k", "--error-exit-code", "9", "--", "true"];
+    let out = output(distlock(Some("redis://127.0.0.1:1"), &args)).await;
+    assert_eq!(out.status.code(), Some(9), "{}", stderr(&out));
+    assert!(stderr(&out).contains("redis"), "says what failed: {}", stderr(&out));
+}
+
+#[tokio::test]
+async fn the_keeper_and_launcher_are_not_for_hand_use() {
+    for marker in ["__distlock-keeper", "__distlock-exec"] {
+        let out = output(distlock(None, &[marker])).await;
+        assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
+        assert!(stderr(&out).contains("distlock run"), "{}", stderr(&out));
+    }
+}
+
+#[tokio::test]
 async fn an_unreachable_store_is_status_69() {
     let out = output(distlock(Some("redis://127.0.0.1:1"), &["inspect", "k"])).await;
     assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
@@ -81,9 +122,24 @@ async fn help_documents_the_exit_statuses_and_environment() {
     let out = output(distlock(None, &["run", "--help"])).await;
     assert_eq!(out.status.code(), Some(0));
     let help = stdout(&out);
-    for needle in
-        ["75", "76", "64", "DISTLOCK_KEY", "DISTLOCK_TOKEN", "DISTLOCK_FENCE", "DISTLOCK_STORE", "--kill-grace"]
-    {
+    for needle in [
+        "75",
+        "76",
+        "64",
+        "DISTLOCK_KEY",
+        "DISTLOCK_TOKEN",
+        "DISTLOCK_FENCE",
+        "DISTLOCK_STORE",
+        "--kill-grace",
+        "Exit status:",
+        "--conflict-exit-code",
+        "--lost-exit-code",
+        "--error-exit-code",
+        "as long as it takes",
+        "SIGKILL of distlock",
+        "SIGSTOP of distlock",
+        "etcdctl lock",
+    ] {
         assert!(help.contains(needle), "`{needle}` missing from run --help:\n{help}");
     }
 }

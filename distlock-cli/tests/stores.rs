@@ -78,7 +78,7 @@ async fn a_held_lock_is_not_acquired_with_a_distinct_status(url: &str) {
     let mut holder = Running::start(url, &["run", "--key", &key, "--", "sh", "-c", "echo ready; read line || true"]);
     assert_eq!(holder.line().await, "ready");
 
-    let out = output(distlock(Some(url), &["run", "--key", &key, "--", "sh", "-c", "echo ran"])).await;
+    let out = output(distlock(Some(url), &["run", "--key", &key, "--no-wait", "--", "sh", "-c", "echo ran"])).await;
     assert_eq!(out.status.code(), Some(NOT_ACQUIRED), "{}", stderr(&out));
     assert_eq!(stdout(&out), "", "the command must not run");
     let message = stderr(&out);
@@ -156,13 +156,13 @@ enum Lose {
 
 /// Starts a holder whose child prints its token and `$$` then runs `child`, takes its
 /// lease away, and waits for distlock: (status, stderr, time from the loss to the exit).
-async fn lease_loss(url: &str, child: &str, kill_grace: &str, lose: Lose) -> (i32, String, Duration) {
+async fn lease_loss(url: &str, child: &str, kill_grace: &str, lose: Lose, flags: &[&str]) -> (i32, String, Duration) {
     let key = key("lease-loss");
     let script = format!(r#"echo "$DISTLOCK_TOKEN"; echo $$; {child}"#);
-    let mut holder = Running::start(
-        url,
-        &["run", "--key", &key, "--ttl", "1s", "--kill-grace", kill_grace, "--", "sh", "-c", &script],
-    );
+    let mut args = vec!["run", "--key", &key, "--ttl", "1s", "--kill-grace", kill_grace];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", "sh", "-c", &script]);
+    let mut holder = Running::start(url, &args);
     let token = holder.line().await;
     let child_pid: i32 = holder.line().await.parse().expect("pid");
     match lose {
@@ -184,20 +184,20 @@ async fn lease_loss(url: &str, child: &str, kill_grace: &str, lose: Lose) -> (i3
 }
 
 async fn deleting_the_key_on_the_server_stops_the_command(url: &str) {
-    let (status, stderr, _) = lease_loss(url, "exec sleep 60", "500ms", Lose::DeleteOnServer).await;
+    let (status, stderr, _) = lease_loss(url, "exec sleep 60", "500ms", Lose::DeleteOnServer, &[]).await;
     assert_eq!(status, LEASE_LOST, "{stderr}");
     assert!(stderr.contains("lease of lock") && stderr.contains("lost") && stderr.contains("SIGTERM"), "{stderr}");
     assert!(!stderr.contains("sending SIGKILL"), "sleep dies on SIGTERM: {stderr}");
 }
 
 async fn an_administrators_release_stops_the_command(url: &str) {
-    let (status, stderr, _) = lease_loss(url, "exec sleep 60", "500ms", Lose::AdminRelease).await;
+    let (status, stderr, _) = lease_loss(url, "exec sleep 60", "500ms", Lose::AdminRelease, &[]).await;
     assert_eq!(status, LEASE_LOST, "{stderr}");
 }
 
 async fn a_command_ignoring_sigterm_gets_sigkill_after_the_grace(url: &str) {
     let child = r#"trap "" TERM; while :; do sleep 0.1; done"#;
-    let (status, stderr, took) = lease_loss(url, child, "600ms", Lose::DeleteOnServer).await;
+    let (status, stderr, took) = lease_loss(url, child, "600ms", Lose::DeleteOnServer, &[]).await;
     assert_eq!(status, LEASE_LOST, "{stderr}");
     assert!(stderr.contains("sending SIGKILL"), "{stderr}");
     assert!(took >= Duration::from_millis(600), "SIGKILL came after the grace, not before: {took:?}");
@@ -214,6 +214,193 @@ async fn sigterm_to_distlock_reaches_the_command_and_the_lock_is_released(url: &
     assert_eq!(holder.line().await, "got-term");
     let (status, stderr) = holder.finish().await;
     assert_eq!(status, 3, "the command's own status: {stderr}");
+    assert_eq!(inspect(url, &key).await["state"], "free");
+}
+
+/// The command's script: a background child, and a daemon that double-forks into a
+/// session of its own (so it leaves the process group and is orphaned), whose pid it
+/// waits for; then it prints `$$ $PPID CHILD DAEMON` and waits.
+fn tree_script(dir: &TempDir) -> String {
+    let daemon = dir.path("daemon");
+    format!(
+        r#"sleep 300 & child=$!
+( setsid sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 300' sh '{daemon}' & )
+while [ ! -s '{daemon}' ]; do sleep 0.01; done
+echo "$$ $PPID $child $(cat '{daemon}')"
+wait"#
+    )
+}
+
+/// The pids [`tree_script`] printed: the command, the keeper, the child, the daemon.
+fn tree_pids(line: &str) -> Vec<i32> {
+    let pids: Vec<i32> = line.split(' ').map(|pid| pid.parse().expect("pid")).collect();
+    assert_eq!(pids.len(), 4, "{line}");
+    for pid in &pids {
+        assert!(alive(*pid), "pid {pid} runs before the test: {line}");
+    }
+    pids
+}
+
+async fn kill_9_of_distlock_kills_the_command_and_everything_it_started(url: &str) {
+    let key = key("kill-9");
+    let dir = TempDir::new("kill-9");
+    let script = tree_script(&dir);
+    let mut holder = Running::start(url, &["run", "--key", &key, "--ttl", "30s", "--", "sh", "-c", &script]);
+    let pids = tree_pids(&holder.line().await);
+    let daemon = pids[3];
+    let session = nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(daemon))).expect("getsid");
+    assert_eq!(session.as_raw(), daemon, "the daemon left the command's session and process group");
+
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(holder.pid()), nix::sys::signal::Signal::SIGKILL)
+        .expect("kill -9 distlock");
+    let status = tokio::time::timeout(TIMEOUT, holder.child.wait()).await.expect("distlock died").expect("wait");
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
+    let took = gone_within(&pids, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|running| panic!("still running 10 s after kill -9 of distlock: {running:?} of {pids:?}"));
+    // The lease is no longer renewed but has not expired: nothing of the command ran
+    // past the moment another owner could take the lock.
+    assert_eq!(inspect(url, &key).await["state"], "held", "died {took:?} after distlock, well within the 30 s TTL");
+    let stderr = holder.stderr_line_with("is gone").await;
+    assert!(stderr.contains("kills the command"), "{stderr}");
+}
+
+async fn processes_the_command_leaves_behind_are_stopped_before_the_release(url: &str) {
+    let key = key("leftovers");
+    let dir = TempDir::new("leftovers");
+    let daemon = dir.path("daemon");
+    let script = format!(
+        r#"sleep 300 & child=$!
+( setsid sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 300' sh '{daemon}' & )
+while [ ! -s '{daemon}' ]; do sleep 0.01; done
+echo "$child $(cat '{daemon}')"
+exit 3"#
+    );
+    let out = output(distlock(Some(url), &["run", "--key", &key, "--", "sh", "-c", &script])).await;
+    assert_eq!(out.status.code(), Some(3), "the command's own status: {}", stderr(&out));
+    assert!(stderr(&out).contains("left 2 processes running"), "{}", stderr(&out));
+    for pid in stdout(&out).split_whitespace().map(|pid| pid.parse::<i32>().expect("pid")) {
+        assert!(!alive(pid), "pid {pid}, left by the command, outlived distlock");
+    }
+    assert_eq!(inspect(url, &key).await["state"], "free");
+}
+
+async fn a_lost_lease_stops_processes_that_left_the_group_too(url: &str) {
+    let key = key("lost-tree");
+    let dir = TempDir::new("lost-tree");
+    let script = tree_script(&dir);
+    let mut holder = Running::start(
+        url,
+        &[
+            "run",
+            "--key",
+            &key,
+            "--ttl",
+            "2s",
+            "--kill-grace",
+            "300ms",
+            "--lost-exit-code",
+            "9",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    let pids = tree_pids(&holder.line().await);
+    delete_on_server(url, &key).await;
+    let (status, stderr) = holder.finish().await;
+    assert_eq!(status, 9, "--lost-exit-code: {stderr}");
+    let running: Vec<i32> = pids.iter().copied().filter(|pid| alive(*pid)).collect();
+    assert!(running.is_empty(), "still running after distlock exited: {running:?} of {pids:?}\n{stderr}");
+}
+
+async fn sigstop_of_distlock_the_keeper_kills_the_command_before_the_lease_expires(url: &str) {
+    let key = key("sigstop");
+    // Loss margin 1 s (a fifth of the TTL): the keeper kills 100 ms (the grace) after the
+    // moment distlock would have signalled the loss — 0.9 s before the lease expires.
+    let mut holder = Running::start(
+        url,
+        &["run", "--key", &key, "--ttl", "5s", "--kill-grace", "100ms", "--", "sh", "-c", "echo $$; exec sleep 300"],
+    );
+    let command: i32 = holder.line().await.parse().expect("pid");
+    let distlock = nix::unistd::Pid::from_raw(holder.pid());
+    nix::sys::signal::kill(distlock, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP distlock");
+    let took = gone_within(&[command], Duration::from_secs(15)).await;
+    let state = inspect(url, &key).await["state"].clone();
+    nix::sys::signal::kill(distlock, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT distlock");
+    let took = took.unwrap_or_else(|_| panic!("the command still runs 15 s after SIGSTOP of distlock"));
+    assert!(took < Duration::from_secs(5), "killed {took:?} after SIGSTOP, within one TTL");
+    assert_eq!(state, "held", "killed before the lease expired ({took:?} after SIGSTOP)");
+    let (status, stderr) = holder.finish().await;
+    assert_eq!(status, LEASE_LOST, "{stderr}");
+    assert!(stderr.contains("no lease renewal reached the keeper"), "{stderr}");
+}
+
+async fn sigkill_of_the_keeper_kills_the_command_and_is_an_error(url: &str) {
+    let key = key("keeper-killed");
+    let mut holder = Running::start(
+        url,
+        &["run", "--key", &key, "--error-exit-code", "5", "--", "sh", "-c", "echo $$ $PPID; exec sleep 300"],
+    );
+    let line = holder.line().await;
+    let (command, keeper) = line.split_once(' ').expect("two pids");
+    let (command, keeper): (i32, i32) = (command.parse().expect("pid"), keeper.parse().expect("pid"));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(keeper), nix::sys::signal::Signal::SIGKILL)
+        .expect("kill -9 keeper");
+    let (status, stderr) = holder.finish().await;
+    assert_eq!(status, 5, "--error-exit-code: {stderr}");
+    assert!(stderr.contains("keeper process was killed"), "{stderr}");
+    assert!(gone_within(&[command], Duration::from_secs(10)).await.is_ok(), "the command died with its keeper");
+}
+
+async fn run_waits_for_a_held_lock_by_default(url: &str) {
+    let key = key("waits");
+    let mut holder = Running::start(url, &["run", "--key", &key, "--", "sh", "-c", "echo ready; read line || true"]);
+    assert_eq!(holder.line().await, "ready");
+
+    let mut waiter = distlock(Some(url), &["run", "--key", &key, "--retry", "20ms", "--", "sh", "-c", "echo ran"]);
+    waiter.env("DISTLOCK_LOG", "info");
+    let mut waiter = Running::spawn(waiter);
+    waiter.stderr_line_with("waiting for it without a deadline").await;
+    assert!(waiter.child.try_wait().expect("try_wait").is_none(), "still waiting");
+
+    holder.close_stdin();
+    let (status, stderr) = holder.finish().await;
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(waiter.line().await, "ran", "the waiter ran once the holder released");
+    let (status, stderr) = waiter.finish().await;
+    assert_eq!(status, 0, "{stderr}");
+}
+
+async fn distlocks_own_statuses_can_be_moved_out_of_the_commands_way(url: &str) {
+    let key = key("statuses");
+    let mut holder = Running::start(url, &["run", "--key", &key, "--", "sh", "-c", "echo ready; read line || true"]);
+    assert_eq!(holder.line().await, "ready");
+    for (flags, status) in [
+        (&["--no-wait"][..], NOT_ACQUIRED),
+        (&["--no-wait", "--retry", "0s"], NOT_ACQUIRED),
+        (&["--no-wait", "-E", "3"], 3),
+        (&["--wait", "100ms", "--conflict-exit-code", "200"], 200),
+    ] {
+        let mut args = vec!["run", "--key", &key];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "sh", "-c", "exit 75"]);
+        let out = output(distlock(Some(url), &args)).await;
+        assert_eq!(out.status.code(), Some(status), "{flags:?}: {}", stderr(&out));
+    }
+    holder.close_stdin();
+    holder.finish().await;
+
+    // Free now: the command's own 75 is passed through untouched.
+    let out = output(distlock(Some(url), &["run", "--key", &key, "-E", "3", "--", "sh", "-c", "exit 75"])).await;
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    for (command, status) in [("distlock-no-such-command", 5), ("/", 5), ("true", 0)] {
+        let out = output(distlock(Some(url), &["run", "--key", &key, "--error-exit-code", "5", "--", command])).await;
+        assert_eq!(out.status.code(), Some(status), "{command}: {}", stderr(&out));
+    }
+    let out = output(distlock(Some(url), &["run", "--key", &key, "--", "/"])).await;
+    assert_eq!(out.status.code(), Some(126), "a directory cannot be executed: {}", stderr(&out));
     assert_eq!(inspect(url, &key).await["state"], "free");
 }
 
@@ -302,4 +489,11 @@ all_stores!(
     sigterm_to_distlock_reaches_the_command_and_the_lock_is_released,
     inspect_shows_the_holder_and_release_checks_the_token,
     bench_with_baseline_reports_zero_violations,
+    kill_9_of_distlock_kills_the_command_and_everything_it_started,
+    processes_the_command_leaves_behind_are_stopped_before_the_release,
+    a_lost_lease_stops_processes_that_left_the_group_too,
+    sigstop_of_distlock_the_keeper_kills_the_command_before_the_lease_expires,
+    sigkill_of_the_keeper_kills_the_command_and_is_an_error,
+    run_waits_for_a_held_lock_by_default,
+    distlocks_own_statuses_can_be_moved_out_of_the_commands_way,
 );

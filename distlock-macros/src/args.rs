@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use proc_macro2::{Span, TokenStream};
 use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
 use syn::{Expr, LitBool, LitStr};
 
 /// The longest TTL or wait accepted, as `distlock::Ttl::MAX`: 365 days.
@@ -33,6 +34,15 @@ pub(crate) struct LockArgs {
     pub(crate) manager: Expr,
     /// Run the function in a reentrant scope.
     pub(crate) reentrant: bool,
+    /// Take a read (shared) or write (exclusive) lock group instead of a plain lock.
+    pub(crate) mode: Option<Mode>,
+}
+
+/// `read` or `write`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Read,
+    Write,
 }
 
 #[derive(Default)]
@@ -44,12 +54,13 @@ struct RawArgs {
     renew: Option<Renew>,
     manager: Option<Expr>,
     reentrant: Option<bool>,
+    mode: Option<(Mode, Span)>,
 }
 
 /// The lease when the attribute names none: 10 s.
 pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
-const EXPECTED: &str = "expected `key`, `ttl`, `wait`, `retry`, `renew`, `manager` or `reentrant`";
+const EXPECTED: &str = "expected `key`, `ttl`, `wait`, `retry`, `renew`, `manager`, `reentrant`, `read` or `write`";
 
 impl LockArgs {
     pub(crate) fn parse(attr: TokenStream) -> syn::Result<Self> {
@@ -73,8 +84,12 @@ impl RawArgs {
             "renew" => self.renew.is_some(),
             "manager" => self.manager.is_some(),
             "reentrant" => self.reentrant.is_some(),
+            "read" | "write" => self.mode.is_some(),
             other => return Err(meta.error(format!("unknown argument `{other}`; {EXPECTED}"))),
         };
+        if duplicate && matches!(name.as_str(), "read" | "write") {
+            return Err(meta.error("give one of `read` and `write`, once"));
+        }
         if duplicate {
             return Err(meta.error(format!("`{name}` is given more than once")));
         }
@@ -85,6 +100,8 @@ impl RawArgs {
             "retry" => self.retry = Some(duration(meta.value()?.parse()?)?),
             "renew" => self.renew = Some(renew(&meta)?),
             "reentrant" => self.reentrant = Some(flag(&meta)?),
+            "read" => self.mode = Some((Mode::Read, meta.path.span())),
+            "write" => self.mode = Some((Mode::Write, meta.path.span())),
             _ => self.manager = Some(meta.value()?.parse()?),
         }
         Ok(())
@@ -117,6 +134,9 @@ impl RawArgs {
                 ));
             }
         }
+        if let (Some((_, span)), Some(true)) = (&self.mode, self.reentrant) {
+            return Err(syn::Error::new(*span, "`reentrant` applies to plain locks, not to `read` / `write` locks"));
+        }
         let renew = self.renew.unwrap_or(Renew::Off);
         if let Renew::Every(every) = &renew {
             // The default loss margin is a fifth of the TTL; renewal must come before it.
@@ -135,6 +155,7 @@ impl RawArgs {
             renew,
             manager,
             reentrant: self.reentrant.unwrap_or(false),
+            mode: self.mode.map(|(mode, _)| mode),
         })
     }
 }

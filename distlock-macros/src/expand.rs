@@ -5,7 +5,7 @@ use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
-use crate::args::{DurationArg, LockArgs, Renew, DEFAULT_TTL};
+use crate::args::{DurationArg, LockArgs, Mode, Renew, DEFAULT_TTL};
 use crate::template::KeyTemplate;
 
 pub(crate) fn lock(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
@@ -87,17 +87,35 @@ pub(crate) fn lock(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStr
     });
     let ItemFn { attrs, vis, sig, block } = &function;
     let stmts = &block.stmts;
-    let locked = quote! {
-        ::distlock::LockManager::with_lock_opts(
-            &__distlock_manager,
-            &__distlock_key,
-            #ttl,
-            &__distlock_options,
-            move || async move {
-                #hint
-                #(#stmts)*
-            },
-        )
+    let block = quote! {
+        move || async move {
+            #hint
+            #(#stmts)*
+        }
+    };
+    let locked = match args.mode {
+        None => quote! {
+            ::distlock::LockManager::with_lock_opts(&__distlock_manager, &__distlock_key, #ttl, &__distlock_options, #block)
+        },
+        Some(mode) => {
+            let member = match mode {
+                Mode::Read => quote!(::distlock::GroupMember::shared),
+                Mode::Write => quote!(::distlock::GroupMember::exclusive),
+            };
+            quote! {
+                async {
+                    let __distlock_group = ::distlock::LockGroup::single(#member(&__distlock_key)?)?;
+                    ::distlock::LockManager::with_lock_group_opts(
+                        &__distlock_manager,
+                        &__distlock_group,
+                        #ttl,
+                        &__distlock_options,
+                        #block,
+                    )
+                    .await
+                }
+            }
+        }
     };
     let locked = if args.reentrant { quote!(::distlock::reentrant_scope(#locked)) } else { locked };
     Ok(quote! {

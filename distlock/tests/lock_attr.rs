@@ -238,3 +238,53 @@ async fn reentrant_methods_share_the_callers_lock() {
     }
     assert!(!distlock::in_reentrant_scope());
 }
+
+/// `read` and `write`: readers of a document run together, a writer alone.
+struct Docs {
+    locks: LockManager,
+}
+
+impl Docs {
+    #[distlock::lock(key = "doc:{id}", ttl = "15s", manager = self.locks, read)]
+    async fn read(
+        &self,
+        id: u64,
+        inside: oneshot::Sender<()>,
+        go: Arc<tokio::sync::Semaphore>,
+    ) -> Result<u64, AppError> {
+        let _ = inside.send(());
+        go.acquire().await.expect("the gate stays open").forget();
+        Ok(id)
+    }
+
+    #[distlock::lock(key = "doc:{id}", ttl = "15s", manager = self.locks, write)]
+    async fn write(&self, id: u64) -> Result<&'static str, AppError> {
+        Ok("written")
+    }
+}
+
+#[tokio::test]
+async fn read_and_write_attributes_take_group_locks() {
+    let docs = Arc::new(Docs { locks: manager() });
+    let go = Arc::new(tokio::sync::Semaphore::new(0));
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let (inside_tx, inside) = oneshot::channel();
+        let (docs, go) = (Arc::clone(&docs), Arc::clone(&go));
+        readers.push(tokio::spawn(async move { docs.read(1, inside_tx, go).await }));
+        inside.await.expect("two readers are inside at once");
+    }
+    let holders = docs.locks.holders("doc:1").await.unwrap();
+    assert_eq!(holders.len(), 2);
+    assert!(holders.iter().all(|holder| holder.mode == distlock::LockMode::Shared));
+    match docs.write(1).await {
+        Err(AppError::Lock(LockError::NotAcquired { key })) => assert_eq!(key, "doc:1"),
+        other => panic!("a writer got in beside readers: {other:?}"),
+    }
+    go.add_permits(2);
+    for reader in readers {
+        assert_eq!(reader.await.unwrap().unwrap(), 1);
+    }
+    assert_eq!(docs.write(1).await.unwrap(), "written");
+    assert!(docs.locks.holders("doc:1").await.unwrap().is_empty());
+}

@@ -161,3 +161,29 @@ fn describe_metrics_registers_units() {
     let wait = snapshot.iter().find(|(key, ..)| key.key().name() == "distlock_wait_seconds").unwrap();
     assert_eq!(wait.1, Some(metrics::Unit::Seconds));
 }
+
+#[test]
+fn lock_groups_are_counted_as_single_locks_are() {
+    let snapshotter = with_recorder(|| async {
+        let locks = manager();
+        let ttl = Duration::from_secs(10);
+        let write = distlock::LockGroup::single(distlock::GroupMember::exclusive("g:a").unwrap()).unwrap();
+        let held = locks.try_lock_group(&write, ttl).await.unwrap().unwrap();
+        // Contended once, with a 40 ms wait.
+        let waiting = LockOptions::new().wait(Duration::from_millis(40)).retry_interval(Duration::from_millis(10));
+        assert!(locks.try_lock_group_opts(&write, ttl, &waiting).await.unwrap().is_none());
+        held.release().await.unwrap();
+        // A reader, released by dropping its handle.
+        drop(locks.lock_read("g:a", ttl).await.unwrap());
+        locks.flush_releases().await;
+    });
+    let snapshot = snapshotter.snapshot().into_vec();
+    let memory = ("backend", "memory");
+    assert_eq!(counter(&snapshot, "distlock_acquire_total", &[memory, ("outcome", "acquired")]), 2);
+    assert_eq!(counter(&snapshot, "distlock_acquire_total", &[memory, ("outcome", "contended")]), 1);
+    assert_eq!(counter(&snapshot, "distlock_contention_total", &[memory]), 1);
+    assert_eq!(counter(&snapshot, "distlock_release_total", &[memory, ("outcome", "released")]), 2);
+    let waits = histogram(&snapshot, "distlock_wait_seconds");
+    assert!(waits.iter().any(|&w| w >= 0.04), "the waiting group took ≥ 40 ms: {waits:?}");
+    assert_eq!(histogram(&snapshot, "distlock_hold_seconds").len(), 2);
+}

@@ -8,9 +8,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::error::LossReason;
-use crate::key::{LockKey, StoreKey};
+use crate::key::LockKey;
 use crate::observe;
 use crate::options::Ttl;
+use crate::release::Target;
 use crate::store::DynLockStore;
 use crate::token::Token;
 
@@ -128,7 +129,7 @@ impl Lease {
 /// What the watchdog renews, and how often.
 pub(crate) struct Watchdog {
     pub(crate) store: Arc<DynLockStore>,
-    pub(crate) key: StoreKey,
+    pub(crate) key: Target,
     pub(crate) token: Token,
     pub(crate) ttl: Ttl,
     pub(crate) every: Duration,
@@ -141,7 +142,7 @@ impl Watchdog {
     /// valid; "not held" is final and never leads to a re-acquisition.
     pub(crate) async fn run(self) {
         let backend = self.store.backend();
-        let span = tracing::debug_span!("distlock.renew", lock.key = %self.key.lock_key(), backend);
+        let span = tracing::debug_span!("distlock.renew", lock.key = %self.key.log_key(), backend);
         let retry_pause = (self.every / 4).clamp(Duration::from_millis(5), Duration::from_millis(500));
         let mut next = Instant::now() + self.every;
         loop {
@@ -152,10 +153,10 @@ impl Watchdog {
                 self.lease.mark_lost(LossReason::DeadlinePassed);
                 break;
             }
-            let extend = tokio::time::timeout_at(deadline, self.store.extend(&self.key, &self.token, self.ttl));
+            let extend = tokio::time::timeout_at(deadline, self.key.extend(&*self.store, &self.token, self.ttl));
             match tracing::Instrument::instrument(extend, span.clone()).await {
                 Ok(Ok(true)) => {
-                    span.in_scope(|| tracing::debug!(lock.key = %self.key.lock_key(), backend, "lease renewed"));
+                    span.in_scope(|| tracing::debug!(lock.key = %self.key.log_key(), backend, "lease renewed"));
                     self.lease.renewed(sent_at, self.ttl);
                     next = sent_at + self.every;
                 }
@@ -168,7 +169,7 @@ impl Watchdog {
                     observe::renew_failure(backend);
                     span.in_scope(|| {
                         tracing::warn!(
-                            lock.key = %self.key.lock_key(),
+                            lock.key = %self.key.log_key(),
                             backend,
                             error = &error as &dyn std::error::Error,
                             "lease renewal failed; retrying while the lease is still valid"

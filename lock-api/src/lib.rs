@@ -6,6 +6,7 @@
 
 mod error;
 mod group;
+mod group_lock;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
@@ -28,6 +29,7 @@ pub use error::{BoxError, InvalidGroup, InvalidKey, InvalidOptions, LockError, L
 pub use group::{GroupAcquire, GroupLockStore, GroupMember, GroupRequest, LockGroup, OwnerId, Permits, StoreMember};
 pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
 
+pub use group_lock::{GroupLock, GroupStamp};
 pub use listing::{HeldLock, KeyPattern, ListCursor, ListPage};
 pub use lock::DistributedLock;
 pub use manager::LockManager;

@@ -130,6 +130,10 @@ impl KeyPattern {
 
     /// The pattern as a Redis glob (for `SCAN … MATCH`), after `prefix` (the store's
     /// namespace, e.g. `app:lock:`), which is matched literally.
+    ///
+    /// The glob may match more than the pattern, never less: Redis's `?` matches one
+    /// *byte*, so a `?` (one character, up to 4 bytes in UTF-8) becomes `?*`. Keep only
+    /// the keys that [`matches`](Self::matches) accepts.
     pub fn to_redis_glob(&self, prefix: &str) -> String {
         let mut glob = String::with_capacity(prefix.len() + self.text.len() + 8);
         for c in prefix.chars() {
@@ -138,7 +142,7 @@ impl KeyPattern {
         for part in &self.parts {
             match part {
                 Part::Any => glob.push('*'),
-                Part::One => glob.push('?'),
+                Part::One => glob.push_str("?*"),
                 Part::Literal(c) => push_redis_literal(&mut glob, *c),
             }
         }
@@ -255,6 +259,11 @@ pub struct ListPage {
 }
 
 impl ListPage {
+    /// The most keys a store examines for one page: a larger `limit` given to
+    /// [`LockStore::list`](crate::LockStore::list) counts as this, so that no page becomes
+    /// one long operation on the server.
+    pub const MAX_LIMIT: usize = 10_000;
+
     /// Builds a page (the struct is `#[non_exhaustive]`).
     pub fn new(locks: Vec<HeldLock>, next: Option<ListCursor>) -> Self {
         Self { locks, next }
@@ -308,7 +317,7 @@ mod tests {
     fn translations_escape_what_is_special_there() {
         let p = pattern(r"50%_[a]\*?x*");
         assert_eq!(p.literal_prefix(), "50%_[a]*");
-        assert_eq!(p.to_redis_glob("app:lock:"), r"app:lock:50%_\[a\]\*?x*");
+        assert_eq!(p.to_redis_glob("app:lock:"), r"app:lock:50%_\[a\]\*?*x*");
         assert_eq!(p.to_sql_like("lock:"), r"lock:50\%\_[a]*_x%");
         assert_eq!(pattern("a-b^c").to_redis_glob(""), r"a\-b\^c");
     }

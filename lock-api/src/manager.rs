@@ -9,13 +9,14 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::LockError;
+use crate::group::{OwnerId, Permits};
 use crate::key::{LockKey, StoreKey};
 use crate::lease::{Lease, Watchdog};
 use crate::lock::DistributedLock;
 use crate::observe::{self, AcquireOutcome};
 use crate::options::{LockOptions, ValidOptions};
 use crate::reentrant;
-use crate::release::{InFlightAcquire, ManagerInner};
+use crate::release::{InFlightAcquire, ManagerInner, Target};
 use crate::store::{Acquire, DynLockStore, LockStore};
 use crate::token::Token;
 
@@ -75,7 +76,31 @@ enum DefaultWait {
 impl LockManager {
     /// A manager over `store`.
     pub fn new(store: Arc<DynLockStore>) -> Self {
-        Self { inner: Arc::new(ManagerInner::new(store)) }
+        Self { inner: Arc::new(ManagerInner::new(store, OwnerId::for_process(), Permits::DEFAULT)) }
+    }
+
+    /// This manager with `owner` recorded on its [group](Self::lock_group) holds, e.g. to
+    /// [release what a previous run left](Self::release_owner) at start-up. Call it when
+    /// building the manager: clones made before keep the old owner.
+    #[must_use]
+    pub fn with_owner(self, owner: OwnerId) -> Self {
+        let permits = self.inner.permits;
+        Self { inner: Arc::new(ManagerInner::new(Arc::clone(&self.inner.store), owner, permits)) }
+    }
+
+    /// This manager with `permits` assumed for group members whose name has no entry in
+    /// the store's permits table ([`Permits::DEFAULT`] unless set; [`Permits::SEED`] for
+    /// one reader at a time). Every instance sharing the names should use the same
+    /// setting, or record the permits in the store with [`set_permits`](Self::set_permits).
+    #[must_use]
+    pub fn with_permits(self, permits: Permits) -> Self {
+        let owner = self.inner.owner.clone();
+        Self { inner: Arc::new(ManagerInner::new(Arc::clone(&self.inner.store), owner, permits)) }
+    }
+
+    /// The owner recorded on this manager's group holds.
+    pub fn owner(&self) -> &OwnerId {
+        &self.inner.owner
     }
 
     /// The store this manager works on.
@@ -296,6 +321,10 @@ impl LockManager {
         self.inner.flush_releases().await;
     }
 
+    pub(crate) fn inner(&self) -> &Arc<ManagerInner> {
+        &self.inner
+    }
+
     async fn acquire(
         &self,
         key: LockKey,
@@ -356,7 +385,7 @@ impl LockManager {
                     let watchdog = options.renew_every.map(|every| {
                         let watchdog = Watchdog {
                             store: Arc::clone(store),
-                            key: store_key.clone(),
+                            key: Target::Key(store_key.clone()),
                             token: token.clone(),
                             ttl: options.ttl,
                             every,

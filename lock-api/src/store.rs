@@ -211,15 +211,18 @@ pub trait LockStore: Debug + Send + Sync + 'static {
     }
 
     /// One page of the held locks whose application key matches `pattern`, starting at
-    /// `cursor` (`None`: from the beginning), with about `limit` keys examined per page.
+    /// `cursor` (`None`: from the beginning), with about `limit` keys examined per page
+    /// (0 counts as 1, more than [`ListPage::MAX_LIMIT`] as that).
     ///
     /// A listing never blocks the store: each page is one bounded operation (Redis
     /// `SCAN`, an index range in PostgreSQL), so listing 100,000 held keys costs many
     /// small operations rather than one long one. A page may hold fewer than `limit`
-    /// locks, even none, while [`ListPage::next`] is still set; the listing is complete
-    /// when it is `None`. Locks taken or released during a listing may or may not
-    /// appear; a lock held throughout appears at least once (on Redis possibly twice, as
-    /// with `SCAN`). Only unexpired leases are listed.
+    /// locks, even none, while [`ListPage::next`] is still set (on Redis also a few more,
+    /// as `SCAN … COUNT` may); the listing is complete when it is `None`. Locks taken or
+    /// released during a listing may or may not appear; a lock held throughout appears
+    /// at least once (on Redis possibly twice, as with `SCAN`). Only unexpired leases are
+    /// listed. The memory and PostgreSQL stores list in key order (byte order of the
+    /// UTF-8 text); Redis in the order of its hash table.
     ///
     /// The default implementation returns [`LockError::Unsupported`]; the stores of the
     /// distlock family all implement it.
@@ -227,7 +230,8 @@ pub trait LockStore: Debug + Send + Sync + 'static {
     /// # Errors
     ///
     /// [`LockError::Store`] when the store fails; [`LockError::Unsupported`] when the
-    /// store cannot list.
+    /// store cannot list; [`LockError::Config`] for a cursor this store cannot have
+    /// issued.
     async fn list(
         &self,
         pattern: &KeyPattern,

@@ -16,6 +16,10 @@
 //! - hand-off: 8 waiters on one key, hold 0, retry interval 50 ms: latency from release
 //!   to the next holder (p50/p99) and sections/s, with release notifications vs polling.
 //!
+//! - lock groups (`kit::group_bench`): a two-name group cycle and a read-lock cycle vs a
+//!   single-key lock cycle; 8 readers vs 8 writers of one name holding it 5 ms; a
+//!   writer's wait among continuous readers vs the longest read hold.
+//!
 //! The scenarios, rounds and report are the conformance kit's (`kit::bench`,
 //! `kit::handoff`); rounds rotate the order of the variants, the median round is reported.
 
@@ -26,6 +30,7 @@ use distlock_api::{DynLockStore, LockError, LockManager};
 use distlock_conformance::kit::bench::{
     interleaved_rounds, report_against_first, rounds, run, Library, Locker, RawMemory, Scenario, SideBySide, Stop, Unit,
 };
+use distlock_conformance::kit::group_bench::{self, GroupPlan};
 use distlock_conformance::kit::handoff::{self, Plan};
 use distlock_memory::MemoryLockStore;
 use tokio::sync::{Mutex, OwnedMutexGuard};
@@ -96,6 +101,15 @@ fn main() {
             polling_sections: 100,
             rounds: 1,
         };
-        handoff::compare(store, "", "bench:handoff:", plan).await;
+        handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
+
+        let plan = GroupPlan {
+            cycles: CYCLES / 10,
+            rounds,
+            hold: Duration::from_millis(5),
+            hot_cycles: 40,
+            writer_samples: 100,
+        };
+        group_bench::compare(store, "bench:", plan).await;
     });
 }

@@ -3,6 +3,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
+mod group;
 mod shard;
 mod store;
 

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
-    StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey,
+    LockStore, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::group::Groups;
 use crate::shard::{Lease, Shard};
 
 const SHARDS: usize = 32;
@@ -53,6 +54,7 @@ pub struct MemoryLockStore {
 struct Inner {
     shards: [Mutex<Shard>; SHARDS],
     fences: AtomicU64,
+    groups: Groups,
 }
 
 impl MemoryLockStore {
@@ -65,6 +67,15 @@ impl MemoryLockStore {
     /// Useful to check that memory stays bounded.
     pub fn stored_leases(&self) -> usize {
         self.inner.shards.iter().map(|shard| lock_shard(shard).leases.len()).sum()
+    }
+
+    /// The next fencing number: one store-wide counter for single locks and groups.
+    pub(crate) fn next_fence(&self) -> u64 {
+        self.inner.fences.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub(crate) fn groups_state(&self) -> &Groups {
+        &self.inner.groups
     }
 
     fn shard(&self, key: &StoreKey) -> MutexGuard<'_, Shard> {
@@ -96,6 +107,10 @@ impl LockStore for MemoryLockStore {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::NONE.with_fencing(true).with_release_notifications(true)
+    }
+
+    fn groups(&self) -> Option<&dyn GroupLockStore> {
+        Some(self)
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
@@ -188,7 +203,7 @@ impl LockStore for MemoryLockStore {
     ) -> Result<ListPage, LockError> {
         let now = Instant::now();
         let after = cursor.map(ListCursor::as_str);
-        let limit = limit.max(1);
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
         let mut page: Vec<(String, LockInfo)> = Vec::new();
         for shard in &self.inner.shards {
             let shard = lock_shard(shard);

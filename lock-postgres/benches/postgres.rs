@@ -24,10 +24,10 @@
 //!   from a release to the next holder (p50/p99) and critical sections per second, woken
 //!   by `LISTEN`/`NOTIFY` vs polling only, alternating, the median round of each.
 //!
-//! - groups: what a lock group costs beside a single lock, one task, uncontended: a
-//!   single lock's `try_acquire` + `release`, and `try_acquire_group` + `release_group`
-//!   of 1 exclusive member and of 8 members (4 shared, 4 exclusive), in rotating rounds
-//!   (`cargo bench -p distlock-postgres -- groups` runs only this).
+//! - lock groups (`kit::group_bench`, through the manager): a two-name group cycle and a
+//!   read-lock cycle vs a single-key lock cycle, 8 readers vs 8 writers of one name, and
+//!   a writer's wait among continuous readers (`cargo bench -p distlock-postgres --
+//!   groups` runs only these).
 //!
 //! The scenarios, rounds and report are the conformance kit's (`kit::bench`,
 //! `kit::handoff`). The tables live in schema `distlock_bench` under random names and
@@ -36,12 +36,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{
-    DynLockStore, GroupLockStore, GroupRequest, LockKey, LockMode, LockStore, OwnerId, StoreMember, Token, Ttl,
-};
+use distlock_api::{DynLockStore, Token};
 use distlock_conformance::kit::bench::{
     interleaved_rounds, report_against_first, rounds, run, RawPostgres, Scenario, SideBySide, Stop, StoreDirect, Unit,
 };
+use distlock_conformance::kit::group_bench::{self, GroupPlan};
 use distlock_conformance::kit::handoff::{self, Plan};
 use distlock_postgres::sqlx;
 use distlock_postgres::PostgresLockStore;
@@ -131,51 +130,6 @@ async fn notify_cost(
     );
 }
 
-/// A single lock's cycle beside group cycles of 1 and 8 members, on one table.
-async fn group_cost(store: &Arc<PostgresLockStore>, kind: &str, prefix: &str, rounds: usize) {
-    let key = |name: String| LockKey::new(format!("{prefix}groups:{name}")).expect("key").to_store_key();
-    let single = key("single".to_owned());
-    let one = vec![StoreMember::new(key("one".to_owned()), LockMode::Exclusive, Some(1))];
-    let eight: Vec<StoreMember> = (0..8)
-        .map(|i| {
-            let mode = if i % 2 == 0 { LockMode::Shared } else { LockMode::Exclusive };
-            StoreMember::new(key(format!("eight{i}")), mode, (mode == LockMode::Exclusive).then_some(1))
-        })
-        .collect();
-    let owner = OwnerId::new("bench", "groups").expect("owner");
-    let ttl = Ttl::new(TTL).expect("ttl");
-    let samples = interleaved_rounds(&[0, 1, 2], rounds, |variant| {
-        let (store, single, one, eight, owner) =
-            (store.clone(), single.clone(), one.clone(), eight.clone(), owner.clone());
-        async move {
-            for _ in 0..CYCLES {
-                let token = Token::generate();
-                match variant {
-                    0 => {
-                        assert!(store.try_acquire(&single, &token, ttl).await.expect("acquire").is_acquired());
-                        assert!(store.release(&single, &token).await.expect("release"));
-                    }
-                    _ => {
-                        let members = if variant == 1 { &one } else { &eight };
-                        let request = GroupRequest::new(members, &token, &owner, ttl, None, None);
-                        store.try_acquire_group(request).await.expect("acquire group");
-                        let keys: Vec<_> = members.iter().map(|m| m.key.clone()).collect();
-                        assert_eq!(store.release_group(&keys, &token).await.expect("release group"), members.len());
-                    }
-                }
-            }
-        }
-    })
-    .await;
-    report_against_first(
-        &format!("{kind}: single lock vs lock groups, uncontended, 1 task, {CYCLES} cycles/round"),
-        "µs/cycle",
-        CYCLES as f64,
-        &["single lock", "group of 1", "group of 8"],
-        &samples,
-    );
-}
-
 fn main() {
     let url = std::env::var("DISTLOCK_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
@@ -201,7 +155,15 @@ fn main() {
                 silent.pool().close().await;
             }
             if !only_hand_off {
-                group_cost(&store, kind, &prefix, rounds).await;
+                println!("{kind}:");
+                let plan = GroupPlan {
+                    cycles: CYCLES,
+                    rounds,
+                    hold: Duration::from_millis(5),
+                    hot_cycles: 20,
+                    writer_samples: 50,
+                };
+                group_bench::compare(Arc::clone(&dyn_store), &format!("{prefix}groups:"), plan).await;
             }
             let plan = Plan {
                 waiters: TASKS,
@@ -213,10 +175,13 @@ fn main() {
             if !only_groups {
                 handoff::compare(dyn_store, &format!("{kind}: "), &format!("{prefix}handoff:"), plan).await;
             }
+            let groups = store.statements().groups();
             let drop = format!(
-                "DROP TABLE {} ; DROP TABLE \"distlock_bench\".\"{table}_holders\", \"distlock_bench\".\"{table}_permits\"; \
-                 DROP FUNCTION \"distlock_bench\".\"{table}_acquire_group_v1\"",
-                store.table_name()
+                "DROP TABLE {}, {}, {}; DROP FUNCTION {}",
+                store.table_name(),
+                groups.holders_table(),
+                groups.permits_table(),
+                groups.function()
             );
             sqlx::raw_sql(&drop).execute(store.pool()).await.expect("drop the bench tables");
             store.pool().close().await;

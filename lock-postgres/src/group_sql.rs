@@ -60,6 +60,9 @@ pub(crate) const PERMIT_COLUMNS: [&str; 3] = ["name", "mode", "permits"];
 /// ([`Statements::groups`](crate::Statements::groups)).
 #[derive(Debug)]
 pub struct GroupStatements {
+    holders_table: String,
+    permits_table: String,
+    function: String,
     pub(crate) holders_name: Identifier,
     pub(crate) permits_name: Identifier,
     pub(crate) function_name: Identifier,
@@ -88,6 +91,22 @@ pub(crate) type GroupSchemaState =
     (Option<String>, Vec<String>, Vec<String>, bool, Vec<String>, Vec<String>, bool, Option<bool>);
 
 impl GroupStatements {
+    /// The holders table, qualified and quoted, e.g. `"public"."distlock_locks_holders"`.
+    pub fn holders_table(&self) -> &str {
+        &self.holders_table
+    }
+
+    /// The permits table, qualified and quoted, e.g. `"public"."distlock_locks_permits"`.
+    pub fn permits_table(&self) -> &str {
+        &self.permits_table
+    }
+
+    /// The grant function, qualified and quoted, e.g.
+    /// `"public"."distlock_locks_acquire_group_v1"`.
+    pub fn function(&self) -> &str {
+        &self.function
+    }
+
     /// One attempt: `SELECT granted_fence, blocked_ticket FROM <function>($1 names text[],
     /// $2 modes text[] ('R' shared, 'W' exclusive), $3 default permits int4[] (NULL:
     /// unlimited), $4 token uuid, $5 owner text, $6 TTL ms, $7 intent TTL ms or NULL,
@@ -304,6 +323,9 @@ impl GroupStatements {
                      PRIMARY KEY (name, mode))"
             ),
             create_function: acquire_function(&function, &holders, &permits, &sequence),
+            holders_table: holders,
+            permits_table: permits,
+            function,
             holders_name,
             permits_name,
             function_name,
@@ -491,6 +513,10 @@ mod tests {
             sql.create_holders
         );
         assert!(sql.create_permits.contains("\"s\".\"t_permits\""), "{}", sql.create_permits);
+        assert_eq!(
+            (sql.holders_table(), sql.permits_table(), sql.function()),
+            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v1\"")
+        );
         assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v1\"("), "{}", sql.create_function);
         assert!(sql.create_function.contains("nextval('\"s\".\"q\"')"), "{}", sql.create_function);
         assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v1\"($1"), "{}", sql.acquire);

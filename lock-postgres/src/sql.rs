@@ -139,6 +139,9 @@ pub struct Statements {
     pub(crate) extend: String,
     /// `$1` key → `(token, fence, micros_left)` of an unexpired lease, or no row.
     pub(crate) inspect: String,
+    /// `$1` lower bound, `$2` cursor, `$3` upper bound, `$4` page size, `$5` LIKE pattern
+    /// → see [`Statements::list`].
+    pub(crate) list: String,
     /// `$1` horizon in ms, `$2` batch size → rows affected.
     pub(crate) purge: String,
     /// `$1` schema, `$2` sequence, `$3` table names, `$4` required columns → see
@@ -204,6 +207,20 @@ impl Statements {
     /// Inspect: `$1` key; one row `(token, fence, microseconds left)` while held.
     pub fn inspect(&self) -> &str {
         &self.inspect
+    }
+
+    /// One page of a listing. `$1` the lowest key (`lock:` and the pattern's literal
+    /// prefix, inclusive), `$2` the cursor (the last key examined by the previous page,
+    /// exclusive; `''` on the first page), `$3` the key after every key with that prefix
+    /// (exclusive), `$4` how many keys to examine, `$5` the `LIKE` pattern (escape `\`).
+    ///
+    /// It examines the next `$4` rows of the range in key order (an index range scan on
+    /// the primary key, bounded by `$4` whatever matches) and returns one row per held
+    /// key among them that matches `$5`, each with `(last key examined, rows examined,
+    /// key, token, fence, µs left)`; when none is held, one row with only the first two.
+    /// Fewer rows examined than `$4` means the range is exhausted.
+    pub fn list(&self) -> &str {
+        &self.list
     }
 
     /// One purge batch: `$1` horizon in ms, `$2` batch size; rows affected.
@@ -319,6 +336,22 @@ impl Statements {
                      GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
                  FROM {table} WHERE key = $1 AND expires_at > clock_timestamp()"
             ),
+            // MATERIALIZED: the page is read once, by the index range scan; both the
+            // aggregate and the join use that snapshot of at most $4 rows. E'\\' is one
+            // backslash whatever standard_conforming_strings says.
+            list: format!(
+                "WITH page AS MATERIALIZED ( \
+                     SELECT key, token, fence, expires_at FROM {table} \
+                     WHERE key >= $1 AND key > $2 AND key < $3 \
+                     ORDER BY key LIMIT $4) \
+                 SELECT examined.last, examined.count, held.key, held.token, held.fence, \
+                     GREATEST((extract(epoch FROM held.expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
+                 FROM (SELECT max(key) AS last, count(*) AS count FROM page) AS examined \
+                 LEFT JOIN page AS held \
+                     ON held.key LIKE $5 ESCAPE E'\\\\' AND held.token IS NOT NULL \
+                        AND held.expires_at > clock_timestamp() \
+                 ORDER BY held.key"
+            ),
             purge: format!(
                 "DELETE FROM {table} WHERE key = ANY(ARRAY( \
                      SELECT key FROM {table} \
@@ -369,6 +402,22 @@ impl Statements {
             groups: GroupStatements::new(layout),
         }
     }
+}
+
+/// The least string greater than every string that starts with `prefix`, in byte (code
+/// point) order, as `COLLATE "C"` compares: `prefix` with its last character incremented
+/// (dropping trailing `char::MAX`es, skipping the surrogate gap). `None` when every
+/// character is `char::MAX` (or `prefix` is empty): there is no such string.
+pub(crate) fn prefix_successor(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
 }
 
 /// A duration in whole milliseconds as a bind parameter, saturating (durations beyond
@@ -425,6 +474,29 @@ mod tests {
         let unlogged = Statements::new(&layout(true));
         assert!(unlogged.create_table.starts_with("CREATE UNLOGGED TABLE"), "{}", unlogged.create_table);
         assert!(!unlogged.create_sequence.contains("UNLOGGED"), "{}", unlogged.create_sequence);
+    }
+
+    #[test]
+    fn prefix_successors_bound_every_key_with_the_prefix() {
+        assert_eq!(prefix_successor("lock:").as_deref(), Some("lock;"));
+        assert_eq!(prefix_successor("lock:ab").as_deref(), Some("lock:ac"));
+        assert_eq!(prefix_successor("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+        assert_eq!(prefix_successor("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_successor("\u{10FFFF}"), None);
+        assert_eq!(prefix_successor(""), None);
+        let (prefix, next) = ("lock:é", prefix_successor("lock:é").unwrap());
+        for key in ["lock:é", "lock:é\u{10FFFF}", "lock:éz:1"] {
+            assert!(key.starts_with(prefix) && key < next.as_str(), "{key}");
+        }
+        assert!("lock:ê" >= next.as_str());
+    }
+
+    #[test]
+    fn the_listing_reads_a_bounded_key_range() {
+        let sql = Statements::new(&layout(false));
+        assert!(sql.list.contains("WHERE key >= $1 AND key > $2 AND key < $3 ORDER BY key LIMIT $4"), "{}", sql.list);
+        assert!(sql.list.contains("LIKE $5 ESCAPE E'\\\\'"), "{}", sql.list);
+        assert!(sql.list.contains("FROM \"s\".\"t\""), "{}", sql.list);
     }
 
     #[test]

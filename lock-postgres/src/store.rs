@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, KeyState};
 use distlock_api::{
-    async_trait, Acquire, Capabilities, GroupLockStore, LockError, LockInfo, LockStore, StoreKey, Token, Ttl,
+    async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError,
+    LockInfo, LockKey, LockStore, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use sqlx::postgres::PgPool;
 
@@ -439,7 +440,96 @@ impl LockStore for PostgresLockStore {
         tracing::trace!(?woken, "wait for release ended");
         Ok(())
     }
+
+    /// One [`Statements::list`] statement: keyset pagination over the primary key.
+    ///
+    /// The page is the next `limit` rows (at most [`ListPage::MAX_LIMIT`]) after the
+    /// cursor within the key range of the pattern's literal prefix (`key >= 'lock:' ||
+    /// prefix AND key < <its successor>`, an index range scan of the `COLLATE "C"`
+    /// primary key), whether they match or not: a page costs the same however few keys
+    /// match or how many rows are released or expired. Of those rows it returns the held
+    /// ones that match (`LIKE … ESCAPE`). The cursor is the last key examined. Each page
+    /// is its own autocommit statement and snapshot; it takes no row locks, so
+    /// acquisitions and releases go on beside it.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when the statement fails; [`LockError::Config`] for a cursor
+    /// that is not a key of this store.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let after = match cursor {
+            None => "",
+            Some(cursor) if cursor.as_str().starts_with(LOCK_NAMESPACE) => cursor.as_str(),
+            Some(cursor) => {
+                return Err(LockError::Config {
+                    message: format!("{cursor:?} is not a listing cursor of the PostgreSQL store"),
+                })
+            }
+        };
+        let unexpected = |what: String| LockError::store(BACKEND, "list", None, UnexpectedAnswer(what));
+        let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
+        // Never `None`: the namespace's own characters can be incremented.
+        let beyond = sql::prefix_successor(&lowest)
+            .ok_or_else(|| unexpected(format!("no key range for the prefix {lowest:?}")))?;
+        let like = pattern.to_sql_like(LOCK_NAMESPACE);
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
+        let page_size = i64::try_from(limit).unwrap_or(i64::MAX);
+        let fail = |error: sqlx::Error| LockError::store(BACKEND, "list", None, error);
+        let rows: Vec<ListRow> = self
+            .retrying("list", || {
+                sqlx::query_as(&self.sql.list)
+                    .bind(&lowest)
+                    .bind(after)
+                    .bind(&beyond)
+                    .bind(page_size)
+                    .bind(&like)
+                    .fetch_all(&self.pool)
+            })
+            .await
+            .map_err(fail)?;
+        let (last, examined) = match rows.first() {
+            Some((last, examined, ..)) => (last.clone(), *examined),
+            None => return Err(unexpected("the list statement returned no row".to_owned())),
+        };
+        let mut locks = Vec::with_capacity(rows.len());
+        for (_, _, key, token, fence, micros_left) in rows {
+            let (Some(key), Some(token), Some(fence), Some(micros_left)) = (key, token, fence, micros_left) else {
+                continue;
+            };
+            let Some(key) = key.strip_prefix(LOCK_NAMESPACE) else { continue };
+            // The LIKE already matched; this also keeps `?` exact where the database's
+            // encoding makes `_` match a byte rather than a character.
+            if !pattern.matches(key) {
+                continue;
+            }
+            let key = LockKey::new(key).map_err(|_| unexpected(format!("the table holds an invalid key {key:?}")))?;
+            let token = Token::parse(&token)
+                .map_err(|_| unexpected(format!("the stored token of `{key}` is not a UUID v4")))?;
+            let fence = u64::try_from(fence).map_err(|_| unexpected(format!("negative fence {fence}")))?;
+            let ttl_left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
+            locks.push(HeldLock::new(key, vec![LockInfo::new(token, Some(fence), ttl_left)]));
+        }
+        let complete = usize::try_from(examined).map_or(true, |examined| examined < limit);
+        let next = match last {
+            Some(last) if !complete => Some(ListCursor::new(last)),
+            _ => None,
+        };
+        Ok(ListPage::new(locks, next))
+    }
 }
+
+/// One row of [`Statements::list`]: `(last key examined, rows examined, key, token, fence,
+/// µs left)`.
+type ListRow = (Option<String>, i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
 
 /// How long after a lease's end (as the server computed it) a waiter wakes to retry.
 const EXPIRY_MARGIN: Duration = Duration::from_millis(2);

@@ -452,7 +452,7 @@ async fn a_release_wakes_a_waiting_group() {
         async move { store.wait_for_change(&keys, Duration::from_secs(60)).await }
     });
     // The waiter flags the holder's row once it is registered; then the release notifies.
-    let flagged = format!("SELECT count(*) FROM \"{}\".\"locks_holders\" WHERE waiting", f.schema);
+    let flagged = format!("SELECT count(*) FROM {} WHERE waiting", f.store.statements().groups().holders_table());
     let deadline = Instant::now() + Duration::from_secs(30);
     while sqlx::query_scalar::<_, i64>(&flagged).fetch_one(f.store.pool()).await.unwrap() == 0 {
         assert!(Instant::now() < deadline, "the waiter never flagged the hold");

@@ -4,16 +4,21 @@
 
 // Layers, each importing only those listed before it: `config` (validated settings) and
 // `scripts` and `notify` are leaves; `url` parses store URLs with `config`'s rules;
-// `store` runs the commands; `builder` makes stores from settings and URLs.
+// `store` runs the commands; `group` (lock groups, with `group_scripts`, a leaf) adds
+// methods to the store; `builder` makes stores from settings and URLs.
 mod builder;
 mod config;
+mod group;
+mod group_scripts;
 mod notify;
 mod scripts;
 mod store;
 mod url;
 
 pub use builder::RedisLockStoreBuilder;
-pub use scripts::{EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT, RELEASE_SCRIPT};
+pub use scripts::{
+    EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT, LIST_SCRIPT, RELEASE_SCRIPT,
+};
 pub use store::RedisLockStore;
 pub use url::RedisUrl;
 

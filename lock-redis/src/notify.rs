@@ -92,6 +92,13 @@ impl ReleaseListener {
         }
     }
 
+    /// The registry of waiters, for waits on several keys at once (lock groups); starts
+    /// the subscriber if it is not running.
+    pub(crate) fn registry(&self) -> &WaiterRegistry {
+        self.ensure_started();
+        &self.shared.waiters
+    }
+
     /// Waits until `redis_key` is released (a published release or `still_held`
     /// reporting it free), the subscription changes, or `max` runs out; see
     /// [`WaiterRegistry::wait`].

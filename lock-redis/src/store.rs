@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_api::{Acquire, Capabilities, LockError, LockInfo, LockStore, StoreKey, Token, Ttl};
+use distlock_api::{
+    Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
+    StoreKey, Token, Ttl, LOCK_NAMESPACE,
+};
 use redis::aio::ConnectionManager;
 use redis::Value;
 
@@ -24,6 +27,7 @@ use crate::scripts::SCRIPTS;
 /// | extend | `EVALSHA` of [`EXTEND_SCRIPT`](crate::EXTEND_SCRIPT) (`GET` == token → `PEXPIRE`); in fencing mode also `PEXPIRE` of the fence key |
 /// | inspect | `EVALSHA` of a read-only script (`GET`, `PTTL`, the fence key) |
 /// | wait for release | once per store: a subscriber connection on `{key_prefix}:released`; per wait: `EXISTS {key_prefix}:lock:{key}` |
+/// | list, per page | `SCAN <cursor> MATCH {key_prefix}:lock:<pattern> COUNT <limit>`, then `EVALSHA` of the read-only [`LIST_SCRIPT`](crate::LIST_SCRIPT) on the keys found, 500 at a time (`STRLEN`, `PTTL`, `GET`, the fence keys) |
 ///
 /// Every `EVALSHA` falls back to `EVAL` once when the server answers `NOSCRIPT`.
 /// Commands go through a [`ConnectionManager`], which reconnects after a lost connection.
@@ -125,6 +129,11 @@ impl RedisLockStore {
         self.listener.is_some()
     }
 
+    /// The release subscriber, when waits are notified (lock groups wait on it too).
+    pub(crate) fn listener(&self) -> Option<&ReleaseListener> {
+        self.listener.as_deref()
+    }
+
     /// A store failure of `operation` on `key`, named as the application knows it.
     fn error(operation: &'static str, key: &StoreKey, err: impl Into<distlock_api::BoxError>) -> LockError {
         LockError::store(Self::BACKEND, operation, Some(key.lock_key()), err)
@@ -193,6 +202,11 @@ impl LockStore for RedisLockStore {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::NONE.with_fencing(self.fencing).with_release_notifications(self.notified_waits())
+    }
+
+    /// Lock groups: see the crate README, "Lock groups".
+    fn groups(&self) -> Option<&dyn distlock_api::GroupLockStore> {
+        Some(self)
     }
 
     /// `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>`, or in fencing mode the
@@ -356,6 +370,122 @@ impl LockStore for RedisLockStore {
         let woken = listener.wait(&redis_key, max, still_held).await?;
         tracing::trace!(redis.key = %redis_key, ?woken, "wait for release ended");
         Ok(())
+    }
+
+    /// One `SCAN <cursor> MATCH {key_prefix}:lock:<glob> COUNT <limit>`, then the
+    /// read-only [`LIST_SCRIPT`](crate::LIST_SCRIPT) on the keys it found (one run per
+    /// 500 keys): each command bounded by `limit` (at most [`ListPage::MAX_LIMIT`]) or by
+    /// 500 keys, never `KEYS`.
+    ///
+    /// The cursor is `SCAN`'s, so a lock held throughout the listing is listed at least
+    /// once, possibly twice (when the server resizes its hash table meanwhile). Only keys
+    /// in this store's namespace are examined (`{key_prefix}:lock:…`: never the fencing
+    /// keys), and of those only the ones this store could have written (a token with an
+    /// expiry); anything else under the prefix is skipped. In fencing mode each holder's
+    /// fence is read from its fence key, as [`inspect`](LockStore::inspect) does.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when a command fails; [`LockError::Config`] for a cursor
+    /// that is not a `SCAN` cursor.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let position: u64 = match cursor {
+            None => 0,
+            Some(cursor) => cursor.as_str().parse().map_err(|_| LockError::Config {
+                message: format!("{cursor:?} is not a listing cursor of the Redis store"),
+            })?,
+        };
+        let glob = pattern.to_redis_glob(&format!("{}:{LOCK_NAMESPACE}", self.key_prefix));
+        let mut conn = self.conn.clone();
+        let (next, found): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(position)
+            .arg("MATCH")
+            .arg(&glob)
+            .arg("COUNT")
+            .arg(limit.clamp(1, ListPage::MAX_LIMIT))
+            .query_async(&mut conn)
+            .await
+            .map_err(|err| LockError::store(Self::BACKEND, "list", None, err))?;
+        let locks = self.holders(pattern, found).await?;
+        Ok(ListPage::new(locks, (next != 0).then(|| ListCursor::new(next.to_string()))))
+    }
+}
+
+/// The most lock keys one run of the list script reads: a bigger page is read by several
+/// runs, so that no script holds the server for long (about 2 µs per key).
+const LIST_SCRIPT_BATCH: usize = 500;
+
+impl RedisLockStore {
+    /// The holders of the Redis keys one `SCAN` found, read by the list script in batches
+    /// of at most [`LIST_SCRIPT_BATCH`] keys; keys that are not this store's locks are
+    /// skipped.
+    async fn holders(&self, pattern: &KeyPattern, found: Vec<Vec<u8>>) -> Result<Vec<HeldLock>, LockError> {
+        let namespace = format!("{}:{LOCK_NAMESPACE}", self.key_prefix);
+        let mut keys = Vec::with_capacity(found.len());
+        for redis_key in found {
+            // Anything here matched the glob; keep what the pattern itself matches and
+            // what is a valid key (another program's keys may be neither).
+            let Ok(redis_key) = String::from_utf8(redis_key) else { continue };
+            let Some(key) = redis_key.strip_prefix(&namespace) else { continue };
+            if !pattern.matches(key) {
+                continue;
+            }
+            let Ok(key) = LockKey::new(key) else { continue };
+            keys.push((redis_key, key));
+        }
+        let mut locks = Vec::with_capacity(keys.len());
+        for batch in keys.chunks(LIST_SCRIPT_BATCH) {
+            locks.extend(self.read_holders(batch).await?);
+        }
+        Ok(locks)
+    }
+
+    /// One run of the list script over `keys` (Redis key, application key).
+    async fn read_holders(&self, keys: &[(String, LockKey)]) -> Result<Vec<HeldLock>, LockError> {
+        let fence_keys: Vec<String> = if self.fencing {
+            keys.iter().map(|(_, key)| self.fence_key(&key.to_store_key())).collect()
+        } else {
+            Vec::new()
+        };
+        let mut conn = self.conn.clone();
+        let holders: Vec<(Option<String>, i64, Option<u64>)> = SCRIPTS
+            .list
+            .run(&mut conn, |cmd| {
+                cmd.arg(keys.len() + fence_keys.len());
+                for (redis_key, _) in keys {
+                    cmd.arg(redis_key);
+                }
+                cmd.arg(&fence_keys).arg(keys.len());
+            })
+            .await
+            .map_err(|err| LockError::store(Self::BACKEND, "list", None, err))?;
+        if holders.len() != keys.len() {
+            return Err(LockError::store(
+                Self::BACKEND,
+                "list",
+                None,
+                UnexpectedReply(format!("the list script returned {} entries for {} keys", holders.len(), keys.len())),
+            ));
+        }
+        Ok(keys
+            .iter()
+            .zip(holders)
+            .filter_map(|((_, key), (token, pttl, fence))| {
+                // A string that is not a token was not written by this store.
+                let token = Token::parse(&token?).ok()?;
+                let ttl_left = Duration::from_millis(u64::try_from(pttl).ok()?);
+                Some(HeldLock::new(key.clone(), vec![LockInfo::new(token, fence, ttl_left)]))
+            })
+            .collect())
     }
 }
 

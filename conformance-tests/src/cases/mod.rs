@@ -7,7 +7,9 @@
 mod basics;
 mod cleanup;
 mod contention;
+mod groups;
 mod input;
+mod listing;
 mod reentrant;
 mod renewal;
 mod scale;
@@ -28,7 +30,19 @@ pub use basics::{
 };
 pub use cleanup::{cancelled_acquire_leaves_nothing, dropped_handle_is_freed_promptly};
 pub use contention::contended_counter_is_exact;
+pub use groups::{
+    group_bad_input_is_rejected, group_crashed_reader_expires_alone, group_dropped_handle_is_released,
+    group_failed_attempt_leaves_nothing, group_fences_strictly_increase, group_high_permit_count,
+    group_many_readers_one_writer, group_permits_change_is_seen_by_the_next_grant,
+    group_release_owner_frees_only_that_owner, group_release_twice_is_an_error, group_renewal_and_loss,
+    group_semaphore_bounds_concurrency, group_semaphore_max_count, group_waiting_groups_do_not_deadlock,
+    group_writer_beats_later_readers,
+};
 pub use input::bad_input_is_rejected_before_any_store_call;
+pub use listing::{
+    list_all, list_at_scale, list_filters_by_pattern, list_pages_through_many_keys, list_reports_held_locks,
+    list_skips_released_and_expired_leases, Listing, ScaleListing,
+};
 pub use reentrant::{
     reentrant_scope_and_panics, reentrant_scope_is_not_shared_with_spawned_tasks, reentrant_scope_nests_and_counts,
     reentrant_scope_shares_renewal_and_loss, reentrant_scope_survives_any_drop_order,

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, DynLockStore, LockError, LockInfo, LockManager, LockStore, StoreKey, Token, Ttl,
+    Acquire, Capabilities, DynLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockManager, LockStore,
+    StoreKey, Token, Ttl,
 };
 
 use super::bench::{run, Library, Measured, Scenario, Stop};
@@ -45,6 +46,15 @@ impl LockStore for PollingOnly {
     async fn wait_for_release(&self, _key: &StoreKey, max: Duration) -> Result<(), LockError> {
         tokio::time::sleep(max).await;
         Ok(())
+    }
+
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        self.0.list(pattern, cursor, limit).await
     }
 }
 

@@ -5,11 +5,13 @@
 
 mod report;
 
+use std::future::Future;
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock::{LockManager, LockOptions};
+use distlock::{LockError, LockManager, LockOptions};
 use distlock_conformance::kit::bench::{
     self as harness, BenchError, Library, Locker, Measured, RawMemory, RawPostgres, RawRedis, Stop,
 };
@@ -43,7 +45,7 @@ pub(crate) async fn bench(url: Option<&str>, args: BenchArgs) -> Result<u8, Fail
     let raw = if args.baseline { Some(Raw::connect(backend, url, args.ttl, args.retry).await?) } else { None };
 
     let runs_per_scenario = if raw.is_some() { 2 } else { 1 };
-    let mut progress = Progress::new(scenarios.len() * runs_per_scenario);
+    let mut progress = Progress::new(scenarios.len() * runs_per_scenario, args.duration);
     // A waiting hot-key worker takes the lock within one retry interval (polling) or at
     // once (notified); one that just released waits that long for a hand-off.
     let patience = args.retry * 4 + Duration::from_millis(50);
@@ -56,13 +58,13 @@ pub(crate) async fn bench(url: Option<&str>, args: BenchArgs) -> Result<u8, Fail
     }
     let mut rows = Vec::new();
     for scenario in scenarios {
-        progress.start(scenario, "distlock");
-        let measured = bench.measure(&library, scenario, "lib").await?;
+        let cycles = progress.start(scenario, "distlock");
+        let measured = bench.measure(&library, scenario, "lib", cycles).await?;
         progress.finish(&measured);
         let mut row = Row::new(scenario, "distlock", workers, &measured);
         if let Some(raw) = &raw {
-            progress.start(scenario, "raw");
-            let baseline = raw.measure(&bench, scenario).await?;
+            let cycles = progress.start(scenario, "raw");
+            let baseline = raw.measure(&bench, scenario, cycles).await?;
             progress.finish(&baseline);
             let baseline = Row::new(scenario, "raw", workers, &baseline);
             row.compare_with(&baseline);
@@ -117,15 +119,19 @@ impl Bench {
         }
     }
 
+    /// Runs `scenario` for the bench's duration, counting finished cycles in `cycles`
+    /// as they happen (for the progress display; the report uses the harness's own count).
     async fn measure<L: Locker>(
         &self,
         locker: &Arc<L>,
         scenario: Scenario,
         variant: &str,
+        cycles: Arc<AtomicU64>,
     ) -> Result<Measured, Failure> {
         let prefix = format!("distlock-bench:{}:{variant}:", self.run_id);
         let stop = Stop::At(Instant::now() + self.duration);
-        harness::run(locker, self.scenario(scenario), &prefix, stop).await.map_err(failure)
+        let counted = Arc::new(Counted { inner: Arc::clone(locker), cycles });
+        harness::run(&counted, self.scenario(scenario), &prefix, stop).await.map_err(failure)
     }
 
     /// A short uncontended run, not reported: connections, caches, allocator.
@@ -169,11 +175,11 @@ impl Raw {
         })
     }
 
-    async fn measure(&self, bench: &Bench, scenario: Scenario) -> Result<Measured, Failure> {
+    async fn measure(&self, bench: &Bench, scenario: Scenario, cycles: Arc<AtomicU64>) -> Result<Measured, Failure> {
         match self {
-            Self::Memory(raw) => bench.measure(raw, scenario, "raw").await,
-            Self::Redis(raw) => bench.measure(raw, scenario, "raw").await,
-            Self::Postgres(raw) => bench.measure(raw, scenario, "raw").await,
+            Self::Memory(raw) => bench.measure(raw, scenario, "raw", cycles).await,
+            Self::Redis(raw) => bench.measure(raw, scenario, "raw", cycles).await,
+            Self::Postgres(raw) => bench.measure(raw, scenario, "raw", cycles).await,
         }
     }
 
@@ -186,46 +192,156 @@ impl Raw {
     }
 }
 
-/// Progress on stderr: a bar on a terminal, otherwise one line per finished run.
+/// A [`Locker`] that counts finished cycles (releases) as they happen, so the progress
+/// display can show operations while a run is still going. Both distlock and the raw
+/// baseline are wrapped alike: one relaxed atomic add per cycle, the same for both sides
+/// of the ratio.
+struct Counted<L> {
+    inner: Arc<L>,
+    cycles: Arc<AtomicU64>,
+}
+
+impl<L: Locker> Locker for Counted<L> {
+    type Key = L::Key;
+    type Guard = L::Guard;
+
+    fn key(&self, name: &str) -> Result<Self::Key, LockError> {
+        self.inner.key(name)
+    }
+
+    fn acquire(
+        &self,
+        key: &Self::Key,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Option<Self::Guard>, LockError>> + Send {
+        self.inner.acquire(key, wait)
+    }
+
+    async fn release(&self, key: &Self::Key, guard: Self::Guard) -> Result<bool, LockError> {
+        let released = self.inner.release(key, guard).await;
+        self.cycles.fetch_add(1, Ordering::Relaxed);
+        released
+    }
+}
+
+/// Progress on stderr, keeping stdout for the results. On a terminal: a bar over the
+/// runs whose message shows the current run's time and operations so far, redrawn ten
+/// times a second. Otherwise: a line when each run finishes, and for runs of 10 s or
+/// more a line every 5 s while they go on.
 struct Progress {
     bar: Option<ProgressBar>,
     runs: usize,
     done: usize,
+    duration: Duration,
     current: String,
+    started: Instant,
+    cycles: Arc<AtomicU64>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Progress {
-    fn new(runs: usize) -> Self {
+    fn new(runs: usize, duration: Duration) -> Self {
         let bar = std::io::stderr().is_terminal().then(|| progress_bar(runs));
-        Self { bar, runs, done: 0, current: String::new() }
+        Self {
+            bar,
+            runs,
+            done: 0,
+            duration,
+            current: String::new(),
+            started: Instant::now(),
+            cycles: Arc::default(),
+            ticker: None,
+        }
     }
 
-    fn start(&mut self, scenario: Scenario, implementation: &str) {
-        let name = format!("{} · {implementation}", scenario.name());
-        if let Some(bar) = &self.bar {
-            bar.set_message(name.clone());
-        }
-        self.current = name;
+    /// Starts showing a run; returns the counter the run adds its finished cycles to.
+    fn start(&mut self, scenario: Scenario, implementation: &str) -> Arc<AtomicU64> {
+        self.current = format!("{} · {implementation}", scenario.name());
+        self.started = Instant::now();
+        self.cycles = Arc::default();
+        let line = RunLine {
+            name: self.current.clone(),
+            run: self.done + 1,
+            runs: self.runs,
+            duration: self.duration,
+            started: self.started,
+            cycles: Arc::clone(&self.cycles),
+        };
+        self.ticker = match &self.bar {
+            Some(bar) => {
+                let bar = bar.clone();
+                bar.set_message(line.status());
+                Some(tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(Duration::from_millis(100));
+                    loop {
+                        tick.tick().await;
+                        bar.set_message(line.status());
+                    }
+                }))
+            }
+            None if self.duration >= Duration::from_secs(10) => Some(tokio::spawn(async move {
+                let every = Duration::from_secs(5);
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    tick.tick().await;
+                    eprintln!("distlock bench: {}/{} {}", line.run, line.runs, line.status());
+                }
+            })),
+            None => None,
+        };
+        Arc::clone(&self.cycles)
     }
 
     fn finish(&mut self, measured: &Measured) {
+        if let Some(ticker) = self.ticker.take() {
+            ticker.abort();
+        }
         self.done += 1;
         match &self.bar {
             Some(bar) => bar.inc(1),
             None => eprintln!(
-                "distlock bench: {}/{} {} done, {:.0} ops/s",
+                "distlock bench: {}/{} {} done in {:.1}s: {} ops, {:.0} ops/s",
                 self.done,
                 self.runs,
                 self.current,
+                self.started.elapsed().as_secs_f64(),
+                measured.ops,
                 measured.ops_per_sec()
             ),
         }
     }
 
-    fn done(&self) {
+    fn done(&mut self) {
+        if let Some(ticker) = self.ticker.take() {
+            ticker.abort();
+        }
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
+    }
+}
+
+/// What the progress display says about the run in progress.
+struct RunLine {
+    name: String,
+    run: usize,
+    runs: usize,
+    duration: Duration,
+    started: Instant,
+    cycles: Arc<AtomicU64>,
+}
+
+impl RunLine {
+    /// `distinct · distlock: 0.4s / 1.0s, 12345 ops`.
+    fn status(&self) -> String {
+        let elapsed = self.started.elapsed().min(self.duration);
+        format!(
+            "{}: {:.1}s / {:.1}s, {} ops",
+            self.name,
+            elapsed.as_secs_f64(),
+            self.duration.as_secs_f64(),
+            self.cycles.load(Ordering::Relaxed)
+        )
     }
 }
 

@@ -6,7 +6,7 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
 /// The longest any single step may take; a hung step fails the test instead of hanging it.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
@@ -49,20 +49,46 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// A `distlock run` in the background whose stdout is read line by line.
+/// A `distlock run` in the background whose stdout (and, on demand, stderr) is read line
+/// by line.
 pub struct Running {
     pub child: Child,
     pub lines: Lines<BufReader<ChildStdout>>,
+    errors: Option<Lines<BufReader<ChildStderr>>>,
 }
 
 impl Running {
     /// Starts `distlock run` with piped stdin and stdout (stderr piped too).
     pub fn start(store: &str, args: &[&str]) -> Self {
-        let mut command = distlock(Some(store), args);
+        Self::spawn(distlock(Some(store), args))
+    }
+
+    /// Starts `command` (from [`distlock`]) with piped stdin, stdout and stderr.
+    pub fn spawn(mut command: Command) -> Self {
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = command.spawn().expect("spawn distlock run");
         let stdout = child.stdout.take().expect("piped stdout");
-        Self { child, lines: BufReader::new(stdout).lines() }
+        Self { child, lines: BufReader::new(stdout).lines(), errors: None }
+    }
+
+    /// Reads distlock's stderr until a line contains `needle`, within [`TIMEOUT`]; returns
+    /// that line.
+    pub async fn stderr_line_with(&mut self, needle: &str) -> String {
+        if self.errors.is_none() {
+            let stderr = self.child.stderr.take().expect("piped stderr");
+            self.errors = Some(BufReader::new(stderr).lines());
+        }
+        let errors = self.errors.as_mut().expect("stderr reader");
+        let found = async {
+            loop {
+                match errors.next_line().await.expect("read distlock's stderr") {
+                    Some(line) if line.contains(needle) => return line,
+                    Some(_) => {}
+                    None => panic!("distlock's stderr ended without `{needle}`"),
+                }
+            }
+        };
+        tokio::time::timeout(TIMEOUT, found).await.unwrap_or_else(|_| panic!("no `{needle}` on stderr in time"))
     }
 
     /// The next line the command printed, within [`TIMEOUT`].
@@ -90,11 +116,66 @@ impl Running {
             use tokio::io::AsyncReadExt;
             // A process the command left behind may hold the pipe open: bounded.
             let _ = tokio::time::timeout(TIMEOUT, pipe.read_to_string(&mut stderr)).await;
+        } else if let Some(mut errors) = self.errors.take() {
+            let rest = async {
+                while let Ok(Some(line)) = errors.next_line().await {
+                    stderr.push_str(&line);
+                    stderr.push('\n');
+                }
+            };
+            let _ = tokio::time::timeout(TIMEOUT, rest).await;
         }
         (status.code().expect("distlock exited normally"), stderr)
     }
 
     pub fn pid(&self) -> i32 {
         i32::try_from(self.child.id().expect("running")).expect("pid")
+    }
+}
+
+/// Whether process `pid` still runs: it exists and is not a zombie (a zombie is dead,
+/// waiting for its parent to collect its status).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) != Some("Z"),
+        Err(_) => false,
+    }
+}
+
+/// Waits until none of `pids` runs, up to `bound`; returns how long it took, or the pids
+/// still running at the bound. (No signal tells a test that a process it did not start
+/// has died: this looks every 20 ms.)
+pub async fn gone_within(pids: &[i32], bound: Duration) -> Result<Duration, Vec<i32>> {
+    let started = std::time::Instant::now();
+    loop {
+        let running: Vec<i32> = pids.iter().copied().filter(|pid| alive(*pid)).collect();
+        if running.is_empty() {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() >= bound {
+            return Err(running);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A fresh empty directory for one test's files, removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("distlock-cli-{test}-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

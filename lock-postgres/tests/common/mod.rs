@@ -59,7 +59,12 @@ impl TestTable {
 
     pub async fn drop(self) {
         self.store.pool().close().await;
-        self.admin("DROP TABLE IF EXISTS {table}").await;
+        let groups = self.store.statements().groups();
+        let (holders, permits, function) = (groups.holders_table(), groups.permits_table(), groups.function());
+        self.admin(&format!(
+            "DROP TABLE IF EXISTS {{table}}, {holders}, {permits}; DROP FUNCTION IF EXISTS {function}"
+        ))
+        .await;
     }
 }
 

@@ -1,0 +1,402 @@
+//! Lock groups: read/write locks, semaphores, all-or-nothing groups.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{
+    DynLockStore, GroupLock, GroupMember, InvalidGroup, LockError, LockGroup, LockManager, LockMode, LockOptions,
+    OwnerId,
+};
+use tokio::time::Instant;
+
+use super::{manager, Keys, LONG_TTL, RETRY};
+
+fn read(key: &str) -> LockGroup {
+    LockGroup::single(GroupMember::shared(key).unwrap()).unwrap()
+}
+
+fn write(key: &str) -> LockGroup {
+    LockGroup::single(GroupMember::exclusive(key).unwrap()).unwrap()
+}
+
+fn semaphore(key: &str, permits: u32) -> LockGroup {
+    LockGroup::single(GroupMember::shared(key).unwrap().with_permits(permits)).unwrap()
+}
+
+async fn try_take(locks: &LockManager, group: &LockGroup) -> Option<GroupLock> {
+    locks.try_lock_group(group, LONG_TTL).await.unwrap()
+}
+
+fn waiting(wait: Duration) -> LockOptions {
+    LockOptions::new().wait(wait).retry_interval(RETRY)
+}
+
+/// Many readers hold a name together; a writer gets it only when they are all gone, and
+/// excludes readers while it holds it.
+pub async fn group_many_readers_one_writer(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-rw");
+    let locks = manager(&store);
+    let key = keys.key("doc");
+    let mut readers = Vec::new();
+    for _ in 0..5 {
+        readers.push(try_take(&locks, &read(&key)).await.expect("readers share a name"));
+    }
+    assert!(readers.iter().all(|reader| reader.members()[0].1 == LockMode::Shared));
+    assert_eq!(locks.holders(&key).await.unwrap().len(), 5);
+    assert!(try_take(&locks, &write(&key)).await.is_none(), "a writer got in beside readers");
+    for reader in readers {
+        reader.release().await.unwrap();
+    }
+    let writer = try_take(&locks, &write(&key)).await.expect("the writer gets the name once readers left");
+    assert!(try_take(&locks, &read(&key)).await.is_none(), "a reader got in beside the writer");
+    assert!(try_take(&locks, &write(&key)).await.is_none(), "two writers at once");
+    let holders = locks.holders(&key).await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0].mode, LockMode::Exclusive);
+    assert_eq!(holders[0].owner.as_deref(), Some(locks.owner().as_str()));
+    assert!(holders[0].ttl_left <= LONG_TTL);
+    writer.release().await.unwrap();
+    assert!(locks.holders(&key).await.unwrap().is_empty());
+}
+
+/// Writer preference: once a writer waits, new readers wait behind it, and the writer
+/// gets the name as soon as the readers that were in leave.
+pub async fn group_writer_beats_later_readers(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-writer-first");
+    let locks = manager(&store);
+    let key = keys.key("doc");
+    let first_reader = try_take(&locks, &read(&key)).await.unwrap();
+    let writer = tokio::spawn({
+        let (locks, key) = (locks.clone(), key.clone());
+        async move { locks.lock_group_opts(&write(&key), LONG_TTL, &waiting(Duration::from_secs(30))).await }
+    });
+    // Until the writer's intent is recorded, a new reader still gets in: probe until refused.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match try_take(&locks, &read(&key)).await {
+            None => break,
+            Some(probe) => probe.release().await.unwrap(),
+        }
+        assert!(Instant::now() < deadline, "new readers were never held back by the waiting writer");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    first_reader.release().await.unwrap();
+    let writer = tokio::time::timeout(Duration::from_secs(20), writer).await.expect("the writer starved").unwrap();
+    let writer = writer.expect("the writer got the name");
+    assert!(try_take(&locks, &read(&key)).await.is_none());
+    writer.release().await.unwrap();
+    let reader = try_take(&locks, &read(&key)).await.expect("readers come back after the writer");
+    reader.release().await.unwrap();
+}
+
+/// A semaphore of N admits N holders, refuses the next, and admits it after a release.
+pub async fn group_semaphore_max_count(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-max-count");
+    let locks = manager(&store);
+    let key = keys.key("pool");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(try_take(&locks, &semaphore(&key, 3)).await.expect("a free slot"));
+    }
+    assert!(try_take(&locks, &semaphore(&key, 3)).await.is_none(), "a fourth holder of three slots");
+    held.pop().unwrap().release().await.unwrap();
+    held.push(try_take(&locks, &semaphore(&key, 3)).await.expect("a released slot is free"));
+    for lock in held {
+        lock.release().await.unwrap();
+    }
+}
+
+/// 12 tasks on a semaphore of 3 slots: never more than 3 inside, everyone gets in, and
+/// the waiters drain once the holders are gone.
+pub async fn group_semaphore_bounds_concurrency(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-concurrency");
+    let locks = manager(&store);
+    let key = keys.key("pool");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let (locks, key, inside, most) = (locks.clone(), key.clone(), Arc::clone(&inside), Arc::clone(&most));
+        tasks.push(tokio::spawn(async move {
+            let slot =
+                locks.lock_group_opts(&semaphore(&key, 3), LONG_TTL, &waiting(Duration::from_secs(60))).await.unwrap();
+            let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            slot.release().await.unwrap();
+        }));
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task).await.expect("a task never got a slot").unwrap();
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!((1..=3).contains(&most), "{most} tasks inside a semaphore of 3");
+    assert_eq!(inside.load(Ordering::SeqCst), 0);
+    assert!(locks.holders(&key).await.unwrap().is_empty());
+}
+
+/// A semaphore with many slots: 200 holders at once.
+pub async fn group_high_permit_count(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-high-count");
+    let locks = manager(&store);
+    let key = keys.key("pool");
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        held.push(try_take(&locks, &semaphore(&key, 1000)).await.expect("a free slot of 1000"));
+    }
+    assert_eq!(locks.holders(&key).await.unwrap().len(), 200);
+    for lock in held {
+        lock.release().await.unwrap();
+    }
+}
+
+/// A group is all or nothing: when one member is held, none is taken.
+pub async fn group_failed_attempt_leaves_nothing(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-all-or-nothing");
+    let locks = manager(&store);
+    let (a, b, c) = (keys.key("a"), keys.key("b"), keys.key("c"));
+    let blocker = try_take(&locks, &write(&c)).await.unwrap();
+    let group = LockGroup::new([
+        GroupMember::exclusive(&a).unwrap(),
+        GroupMember::shared(&b).unwrap(),
+        GroupMember::exclusive(&c).unwrap(),
+    ])
+    .unwrap();
+    assert!(try_take(&locks, &group).await.is_none());
+    let err = locks.lock_group_opts(&group, LONG_TTL, &waiting(Duration::from_millis(200))).await.unwrap_err();
+    assert!(err.is_not_acquired(), "{err}");
+    assert!(locks.holders(&a).await.unwrap().is_empty(), "a failed group left a hold on a");
+    assert!(locks.holders(&b).await.unwrap().is_empty(), "a failed group left a hold on b");
+    // Its withdrawn intents do not hold back readers.
+    try_take(&locks, &read(&a)).await.expect("a is free").release().await.unwrap();
+    blocker.release().await.unwrap();
+    let all = try_take(&locks, &group).await.expect("the whole group once c is free");
+    assert_eq!(all.members().len(), 3);
+    for key in [&a, &b, &c] {
+        assert_eq!(locks.holders(key).await.unwrap().len(), 1);
+    }
+    all.release().await.unwrap();
+}
+
+/// Each holder has its own lease: a crashed reader's hold expires while a renewing
+/// reader keeps its own, and a writer still waits for the live one.
+pub async fn group_crashed_reader_expires_alone(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-crashed-reader");
+    let locks = manager(&store);
+    let key = keys.key("doc");
+    let renewing = locks
+        .try_lock_group_opts(&read(&key), Duration::from_millis(600), &LockOptions::new().auto_renew())
+        .await
+        .unwrap()
+        .expect("first reader");
+    let crashed = locks.try_lock_group(&read(&key), Duration::from_millis(300)).await.unwrap().expect("second reader");
+    let crashed_token = crashed.token().clone();
+    let _ = crashed.into_stamp(); // crashes: no release, no renewal
+    assert_eq!(locks.holders(&key).await.unwrap().len(), 2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while locks.holders(&key).await.unwrap().iter().any(|holder| holder.token == crashed_token) {
+        assert!(Instant::now() < deadline, "the crashed reader's hold never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Several of the renewing reader's TTLs have passed: it still holds, alone.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let holders = locks.holders(&key).await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(&holders[0].token, renewing.token());
+    assert!(!renewing.is_lost());
+    assert!(try_take(&locks, &write(&key)).await.is_none(), "the writer ignored the live reader");
+    renewing.release().await.unwrap();
+    try_take(&locks, &write(&key)).await.expect("free after the last reader").release().await.unwrap();
+}
+
+/// Two waiting groups that want each other's names in opposite modes both finish: the
+/// intents of one never block the other forever.
+pub async fn group_waiting_groups_do_not_deadlock(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-no-deadlock");
+    let locks = manager(&store);
+    let (a, b) = (keys.key("a"), keys.key("b"));
+    // Readers on both names make both groups wait (and record their intents).
+    let reader_a = try_take(&locks, &read(&a)).await.unwrap();
+    let reader_b = try_take(&locks, &read(&b)).await.unwrap();
+    let g1 = LockGroup::new([GroupMember::exclusive(&a).unwrap(), GroupMember::shared(&b).unwrap()]).unwrap();
+    let g2 = LockGroup::new([GroupMember::exclusive(&b).unwrap(), GroupMember::shared(&a).unwrap()]).unwrap();
+    let run = |group: LockGroup| {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            let held = locks.lock_group_opts(&group, LONG_TTL, &waiting(Duration::from_secs(30))).await?;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            held.release().await
+        })
+    };
+    let (t1, t2) = (run(g1), run(g2));
+    tokio::time::sleep(Duration::from_millis(200)).await; // both are waiting behind the readers
+    reader_a.release().await.unwrap();
+    reader_b.release().await.unwrap();
+    for task in [t1, t2] {
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("waiting groups deadlocked")
+            .unwrap()
+            .expect("a waiting group failed");
+    }
+    assert!(locks.holders(&a).await.unwrap().is_empty() && locks.holders(&b).await.unwrap().is_empty());
+}
+
+/// Releasing by stamp twice: the second is the typed `GroupNotHeld` error.
+pub async fn group_release_twice_is_an_error(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-release-twice");
+    let locks = manager(&store);
+    let group = LockGroup::new([GroupMember::exclusive(&keys.key("a")).unwrap()]).unwrap();
+    let stamp = try_take(&locks, &group).await.unwrap().into_stamp();
+    assert!(try_take(&locks, &group).await.is_none(), "into_stamp released the group");
+    locks.release_stamp(&stamp).await.unwrap();
+    match locks.release_stamp(&stamp).await {
+        Err(LockError::GroupNotHeld { stamp: number }) => assert_eq!(number, stamp.fence().unwrap_or(0)),
+        other => panic!("expected GroupNotHeld, got {other:?}"),
+    }
+    try_take(&locks, &group).await.expect("free after the release").release().await.unwrap();
+}
+
+/// `release_owner` frees every hold of that owner and nothing of another's.
+pub async fn group_release_owner_frees_only_that_owner(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-release-owner");
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let mine = manager(&store).with_owner(OwnerId::new("conformance", &format!("mine-{suffix}")).unwrap());
+    let theirs = manager(&store).with_owner(OwnerId::new("conformance", &format!("theirs-{suffix}")).unwrap());
+    let (a, b) = (keys.key("a"), keys.key("b"));
+    let kept_a = try_take(&theirs, &read(&a)).await.unwrap();
+    let lost_a = try_take(&mine, &read(&a)).await.unwrap().into_stamp();
+    let lost_b = try_take(&mine, &write(&b)).await.unwrap().into_stamp();
+    assert_eq!(mine.release_owner().await.unwrap(), 2);
+    let holders = theirs.holders(&a).await.unwrap();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert_eq!(&holders[0].token, kept_a.token());
+    assert!(mine.holders(&b).await.unwrap().is_empty());
+    assert!(matches!(mine.release_stamp(&lost_a).await, Err(LockError::GroupNotHeld { .. })));
+    assert!(matches!(mine.release_stamp(&lost_b).await, Err(LockError::GroupNotHeld { .. })));
+    assert_eq!(mine.release_owner().await.unwrap(), 0);
+    kept_a.release().await.unwrap();
+}
+
+/// A permits change in the store is seen by the next grant; lowering it keeps the holders
+/// and delays new grants until the count drops.
+pub async fn group_permits_change_is_seen_by_the_next_grant(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-permits");
+    let locks = manager(&store);
+    let key = keys.key("pool");
+    locks.set_permits(&key, LockMode::Shared, Some(1)).await.unwrap();
+    let first = try_take(&locks, &read(&key)).await.unwrap();
+    assert!(try_take(&locks, &read(&key)).await.is_none(), "the stored permit of 1 was not applied");
+    // A member's own default does not override the stored entry.
+    assert!(try_take(&locks, &semaphore(&key, 5)).await.is_none());
+    locks.set_permits(&key, LockMode::Shared, Some(3)).await.unwrap();
+    let second = try_take(&locks, &read(&key)).await.expect("raised permits not seen");
+    let third = try_take(&locks, &read(&key)).await.unwrap();
+    locks.set_permits(&key, LockMode::Shared, Some(1)).await.unwrap();
+    assert_eq!(locks.holders(&key).await.unwrap().len(), 3, "lowering permits evicted holders");
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+    assert!(try_take(&locks, &read(&key)).await.is_none(), "granted beyond the lowered permits");
+    third.release().await.unwrap();
+    let only = try_take(&locks, &read(&key)).await.expect("free once below the permits");
+    only.release().await.unwrap();
+    // Exclusive permits: two writers at once when the store says so.
+    locks.set_permits(&key, LockMode::Exclusive, Some(2)).await.unwrap();
+    let w1 = try_take(&locks, &write(&key)).await.unwrap();
+    let w2 = try_take(&locks, &write(&key)).await.expect("exclusive permits of 2");
+    assert!(try_take(&locks, &read(&key)).await.is_none());
+    w1.release().await.unwrap();
+    w2.release().await.unwrap();
+    locks.set_permits(&key, LockMode::Shared, None).await.unwrap();
+    locks.set_permits(&key, LockMode::Exclusive, None).await.unwrap();
+    let group_store = store.groups().expect("groups");
+    assert_eq!(group_store.permits(&keys.store_key("pool"), LockMode::Shared).await.unwrap(), None);
+}
+
+/// Group stamps (fences) strictly increase across grants, also against single locks.
+pub async fn group_fences_strictly_increase(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-fences");
+    let locks = manager(&store);
+    let key = keys.key("a");
+    let mut last = 0;
+    for round in 0..5 {
+        let group = if round % 2 == 0 { write(&key) } else { read(&key) };
+        let held = try_take(&locks, &group).await.unwrap();
+        let Some(stamp) = held.stamp() else {
+            held.release().await.unwrap();
+            return; // a store without fencing
+        };
+        assert!(stamp > last, "stamp {stamp} after {last}");
+        last = stamp;
+        held.release().await.unwrap();
+        if let Some(single) = locks.try_lock(&keys.key("single"), LONG_TTL).await.unwrap() {
+            if let Some(fence) = single.fence() {
+                assert!(fence > last, "a single lock's fence {fence} after group stamp {last}");
+                last = fence;
+            }
+            assert!(single.release().await.unwrap());
+        }
+    }
+}
+
+/// A renewed group outlives its TTL; a member taken away fires `lost` for the group.
+pub async fn group_renewal_and_loss(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-renewal");
+    let locks = manager(&store);
+    let group =
+        LockGroup::new([GroupMember::exclusive(&keys.key("a")).unwrap(), GroupMember::shared(&keys.key("b")).unwrap()])
+            .unwrap();
+    let held = locks
+        .try_lock_group_opts(&group, Duration::from_millis(400), &LockOptions::new().auto_renew())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(held.is_renewing());
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(!held.is_lost());
+    assert!(try_take(&locks, &write(&keys.key("b"))).await.is_none(), "renewal let a member expire");
+    // An administrator frees every hold of the owner: the next renewal sees it.
+    locks.release_owner().await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), held.lost()).await.expect("lost did not fire");
+    assert_eq!(reason, distlock_api::LossReason::NotHeld);
+    assert!(matches!(held.release().await, Err(LockError::GroupNotHeld { .. })));
+}
+
+/// A dropped group handle is released promptly in the background.
+pub async fn group_dropped_handle_is_released(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-drop");
+    let locks = manager(&store);
+    let key = keys.key("a");
+    drop(try_take(&locks, &write(&key)).await.unwrap());
+    locks.flush_releases().await;
+    assert!(locks.holders(&key).await.unwrap().is_empty(), "a dropped group was not released");
+}
+
+/// Bad groups are typed errors before any I/O.
+pub async fn group_bad_input_is_rejected(store: Arc<DynLockStore>) {
+    let locks = manager(&store);
+    let err = LockGroup::new(Vec::new()).unwrap_err();
+    assert!(matches!(err, LockError::InvalidGroup { reason: InvalidGroup::Empty }), "{err}");
+    let err = LockGroup::new([GroupMember::shared("x").unwrap(), GroupMember::exclusive("x").unwrap()]).unwrap_err();
+    assert!(matches!(err, LockError::InvalidGroup { reason: InvalidGroup::DuplicateName { .. } }), "{err}");
+    let err = LockGroup::new([GroupMember::shared("x").unwrap().with_permits(0)]).unwrap_err();
+    assert!(matches!(err, LockError::InvalidGroup { reason: InvalidGroup::ZeroPermits { .. } }), "{err}");
+    let too_many = (0..=LockGroup::MAX_MEMBERS).map(|i| GroupMember::shared(&format!("k{i}")).unwrap());
+    let err = LockGroup::new(too_many).unwrap_err();
+    assert!(matches!(err, LockError::InvalidGroup { reason: InvalidGroup::TooLarge { .. } }), "{err}");
+    let err = locks.set_permits("x", LockMode::Shared, Some(0)).await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidGroup { .. }), "{err}");
+    let err = locks.try_lock_group(&read("x"), Duration::ZERO).await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidOptions { .. }), "{err}");
+    // The largest group every store takes is granted and released whole.
+    let keys = Keys::new("group-largest");
+    let max = store.groups().expect("groups").max_group().min(LockGroup::MAX_MEMBERS);
+    let largest =
+        LockGroup::new((0..max).map(|i| GroupMember::exclusive(&keys.key(&format!("k{i}"))).unwrap())).unwrap();
+    let held = try_take(&locks, &largest).await.expect("the largest group");
+    assert_eq!(locks.holders(&keys.key("k0")).await.unwrap().len(), 1);
+    held.release().await.unwrap();
+    assert!(locks.holders(&keys.key(&format!("k{}", max - 1))).await.unwrap().is_empty());
+}

@@ -1,0 +1,573 @@
+//! Lock groups on the shared Redis (`DISTLOCK_REDIS_URL`), driven through the
+//! `GroupLockStore` trait directly; each test under its own random key prefix.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{cleanup, raw, shared_store, store_key};
+use distlock_api::{
+    GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockMode, LockStore, OwnerId, StoreKey,
+    StoreMember, Token, Ttl,
+};
+use distlock_conformance::kit::redis_server::RedisServer;
+use distlock_redis::redis::aio::ConnectionManager;
+use distlock_redis::RedisLockStore;
+
+const LONG: Duration = Duration::from_secs(30);
+const SOON: Duration = Duration::from_secs(10);
+
+fn ttl(duration: Duration) -> Ttl {
+    Ttl::new(duration).unwrap()
+}
+
+fn shared(name: &str) -> StoreMember {
+    StoreMember::new(store_key(name), LockMode::Shared, None)
+}
+
+fn exclusive(name: &str) -> StoreMember {
+    StoreMember::new(store_key(name), LockMode::Exclusive, Some(1))
+}
+
+fn owner(instance: &str) -> OwnerId {
+    OwnerId::new("groups-test", instance).unwrap()
+}
+
+fn keys(members: &[StoreMember]) -> Vec<StoreKey> {
+    members.iter().map(|member| member.key.clone()).collect()
+}
+
+/// A group as a waiting caller holds it: members, token, owner, ticket of its first
+/// blocked attempt.
+struct Group {
+    members: Vec<StoreMember>,
+    token: Token,
+    owner: OwnerId,
+    ticket: Option<u64>,
+}
+
+impl Group {
+    fn new(members: Vec<StoreMember>) -> Self {
+        Self { members, token: Token::generate(), owner: owner("a"), ticket: None }
+    }
+
+    fn owned_by(mut self, owner: OwnerId) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    fn keys(&self) -> Vec<StoreKey> {
+        keys(&self.members)
+    }
+
+    /// One attempt that leaves intents when blocked (a waiting caller), remembering the ticket.
+    async fn attempt(&mut self, store: &dyn GroupLockStore, lease: Duration) -> GroupAcquire {
+        let request =
+            GroupRequest::new(&self.members, &self.token, &self.owner, ttl(lease), Some(ttl(SOON)), self.ticket);
+        let outcome = store.try_acquire_group(request).await.unwrap();
+        if let GroupAcquire::Blocked { ticket } = outcome {
+            assert!(self.ticket.is_none_or(|first| first == ticket), "a retry keeps its ticket");
+            self.ticket = Some(ticket);
+        }
+        outcome
+    }
+
+    /// One attempt without intents (`try_lock`).
+    async fn try_once(&self, store: &dyn GroupLockStore, lease: Duration) -> GroupAcquire {
+        let request = GroupRequest::new(&self.members, &self.token, &self.owner, ttl(lease), None, None);
+        store.try_acquire_group(request).await.unwrap()
+    }
+
+    async fn release(&self, store: &dyn GroupLockStore) -> usize {
+        store.release_group(&self.keys(), &self.token).await.unwrap()
+    }
+}
+
+fn granted(outcome: &GroupAcquire) -> bool {
+    matches!(outcome, GroupAcquire::Acquired { .. })
+}
+
+async fn holder_modes(store: &dyn GroupLockStore, name: &str) -> Vec<LockMode> {
+    store.holders(&store_key(name)).await.unwrap().into_iter().map(|info| info.mode).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn writers_are_preferred_over_new_readers() {
+    let Some(store) = shared_store("groups_writer_pref", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().expect("the Redis store has groups");
+    let (r1, r2, r3) =
+        (Group::new(vec![shared("doc")]), Group::new(vec![shared("doc")]), Group::new(vec![shared("doc")]));
+    let mut w = Group::new(vec![exclusive("doc")]);
+
+    assert!(granted(&r1.try_once(groups, LONG).await), "first reader");
+    assert!(granted(&r2.try_once(groups, LONG).await), "second reader joins");
+    assert!(!granted(&w.attempt(groups, LONG).await), "the writer waits for the readers");
+    let intents: i64 = raw(&store, &["ZCARD", &format!("{}:q", store.group_key_stem(&store_key("doc")))]).await;
+    assert_eq!(intents, 1, "the waiting writer left an intent");
+    assert!(!granted(&r3.try_once(groups, LONG).await), "a new reader queues behind the writer's intent");
+    assert_eq!(holder_modes(groups, "doc").await, [LockMode::Shared, LockMode::Shared]);
+
+    assert_eq!(r1.release(groups).await, 1);
+    assert!(!granted(&w.attempt(groups, LONG).await), "one reader is still in");
+    assert_eq!(r2.release(groups).await, 1);
+    assert!(granted(&w.attempt(groups, LONG).await), "the writer gets it once the readers left");
+    assert_eq!(holder_modes(groups, "doc").await, [LockMode::Exclusive]);
+    let intents: i64 = raw(&store, &["EXISTS", &format!("{}:q", store.group_key_stem(&store_key("doc")))]).await;
+    assert_eq!(intents, 0, "a granted group's intents are gone");
+    assert!(!granted(&r3.try_once(groups, LONG).await), "readers wait for the writer");
+    assert_eq!(w.release(groups).await, 1);
+    assert!(granted(&r3.try_once(groups, LONG).await));
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_holder_expires_on_its_own() {
+    let Some(store) = shared_store("groups_expiry", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let (short, long) = (Group::new(vec![shared("data")]), Group::new(vec![shared("data")]));
+    let mut writer = Group::new(vec![exclusive("data")]);
+    assert!(granted(&short.try_once(groups, Duration::from_millis(300)).await));
+    assert!(granted(&long.try_once(groups, LONG).await));
+    assert!(!granted(&writer.attempt(groups, LONG).await));
+
+    // Expiry is not signalled: waiting past the short lease is the only way to see it go.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let holders = groups.holders(&store_key("data")).await.unwrap();
+    assert_eq!(holders.len(), 1, "only the short reader expired: {holders:?}");
+    assert_eq!(&holders[0].token, &long.token);
+    assert!(holders[0].ttl_left > Duration::from_secs(20), "the long reader kept its lease: {holders:?}");
+    assert_eq!(groups.extend_group(&short.keys(), &short.token, ttl(LONG)).await.unwrap(), 0, "never revived");
+    assert!(!granted(&writer.attempt(groups, LONG).await), "the long reader still holds");
+    assert_eq!(long.release(groups).await, 1);
+    assert!(granted(&writer.attempt(groups, LONG).await));
+    assert_eq!(short.release(groups).await, 0, "an expired hold is not released");
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blocked_group_takes_nothing() {
+    let Some(store) = shared_store("groups_all_or_nothing", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let holder = Group::new(vec![exclusive("b")]);
+    assert!(granted(&holder.try_once(groups, LONG).await));
+
+    let group = Group::new(vec![exclusive("a"), exclusive("b"), shared("c")]);
+    assert!(!granted(&group.try_once(groups, LONG).await));
+    for name in ["a", "c"] {
+        assert!(groups.holders(&store_key(name)).await.unwrap().is_empty(), "{name} was not taken");
+    }
+    let stems: Vec<String> = ["a", "b", "c"].iter().map(|name| store.group_key_stem(&store_key(name))).collect();
+    for stem in &stems {
+        let intents: i64 = raw(&store, &["EXISTS", &format!("{stem}:q")]).await;
+        assert_eq!(intents, 0, "a single attempt leaves no intent on {stem}");
+    }
+    let index: i64 = raw(&store, &["HEXISTS", &store.group_index_key(), group.token.as_str()]).await;
+    assert_eq!(index, 0, "nothing indexed");
+
+    assert_eq!(holder.release(groups).await, 1);
+    assert!(granted(&group.try_once(groups, LONG).await), "all of it once b is free");
+    assert_eq!(groups.holders(&store_key("c")).await.unwrap()[0].mode, LockMode::Shared);
+    assert_eq!(group.release(groups).await, 3);
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shared_permits_make_a_semaphore_and_changes_apply_to_the_next_grant() {
+    let Some(store) = shared_store("groups_permits", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let slot = || Group::new(vec![StoreMember::new(store_key("pool"), LockMode::Shared, Some(2))]);
+    let (a, b, c, d) = (slot(), slot(), slot(), slot());
+    assert!(granted(&a.try_once(groups, LONG).await));
+    assert!(granted(&b.try_once(groups, LONG).await));
+    assert!(!granted(&c.try_once(groups, LONG).await), "two permits");
+
+    let pool = store_key("pool");
+    assert_eq!(groups.permits(&pool, LockMode::Shared).await.unwrap(), None);
+    groups.set_permits(&pool, LockMode::Shared, Some(3)).await.unwrap();
+    assert_eq!(groups.permits(&pool, LockMode::Shared).await.unwrap(), Some(3));
+    assert_eq!(groups.permits(&pool, LockMode::Exclusive).await.unwrap(), None);
+    assert!(granted(&c.try_once(groups, LONG).await), "the recorded permits beat the member's default");
+    assert!(!granted(&d.try_once(groups, LONG).await));
+
+    groups.set_permits(&pool, LockMode::Shared, Some(1)).await.unwrap();
+    assert_eq!(groups.holders(&pool).await.unwrap().len(), 3, "holders beyond a lowered count keep their holds");
+    assert_eq!(a.release(groups).await, 1);
+    assert_eq!(b.release(groups).await, 1);
+    assert!(!granted(&d.try_once(groups, LONG).await), "one permit, one holder");
+    groups.set_permits(&pool, LockMode::Shared, None).await.unwrap();
+    assert_eq!(groups.permits(&pool, LockMode::Shared).await.unwrap(), None);
+    assert!(granted(&d.try_once(groups, LONG).await), "the member's default of 2 applies again");
+
+    // Exclusive permits: two writers at once.
+    groups.set_permits(&store_key("w2"), LockMode::Exclusive, Some(2)).await.unwrap();
+    let (w1, w2, w3) =
+        (Group::new(vec![exclusive("w2")]), Group::new(vec![exclusive("w2")]), Group::new(vec![exclusive("w2")]));
+    assert!(granted(&w1.try_once(groups, LONG).await));
+    assert!(granted(&w2.try_once(groups, LONG).await));
+    assert!(!granted(&w3.try_once(groups, LONG).await));
+
+    let zero = groups.set_permits(&pool, LockMode::Shared, Some(0)).await.unwrap_err();
+    assert!(matches!(zero, LockError::InvalidGroup { reason: InvalidGroup::ZeroPermits { .. } }), "{zero}");
+    let _: i64 = raw(&store, &["HSET", &format!("{}:p", store.group_key_stem(&pool)), "shared", "many"]).await;
+    let garbage = groups.permits(&pool, LockMode::Shared).await.unwrap_err();
+    assert!(matches!(garbage, LockError::Store { .. }), "{garbage}");
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn release_and_extend_report_what_they_did() {
+    let Some(store) = shared_store("groups_release_twice", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let group = Group::new(vec![exclusive("x"), shared("y")]);
+    assert!(granted(&group.try_once(groups, Duration::from_secs(5)).await));
+    assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 2);
+    let holders = groups.holders(&store_key("x")).await.unwrap();
+    assert!(holders[0].ttl_left > Duration::from_secs(20), "{holders:?}");
+    let stranger = Token::generate();
+    assert_eq!(groups.extend_group(&group.keys(), &stranger, ttl(LONG)).await.unwrap(), 0);
+    assert_eq!(groups.release_group(&group.keys(), &stranger).await.unwrap(), 0, "a foreign token frees nothing");
+    assert_eq!(group.release(groups).await, 2);
+    assert_eq!(group.release(groups).await, 0, "the second release frees nothing");
+    assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 0);
+
+    // Nothing but the store's own keys is left: no leftover holders, intents or index.
+    let left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    assert!(left.is_empty(), "{left:?}");
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_member_is_not_extended() {
+    let Some(store) = shared_store("groups_extend_expired", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let group = Group::new(vec![exclusive("e1"), exclusive("e2")]);
+    assert!(granted(&group.try_once(groups, Duration::from_millis(150)).await));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 0);
+    assert!(groups.holders(&store_key("e1")).await.unwrap().is_empty());
+    assert_eq!(group.release(groups).await, 0);
+    let other = Group::new(vec![exclusive("e1")]);
+    assert!(granted(&other.try_once(groups, LONG).await), "an expired hold is taken over");
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn release_owner_frees_that_owner_only() {
+    let Some(store) = shared_store("groups_release_owner", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let (mine, theirs) = (owner("replica-1"), owner("replica-10"));
+    let a = Group::new(vec![exclusive("o1"), shared("o2")]).owned_by(mine.clone());
+    let b = Group::new(vec![shared("o3")]).owned_by(mine.clone());
+    let c = Group::new(vec![shared("o2"), exclusive("o4")]).owned_by(theirs.clone());
+    for group in [&a, &b, &c] {
+        assert!(granted(&group.try_once(groups, LONG).await));
+    }
+    let owners = groups.holders(&store_key("o2")).await.unwrap();
+    let mut seen: Vec<_> = owners.iter().map(|info| info.owner.clone().unwrap()).collect();
+    seen.sort();
+    assert_eq!(seen, [mine.as_str(), theirs.as_str()]);
+
+    assert_eq!(groups.release_owner(&mine).await.unwrap(), 3, "o1, o2 and o3");
+    assert!(groups.holders(&store_key("o1")).await.unwrap().is_empty());
+    assert!(groups.holders(&store_key("o3")).await.unwrap().is_empty());
+    let o2 = groups.holders(&store_key("o2")).await.unwrap();
+    assert_eq!((o2.len(), o2[0].owner.as_deref()), (1, Some(theirs.as_str())), "the other owner keeps its hold");
+    assert_eq!(groups.holders(&store_key("o4")).await.unwrap().len(), 1);
+    assert_eq!(groups.release_owner(&mine).await.unwrap(), 0, "nothing left");
+    assert_eq!(a.release(groups).await, 0);
+    assert_eq!(c.release(groups).await, 2);
+    assert_eq!(groups.release_owner(&theirs).await.unwrap(), 0);
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn release_owner_pages_through_many_groups() {
+    let Some(store) = shared_store("groups_release_owner_many", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let me = owner("busy");
+    for i in 0..250 {
+        let group = Group::new(vec![exclusive(&format!("n{i}"))]).owned_by(me.clone());
+        assert!(granted(&group.try_once(groups, LONG).await));
+    }
+    assert_eq!(groups.release_owner(&me).await.unwrap(), 250);
+    let left: i64 = raw(&store, &["EXISTS", &store.group_owners_key(), &store.group_index_key()]).await;
+    assert_eq!(left, 0);
+    cleanup(&store).await;
+}
+
+/// Redis Cluster's hash tag: the part between the first `{` and the first `}` after it,
+/// when not empty; otherwise the whole key.
+fn hash_tag(key: &str) -> &str {
+    if let Some(open) = key.find('{') {
+        if let Some(close) = key[open + 1..].find('}') {
+            if close > 0 {
+                return &key[open + 1..open + 1 + close];
+            }
+        }
+    }
+    key
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn names_with_braces_keep_their_keys_in_one_hash_slot() {
+    let Some(store) = shared_store("groups_braces", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let names = ["{a}", "a}b{", "}{", "{", "}", "%7B", "%", "plain", "{}"];
+    let mut tags = BTreeSet::new();
+    for name in names {
+        let key = store_key(name);
+        let stem = store.group_key_stem(&key);
+        let mut writer = Group::new(vec![exclusive(name)]);
+        let reader = Group::new(vec![shared(name)]);
+        assert!(granted(&reader.try_once(groups, LONG).await), "{name}");
+        assert!(!granted(&writer.attempt(groups, LONG).await), "{name}: intent recorded");
+        groups.set_permits(&key, LockMode::Shared, Some(5)).await.unwrap();
+        let found: Vec<String> = raw(&store, &["KEYS", &format!("{}*", redis_glob_escape(&stem))]).await;
+        let found: BTreeSet<String> = found.into_iter().collect();
+        let expected: BTreeSet<String> = [":r", ":q", ":t", ":p"].iter().map(|part| format!("{stem}{part}")).collect();
+        assert_eq!(found, expected, "{name}");
+        let tag = hash_tag(&stem);
+        for key in &found {
+            assert_eq!(hash_tag(key), tag, "{key}: one slot per name");
+        }
+        assert!(!tag.contains(['{', '}']), "{tag}");
+        assert!(tags.insert(tag.to_owned()), "{name}: its own tag");
+        assert_eq!(groups.holders(&key).await.unwrap().len(), 1, "{name}");
+    }
+    for name in names {
+        let holders = groups.holders(&store_key(name)).await.unwrap();
+        assert_eq!(holders.len(), 1, "{name}: names never share keys");
+    }
+    cleanup(&store).await;
+}
+
+fn redis_glob_escape(text: &str) -> String {
+    text.chars().flat_map(|c| if "*?[]\\".contains(c) { vec!['\\', c] } else { vec![c] }).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_of_the_largest_size_works_and_a_larger_one_is_refused_before_io() {
+    let Some(store) = shared_store("groups_large", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    assert_eq!(groups.max_group(), 64);
+    let members: Vec<StoreMember> =
+        (0..64).map(|i| if i % 2 == 0 { exclusive(&format!("m{i}")) } else { shared(&format!("m{i}")) }).collect();
+    let group = Group::new(members);
+    assert!(granted(&group.try_once(groups, LONG).await));
+    for (i, member) in group.members.iter().enumerate() {
+        let holders = groups.holders(&member.key).await.unwrap();
+        assert_eq!((holders.len(), holders[0].mode), (1, member.mode), "member {i}");
+    }
+    let clash = Group::new(vec![shared("m63"), shared("m0")]);
+    assert!(!granted(&clash.try_once(groups, LONG).await), "m0 is held exclusively");
+    assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 64);
+    assert_eq!(group.release(groups).await, 64);
+    assert!(granted(&clash.try_once(groups, LONG).await));
+
+    // One more member: refused by a store whose server does not even exist.
+    let client = distlock_redis::redis::Client::open("redis://127.0.0.1:1").unwrap();
+    let conn = ConnectionManager::new_lazy_with_config(client, Default::default()).unwrap();
+    let offline = RedisLockStore::builder().build(conn).unwrap();
+    let too_many: Vec<StoreMember> = (0..65).map(|i| shared(&format!("m{i}"))).collect();
+    let (token, me) = (Token::generate(), owner("a"));
+    let request = GroupRequest::new(&too_many, &token, &me, ttl(LONG), None, None);
+    let err = offline.try_acquire_group(request).await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidGroup { reason: InvalidGroup::TooLarge { len: 65, max: 64 } }), "{err}");
+    let twice = [shared("d"), exclusive("d")];
+    let err = offline.try_acquire_group(GroupRequest::new(&twice, &token, &me, ttl(LONG), None, None)).await;
+    assert!(matches!(err, Err(LockError::InvalidGroup { reason: InvalidGroup::DuplicateName { .. } })), "{err:?}");
+    let err = offline.try_acquire_group(GroupRequest::new(&[], &token, &me, ttl(LONG), None, None)).await;
+    assert!(matches!(err, Err(LockError::InvalidGroup { reason: InvalidGroup::Empty })), "{err:?}");
+    let zero = [StoreMember::new(store_key("z"), LockMode::Shared, Some(0))];
+    let err = offline.try_acquire_group(GroupRequest::new(&zero, &token, &me, ttl(LONG), None, None)).await;
+    assert!(matches!(err, Err(LockError::InvalidGroup { reason: InvalidGroup::ZeroPermits { .. } })), "{err:?}");
+    let err = offline.release_group(&keys(&too_many), &token).await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidGroup { .. }), "{err}");
+    cleanup(&store).await;
+}
+
+/// Drives one waiting group to completion: attempt with its ticket, wait for a change,
+/// again; once granted, hold briefly and release.
+async fn run_to_completion(store: Arc<RedisLockStore>, mut group: Group) -> usize {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        if granted(&group.attempt(&*store, LONG).await) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert_eq!(group.release(&*store).await, group.members.len());
+            return attempts;
+        }
+        store.wait_for_change(&group.keys(), Duration::from_millis(200)).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crossed_waiting_groups_both_finish() {
+    let Some(store) = shared_store("groups_crossed", RedisLockStore::builder()).await else { return };
+    let store = Arc::new(store);
+    for round in 0..5 {
+        // A reader on both names makes each group wait and leave its intent first.
+        let reader = Group::new(vec![shared("a"), shared("b")]);
+        assert!(granted(&reader.try_once(&*store, LONG).await));
+        let mut g1 = Group::new(vec![exclusive("a"), shared("b")]);
+        let mut g2 = Group::new(vec![exclusive("b"), shared("a")]);
+        assert!(!granted(&g1.attempt(&*store, LONG).await));
+        assert!(!granted(&g2.attempt(&*store, LONG).await));
+        let first = tokio::spawn(run_to_completion(Arc::clone(&store), g1));
+        let second = tokio::spawn(run_to_completion(Arc::clone(&store), g2));
+        assert_eq!(reader.release(&*store).await, 2);
+        let both = async { (first.await.unwrap(), second.await.unwrap()) };
+        let attempts = tokio::time::timeout(Duration::from_secs(20), both).await;
+        let attempts = attempts.unwrap_or_else(|_| panic!("round {round}: the crossed groups blocked each other"));
+        eprintln!("round {round}: attempts {attempts:?}");
+    }
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn withdrawn_or_expired_intents_let_readers_in() {
+    let Some(store) = shared_store("groups_intents", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let holder = Group::new(vec![shared("i")]);
+    assert!(granted(&holder.try_once(groups, LONG).await));
+    let mut writer = Group::new(vec![exclusive("i")]);
+    assert!(!granted(&writer.attempt(groups, LONG).await));
+    let reader = Group::new(vec![shared("i")]);
+    assert!(!granted(&reader.try_once(groups, LONG).await));
+    groups.withdraw_intents(&writer.keys(), &writer.token).await.unwrap();
+    assert!(granted(&reader.try_once(groups, LONG).await), "the writer gave up");
+    assert_eq!(reader.release(groups).await, 1);
+
+    let request = GroupRequest::new(
+        &writer.members,
+        &writer.token,
+        &writer.owner,
+        ttl(LONG),
+        Some(ttl(Duration::from_millis(200))),
+        None,
+    );
+    assert!(!granted(&groups.try_acquire_group(request).await.unwrap()));
+    assert!(!granted(&reader.try_once(groups, LONG).await));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(granted(&reader.try_once(groups, LONG).await), "the intent expired");
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_wakes_a_waiting_group() {
+    let Some(store) = shared_store("groups_wake", RedisLockStore::builder()).await else { return };
+    assert!(store.capabilities().release_notifications);
+    let store = Arc::new(store);
+    let holder = Group::new(vec![exclusive("w")]);
+    assert!(granted(&holder.try_once(&*store, LONG).await));
+    let keys = vec![store_key("other"), store_key("w")];
+    let waiter = tokio::spawn({
+        let store = Arc::clone(&store);
+        async move {
+            let started = tokio::time::Instant::now();
+            store.wait_for_change(&keys, LONG).await.unwrap();
+            started.elapsed()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "nothing changed yet");
+    assert_eq!(holder.release(&*store).await, 1);
+    let waited = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken by the release").unwrap();
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+
+    // Every name idle: no wait at all.
+    let started = tokio::time::Instant::now();
+    store.wait_for_change(&[store_key("w")], LONG).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_notifications_a_wait_sleeps_max() {
+    let builder = RedisLockStore::builder().release_notifications(false);
+    let Some(store) = shared_store("groups_no_notify", builder).await else { return };
+    let started = tokio::time::Instant::now();
+    store.wait_for_change(&[store_key("q")], Duration::from_millis(200)).await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(5), "{waited:?}");
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn holders_report_mode_owner_fence_and_time_left() {
+    let url = match distlock_conformance::kit::redis_url("groups holders") {
+        Some(url) => url,
+        None => return,
+    };
+    // The fencing counter is never deleted: a prefix of its own keeps it apart.
+    let prefix = common::unique_prefix("groups_fence");
+    let store = RedisLockStore::builder().key_prefix(&prefix).fencing(true).connect(&url).await.unwrap();
+    let single = store.try_acquire(&store_key("f"), &Token::generate(), ttl(LONG)).await.unwrap();
+    let distlock_api::Acquire::Acquired { fence: Some(single) } = single else { panic!("{single:?}") };
+
+    let mut last = single;
+    for _ in 0..3 {
+        let group = Group::new(vec![exclusive("f"), shared("g")]).owned_by(owner("fenced"));
+        let GroupAcquire::Acquired { fence: Some(fence) } = group.try_once(&store, Duration::from_secs(20)).await
+        else {
+            panic!("not granted")
+        };
+        assert!(fence > last, "{fence} > {last}");
+        last = fence;
+        let holders = store.holders(&store_key("g")).await.unwrap();
+        assert_eq!(holders.len(), 1);
+        let info = &holders[0];
+        assert_eq!((&info.token, info.fence, info.mode), (&group.token, Some(fence), LockMode::Shared));
+        assert_eq!(info.owner.as_deref(), Some("groups-test@fenced"));
+        assert!(info.ttl_left <= Duration::from_secs(20) && info.ttl_left > Duration::from_secs(10), "{info:?}");
+        assert_eq!(group.release(&store).await, 2);
+    }
+
+    // Without fencing: no number.
+    let Some(plain) = shared_store("groups_unfenced", RedisLockStore::builder()).await else { return };
+    let group = Group::new(vec![shared("f")]);
+    assert_eq!(group.try_once(&plain, LONG).await, GroupAcquire::Acquired { fence: None });
+    assert_eq!(plain.holders(&store_key("f")).await.unwrap()[0].fence, None);
+    cleanup(&plain).await;
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_expire_with_their_last_lease() {
+    let Some(store) = shared_store("groups_gc", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let group = Group::new(vec![exclusive("gc")]);
+    assert!(granted(&group.try_once(groups, Duration::from_secs(20)).await));
+    let stem = store.group_key_stem(&store_key("gc"));
+    for key in [format!("{stem}:w"), store.group_holds_key(), store.group_index_key(), store.group_owners_key()] {
+        let pttl: i64 = raw(&store, &["PTTL", &key]).await;
+        assert!((1..=20_000).contains(&pttl), "{key}: PTTL {pttl}");
+    }
+    // A group whose lease ran out is forgotten by a later grant; its keys are gone.
+    let short = Group::new(vec![shared("gc2")]).owned_by(owner("gone"));
+    assert!(granted(&short.try_once(groups, Duration::from_millis(100)).await));
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let gone: i64 = raw(&store, &["EXISTS", &format!("{}:r", store.group_key_stem(&store_key("gc2")))]).await;
+    assert_eq!(gone, 0);
+    assert!(granted(&Group::new(vec![shared("gc3")]).try_once(groups, LONG).await));
+    let indexed: i64 = raw(&store, &["HEXISTS", &store.group_index_key(), short.token.as_str()]).await;
+    assert_eq!(indexed, 0, "the expired group left the index");
+    assert_eq!(groups.release_owner(&owner("gone")).await.unwrap(), 0);
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scripts_are_resent_after_script_flush() {
+    let Some(server) = RedisServer::start_or_skip("groups noscript") else { return };
+    let store = RedisLockStore::connect(&server.url()).await.unwrap();
+    let group = Group::new(vec![exclusive("s"), shared("t")]);
+    assert!(granted(&group.try_once(&store, LONG).await));
+    tokio::task::block_in_place(|| server.script_flush());
+    assert_eq!(store.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 2);
+    tokio::task::block_in_place(|| server.script_flush());
+    assert_eq!(store.holders(&store_key("s")).await.unwrap().len(), 1);
+    tokio::task::block_in_place(|| server.script_flush());
+    assert_eq!(group.release(&store).await, 2);
+}
