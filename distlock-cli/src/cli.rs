@@ -3,13 +3,34 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use distlock::{KeyPattern, LockKey, Token};
+use clap::{ArgGroup, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use distlock::{KeyPattern, LockKey, LockMode, OwnerId, Token};
 
 use crate::exit::EXIT_STATUS_HELP;
 
-/// Distributed locks from the shell: run a command under a lock, inspect and release
-/// locks, benchmark a store. One tool for every store: memory://, redis://, postgres://.
+/// Parses the process's command line.
+pub(crate) fn parse() -> Result<Cli, clap::Error> {
+    parse_from(std::env::args_os())
+}
+
+/// Parses `args` (the first is the program's name), keeping the order in which `run`'s
+/// `--read` and `--write` names were given.
+pub(crate) fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let matches = Cli::command().try_get_matches_from(args)?;
+    let mut cli = Cli::from_arg_matches(&matches).map_err(|error| error.format(&mut Cli::command()))?;
+    if let (Command::Run(run), Some(("run", run_matches))) = (&mut cli.command, matches.subcommand()) {
+        run.order_members(run_matches);
+    }
+    Ok(cli)
+}
+
+/// Distributed locks from the shell: run a command under a lock, a read/write lock, a
+/// semaphore slot or a group of names; inspect, list and release locks; set permits;
+/// benchmark a store. One tool for every store: memory://, redis://, postgres://.
 #[derive(Debug, Parser)]
 #[command(name = "distlock", version, after_help = EXIT_STATUS_HELP)]
 pub(crate) struct Cli {
@@ -28,12 +49,24 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run a command while holding a lock (renewed automatically), then release it.
     ///
+    /// The lock is a plain lock (--key) or a lock group: --read and --write names, each
+    /// repeatable, taken all together or not at all — a read lock (--read), a write lock
+    /// (--write), several names at once, or a semaphore slot (--read NAME --permits N).
+    /// Group names live apart from the keys of plain locks.
+    ///
     /// Waits for the lock as long as it takes unless --wait or --no-wait say otherwise
     /// (as flock, `etcdctl lock` and `consul lock` do: a job scheduled on several machines
     /// runs once each time, one after the other, rather than failing where it lost the
-    /// race). The command gets DISTLOCK_KEY, DISTLOCK_TOKEN and DISTLOCK_FENCE (empty when
-    /// the store does not fence) in its environment and runs in its own process group,
-    /// below a small keeper process; its exit status becomes distlock's.
+    /// race); a waiting --write holds back new readers of its names. The command runs in
+    /// its own process group, below a small keeper process; its exit status becomes
+    /// distlock's. Its environment gets:
+    ///
+    ///   DISTLOCK_KEY    the key (--key), or the first name of the group
+    ///   DISTLOCK_NAMES  the key, or the group's names in command-line order, one a line
+    ///   DISTLOCK_TOKEN  the token of this acquisition (of the whole group)
+    ///   DISTLOCK_FENCE  the fencing number (a group's stamp); empty when the store does
+    ///                   not fence
+    ///   DISTLOCK_OWNER  the group's owner (APP@INSTANCE); empty for --key
     ///
     /// Nothing the command starts runs on without the lock:
     ///
@@ -61,17 +94,32 @@ pub(crate) enum Command {
     /// only: processes that left it (setsid, a new group) are not found.
     #[command(after_help = EXIT_STATUS_HELP, verbatim_doc_comment)]
     Run(RunArgs),
-    /// Show who holds a lock: token (shortened), fence and time left — or "free".
+    /// Show every holder of a name: the plain lock's holder and every group holder (shared
+    /// or exclusive), with owner, time left and fence — or "free".
+    ///
+    /// OWNER is a fingerprint of the holder's token, as in `distlock list`; APP@INSTANCE
+    /// is a group holder's owner id (what `release --owner` takes); --show-tokens adds the
+    /// tokens themselves.
     Inspect(InspectArgs),
-    /// Release a lock as an administrator, only if it is still held by the given token.
+    /// Release as an administrator: a plain lock, only if it is still held by the given
+    /// token (KEY --token T), or every group hold of an owner (--owner APP@INSTANCE).
     #[command(after_help = EXIT_STATUS_HELP)]
     Release(ReleaseArgs),
+    /// Show or record the permits of a name: how many group holders of each mode it
+    /// admits at once, for every client's next grant.
+    ///
+    /// Without a setter, shows both modes. A mode with no recorded permits admits what
+    /// each client assumes: exclusive 1 and shared unlimited by default, or `run
+    /// --permits N` for shared. Holders beyond a lowered count keep their holds; new
+    /// grants wait until the count drops.
+    Permits(PermitsArgs),
     /// List the held locks of a store, sorted by key: key, mode, owner, time left, fence.
     ///
     /// Pages through the store (Redis SCAN, PostgreSQL index ranges), so it does not
     /// block a store holding many locks. OWNER is a fingerprint of the holder's token
     /// (the first 8 hex digits of its SHA-256): equal for equal tokens, but the token
-    /// cannot be recovered from it; --show-tokens prints the tokens themselves.
+    /// cannot be recovered from it; --show-tokens prints the tokens themselves. Group
+    /// holds (run --read/--write) are not listed: `distlock inspect NAME` shows them.
     List(ListArgs),
     /// Measure a store: uncontended cycle, N workers on distinct keys, N workers on one
     /// hot key (hand-off latency). The store defaults to memory://, so this works on a
@@ -81,10 +129,38 @@ pub(crate) enum Command {
 
 /// `distlock run`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("lock").required(true).multiple(true).args(["key", "read", "write"])))]
+#[command(group(ArgGroup::new("names").multiple(true).args(["read", "write"])))]
 pub(crate) struct RunArgs {
-    /// The lock's key, e.g. `backup:db1` (1–512 bytes, no control characters).
-    #[arg(long, short, value_parser = parse_key)]
-    pub(crate) key: LockKey,
+    /// The plain lock's key, e.g. `backup:db1` (1–512 bytes, no control characters).
+    #[arg(long, short, value_parser = parse_key, conflicts_with = "names")]
+    pub(crate) key: Option<LockKey>,
+
+    /// Hold NAME in shared mode (a read lock; a semaphore slot with --permits); repeat
+    /// for more names. With --write, one group: every name or none.
+    #[arg(long, value_parser = parse_key, value_name = "NAME")]
+    pub(crate) read: Vec<LockKey>,
+
+    /// Hold NAME in exclusive mode (a write lock); repeat for more names. While it
+    /// waits, new readers of NAME wait behind it.
+    #[arg(long, value_parser = parse_key, value_name = "NAME")]
+    pub(crate) write: Vec<LockKey>,
+
+    /// The permits assumed for the --read names when the store has none recorded: at
+    /// most N shared holders at once — a semaphore of N slots. (Recorded permits, from
+    /// `distlock permits NAME --shared N`, win.) Default: unlimited readers.
+    #[arg(long, value_name = "N", requires = "read", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) permits: Option<u32>,
+
+    /// The owner recorded with the group's holds, `APP@INSTANCE`, so that an
+    /// administrator can free them with `distlock release --owner`. Default:
+    /// `distlock@HOST:PID:RANDOM`, unique to this run.
+    #[arg(long, value_name = "APP@INSTANCE", value_parser = parse_owner, requires = "names")]
+    pub(crate) owner: Option<OwnerId>,
+
+    /// The group's names and modes in command-line order (from --read and --write).
+    #[arg(skip)]
+    pub(crate) members: Vec<(LockMode, LockKey)>,
 
     /// The lease; renewed every TTL / 3 while the command runs, so a crashed distlock
     /// frees the lock at most one TTL later.
@@ -140,31 +216,113 @@ pub(crate) struct RunArgs {
 /// `distlock inspect`.
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
-    /// The lock's key.
+    /// The name: a plain lock's key and a group name at once.
     #[arg(value_parser = parse_key)]
     pub(crate) key: LockKey,
 
-    /// Print the whole token (e.g. for `distlock release`) instead of its first 8
-    /// characters.
-    #[arg(long)]
-    pub(crate) show_token: bool,
+    /// `table` for people; `json`: one JSON object, on one line.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub(crate) format: Format,
 
-    /// Print one JSON object instead of a line of text.
-    #[arg(long)]
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
     pub(crate) json: bool,
+
+    /// Also print each holder's whole token (as `distlock release --token` needs it).
+    #[arg(long, alias = "show-token")]
+    pub(crate) show_tokens: bool,
+}
+
+impl InspectArgs {
+    /// The format asked for, --json included.
+    pub(crate) fn format(&self) -> Format {
+        if self.json {
+            Format::Json
+        } else {
+            self.format
+        }
+    }
 }
 
 /// `distlock release`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("what").required(true).args(["key", "owner"])))]
 pub(crate) struct ReleaseArgs {
-    /// The lock's key.
+    /// The plain lock's key (with --token).
+    #[arg(value_parser = parse_key, requires = "token")]
+    pub(crate) key: Option<LockKey>,
+
+    /// The holder's token (36-character UUID), e.g. from `inspect --show-tokens` or the
+    /// command's DISTLOCK_TOKEN. The lock is released only if this token still holds it.
+    #[arg(long, value_parser = parse_token, requires = "key", conflicts_with = "owner")]
+    pub(crate) token: Option<Token>,
+
+    /// Free every group hold recorded for this owner (any name, any mode), e.g. what a
+    /// crashed instance left; prints how many. `distlock inspect` shows the owners.
+    #[arg(long, value_name = "APP@INSTANCE", value_parser = parse_owner)]
+    pub(crate) owner: Option<OwnerId>,
+}
+
+/// `distlock permits`.
+#[derive(Debug, Args)]
+pub(crate) struct PermitsArgs {
+    /// The group name.
     #[arg(value_parser = parse_key)]
     pub(crate) key: LockKey,
 
-    /// The holder's token (36-character UUID), e.g. from `inspect --show-token` or the
-    /// command's DISTLOCK_TOKEN. The lock is released only if this token still holds it.
-    #[arg(long, value_parser = parse_token)]
-    pub(crate) token: Token,
+    /// Record N shared permits: at most N shared holders (readers, semaphore slots) at
+    /// once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) shared: Option<u32>,
+
+    /// Record N exclusive permits: at most N exclusive holders at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) exclusive: Option<u32>,
+
+    /// Remove the recorded shared permits (each client's default applies again).
+    #[arg(long, conflicts_with = "shared")]
+    pub(crate) clear_shared: bool,
+
+    /// Remove the recorded exclusive permits (each client's default applies again).
+    #[arg(long, conflicts_with = "exclusive")]
+    pub(crate) clear_exclusive: bool,
+
+    /// `table` for people; `json`: one JSON object, on one line.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub(crate) format: Format,
+}
+
+impl PermitsArgs {
+    /// The changes asked for: (mode, permits), `None` to clear.
+    pub(crate) fn changes(&self) -> Vec<(LockMode, Option<u32>)> {
+        let mut changes = Vec::new();
+        if self.shared.is_some() || self.clear_shared {
+            changes.push((LockMode::Shared, self.shared));
+        }
+        if self.exclusive.is_some() || self.clear_exclusive {
+            changes.push((LockMode::Exclusive, self.exclusive));
+        }
+        changes
+    }
+}
+
+impl RunArgs {
+    /// Fills [`members`](Self::members) from --read and --write, in the order they were
+    /// given on the command line.
+    fn order_members(&mut self, matches: &ArgMatches) {
+        let indices = |id: &str| -> Vec<usize> { matches.indices_of(id).map(Iterator::collect).unwrap_or_default() };
+        let mut members: Vec<(usize, LockMode, LockKey)> = Vec::new();
+        for (mode, keys, indices) in [
+            (LockMode::Shared, std::mem::take(&mut self.read), indices("read")),
+            (LockMode::Exclusive, std::mem::take(&mut self.write), indices("write")),
+        ] {
+            members.extend(
+                keys.into_iter().enumerate().map(|(n, key)| (indices.get(n).copied().unwrap_or(usize::MAX), mode, key)),
+            );
+        }
+        members.sort_by_key(|(index, _, _)| *index);
+        self.members = members.into_iter().map(|(_, mode, key)| (mode, key)).collect();
+    }
 }
 
 /// `distlock list`.
@@ -176,8 +334,8 @@ pub(crate) struct ListArgs {
     pub(crate) pattern: KeyPattern,
 
     /// `table` for people; `json`: one JSON object per listing, on one line.
-    #[arg(long, value_enum, default_value_t = ListFormat::Table)]
-    pub(crate) format: ListFormat,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub(crate) format: Format,
 
     /// Also print each holder's whole token (as `distlock release --token` needs it).
     #[arg(long)]
@@ -209,12 +367,12 @@ pub(crate) struct ListArgs {
     pub(crate) page_size: u16,
 }
 
-/// How `distlock list` prints.
+/// How `distlock list`, `inspect` and `permits` print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ListFormat {
-    /// Aligned columns with a header and a summary line.
+pub(crate) enum Format {
+    /// Aligned columns under a header.
     Table,
-    /// One JSON object per listing (JSON Lines with --watch).
+    /// One JSON object (per listing: JSON Lines with `list --watch`).
     Json,
 }
 
@@ -295,6 +453,10 @@ fn parse_token(text: &str) -> Result<Token, String> {
     Token::parse(text).map_err(|error| error.to_string())
 }
 
+fn parse_owner(text: &str) -> Result<OwnerId, String> {
+    OwnerId::parse(text).map_err(|error| error.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,7 +469,7 @@ mod tests {
 
     #[test]
     fn run_takes_the_command_after_the_flags() {
-        let cli = Cli::try_parse_from(["distlock", "run", "--key", "k", "--ttl", "2s", "--", "ls", "-l"]).unwrap();
+        let cli = parse_from(["distlock", "run", "--key", "k", "--ttl", "2s", "--", "ls", "-l"]).unwrap();
         let Command::Run(run) = cli.command else { panic!("not run") };
         assert_eq!(run.ttl, Duration::from_secs(2));
         assert_eq!(run.command, ["ls", "-l"]);
@@ -315,19 +477,52 @@ mod tests {
 
     #[test]
     fn list_takes_a_pattern_and_an_optional_watch_interval() {
-        let cli = Cli::try_parse_from(["distlock", "list"]).unwrap();
+        let cli = parse_from(["distlock", "list"]).unwrap();
         let Command::List(list) = cli.command else { panic!("not list") };
-        assert!(list.pattern.is_all() && list.watch.is_none() && list.format == ListFormat::Table);
-        let cli =
-            Cli::try_parse_from(["distlock", "list", "--match", "order:*", "--watch", "--format", "json"]).unwrap();
+        assert!(list.pattern.is_all() && list.watch.is_none() && list.format == Format::Table);
+        let cli = parse_from(["distlock", "list", "--match", "order:*", "--watch", "--format", "json"]).unwrap();
         let Command::List(list) = cli.command else { panic!("not list") };
         assert_eq!((list.pattern.as_str(), list.watch), ("order:*", Some(Duration::from_secs(2))));
-        let cli = Cli::try_parse_from(["distlock", "list", "--watch", "250ms"]).unwrap();
+        let cli = parse_from(["distlock", "list", "--watch", "250ms"]).unwrap();
         let Command::List(list) = cli.command else { panic!("not list") };
         assert_eq!(list.watch, Some(Duration::from_millis(250)));
         for bad in [&["distlock", "list", "--match", "a\\"][..], &["distlock", "list", "--page-size", "0"]] {
-            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+            assert!(parse_from(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn run_keeps_the_order_of_read_and_write_names() {
+        let args = ["distlock", "run", "--write", "b", "--read", "a", "--write", "c", "--permits", "2", "--", "true"];
+        let cli = parse_from(args).unwrap();
+        let Command::Run(run) = cli.command else { panic!("not run") };
+        let members: Vec<(LockMode, &str)> = run.members.iter().map(|(mode, key)| (*mode, key.as_str())).collect();
+        assert_eq!(members, [(LockMode::Exclusive, "b"), (LockMode::Shared, "a"), (LockMode::Exclusive, "c")]);
+        assert_eq!((run.key, run.permits), (None, Some(2)));
+    }
+
+    #[test]
+    fn run_takes_a_key_or_group_names_never_both() {
+        for args in [
+            &["distlock", "run", "--key", "k", "--read", "a", "--", "true"][..],
+            &["distlock", "run", "--key", "k", "--write", "a", "--", "true"],
+            &["distlock", "run", "--", "true"],
+            &["distlock", "run", "--write", "a", "--permits", "2", "--", "true"],
+            &["distlock", "run", "--read", "a", "--permits", "0", "--", "true"],
+            &["distlock", "run", "--key", "k", "--owner", "app@one", "--", "true"],
+            &["distlock", "run", "--read", "a", "--owner", "app", "--", "true"],
+            &["distlock", "release", "k"],
+            &["distlock", "release", "--owner", "app@one", "--token", "4f1c0a4e-8d5b-4d61-9a8e-0c2b7f3e9a10"],
+            &["distlock", "release", "k", "--owner", "app@one"],
+            &["distlock", "permits", "p", "--shared", "0"],
+            &["distlock", "permits", "p", "--exclusive", "2", "--clear-exclusive"],
+        ] {
+            let err = parse_from(args).unwrap_err();
+            assert!(err.use_stderr(), "{args:?}");
+        }
+        let cli = parse_from(["distlock", "permits", "p", "--shared", "3", "--clear-exclusive"]).unwrap();
+        let Command::Permits(permits) = cli.command else { panic!("not permits") };
+        assert_eq!(permits.changes(), [(LockMode::Shared, Some(3)), (LockMode::Exclusive, None)]);
     }
 
     #[test]
@@ -337,7 +532,7 @@ mod tests {
             &["distlock", "run", "--key", "", "--", "true"],
             &["distlock", "release", "k", "--token", "abc"],
         ] {
-            let err = Cli::try_parse_from(args).unwrap_err();
+            let err = parse_from(args).unwrap_err();
             assert!(err.use_stderr(), "{args:?}");
         }
     }

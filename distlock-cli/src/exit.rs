@@ -8,15 +8,16 @@ use std::fmt;
 
 use distlock::LockError;
 
-/// `run`: the lock was held by another owner until `--wait` ran out (`EX_TEMPFAIL`: try
-/// again later). `--conflict-exit-code` replaces it.
+/// `run`: the lock (or a name of the group) was held by another owner until `--wait` ran
+/// out (`EX_TEMPFAIL`: try again later). `--conflict-exit-code` replaces it.
 pub(crate) const NOT_ACQUIRED: u8 = 75;
 /// `run`: the lease was lost while the command ran; the command was stopped (SIGTERM,
 /// then SIGKILL after `--kill-grace`). In sysexits' range (`EX_PROTOCOL`: the remote
 /// side withdrew what it had granted). `--lost-exit-code` replaces it.
 pub(crate) const LEASE_LOST: u8 = 76;
-/// The command line is wrong: unknown flag, bad duration, invalid key or token, no store,
-/// `memory://` where another process must see the lock (`EX_USAGE`).
+/// The command line is wrong: unknown flag, bad duration, invalid key, token, owner,
+/// permits or group, no store, `memory://` where another process must see the lock
+/// (`EX_USAGE`).
 pub(crate) const USAGE: u8 = 64;
 /// The store could not be reached or failed (`EX_UNAVAILABLE`).
 pub(crate) const UNAVAILABLE: u8 = 69;
@@ -40,13 +41,17 @@ pub(crate) fn signal_status(signal: i32) -> u8 {
 pub(crate) const EXIT_STATUS_HELP: &str = "\
 Exit status:
   run        the command's own status (128 + N when it ended on signal N)
-  0          success (inspect, list, release, bench)
-  1          release: the token does not hold the lock; nothing was changed
-  64         usage: bad flag, duration, key or token; no store; memory:// with run
-  69         the store could not be reached or failed (run: --error-exit-code)
+  0          success (inspect, list, release, permits, bench)
+  1          release KEY --token: the token does not hold the lock; nothing was changed
+  64         usage: bad flag, duration, key, token, owner or permits; --key with --read or
+             --write; a name twice in a group; no store; memory:// with run, inspect,
+             release or permits
+  69         the store could not be reached or failed, or has no lock groups
+             (run: --error-exit-code)
   70         bench: a mutual-exclusion violation was observed (never expected);
              run: an internal error, e.g. its keeper process was killed (--error-exit-code)
-  75         run: the lock is held by another owner, after --wait (--conflict-exit-code)
+  75         run: the lock, or a name of the group, is held by another owner (or out of
+             permits), after --wait (--conflict-exit-code)
   76         run: the lease was lost; the command got SIGTERM, SIGKILL after --kill-grace
              (--lost-exit-code)
   126, 127   run: the command could not be started / was not found (--error-exit-code)
@@ -96,6 +101,7 @@ impl From<LockError> for Failure {
             LockError::LeaseLost { .. } => LEASE_LOST,
             LockError::InvalidKey { .. }
             | LockError::InvalidOptions { .. }
+            | LockError::InvalidGroup { .. }
             | LockError::InvalidToken
             | LockError::Config { .. } => USAGE,
             _ => UNAVAILABLE,

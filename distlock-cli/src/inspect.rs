@@ -1,73 +1,148 @@
 //! `distlock inspect` and `distlock release`.
 
+use std::io::{self, Write};
 use std::time::Duration;
 
+use distlock::{LockInfo, LockManager};
 use serde::Serialize;
 
-use crate::cli::{InspectArgs, ReleaseArgs};
-use crate::exit::{Failure, NOT_RELEASED};
+use crate::cli::{Format, InspectArgs, ReleaseArgs};
+use crate::exit::{self, Failure, NOT_RELEASED};
+use crate::list::owner;
 use crate::store;
 
-/// What `inspect --json` prints.
+/// One holder of the name, as printed.
 #[derive(Debug, Serialize)]
-struct Inspection<'a> {
-    key: &'a str,
-    state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    token: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+struct Holder {
+    /// `lock` (the plain lock's holder) or `group` (a group holder).
+    kind: &'static str,
+    mode: &'static str,
+    /// The token's fingerprint, as `distlock list` shows it.
+    owner: String,
+    /// A group holder's owner id (`app@instance`); `null` for the plain lock.
+    owner_id: Option<String>,
+    ttl_left_ms: u128,
+    /// `null` on a store that does not fence.
     fence: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    ttl_left_ms: Option<u128>,
+    token: Option<String>,
 }
 
-/// Prints the holder of a lock, or that it is free.
+/// What `inspect --format json` prints.
+#[derive(Debug, Serialize)]
+struct Inspection<'a> {
+    store: &'static str,
+    key: &'a str,
+    /// `held` when the name has any holder, else `free`.
+    state: &'static str,
+    holders: Vec<Holder>,
+}
+
+/// Prints every holder of a name — the plain lock's and the group holders — or that it
+/// is free.
 pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, Failure> {
     let url = store::require_url(url, "inspect")?;
     store::refuse_memory(url, "inspect")?;
     let store = store::connect(url).await?;
-    let info = store.inspect(&args.key.to_store_key()).await?;
-    let key = args.key.as_str();
-    let token = info.as_ref().map(|info| if args.show_token { info.token.as_str() } else { info.token.short() });
-    if args.json {
-        let inspection = Inspection {
-            key,
-            state: if info.is_some() { "held" } else { "free" },
-            token,
-            fence: info.as_ref().and_then(|info| info.fence),
-            ttl_left_ms: info.as_ref().map(|info| info.ttl_left.as_millis()),
-        };
-        println!(
-            "{}",
-            serde_json::to_string(&inspection)
-                .map_err(|error| Failure::new(crate::exit::SOFTWARE, error.to_string()))?
-        );
-        return Ok(0);
-    }
-    match (&info, token) {
-        (Some(info), Some(token)) => {
-            let ellipsis = if args.show_token { "" } else { "…" };
-            let fence = info.fence.map_or_else(|| "none".to_owned(), |fence| fence.to_string());
-            println!("{key}: held by token {token}{ellipsis}, fence {fence}, {} left", round(info.ttl_left));
+    let key = args.key.to_store_key();
+    let holders = async {
+        match store.groups() {
+            Some(groups) => groups.holders(&key).await,
+            // A store without groups has no group holders.
+            None => Ok(Vec::new()),
         }
-        _ => println!("{key}: free"),
+    };
+    let (plain, groups) = tokio::try_join!(store.inspect(&key), holders)?;
+    let holder = |kind: &'static str, info: LockInfo| Holder {
+        kind,
+        mode: info.mode.as_str(),
+        owner: owner(&info.token),
+        owner_id: info.owner,
+        ttl_left_ms: info.ttl_left.as_millis(),
+        fence: info.fence,
+        token: args.show_tokens.then(|| info.token.as_str().to_owned()),
+    };
+    let mut group_holders: Vec<Holder> = groups.into_iter().map(|info| holder("group", info)).collect();
+    group_holders.sort_by(|a, b| (a.mode, &a.owner_id, &a.owner).cmp(&(b.mode, &b.owner_id, &b.owner)));
+    let holders: Vec<Holder> = plain.map(|info| holder("lock", info)).into_iter().chain(group_holders).collect();
+    let inspection = Inspection {
+        store: store.backend(),
+        key: args.key.as_str(),
+        state: if holders.is_empty() { "free" } else { "held" },
+        holders,
+    };
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let written = match args.format() {
+        Format::Json => {
+            serde_json::to_writer(&mut out, &inspection).map_err(io::Error::from).and_then(|()| writeln!(out))
+        }
+        Format::Table => write_table(&mut out, &inspection, args.show_tokens),
     }
-    Ok(0)
+    .and_then(|()| out.flush());
+    match written {
+        Ok(()) => Ok(0),
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(0),
+        Err(error) => Err(Failure::new(exit::SOFTWARE, format!("cannot write the holders: {error}"))),
+    }
 }
 
-/// Releases a lock if `--token` still holds it.
+fn write_table(out: &mut impl Write, inspection: &Inspection<'_>, show_tokens: bool) -> io::Result<()> {
+    let holders = &inspection.holders;
+    if holders.is_empty() {
+        return writeln!(out, "{}: free", inspection.key);
+    }
+    let fence = |holder: &Holder| holder.fence.map_or_else(|| "-".to_owned(), |fence| fence.to_string());
+    let left = |holder: &Holder| round(Duration::from_millis(u64::try_from(holder.ttl_left_ms).unwrap_or(u64::MAX)));
+    let owner_id = |holder: &Holder| holder.owner_id.clone().unwrap_or_else(|| "-".to_owned());
+    let fence_width = holders.iter().map(|holder| fence(holder).len()).max().unwrap_or(0).max(5);
+    let left_width = holders.iter().map(|holder| left(holder).len()).max().unwrap_or(0).max(8);
+    let id_width = holders.iter().map(|holder| owner_id(holder).chars().count()).max().unwrap_or(0).max(12);
+    let token_header = if show_tokens { "  TOKEN" } else { "" };
+    let header = format!(
+        "{:5}  {:9}  {:8}  {:>left_width$}  {:>fence_width$}  {:id_width$}{token_header}",
+        "KIND", "MODE", "OWNER", "TTL LEFT", "FENCE", "APP@INSTANCE"
+    );
+    writeln!(out, "{}", header.trim_end())?;
+    for holder in holders {
+        let line = format!(
+            "{:5}  {:9}  {:8}  {:>left_width$}  {:>fence_width$}  {:id_width$}  {}",
+            holder.kind,
+            holder.mode,
+            holder.owner,
+            left(holder),
+            fence(holder),
+            owner_id(holder),
+            holder.token.as_deref().unwrap_or_default()
+        );
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    let noun = if holders.len() == 1 { "holder" } else { "holders" };
+    writeln!(out, "{}: {} {noun}", inspection.key, holders.len())
+}
+
+/// Releases a lock if `--token` still holds it, or every group hold of `--owner`.
 pub(crate) async fn release(url: Option<&str>, args: ReleaseArgs) -> Result<u8, Failure> {
     let url = store::require_url(url, "release")?;
     store::refuse_memory(url, "release")?;
     let store = store::connect(url).await?;
-    let key = args.key.as_str();
-    if store.release(&args.key.to_store_key(), &args.token).await? {
-        println!("{key}: released");
+    let (key, token) = match (args.key, args.token, args.owner) {
+        (Some(key), Some(token), None) => (key, token),
+        (None, None, Some(owner)) => {
+            let freed = LockManager::new(store).release_owner_of(&owner).await?;
+            let noun = if freed == 1 { "group hold" } else { "group holds" };
+            println!("{owner}: {freed} {noun} released");
+            return Ok(0);
+        }
+        _ => return Err(Failure::usage("`release` takes KEY --token TOKEN, or --owner APP@INSTANCE")),
+    };
+    let name = key.as_str();
+    if store.release(&key.to_store_key(), &token).await? {
+        println!("{name}: released");
         Ok(0)
     } else {
         eprintln!(
-            "distlock: lock `{key}` not released: token {}… does not hold it (it is free, expired, or held by another token)",
-            args.token.short()
+            "distlock: lock `{name}` not released: token {}… does not hold it (it is free, expired, or held by another token)",
+            token.short()
         );
         Ok(NOT_RELEASED)
     }

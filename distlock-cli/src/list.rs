@@ -8,7 +8,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::cli::{ListArgs, ListFormat};
+use crate::cli::{Format, ListArgs};
 use crate::exit::{self, Failure};
 use crate::inspect::round;
 use crate::store;
@@ -61,7 +61,7 @@ pub(crate) async fn list(url: Option<&str>, args: ListArgs) -> Result<u8, Failur
     let signal_failure = |error: io::Error| Failure::new(exit::SOFTWARE, format!("cannot handle signals: {error}"));
     let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_failure)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(signal_failure)?;
-    let watch = Watch { interval, redraw: io::stdout().is_terminal() && args.format == ListFormat::Table };
+    let watch = Watch { interval, redraw: io::stdout().is_terminal() && args.format == Format::Table };
     loop {
         let listed = tokio::select! {
             listed = snapshot(&*lock_store, &args) => listed,
@@ -134,7 +134,7 @@ async fn snapshot<'a>(store: &DynLockStore, args: &'a ListArgs) -> Result<Snapsh
 /// A holder's name that is safe to show: the first 8 hex digits of the SHA-256 of its
 /// token. Two holders are told apart, one holder is recognised across listings, and the
 /// token cannot be recovered (unlike a prefix of it, which is part of the secret).
-fn owner(token: &Token) -> String {
+pub(crate) fn owner(token: &Token) -> String {
     let digest = Sha256::digest(token.as_str().as_bytes());
     digest.iter().take(4).map(|byte| format!("{byte:02x}")).collect()
 }
@@ -151,8 +151,8 @@ enum Printed {
 fn print(snapshot: &Snapshot<'_>, args: &ListArgs, watch: Option<&Watch>) -> Result<Printed, Failure> {
     let mut out = io::BufWriter::new(io::stdout().lock());
     let written = match args.format {
-        ListFormat::Json => write_json(&mut out, snapshot),
-        ListFormat::Table => write_table(&mut out, snapshot, args, watch),
+        Format::Json => write_json(&mut out, snapshot),
+        Format::Table => write_table(&mut out, snapshot, args, watch),
     }
     .and_then(|()| out.flush());
     match written {

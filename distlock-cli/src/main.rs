@@ -1,5 +1,6 @@
-//! `distlock`: run a command under a distributed lock, inspect, list and release locks, and
-//! benchmark a store — with any distlock store (`memory://`, `redis://`, `postgres://`).
+//! `distlock`: run a command under a distributed lock or lock group, inspect, list and
+//! release locks, set a name's permits, and benchmark a store — with any distlock store
+//! (`memory://`, `redis://`, `postgres://`).
 //!
 //! See the crate's README for the commands, exit statuses and benchmark figures.
 
@@ -10,14 +11,13 @@ mod cli;
 mod exit;
 mod inspect;
 mod list;
+mod permits;
 mod run;
 mod store;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
 use crate::exit::Failure;
 
 fn main() -> ExitCode {
@@ -25,7 +25,7 @@ fn main() -> ExitCode {
     if let Some(code) = run::helper_process() {
         return ExitCode::from(code);
     }
-    let cli = match Cli::try_parse() {
+    let cli = match cli::parse() {
         Ok(cli) => cli,
         Err(error) => {
             // --help and --version are "errors" printed on stdout with status 0.
@@ -48,6 +48,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(store, args).await,
             Command::Inspect(args) => inspect::inspect(store, args).await,
             Command::Release(args) => inspect::release(store, args).await,
+            Command::Permits(args) => permits::permits(store, args).await,
             Command::List(args) => list::list(store, args).await,
             Command::Bench(args) => bench::bench(store, args).await,
         }

@@ -1,4 +1,4 @@
-//! `distlock run`: a command under an auto-renewed lock.
+//! `distlock run`: a command under an auto-renewed lock or lock group.
 //!
 //! The command runs below a keeper process ([`keeper`]), in its own process group, so
 //! that a lost lease stops everything it started (SIGTERM, then SIGKILL after the grace
@@ -8,6 +8,7 @@
 //! does for a job), so the command can read the terminal and gets Ctrl-C from it
 //! directly; it takes it back afterwards.
 
+mod held;
 mod keeper;
 mod link;
 mod protocol;
@@ -17,7 +18,7 @@ use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use distlock::{DistributedLock, LockManager, LockOptions};
+use distlock::{LockManager, LockOptions};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::signal::unix::{signal, SignalKind};
@@ -26,6 +27,7 @@ use tokio::time::Instant;
 use crate::cli::RunArgs;
 use crate::exit::{self, Failure};
 use crate::store;
+use held::{Held, Wanted};
 use link::Keeper;
 use protocol::{FromKeeper, ToKeeper};
 
@@ -59,7 +61,7 @@ struct Statuses {
 enum Ended {
     /// The command ran; its status.
     Command(u8),
-    /// The lock was held by another owner until the wait ran out.
+    /// The lock (or a name of the group) was held by another owner until the wait ran out.
     NotAcquired,
     /// The lease was lost while the command ran (or as it ended).
     LeaseLost,
@@ -71,7 +73,7 @@ enum Ended {
     Internal,
 }
 
-/// Runs `args.command` under the lock and returns the exit status.
+/// Runs `args.command` under the lock or group and returns the exit status.
 pub(crate) async fn run(url: Option<&str>, args: RunArgs) -> Result<u8, Failure> {
     let statuses = Statuses {
         conflict: args.conflict_exit_code.unwrap_or(exit::NOT_ACQUIRED),
@@ -120,21 +122,27 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
         None => options,
     };
     waiting(wait).validate(args.ttl)?;
+    let wanted = Wanted::from_args(&args)?;
     let url = store::require_url(url, "run")?;
     store::refuse_memory(url, "run")?;
     // Installed before anything slow, so that Ctrl-C while connecting or waiting ends
     // distlock cleanly rather than killing it mid-acquisition.
     let mut signals = Signals::install()?;
-    let key = args.key.as_str().to_owned();
+    let key = wanted.names()[0].to_owned();
+    let label = wanted.label();
     let locks = tokio::select! {
         store = store::connect(url) => LockManager::new(store?),
         signal = signals.recv() => return Ok(interrupted(signal, "connecting to the store")),
     };
+    let locks = match args.owner.clone() {
+        Some(owner) => locks.with_owner(owner),
+        None => locks,
+    };
     let started = Instant::now();
     let acquire = async {
         // One attempt first, so that a wait is announced (DISTLOCK_LOG=info) when it begins.
-        if let Some(lock) = locks.try_lock_opts(&key, args.ttl, &waiting(Some(Duration::ZERO))).await? {
-            return Ok(Some(lock));
+        if let Some(held) = wanted.try_take(&locks, args.ttl, &waiting(Some(Duration::ZERO))).await? {
+            return Ok(Some(held));
         }
         if wait == Some(Duration::ZERO) {
             return Ok(None);
@@ -150,11 +158,7 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
             }
         }
         let left = wait.map(|wait| wait.saturating_sub(started.elapsed()));
-        match locks.lock_opts(&key, args.ttl, &waiting(left)).await {
-            Ok(lock) => Ok(Some(lock)),
-            Err(error) if error.is_not_acquired() => Ok(None),
-            Err(error) => Err(error),
-        }
+        wanted.take(&locks, args.ttl, &waiting(left)).await
     };
     let acquired = tokio::select! {
         acquired = acquire => acquired,
@@ -163,11 +167,11 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
             return Ok(interrupted(signal, "waiting for the lock"));
         }
     };
-    let lock = match acquired {
-        Ok(Some(lock)) => lock,
+    let held = match acquired {
+        Ok(Some(held)) => held,
         Ok(None) => {
             let waited = humantime::format_duration(wait.unwrap_or_default());
-            eprintln!("distlock: lock `{key}` not acquired: it is held by another owner (waited {waited})");
+            eprintln!("distlock: {label} not acquired: {} (waited {waited})", wanted.conflict());
             return Ok(Ended::NotAcquired);
         }
         Err(error) => {
@@ -175,9 +179,16 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
             return Err(error.into());
         }
     };
-    let supervision = Supervision { command: &args.command, kill_grace: args.kill_grace, loss_margin };
-    let outcome = supervision.run(&lock, &mut signals).await;
-    let ended = finish(lock, outcome).await;
+    let names = wanted.names().join("\n");
+    let owner = match wanted {
+        Wanted::Lock(_) => String::new(),
+        Wanted::Group(_) => locks.owner().to_string(),
+    };
+    let env = [("DISTLOCK_KEY", key.as_str()), ("DISTLOCK_NAMES", &names), ("DISTLOCK_OWNER", &owner)];
+    let supervision =
+        Supervision { command: &args.command, env: &env, label: &label, kill_grace: args.kill_grace, loss_margin };
+    let outcome = supervision.run(&held, &mut signals).await;
+    let ended = finish(held, &label, outcome).await;
     flush(&locks).await;
     Ok(ended)
 }
@@ -197,18 +208,19 @@ enum Outcome {
 /// The command under the keeper, watched against the lease and distlock's signals.
 struct Supervision<'a> {
     command: &'a [OsString],
+    /// The command's environment, besides the token and fence.
+    env: &'a [(&'a str, &'a str)],
+    /// How messages name the lock or group.
+    label: &'a str,
     kill_grace: Duration,
     loss_margin: Duration,
 }
 
 impl Supervision<'_> {
-    async fn run(&self, lock: &DistributedLock, signals: &mut Signals) -> Outcome {
+    async fn run(&self, lock: &Held, signals: &mut Signals) -> Outcome {
         let fence = lock.fence().map(|fence| fence.to_string()).unwrap_or_default();
-        let env = [
-            ("DISTLOCK_KEY", lock.key().as_str()),
-            ("DISTLOCK_TOKEN", lock.token().as_str()),
-            ("DISTLOCK_FENCE", &fence),
-        ];
+        let mut env = vec![("DISTLOCK_TOKEN", lock.token().as_str()), ("DISTLOCK_FENCE", &fence)];
+        env.extend_from_slice(self.env);
         let tick = self.heartbeat();
         let mut sent_deadline = self.keeper_deadline(lock.safe_until(), tick);
         let mut keeper = match Keeper::start(self.command, &env, self.kill_grace, sent_deadline).await {
@@ -242,8 +254,8 @@ impl Supervision<'_> {
                 reason = lock.lost(), if !lost => {
                     lost = true;
                     eprintln!(
-                        "distlock: lease of lock `{}` lost ({reason}); stopping the command: SIGTERM now, SIGKILL in {}",
-                        lock.key(),
+                        "distlock: lease of {} lost ({reason}); stopping the command: SIGTERM now, SIGKILL in {}",
+                        self.label,
                         humantime::format_duration(self.kill_grace),
                     );
                     keeper.order(ToKeeper::Terminate);
@@ -268,8 +280,8 @@ impl Supervision<'_> {
         let expired = keeper.expired().await;
         if expired && !lost {
             eprintln!(
-                "distlock: the keeper killed the command: no renewal of lock `{}` was confirmed before its deadline",
-                lock.key()
+                "distlock: the keeper killed the command: no renewal of {} was confirmed before its deadline",
+                self.label
             );
         }
         if lost || expired {
@@ -310,9 +322,8 @@ impl Supervision<'_> {
     }
 }
 
-/// Releases the lock after the command and says how `run` ended.
-async fn finish(lock: DistributedLock, outcome: Outcome) -> Ended {
-    let key = lock.key().as_str().to_owned();
+/// Releases the lock or group after the command and says how `run` ended.
+async fn finish(lock: Held, label: &str, outcome: Outcome) -> Ended {
     let ended = match outcome {
         Outcome::LeaseLost => {
             drop(lock);
@@ -323,21 +334,19 @@ async fn finish(lock: DistributedLock, outcome: Outcome) -> Ended {
         Outcome::Internal => Ended::Internal,
     };
     if lock.is_lost() {
-        eprintln!(
-            "distlock: lease of lock `{key}` was lost as the command ended; its work may not have been protected"
-        );
+        eprintln!("distlock: lease of {label} was lost as the command ended; its work may not have been protected");
         drop(lock);
         return Ended::LeaseLost;
     }
     match lock.release().await {
         Ok(true) => ended,
         Ok(false) => {
-            eprintln!("distlock: lock `{key}` had already expired or been released when the command ended");
+            eprintln!("distlock: {label} had already expired or been released when the command ended");
             Ended::LeaseLost
         }
         Err(error) => {
             Failure::from(error).report();
-            eprintln!("distlock: lock `{key}` will be freed when its lease expires");
+            eprintln!("distlock: {label} will be freed when its lease expires");
             ended
         }
     }

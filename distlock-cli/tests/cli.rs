@@ -72,6 +72,41 @@ async fn bad_keys_tokens_and_missing_stores_are_usage_errors() {
 }
 
 #[tokio::test]
+async fn bad_groups_owners_and_permits_are_usage_errors_before_any_connection() {
+    // Port 1 would fail to connect (69): each must be refused first, naming the problem.
+    for (args, needle) in [
+        (&["run", "--key", "k", "--read", "a", "--", "true"][..], "cannot be used with"),
+        (&["run", "--write", "a", "--key", "k", "--", "true"], "cannot be used with"),
+        (&["run", "--read", "a", "--write", "a", "--", "true"], "`a` appears more than once"),
+        (&["run", "--read", "a", "--read", "a", "--", "true"], "`a` appears more than once"),
+        (&["run", "--ttl", "5s", "--", "true"], "--key <KEY>|--read <NAME>|--write <NAME>"),
+        (&["run", "--read", "a", "--permits", "0", "--", "true"], "--permits"),
+        (&["run", "--write", "a", "--permits", "2", "--", "true"], "--read"),
+        (&["run", "--key", "k", "--owner", "app@one", "--", "true"], "--read <NAME>|--write <NAME>"),
+        (&["run", "--read", "a", "--owner", "no-at-sign", "--", "true"], "app@instance"),
+        (&["run", "--read", "", "--", "true"], "the key is empty"),
+        (&["release", "--owner", "a@b@c"], "app@instance"),
+        (&["release", "k", "--owner", "app@one"], "cannot be used with"),
+        (&["release", "--owner", "app@one", "--token", "4f1c0a4e-8d5b-4d61-9a8e-0c2b7f3e9a10"], "cannot be used with"),
+        (&["release"], "<KEY|--owner <APP@INSTANCE>>"),
+        (&["permits", "p", "--shared", "0"], "--shared"),
+        (&["permits", "p", "--exclusive", "0"], "--exclusive"),
+        (&["permits", "p", "--shared", "2", "--clear-shared"], "cannot be used with"),
+        (&["permits", "bad\u{7}name"], "control character"),
+        (&["inspect", "k", "--json", "--format", "table"], "cannot be used with"),
+    ] {
+        let out = output(distlock(Some("redis://127.0.0.1:1"), args)).await;
+        assert_eq!(out.status.code(), Some(USAGE), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: `{needle}` missing from:\n{}", stderr(&out));
+    }
+    let out = output(distlock(Some("memory://"), &["permits", "p"])).await;
+    assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
+    assert!(stderr(&out).contains("memory://"), "{}", stderr(&out));
+    let out = output(distlock(Some("memory://"), &["run", "--read", "p", "--", "true"])).await;
+    assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
+}
+
+#[tokio::test]
 async fn exit_status_flags_are_checked_before_any_connection() {
     for flag in ["--conflict-exit-code", "-E", "--lost-exit-code", "--error-exit-code"] {
         for value in ["0", "256", "-1", "seventy"] {
@@ -129,7 +164,13 @@ async fn help_documents_the_exit_statuses_and_environment() {
         "DISTLOCK_KEY",
         "DISTLOCK_TOKEN",
         "DISTLOCK_FENCE",
+        "DISTLOCK_NAMES",
+        "DISTLOCK_OWNER",
         "DISTLOCK_STORE",
+        "--read",
+        "--write",
+        "--permits",
+        "--owner",
         "--kill-grace",
         "Exit status:",
         "--conflict-exit-code",

@@ -36,7 +36,7 @@ async fn delete_on_server(url: &str, key: &str) {
     }
 }
 
-/// `inspect KEY --json`.
+/// `inspect KEY --json` (the same as `--format json`).
 async fn inspect(url: &str, key: &str) -> serde_json::Value {
     let out = output(distlock(Some(url), &["inspect", key, "--json"])).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -406,7 +406,11 @@ async fn distlocks_own_statuses_can_be_moved_out_of_the_commands_way(url: &str) 
 
 async fn inspect_shows_the_holder_and_release_checks_the_token(url: &str) {
     let key = key("inspect");
-    assert_eq!(inspect(url, &key).await, serde_json::json!({ "key": key, "state": "free" }));
+    let backend = if url.starts_with("redis") { "redis" } else { "postgres" };
+    assert_eq!(
+        inspect(url, &key).await,
+        serde_json::json!({ "store": backend, "key": key, "state": "free", "holders": [] })
+    );
     let script = format!("{PRINT_LOCK}; read line");
     let mut holder = Running::start(url, &["run", "--key", &key, "--ttl", "20s", "--", "sh", "-c", &script]);
     holder.line().await;
@@ -415,17 +419,32 @@ async fn inspect_shows_the_holder_and_release_checks_the_token(url: &str) {
 
     let held = inspect(url, &key).await;
     assert_eq!(held["state"], "held", "{held}");
-    assert_eq!(held["token"], token[..8], "shortened: {held}");
-    let left = held["ttl_left_ms"].as_u64().expect("time left");
+    let holders = held["holders"].as_array().expect("holders");
+    assert_eq!(holders.len(), 1, "{held}");
+    let lock = &holders[0];
+    assert_eq!(
+        (&lock["kind"], &lock["mode"], &lock["owner_id"]),
+        (&"lock".into(), &"exclusive".into(), &serde_json::Value::Null)
+    );
+    let owner = lock["owner"].as_str().expect("owner");
+    assert_eq!(owner.len(), 8, "a fingerprint of the token: {held}");
+    assert!(!held.to_string().contains(&token[..8]), "no part of the token: {held}");
+    let left = lock["ttl_left_ms"].as_u64().expect("time left");
     assert!(left > 0 && left <= 20_000, "{held}");
     if fenced(url) {
-        assert_eq!(held["fence"].to_string(), fence, "{held}");
+        assert_eq!(lock["fence"].to_string(), fence, "{held}");
+    } else {
+        assert_eq!(lock["fence"], serde_json::Value::Null, "{held}");
     }
     let out = output(distlock(Some(url), &["inspect", &key])).await;
-    let line = stdout(&out);
-    assert!(line.contains("held by token") && line.contains(&token[..8]) && !line.contains(&token), "{line}");
-    let out = output(distlock(Some(url), &["inspect", &key, "--show-token"])).await;
-    assert!(stdout(&out).contains(&token), "{}", stdout(&out));
+    let table = stdout(&out);
+    assert!(table.contains(owner) && table.contains(&format!("{key}: 1 holder")), "{table}");
+    assert!(!table.contains(&token[..8]), "{table}");
+    for flag in ["--show-tokens", "--show-token"] {
+        let out = output(distlock(Some(url), &["inspect", &key, flag])).await;
+        assert!(stdout(&out).contains(&token), "{flag}: {}", stdout(&out));
+    }
+    assert_eq!(inspect(url, &key).await["holders"][0]["owner"], owner, "the same holder keeps its owner");
 
     let out = output(distlock(Some(url), &["release", &key, "--token", distlock::Token::generate().as_str()])).await;
     assert_eq!(out.status.code(), Some(NOT_RELEASED), "{}", stderr(&out));

@@ -13,6 +13,8 @@
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release` (key validation,
 //!     token generation, the handle).
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
+//! - lock groups (`kit::group_bench`): two-name group and read-lock cycles vs a single-key
+//!   cycle, 8 readers vs 8 writers of one name, a writer among continuous readers.
 //! - hand-off: one hot key, 8 waiters, hold 0, retry interval 50 ms: release → next
 //!   holder latency (p50/p99) and critical sections/s, with release notifications
 //!   (pub/sub) and with polling only.
@@ -29,6 +31,7 @@ use std::time::Duration;
 
 use distlock_api::{DynLockStore, Token};
 use distlock_conformance::kit::bench::{rounds, RawRedis, Scenario, SideBySide, Unit};
+use distlock_conformance::kit::group_bench::{self, GroupPlan};
 use distlock_conformance::kit::handoff::{self, Plan};
 use distlock_redis::redis::{self, aio::ConnectionManager};
 use distlock_redis::{RedisLockStore, RELEASE_SCRIPT};
@@ -61,6 +64,15 @@ fn main() {
         bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
 
         let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 4_000, polling_sections: 200, rounds: 1 };
-        handoff::compare(store, "", "bench:handoff:", plan).await;
+        handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
+
+        let plan = GroupPlan {
+            cycles: CYCLES / 2,
+            rounds: rounds.min(7),
+            hold: Duration::from_millis(5),
+            hot_cycles: 40,
+            writer_samples: 100,
+        };
+        group_bench::compare(store, "bench:", plan).await;
     });
 }

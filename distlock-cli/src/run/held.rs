@@ -1,0 +1,159 @@
+//! What `run` holds: a plain lock (`--key`) or a lock group (`--read`, `--write`), behind
+//! one interface, so that waiting, supervision and release do not care which.
+
+use std::time::Duration;
+
+use distlock::{
+    DistributedLock, GroupLock, GroupMember, LockError, LockGroup, LockKey, LockManager, LockMode, LockOptions,
+    LossReason, Token,
+};
+use tokio::time::Instant;
+
+use crate::cli::RunArgs;
+use crate::exit::Failure;
+
+/// What `run` was asked to hold, validated before any I/O.
+#[derive(Debug)]
+pub(super) enum Wanted {
+    /// A plain lock.
+    Lock(LockKey),
+    /// A group: every name in its mode, or none.
+    Group(LockGroup),
+}
+
+impl Wanted {
+    /// From `--key`, or `--read` / `--write` (and `--permits` for the shared members).
+    pub(super) fn from_args(args: &RunArgs) -> Result<Self, Failure> {
+        if let Some(key) = &args.key {
+            return Ok(Self::Lock(key.clone()));
+        }
+        let members = args.members.iter().map(|(mode, key)| {
+            let member = GroupMember { key: key.clone(), mode: *mode, permits: None };
+            match (mode, args.permits) {
+                (LockMode::Shared, Some(permits)) => member.with_permits(permits),
+                _ => member,
+            }
+        });
+        Ok(Self::Group(LockGroup::new(members)?))
+    }
+
+    /// The key, or the group's names in order.
+    pub(super) fn names(&self) -> Vec<&str> {
+        match self {
+            Self::Lock(key) => vec![key.as_str()],
+            Self::Group(group) => group.members().iter().map(|member| member.key.as_str()).collect(),
+        }
+    }
+
+    /// How messages name it: ``lock `k` `` or ``lock group `a` (shared), `b` (exclusive)``.
+    pub(super) fn label(&self) -> String {
+        match self {
+            Self::Lock(key) => format!("lock `{key}`"),
+            Self::Group(group) => {
+                let members: Vec<String> =
+                    group.members().iter().map(|member| format!("`{}` ({})", member.key, member.mode)).collect();
+                format!("lock group {}", members.join(", "))
+            }
+        }
+    }
+
+    /// Why it was not acquired, for the line `run` prints.
+    pub(super) fn conflict(&self) -> &'static str {
+        match self {
+            Self::Lock(_) => "it is held by another owner",
+            Self::Group(_) => "a name is held by another owner in a conflicting mode, or out of permits",
+        }
+    }
+
+    /// One attempt; `None` when it is held elsewhere.
+    pub(super) async fn try_take(
+        &self,
+        locks: &LockManager,
+        ttl: Duration,
+        options: &LockOptions,
+    ) -> Result<Option<Held>, LockError> {
+        Ok(match self {
+            Self::Lock(key) => locks.try_lock_opts(key.as_str(), ttl, options).await?.map(Held::Lock),
+            Self::Group(group) => locks.try_lock_group_opts(group, ttl, options).await?.map(Held::Group),
+        })
+    }
+
+    /// Waits up to `options.wait` (unset: as long as it takes); `None` when it was still
+    /// held elsewhere at the deadline.
+    pub(super) async fn take(
+        &self,
+        locks: &LockManager,
+        ttl: Duration,
+        options: &LockOptions,
+    ) -> Result<Option<Held>, LockError> {
+        let taken = match self {
+            Self::Lock(key) => locks.lock_opts(key.as_str(), ttl, options).await.map(Held::Lock),
+            Self::Group(group) => locks.lock_group_opts(group, ttl, options).await.map(Held::Group),
+        };
+        match taken {
+            Ok(held) => Ok(Some(held)),
+            Err(error) if error.is_not_acquired() => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// A held plain lock or group: one token, one fence, one lease.
+#[derive(Debug)]
+pub(super) enum Held {
+    /// A plain lock.
+    Lock(DistributedLock),
+    /// A group.
+    Group(GroupLock),
+}
+
+impl Held {
+    pub(super) fn token(&self) -> &Token {
+        match self {
+            Self::Lock(lock) => lock.token(),
+            Self::Group(group) => group.token(),
+        }
+    }
+
+    /// The fencing number: a group's stamp.
+    pub(super) fn fence(&self) -> Option<u64> {
+        match self {
+            Self::Lock(lock) => lock.fence(),
+            Self::Group(group) => group.stamp(),
+        }
+    }
+
+    pub(super) fn safe_until(&self) -> Instant {
+        match self {
+            Self::Lock(lock) => lock.safe_until(),
+            Self::Group(group) => group.safe_until(),
+        }
+    }
+
+    /// Resolves when the lease is lost (a group's: any member's).
+    pub(super) async fn lost(&self) -> LossReason {
+        match self {
+            Self::Lock(lock) => lock.lost().await,
+            Self::Group(group) => group.lost().await,
+        }
+    }
+
+    pub(super) fn is_lost(&self) -> bool {
+        match self {
+            Self::Lock(lock) => lock.is_lost(),
+            Self::Group(group) => group.is_lost(),
+        }
+    }
+
+    /// Releases it (a group in one operation); `false` when it was no longer held.
+    pub(super) async fn release(self) -> Result<bool, LockError> {
+        match self {
+            Self::Lock(lock) => lock.release().await,
+            Self::Group(group) => match group.release().await {
+                Ok(()) => Ok(true),
+                Err(LockError::GroupNotHeld { .. }) => Ok(false),
+                Err(error) => Err(error),
+            },
+        }
+    }
+}
