@@ -6,6 +6,7 @@
 //! Holders that must overlap say so through their stdout (`in`) and stay inside until
 //! the test closes their stdin: no sleep stands in for synchronisation.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -390,27 +391,6 @@ async fn redis_fencing_mode_gives_the_group_stamp_as_fence() {
         output(distlock(Some(&url), &["run", "--write", &a, "--", "sh", "-c", r#"echo "$DISTLOCK_FENCE""#])).await;
     let next: u64 = stdout(&out).trim().parse().expect("a fence");
     assert!(next > fence, "stamps increase: {next} after {fence}");
-}
-
-macro_rules! store_tests {
-    ($store:ident, $url:ident, [$($case:ident),* $(,)?]) => {
-        mod $store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let Some(url) = distlock_conformance::kit::$url(concat!(stringify!($store), "::", stringify!($case))) else { return };
-                    super::$case(&url).await;
-                }
-            )*
-        }
-    };
-}
-
-macro_rules! all_stores {
-    ($($case:ident),* $(,)?) => {
-        store_tests!(redis, redis_url, [$($case),*]);
-        store_tests!(postgres, postgres_url, [$($case),*]);
-    };
 }
 
 all_stores!(

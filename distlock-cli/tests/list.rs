@@ -1,5 +1,6 @@
 //! `distlock list` against real Redis and PostgreSQL servers, and on memory://.
 
+#[macro_use]
 mod common;
 
 use std::process::Stdio;
@@ -165,27 +166,6 @@ async fn watch_refreshes_until_interrupted(url: &str) {
     let status = tokio::time::timeout(TIMEOUT, child.wait()).await.expect("exit once stdout is closed").expect("wait");
     assert_eq!(status.code(), Some(0), "a closed stdout ends --watch quietly");
     held.release().await;
-}
-
-macro_rules! store_tests {
-    ($store:ident, $url:ident, [$($case:ident),* $(,)?]) => {
-        mod $store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let Some(url) = distlock_conformance::kit::$url(concat!("list::", stringify!($store), "::", stringify!($case))) else { return };
-                    super::$case(&url).await;
-                }
-            )*
-        }
-    };
-}
-
-macro_rules! all_stores {
-    ($($case:ident),* $(,)?) => {
-        store_tests!(redis, redis_url, [$($case),*]);
-        store_tests!(postgres, postgres_url, [$($case),*]);
-    };
 }
 
 all_stores!(

@@ -2,6 +2,7 @@
 //! (`DISTLOCK_REDIS_URL`, `DISTLOCK_POSTGRES_URL`; `DISTLOCK_REQUIRE_SERVICES=1` turns a
 //! missing server into a failure).
 
+#[macro_use]
 mod common;
 
 use std::time::{Duration, Instant};
@@ -475,27 +476,6 @@ async fn bench_with_baseline_reports_zero_violations(url: &str) {
         assert!(row["ops"].as_u64().expect("ops") > 0, "{row:#}");
         assert_eq!(row["lost_leases"], 0, "{row:#}");
     }
-}
-
-macro_rules! store_tests {
-    ($store:ident, $url:ident, [$($case:ident),* $(,)?]) => {
-        mod $store {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let Some(url) = distlock_conformance::kit::$url(concat!(stringify!($store), "::", stringify!($case))) else { return };
-                    super::$case(&url).await;
-                }
-            )*
-        }
-    };
-}
-
-macro_rules! all_stores {
-    ($($case:ident),* $(,)?) => {
-        store_tests!(redis, redis_url, [$($case),*]);
-        store_tests!(postgres, postgres_url, [$($case),*]);
-    };
 }
 
 all_stores!(

@@ -179,3 +179,30 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Runs each case `async fn case(url: &str)` of the calling test file on Redis and on
+/// PostgreSQL, as `redis::case` and `postgres::case` (`#[macro_use] mod common;`).
+#[macro_export]
+macro_rules! all_stores {
+    ($($case:ident),* $(,)?) => {
+        $crate::store_tests!(redis, redis_url, [$($case),*]);
+        $crate::store_tests!(postgres, postgres_url, [$($case),*]);
+    };
+}
+
+/// One store's module of [`all_stores!`] cases.
+#[macro_export]
+macro_rules! store_tests {
+    ($store:ident, $url:ident, [$($case:ident),* $(,)?]) => {
+        mod $store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let test = concat!(module_path!(), "::", stringify!($case));
+                    let Some(url) = distlock_conformance::kit::$url(test) else { return };
+                    super::$case(&url).await;
+                }
+            )*
+        }
+    };
+}
