@@ -342,8 +342,8 @@ pub enum GroupAcquire {
 /// 4. **Writer preference without deadlock.** A blocked attempt with an `intent_ttl`
 ///    records an intent for each exclusive member; a shared member is refused while the
 ///    name has a live intent of another token whose ticket is older than the request's
-///    own ticket (the store's clock now, on a first attempt). A granted group's intents
-///    are removed.
+///    own ticket — on a first attempt (no ticket yet), any intent up to the store's clock
+///    now, the same millisecond included. A granted group's intents are removed.
 /// 5. **Fencing**: one number per granted group, strictly greater than every earlier
 ///    grant (group or single lock) of its names.
 #[async_trait]

@@ -55,8 +55,9 @@ impl Name {
         }
     }
 
-    /// Whether `mode` can be granted to `token` (whose group has `ticket`) now.
-    fn grants(&self, mode: LockMode, default_permits: Option<u32>, token: &Token, ticket: u64) -> bool {
+    /// Whether `mode` can be granted to `token` (whose group has `ticket`; `first`: its
+    /// first attempt, which also yields to an intent recorded in the same millisecond).
+    fn grants(&self, mode: LockMode, default_permits: Option<u32>, token: &Token, ticket: u64, first: bool) -> bool {
         let mut same = 0u64;
         for holder in self.holders.values() {
             if holder.mode != mode {
@@ -69,7 +70,11 @@ impl Name {
             return false;
         }
         // Writer preference: older intents of other groups hold back new shared holders.
-        mode != LockMode::Shared || !self.intents.iter().any(|(other, intent)| other != token && intent.ticket < ticket)
+        mode != LockMode::Shared
+            || !self
+                .intents
+                .iter()
+                .any(|(other, intent)| other != token && (intent.ticket < ticket || (first && intent.ticket == ticket)))
     }
 }
 
@@ -108,7 +113,7 @@ impl GroupLockStore for MemoryLockStore {
             }
             let Some(name) = names.get_mut(member.key.as_str()) else { continue };
             name.purge(now);
-            if !name.grants(member.mode, member.default_permits, request.token, ticket) {
+            if !name.grants(member.mode, member.default_permits, request.token, ticket, request.ticket.is_none()) {
                 granted = false;
             }
         }

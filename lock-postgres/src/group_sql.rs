@@ -445,7 +445,10 @@ BEGIN
                AND (m.mode = 'W'
                     OR NOT EXISTS (SELECT 1 FROM {holders} AS h
                                    WHERE h.name = m.name AND h.mode = 'I' AND h.token <> p_token
-                                     AND h.ticket < blocked_ticket AND h.expires_at > v_now))),
+                                     AND (h.ticket < blocked_ticket
+                                          -- a first attempt also yields to an intent of this very millisecond
+                                          OR (p_ticket IS NULL AND h.ticket = blocked_ticket))
+                                     AND h.expires_at > v_now))),
            false)
     INTO v_granted
     FROM unnest(p_names, p_modes::"char"[], p_permits) AS d(name, mode, default_permits),
