@@ -45,8 +45,10 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::futures::Notified;
@@ -211,11 +213,33 @@ impl WaiterRegistry {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<KeyState, LockError>>,
     {
+        self.wait_any(&[key], max, check).await
+    }
+
+    /// As [`wait`](Self::wait) for several keys at once (a lock group's names): registers
+    /// for every key, then `check` reports on them together — [`KeyState::Free`] when the
+    /// wait should end at once, [`KeyState::Held`] otherwise — and a release of any of
+    /// them ends the wait.
+    ///
+    /// # Errors
+    ///
+    /// The error of `check`, unchanged.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future unregisters the waiter.
+    pub async fn wait_any<F, Fut>(&self, keys: &[&str], max: Duration, check: F) -> Result<Woken, LockError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<KeyState, LockError>>,
+    {
         let deadline = deadline_after(max);
-        let registration = self.register(key);
-        let released = registration.notified();
-        tokio::pin!(released);
-        released.as_mut().enable();
+        let registrations: Vec<Registration> = keys.iter().map(|key| self.register(key)).collect();
+        let mut released: Vec<Pin<Box<Notified<'_>>>> =
+            registrations.iter().map(|registration| Box::pin(registration.notified())).collect();
+        for release in &mut released {
+            release.as_mut().enable();
+        }
 
         let mut listening = self.listening();
         // Until the listener listens no release would reach this waiter: the wait is a
@@ -232,8 +256,16 @@ impl WaiterRegistry {
                 KeyState::Held { expires_in: None } => deadline,
             },
         };
+        // Until one is ready, every registration is polled, so each keeps this waker.
+        let any_released = poll_fn(|cx| {
+            if released.iter_mut().any(|r| r.as_mut().poll(cx).is_ready()) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        });
         tokio::select! {
-            () = &mut released => Ok(Woken::Notified),
+            () = any_released => Ok(Woken::Notified),
             _ = listening.changed() => Ok(Woken::ListenerChanged),
             () = tokio::time::sleep_until(wake_at) => {
                 Ok(if wake_at < deadline { Woken::LeaseEnded } else { Woken::TimedOut })

@@ -6,17 +6,13 @@
 //! be dead run again on another connection, as the lock operations do; running any of
 //! them twice is harmless (a grant run again recognises the group its first run took).
 
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
-use std::task::Poll;
 use std::time::Duration;
 
-use distlock_api::waiters::deadline_after;
+use distlock_api::waiters::{deadline_after, KeyState};
 use distlock_api::{
     async_trait, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockMode, LockStore,
     OwnerId, StoreKey, StoreMember, Token, Ttl,
 };
-use tokio::sync::futures::Notified;
 
 use crate::error::{is_connection_lost, UnexpectedAnswer, BACKEND};
 use crate::group_sql::{GroupStatements, GROUP_PAYLOAD_PREFIX};
@@ -358,37 +354,19 @@ impl GroupLockStore for PostgresLockStore {
             tokio::time::sleep_until(deadline).await;
             return Ok(());
         }
-        let waiters = self.notifier.waiters();
-        let registrations: Vec<_> = keys.iter().map(|key| waiters.register(&payload(key))).collect();
-        let mut changes: Vec<Pin<Box<Notified<'_>>>> =
-            registrations.iter().map(|registration| Box::pin(registration.notified())).collect();
-        for change in &mut changes {
-            change.as_mut().enable();
-        }
-        let mut listening = waiters.listening();
-        // Until the listener listens, no notification would reach us: poll.
-        if !matches!(tokio::time::timeout_at(deadline, listening.wait_for(|up| *up)).await, Ok(Ok(_))) {
-            tokio::time::sleep_until(deadline).await;
-            return Ok(());
-        }
-        let wake_at = match tokio::time::timeout_at(deadline, self.flag_group(keys)).await {
-            Err(_) | Ok(Ok(None)) => return Ok(()),
-            Ok(Err(error)) => return Err(error),
-            Ok(Ok(Some(left))) => deadline.min(deadline_after(left.saturating_add(EXPIRY_MARGIN))),
-        };
-        let changed = poll_fn(|cx| {
-            // Until one is ready, every registration is polled, so each keeps our waker.
-            if changes.iter_mut().any(|change| change.as_mut().poll(cx).is_ready()) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        });
-        tokio::select! {
-            () = changed => tracing::trace!("group wait ended: notified"),
-            _ = listening.changed() => tracing::trace!("group wait ended: the listener changed"),
-            () = tokio::time::sleep_until(wake_at) => tracing::trace!("group wait ended: a lease ran out or max passed"),
-        }
+        let names: Vec<String> = keys.iter().map(payload).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let woken = self
+            .notifier
+            .waiters()
+            .wait_any(&names, max, || async {
+                Ok(match self.flag_group(keys).await? {
+                    None => KeyState::Free,
+                    Some(left) => KeyState::Held { expires_in: Some(left.saturating_add(EXPIRY_MARGIN)) },
+                })
+            })
+            .await?;
+        tracing::trace!(?woken, "group wait ended");
         Ok(())
     }
 }

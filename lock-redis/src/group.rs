@@ -2,13 +2,10 @@
 //! operation (the scripts and the key layout are in `group_scripts`).
 
 use std::fmt;
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
-use std::task::Poll;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_api::waiters::deadline_after;
+use distlock_api::waiters::{deadline_after, KeyState};
 use distlock_api::{
     GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockKey, LockMode, OwnerId,
     StoreKey, StoreMember, Token, Ttl,
@@ -470,37 +467,13 @@ impl GroupLockStore for RedisLockStore {
             tokio::time::sleep_until(deadline).await;
             return Ok(());
         };
-        let registrations: Vec<_> = keys.iter().map(|key| waiters.register(&self.group_key_stem(key))).collect();
-        let mut changes: Vec<Pin<Box<_>>> =
-            registrations.iter().map(|registration| Box::pin(registration.notified())).collect();
-        for change in &mut changes {
-            change.as_mut().enable();
-        }
-        let mut listening = waiters.listening();
-        if !matches!(tokio::time::timeout_at(deadline, listening.wait_for(|up| *up)).await, Ok(Ok(_))) {
-            tokio::time::sleep_until(deadline).await;
-            return Ok(());
-        }
-        match tokio::time::timeout_at(deadline, self.all_idle(keys)).await {
-            Err(_) => return Ok(()),
-            Ok(idle) => {
-                if idle? {
-                    return Ok(());
-                }
-            }
-        }
-        let any_change = poll_fn(|cx| {
-            if changes.iter_mut().any(|change| change.as_mut().poll(cx).is_ready()) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        });
-        tokio::select! {
-            () = any_change => {}
-            _ = listening.changed() => {}
-            () = tokio::time::sleep_until(deadline) => {}
-        }
+        let stems: Vec<String> = keys.iter().map(|key| self.group_key_stem(key)).collect();
+        let stems: Vec<&str> = stems.iter().map(String::as_str).collect();
+        waiters
+            .wait_any(&stems, max, || async {
+                Ok(if self.all_idle(keys).await? { KeyState::Free } else { KeyState::Held { expires_in: None } })
+            })
+            .await?;
         Ok(())
     }
 }
