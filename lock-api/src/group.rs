@@ -95,8 +95,14 @@ impl OwnerId {
     }
 }
 
-/// The host name, for owner ids; `unknown-host` when it cannot be read.
-fn host_name() -> String {
+/// The host name, for owner ids (read once per process); `unknown-host` when it cannot
+/// be read.
+fn host_name() -> &'static str {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(read_host_name)
+}
+
+fn read_host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
