@@ -95,6 +95,15 @@ impl CountingStore {
     }
 }
 
+impl CountingStore {
+    /// Counts one acquisition attempt and wakes whoever waits for calls.
+    fn count_acquire(&self) {
+        let n = self.acquires.fetch_add(1, Ordering::SeqCst) + 1;
+        self.acquire_count.send_replace(n);
+        self.calls.send_replace(());
+    }
+}
+
 #[async_trait]
 impl LockStore for CountingStore {
     fn backend(&self) -> &'static str {
@@ -107,9 +116,7 @@ impl LockStore for CountingStore {
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let outcome = self.inner.try_acquire(key, token, ttl).await;
-        let n = self.acquires.fetch_add(1, Ordering::SeqCst) + 1;
-        self.acquire_count.send_replace(n);
-        self.calls.send_replace(());
+        self.count_acquire();
         outcome
     }
 
@@ -132,6 +139,30 @@ impl LockStore for CountingStore {
         self.waits.fetch_add(1, Ordering::SeqCst);
         self.calls.send_replace(());
         self.inner.wait_for_release(key, max).await
+    }
+
+    /// Counted as an acquisition attempt.
+    async fn try_acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, LockError> {
+        let outcome = self.inner.try_acquire_queued(key, token, ttl, place).await;
+        self.count_acquire();
+        outcome
+    }
+
+    /// Counted as a wait.
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.waits.fetch_add(1, Ordering::SeqCst);
+        self.calls.send_replace(());
+        self.inner.wait_for_turn(key, token, max).await
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        self.inner.queue_len(key).await
     }
 
     async fn list(
@@ -187,6 +218,26 @@ impl LockStore for LostAnswerStore {
 
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
         self.inner.wait_for_release(key, max).await
+    }
+
+    /// Like `try_acquire`: runs on the real store, then never answers.
+    async fn try_acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, LockError> {
+        let _ = self.inner.try_acquire_queued(key, token, ttl, place).await;
+        std::future::pending().await
+    }
+
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.inner.wait_for_turn(key, token, max).await
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        self.inner.queue_len(key).await
     }
 
     async fn list(

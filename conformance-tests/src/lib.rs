@@ -31,6 +31,7 @@
 
 pub mod cases;
 pub mod counting;
+pub mod idempotency;
 pub mod kit;
 
 /// Calls `$callback!($($args)*; case, case, …)` with the name of every case in [`cases`].
@@ -53,6 +54,10 @@ macro_rules! __with_every_case {
             waiter_gives_up_at_deadline,
             waiting_is_not_a_busy_loop,
             waiter_wakes_on_release_not_by_polling,
+            fair_waiters_are_served_in_arrival_order,
+            a_crashed_waiter_stalls_the_queue_only_for_its_place,
+            a_cancelled_waiter_leaves_the_queue,
+            only_fair_waiters_queue,
             wait_on_a_free_key_returns_at_once,
             with_lock_releases_on_ok,
             with_lock_releases_on_err,
@@ -122,5 +127,48 @@ macro_rules! __conformance_tests {
 macro_rules! conformance_suite {
     ($factory:path) => {
         $crate::__with_every_case!(__conformance_tests!($factory));
+    };
+}
+
+/// Calls `$callback!($($args)*; case, …)` with the name of every case in [`idempotency`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_every_idempotency_case {
+    ($callback:ident!($($args:tt)*)) => {
+        $crate::$callback!($($args)*;
+            idem_started_complete_replay,
+            idem_concurrent_duplicates_run_once,
+            idem_mismatch_reports_stored_fingerprint,
+            idem_in_progress_reports_time_left,
+            idem_lapsed_claim_taken_over_and_stale_completion_refused,
+            idem_crashed_claim_is_retried_after_its_lease,
+            idem_results_expire_after_retention,
+            idem_renewal_keeps_a_claim_alive,
+            idem_stolen_claim_fires_lost,
+            idem_abandon_and_retried_claims,
+            idem_bad_input_is_rejected_before_any_store_call,
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __idempotency_tests {
+    ($factory:path; $($case:ident),* $(,)?) => {$(
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            let Some(store) = $factory().await else { return };
+            $crate::idempotency::$case(store).await;
+        }
+    )*};
+}
+
+/// Expands to one `#[tokio::test]` per [`idempotency`] case, each calling
+/// `$factory().await` — an `async fn() -> Option<Arc<DynIdempotencyStore>>` — for the
+/// store under test (`None` skips, as in [`conformance_suite!`]).
+#[macro_export]
+macro_rules! idempotency_suite {
+    ($factory:path) => {
+        $crate::__with_every_idempotency_case!(__idempotency_tests!($factory));
     };
 }

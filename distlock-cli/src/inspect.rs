@@ -36,10 +36,12 @@ struct Inspection<'a> {
     /// `held` when the name has any holder, else `free`.
     state: &'static str,
     holders: Vec<Holder>,
+    /// Waiting acquisitions queued for the plain lock (fair waiting), in arrival order.
+    waiting: usize,
 }
 
 /// Prints every holder of a name — the plain lock's and the group holders — or that it
-/// is free.
+/// is free, and how many acquisitions wait in the plain lock's queue.
 pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, Failure> {
     let url = store::require_url(url, "inspect")?;
     store::refuse_memory(url, "inspect")?;
@@ -52,7 +54,7 @@ pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, 
             None => Ok(Vec::new()),
         }
     };
-    let (plain, groups) = tokio::try_join!(store.inspect(&key), holders)?;
+    let (plain, groups, waiting) = tokio::try_join!(store.inspect(&key), holders, store.queue_len(&key))?;
     let holder = |kind: &'static str, info: LockInfo| Holder {
         kind,
         mode: info.mode.as_str(),
@@ -70,6 +72,7 @@ pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, 
         key: args.key.as_str(),
         state: if holders.is_empty() { "free" } else { "held" },
         holders,
+        waiting,
     };
     let mut out = io::BufWriter::new(io::stdout().lock());
     let written = match args.format() {
@@ -117,7 +120,11 @@ fn write_table(out: &mut impl Write, inspection: &Inspection<'_>, show_tokens: b
         writeln!(out, "{}", line.trim_end())?;
     }
     let noun = if holders.len() == 1 { "holder" } else { "holders" };
-    writeln!(out, "{}: {} {noun}", inspection.key, holders.len())
+    let waiting = match inspection.waiting {
+        0 => String::new(),
+        n => format!(", {n} waiting"),
+    };
+    writeln!(out, "{}: {} {noun}{waiting}", inspection.key, holders.len())
 }
 
 /// Releases a lock if `--token` still holds it, or every group hold of `--owner`.

@@ -196,7 +196,7 @@ async fn inspect_shows_the_plain_lock_and_every_group_holder(url: &str) {
     let name = key("inspect-all");
     assert_eq!(
         inspect_json(url, &name, &[]).await,
-        serde_json::json!({ "store": if url.starts_with("redis") { "redis" } else { "postgres" }, "key": name, "state": "free", "holders": [] })
+        serde_json::json!({ "store": if url.starts_with("redis") { "redis" } else { "postgres" }, "key": name, "state": "free", "holders": [], "waiting": 0 })
     );
     let out = output(distlock(Some(url), &["inspect", &name])).await;
     assert_eq!(stdout(&out), format!("{name}: free\n"));

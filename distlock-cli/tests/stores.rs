@@ -365,6 +365,14 @@ async fn run_waits_for_a_held_lock_by_default(url: &str) {
     let mut waiter = Running::spawn(waiter);
     waiter.stderr_line_with("waiting for it without a deadline").await;
     assert!(waiter.child.try_wait().expect("try_wait").is_none(), "still waiting");
+    // The waiter takes a place in the key's queue (fair waiting); inspect shows it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while inspect(url, &key).await["waiting"] != 1 {
+        assert!(std::time::Instant::now() < deadline, "the waiter never showed in the queue");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let table = stdout(&output(distlock(Some(url), &["inspect", &key])).await);
+    assert!(table.contains(&format!("{key}: 1 holder, 1 waiting")), "{table}");
 
     holder.close_stdin();
     let (status, stderr) = holder.finish().await;
@@ -410,7 +418,7 @@ async fn inspect_shows_the_holder_and_release_checks_the_token(url: &str) {
     let backend = if url.starts_with("redis") { "redis" } else { "postgres" };
     assert_eq!(
         inspect(url, &key).await,
-        serde_json::json!({ "store": backend, "key": key, "state": "free", "holders": [] })
+        serde_json::json!({ "store": backend, "key": key, "state": "free", "holders": [], "waiting": 0 })
     );
     let script = format!("{PRINT_LOCK}; read line");
     let mut holder = Running::start(url, &["run", "--key", &key, "--ttl", "20s", "--", "sh", "-c", &script]);

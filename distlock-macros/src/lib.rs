@@ -1,4 +1,5 @@
-//! The `#[distlock::lock(…)]` attribute: run an `async fn` under a distributed lock.
+//! The `#[distlock::lock(…)]` attribute: run an `async fn` under a distributed lock; and
+//! `#[derive(Versioned)]`, versioned updates of a row through `distlock_sqlx`.
 //!
 //! Use it through the `distlock` crate (feature `macros`) as `#[distlock::lock(…)]`; the
 //! code it generates refers to `::distlock`. The guide, with examples, is in the
@@ -10,6 +11,7 @@ use proc_macro::TokenStream;
 mod args;
 mod expand;
 mod template;
+mod versioned;
 
 /// Runs the `async fn` under a distributed lock, taken in one attempt by default.
 ///
@@ -45,5 +47,35 @@ pub fn lock(attr: TokenStream, item: TokenStream) -> TokenStream {
             output.extend(item);
             output.into()
         }
+    }
+}
+
+/// Seed 002's optimistic-locking methods for a struct that mirrors (part of) a row.
+///
+/// ```text
+/// #[derive(distlock_sqlx::Versioned)]
+/// #[versioned(table = "posts", key = "id")]   // also: schema = "app", crate = "distlock::optimistic"
+/// struct PostPatch {
+///     id: i64,
+///     title: Option<String>, // None: left out of the update
+///     body: String,
+///     #[versioned(version)]
+///     version: i32,          // i16, i32 or i64
+///     #[versioned(skip)]
+///     cached: bool,
+/// }
+/// ```
+///
+/// generates `versioned_update(&self) -> VersionedUpdate` and `update_by_id`,
+/// `update_by_id_returning`, `update_by_id_force` and `update_by_id_force_returning`, each
+/// taking any sqlx PostgreSQL executor. `key` defaults to `id`; columns are the field
+/// names. The generated code refers to `::distlock_sqlx` unless `crate = "…"` names
+/// another path (e.g. `distlock::optimistic`). Compile errors: no `table`, no key field,
+/// no or two version fields, a version field that is not `i16`, `i32` or `i64`.
+#[proc_macro_derive(Versioned, attributes(versioned))]
+pub fn derive_versioned(item: TokenStream) -> TokenStream {
+    match syn::parse(item).and_then(versioned::derive) {
+        Ok(expanded) => expanded.into(),
+        Err(error) => error.into_compile_error().into(),
     }
 }

@@ -7,3 +7,9 @@ fn compile_errors_point_at_the_culprit() {
     let cases = trybuild::TestCases::new();
     cases.compile_fail("tests/ui/*.rs");
 }
+
+#[test]
+fn versioned_derive_errors_point_at_the_culprit() {
+    let cases = trybuild::TestCases::new();
+    cases.compile_fail("tests/ui_versioned/*.rs");
+}

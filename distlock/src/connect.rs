@@ -45,15 +45,93 @@ use distlock_api::{DynLockStore, LockError};
 ///
 /// Cancel safe: dropping the future drops the half-made connection.
 pub async fn connect(url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    match backend_of(url)? {
+        Backend::Memory => memory(url),
+        Backend::Redis => redis(url).await,
+        Backend::Postgres => postgres(url).await,
+    }
+}
+
+/// The store family a URL names.
+enum Backend {
+    Memory,
+    Redis,
+    Postgres,
+}
+
+fn backend_of(url: &str) -> Result<Backend, LockError> {
     const EXPECTED: &str = "expected `memory://`, `redis://…` or `postgres://…`";
     let Some(scheme) = scheme_of(url) else {
         return Err(config(format!("not a store URL (no `scheme://` at its start): {EXPECTED}")));
     };
     match scheme.to_ascii_lowercase().as_str() {
-        "memory" => memory(url),
-        "redis" | "rediss" | "valkey" | "valkeys" | "redis+unix" | "valkey+unix" | "unix" => redis(url).await,
-        "postgres" | "postgresql" => postgres(url).await,
+        "memory" => Ok(Backend::Memory),
+        "redis" | "rediss" | "valkey" | "valkeys" | "redis+unix" | "valkey+unix" | "unix" => Ok(Backend::Redis),
+        "postgres" | "postgresql" => Ok(Backend::Postgres),
         other => Err(config(format!("unknown store URL scheme `{other}://`: {EXPECTED}"))),
+    }
+}
+
+/// Connects to the idempotency store named by `url` (feature `idempotency`), with the
+/// same schemes, parameters and errors as [`connect`]:
+///
+/// | scheme | store | features |
+/// |---|---|---|
+/// | `memory://` | a new, empty [`MemoryIdempotencyStore`](crate::idempotency::MemoryIdempotencyStore) | `idempotency` |
+/// | `redis://…` | `RedisIdempotencyStore::connect`: records `{prefix}:idem:{key}` beside the locks | `idempotency`, `redis` |
+/// | `postgres://…` | `PostgresIdempotencyStore::connect`, then `ensure_schema` | `idempotency`, `postgres` |
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), distlock::LockError> {
+/// let store = distlock::connect_idempotency("memory://").await?;
+/// let idem = distlock::idempotency::Idempotency::new(store);
+/// # let _ = idem; Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// As [`connect`].
+#[cfg(feature = "idempotency")]
+#[cfg_attr(docsrs, doc(cfg(feature = "idempotency")))]
+pub async fn connect_idempotency(url: &str) -> Result<Arc<distlock_idempotency::DynIdempotencyStore>, LockError> {
+    match backend_of(url)? {
+        Backend::Memory => {
+            memory_url(url)?;
+            Ok(Arc::new(distlock_idempotency::MemoryIdempotencyStore::new()))
+        }
+        Backend::Redis => idempotency::redis(url).await,
+        Backend::Postgres => idempotency::postgres(url).await,
+    }
+}
+
+/// The idempotency stores of each URL scheme, or the error naming a missing feature.
+#[cfg(feature = "idempotency")]
+mod idempotency {
+    use std::sync::Arc;
+
+    use distlock_api::LockError;
+    use distlock_idempotency::DynIdempotencyStore;
+
+    #[cfg(feature = "redis")]
+    pub(super) async fn redis(url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
+        Ok(Arc::new(distlock_idempotency::RedisIdempotencyStore::connect(url).await?))
+    }
+
+    #[cfg(not(feature = "redis"))]
+    pub(super) async fn redis(_url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
+        Err(super::not_enabled("redis", "redis://"))
+    }
+
+    #[cfg(feature = "postgres")]
+    pub(super) async fn postgres(url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
+        let store = distlock_idempotency::PostgresIdempotencyStore::connect(url).await?;
+        store.ensure_schema().await?;
+        Ok(Arc::new(store))
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    pub(super) async fn postgres(_url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
+        Err(super::not_enabled("postgres", "postgres://"))
     }
 }
 
@@ -72,13 +150,18 @@ fn scheme_of(url: &str) -> Option<&str> {
 }
 
 /// `memory://` takes nothing after the scheme: anything there would be ignored.
-fn memory(url: &str) -> Result<Arc<DynLockStore>, LockError> {
+fn memory_url(url: &str) -> Result<(), LockError> {
     let rest = &url["memory://".len()..];
     if !rest.is_empty() && rest != "/" {
         return Err(config(
             "`memory://` URLs take no host, path or parameters: the memory store lives in this process".to_owned(),
         ));
     }
+    Ok(())
+}
+
+fn memory(url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    memory_url(url)?;
     memory_store()
 }
 

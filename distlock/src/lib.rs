@@ -7,6 +7,9 @@
 mod connect;
 
 pub use connect::connect;
+#[cfg(feature = "idempotency")]
+#[cfg_attr(docsrs, doc(cfg(feature = "idempotency")))]
+pub use connect::connect_idempotency;
 pub use distlock_api::*;
 
 /// The contract crate, for paths such as `distlock::api::LockStore`.
@@ -29,6 +32,21 @@ pub use distlock_redis as redis;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use distlock_postgres as postgres;
+
+/// Idempotency keys (feature `idempotency`): claim → run → complete on the memory store,
+/// and on Redis and PostgreSQL with those features; `idempotency::IdempotencyLayer` for
+/// axum routers with the `axum` feature. See the crate's own documentation.
+#[cfg(feature = "idempotency")]
+#[cfg_attr(docsrs, doc(cfg(feature = "idempotency")))]
+pub use distlock_idempotency as idempotency;
+
+/// Optimistic locking and fenced writes on sqlx/PostgreSQL (feature `optimistic`):
+/// `optimistic::VersionedUpdate` checks and bumps a row's version in one statement, and
+/// refuses writes carrying an older lock fence than the row has seen. See the crate's own
+/// documentation.
+#[cfg(feature = "optimistic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "optimistic")))]
+pub use distlock_sqlx as optimistic;
 
 /// A fault-injecting store for applications' own tests (feature `testing`):
 /// `testing::FaultyStore` wraps any store; its `Faults` handle fails operations, adds

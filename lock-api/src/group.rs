@@ -388,7 +388,11 @@ pub trait GroupLockStore: fmt::Debug + Send + Sync {
     /// The live holders of `key` (mode, owner, fence, time left; intents are not holders).
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError>;
 
-    /// Waits at most `max` for a release of one of `keys`, returning early when the store
-    /// signals one. Spurious early returns are allowed.
-    async fn wait_for_change(&self, keys: &[StoreKey], max: Duration) -> Result<(), LockError>;
+    /// Waits at most `max` for a change that may let `request` be granted: returns early
+    /// when the store signals a release (or intent withdrawal) of one of its members.
+    /// Spurious early returns are allowed; a missed one is not: the waiter registers for
+    /// the members' releases *before* it checks, on the server, whether `request` could be
+    /// granted now, and returns at once when it could (so a release that landed between
+    /// the caller's blocked attempt and this call is not slept through).
+    async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError>;
 }

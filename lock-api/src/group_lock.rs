@@ -19,13 +19,6 @@ use crate::release::{group_store, Cleanup, ManagerInner, Target};
 use crate::store::{LockInfo, LockMode};
 use crate::token::Token;
 
-/// How long a waiting group's intents outlive its last attempt: a few retry intervals,
-/// so a waiter that died stops blocking new readers soon.
-fn intent_ttl(retry_interval: Duration) -> Option<Ttl> {
-    let ttl = (retry_interval.saturating_mul(3) + Duration::from_millis(500)).min(Duration::from_secs(60));
-    Ttl::new(ttl).ok()
-}
-
 impl LockManager {
     /// Takes every member of `group` for `ttl` if all can be granted now, in one atomic
     /// attempt (the lock-service specification's `tryLocks`): `None` when any member is
@@ -297,7 +290,7 @@ impl LockManager {
             (None, true) => None,
         };
         let waits = deadline != Some(started);
-        let intents = if waits { intent_ttl(options.retry_interval) } else { None };
+        let intents = waits.then(|| options.place_ttl());
         let mut ticket = None;
         let mut contended = false;
         let result = async {
@@ -351,7 +344,8 @@ impl LockManager {
                     }
                     nap = nap.min(deadline - now);
                 }
-                if groups.wait_for_change(&keys, nap).await.is_err() {
+                let request = GroupRequest::new(&members, &token, &inner.owner, options.ttl, intents, ticket);
+                if groups.wait_for_change(request, nap).await.is_err() {
                     tokio::time::sleep_until(now + nap).await;
                 }
             }

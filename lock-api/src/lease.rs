@@ -1,13 +1,18 @@
 //! Lease tracking for a held lock: its deadline on a monotonic clock, the lost-lease
-//! signal, and the renewal watchdog.
+//! signal, and the renewal watchdog; [`LeaseWatch`] offers the same to other leases kept
+//! in a store (an idempotency claim).
 
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::error::LossReason;
+use crate::error::{LockError, LossReason};
 use crate::key::LockKey;
 use crate::observe;
 use crate::options::Ttl;
@@ -38,7 +43,16 @@ pub(crate) struct Lease {
     /// How long before `safe_until` the loss is signalled.
     margin: Duration,
     backend: &'static str,
-    key: LockKey,
+    label: Label,
+}
+
+/// What a lease is of, for its "lease lost" warning.
+#[derive(Debug)]
+enum Label {
+    /// A lock: its key is logged.
+    Lock(LockKey),
+    /// Something whose key must not be logged (an idempotency claim): only what it is.
+    Other(&'static str),
 }
 
 impl Lease {
@@ -49,7 +63,7 @@ impl Lease {
             state: watch::channel(LeaseState { safe_until: safe_deadline(sent_at, ttl), lost: None }).0,
             margin,
             backend,
-            key,
+            label: Label::Lock(key),
         })
     }
 
@@ -75,7 +89,10 @@ impl Lease {
             true
         });
         if newly_lost {
-            tracing::warn!(lock.key = %self.key, backend = self.backend, %reason, "lease lost");
+            match &self.label {
+                Label::Lock(key) => tracing::warn!(lock.key = %key, backend = self.backend, %reason, "lease lost"),
+                Label::Other(what) => tracing::warn!(lease = what, backend = self.backend, %reason, "lease lost"),
+            }
             observe::lease_lost(self.backend);
         }
     }
@@ -138,51 +155,182 @@ pub(crate) struct Watchdog {
 
 impl Watchdog {
     /// Renews the lease every `every` until it is lost; the handle aborts the task on
-    /// release or drop. Transient store errors are retried while the lease is still
-    /// valid; "not held" is final and never leads to a re-acquisition.
+    /// release or drop.
     pub(crate) async fn run(self) {
-        let backend = self.store.backend();
-        let span = tracing::debug_span!("distlock.renew", lock.key = %self.key.log_key(), backend);
-        let retry_pause = (self.every / 4).clamp(Duration::from_millis(5), Duration::from_millis(500));
-        let mut next = Instant::now() + self.every;
-        loop {
-            tokio::time::sleep_until(next).await;
-            let sent_at = Instant::now();
-            let deadline = self.lease.deadline();
-            if sent_at >= deadline {
-                self.lease.mark_lost(LossReason::DeadlinePassed);
+        let Self { store, key, token, ttl, every, lease } = self;
+        let backend = store.backend();
+        let span = tracing::debug_span!("distlock.renew", lock.key = %key.log_key(), backend);
+        let log_key = key.log_key().to_owned();
+        let extend = move || -> RenewFuture {
+            let (store, key, token) = (Arc::clone(&store), key.clone(), token.clone());
+            Box::pin(async move { key.extend(&*store, &token, ttl).await })
+        };
+        tracing::Instrument::instrument(renew_until_lost(&lease, backend, ttl, every, Some(&log_key), extend), span)
+            .await;
+    }
+}
+
+/// One renewal: `Ok(true)` renewed, `Ok(false)` no longer held.
+type RenewFuture = Pin<Box<dyn Future<Output = Result<bool, LockError>> + Send>>;
+
+/// Renews `lease` by calling `renew` every `every` until it is lost. Transient store
+/// errors are retried while the lease is still valid; "not held" is final and never
+/// leads to a re-acquisition.
+async fn renew_until_lost<F>(
+    lease: &Lease,
+    backend: &'static str,
+    ttl: Ttl,
+    every: Duration,
+    log_key: Option<&str>,
+    mut renew: F,
+) where
+    F: FnMut() -> RenewFuture,
+{
+    let log_key = log_key.unwrap_or("");
+    let retry_pause = (every / 4).clamp(Duration::from_millis(5), Duration::from_millis(500));
+    let mut next = Instant::now() + every;
+    loop {
+        tokio::time::sleep_until(next).await;
+        let sent_at = Instant::now();
+        let deadline = lease.deadline();
+        if sent_at >= deadline {
+            lease.mark_lost(LossReason::DeadlinePassed);
+            break;
+        }
+        match tokio::time::timeout_at(deadline, renew()).await {
+            Ok(Ok(true)) => {
+                tracing::debug!(lock.key = log_key, backend, "lease renewed");
+                lease.renewed(sent_at, ttl);
+                next = sent_at + every;
+            }
+            Ok(Ok(false)) => {
+                observe::renew_failure(backend);
+                lease.mark_lost(LossReason::NotHeld);
                 break;
             }
-            let extend = tokio::time::timeout_at(deadline, self.key.extend(&*self.store, &self.token, self.ttl));
-            match tracing::Instrument::instrument(extend, span.clone()).await {
-                Ok(Ok(true)) => {
-                    span.in_scope(|| tracing::debug!(lock.key = %self.key.log_key(), backend, "lease renewed"));
-                    self.lease.renewed(sent_at, self.ttl);
-                    next = sent_at + self.every;
-                }
-                Ok(Ok(false)) => {
-                    observe::renew_failure(backend);
-                    span.in_scope(|| self.lease.mark_lost(LossReason::NotHeld));
-                    break;
-                }
-                Ok(Err(error)) => {
-                    observe::renew_failure(backend);
-                    span.in_scope(|| {
-                        tracing::warn!(
-                            lock.key = %self.key.log_key(),
-                            backend,
-                            error = &error as &dyn std::error::Error,
-                            "lease renewal failed; retrying while the lease is still valid"
-                        );
-                    });
-                    next = (Instant::now() + retry_pause).min(deadline);
-                }
-                Err(_) => {
-                    observe::renew_failure(backend);
-                    span.in_scope(|| self.lease.mark_lost(LossReason::DeadlinePassed));
-                    break;
-                }
+            Ok(Err(error)) => {
+                observe::renew_failure(backend);
+                tracing::warn!(
+                    lock.key = log_key,
+                    backend,
+                    error = &error as &dyn std::error::Error,
+                    "lease renewal failed; retrying while the lease is still valid"
+                );
+                next = (Instant::now() + retry_pause).min(deadline);
+            }
+            Err(_) => {
+                observe::renew_failure(backend);
+                lease.mark_lost(LossReason::DeadlinePassed);
+                break;
             }
         }
+    }
+}
+
+/// The lease of something kept in a store other than a lock — an idempotency claim, say
+/// — tracked the way [`DistributedLock`](crate::DistributedLock) tracks its own: a
+/// deadline on this process's monotonic clock, the lost-lease signal
+/// ([`lost`](Self::lost), [`is_lost`](Self::is_lost)) and, optionally, a renewal task.
+///
+/// The owner of the lease tells it about every confirmed renewal it makes by hand
+/// ([`renewed`](Self::renewed)) or lets [`spawn_renewal`](Self::spawn_renewal) renew it;
+/// a renewal that finds the lease no longer held, or no renewal confirmed before the
+/// deadline, marks it lost (with a warning that names only `what` and the backend, and
+/// the `distlock_lease_lost_total` metric).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), distlock_api::LockError> {
+/// use std::time::Duration;
+/// use distlock_api::{LeaseWatch, LossReason, Ttl};
+///
+/// let ttl = Ttl::new(Duration::from_secs(10))?;
+/// let sent_at = tokio::time::Instant::now();
+/// let lease = LeaseWatch::new(sent_at, ttl, Duration::from_secs(2), "memory", "idempotency claim");
+/// // No renewal: lost the margin before the lease could end.
+/// assert_eq!(lease.lost().await, LossReason::DeadlinePassed);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LeaseWatch {
+    lease: Arc<Lease>,
+}
+
+impl LeaseWatch {
+    /// A lease of `what` (e.g. `"idempotency claim"`, logged instead of any key) on
+    /// `backend`, taken by a call sent at `sent_at` for `ttl`; its loss is signalled
+    /// `margin` before the store could free it.
+    pub fn new(sent_at: Instant, ttl: Ttl, margin: Duration, backend: &'static str, what: &'static str) -> Self {
+        let lease = Arc::new(Lease {
+            state: watch::channel(LeaseState { safe_until: safe_deadline(sent_at, ttl), lost: None }).0,
+            margin,
+            backend,
+            label: Label::Other(what),
+        });
+        Self { lease }
+    }
+
+    /// A renewal sent at `sent_at` for `ttl` was confirmed by the store.
+    pub fn renewed(&self, sent_at: Instant, ttl: Ttl) {
+        self.lease.renewed(sent_at, ttl);
+    }
+
+    /// Records the loss (once: later calls change nothing).
+    pub fn mark_lost(&self, reason: LossReason) {
+        self.lease.mark_lost(reason);
+    }
+
+    /// Until when the store surely holds the lease, unless renewed.
+    pub fn safe_until(&self) -> Instant {
+        self.lease.safe_until()
+    }
+
+    /// Whether the lease is lost (a renewal found it not held, or the deadline passed).
+    pub fn is_lost(&self) -> bool {
+        self.lease.lost_reason().is_some()
+    }
+
+    /// Resolves when the lease is lost, with the reason (see
+    /// [`DistributedLock::lost`](crate::DistributedLock::lost)).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes the lease.
+    pub async fn lost(&self) -> LossReason {
+        self.lease.lost().await
+    }
+
+    /// Starts a task on the current runtime that calls `renew` (one renewal for `ttl`:
+    /// `Ok(true)` renewed, `Ok(false)` no longer held) every `every` until the lease is
+    /// lost, exactly as a lock's watchdog does. Abort the returned handle when the lease
+    /// ends.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] when called outside a tokio runtime (nothing is started).
+    pub fn spawn_renewal<F, Fut>(&self, ttl: Ttl, every: Duration, mut renew: F) -> Result<AbortHandle, LockError>
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<bool, LockError>> + Send + 'static,
+    {
+        let lease = Arc::clone(&self.lease);
+        let backend = lease.backend;
+        let boxed = move || -> RenewFuture { Box::pin(renew()) };
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| LockError::Config {
+            message: "lease renewal must be started inside a tokio runtime".to_owned(),
+        })?;
+        Ok(runtime
+            .spawn(async move { renew_until_lost(&lease, backend, ttl, every, None, boxed).await })
+            .abort_handle())
+    }
+}
+
+impl fmt::Debug for LeaseWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseWatch")
+            .field("backend", &self.lease.backend)
+            .field("safe_until", &self.lease.safe_until())
+            .field("lost", &self.lease.lost_reason())
+            .finish()
     }
 }

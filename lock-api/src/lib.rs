@@ -28,6 +28,7 @@ pub use async_trait::async_trait;
 pub use error::{BoxError, InvalidGroup, InvalidKey, InvalidOptions, LockError, LossReason};
 pub use group::{GroupAcquire, GroupLockStore, GroupMember, GroupRequest, LockGroup, OwnerId, Permits, StoreMember};
 pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
+pub use lease::LeaseWatch;
 
 pub use group_lock::{GroupLock, GroupStamp};
 pub use listing::{HeldLock, KeyPattern, ListCursor, ListPage};
@@ -36,7 +37,7 @@ pub use manager::LockManager;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metric_names::describe_metrics;
-pub use options::{LockOptions, Renewal, Ttl, ValidOptions};
+pub use options::{Fairness, LockOptions, Renewal, Ttl, ValidOptions};
 pub use reentrant::{in_reentrant_scope, reentrant_scope};
 pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockMode, LockStore};
 pub use token::Token;

@@ -14,9 +14,9 @@ use crate::key::{LockKey, StoreKey};
 use crate::lease::{Lease, Watchdog};
 use crate::lock::DistributedLock;
 use crate::observe::{self, AcquireOutcome};
-use crate::options::{LockOptions, ValidOptions};
+use crate::options::{Fairness, LockOptions, ValidOptions};
 use crate::reentrant;
-use crate::release::{InFlightAcquire, ManagerInner, Target};
+use crate::release::{InFlightAcquire, ManagerInner, QueuePlace, Target};
 use crate::store::{Acquire, DynLockStore, LockStore};
 use crate::token::Token;
 
@@ -373,13 +373,28 @@ impl LockManager {
             (None, DefaultWait::OneAttempt) => Some(Instant::now()),
             (None, DefaultWait::Unbounded) => None,
         };
+        // Fair waiting: after a first plain attempt found the key held, every attempt
+        // keeps this waiter's place in the key's queue on the server.
+        let fair = options.fairness == Fairness::Fair && store.capabilities().fair_queue;
+        let place_ttl = options.place_ttl();
+        // While queued: leaves the queue (and frees a key handed to this waiter) unless
+        // the wait ends with the lock — on deadline, error or cancellation alike.
+        let mut place: Option<QueuePlace> = None;
         loop {
             let attempt = InFlightAcquire { manager: &self.inner, key: &store_key, token: &token };
             let sent_at = Instant::now();
-            let outcome = store.try_acquire(&store_key, &token, options.ttl).await;
+            let outcome = if place.is_some() {
+                store.try_acquire_queued(&store_key, &token, options.ttl, place_ttl).await
+            } else {
+                store.try_acquire(&store_key, &token, options.ttl).await
+            };
             let holder_ttl_left = match outcome {
                 Ok(Acquire::Acquired { fence }) => {
                     attempt.disarm();
+                    // The lock holds the key now: the place must not release it.
+                    if let Some(place) = place.take() {
+                        place.disarm();
+                    }
                     tracing::debug!(lock.key = %key, backend = store.backend(), fence, "lock acquired");
                     let lease = Lease::new(sent_at, options.ttl, options.loss_margin, store.backend(), key.clone());
                     let watchdog = options.renew_every.map(|every| {
@@ -430,11 +445,23 @@ impl LockManager {
                 }
                 nap = nap.min(deadline - now);
             }
+            if fair && place.is_none() {
+                // Take a place in the queue at once: arrival order is the order of these calls.
+                place =
+                    Some(QueuePlace { manager: Arc::clone(&self.inner), key: store_key.clone(), token: token.clone() });
+                tracing::trace!(lock.key = %key, backend = store.backend(), "lock held; queueing");
+                continue;
+            }
             // The holder's lease ends sooner than the next retry: try again when it does.
             if let Some(left) = holder_ttl_left {
                 nap = nap.min(left + Duration::from_millis(1));
             }
-            if let Err(error) = store.wait_for_release(&store_key, nap).await {
+            let waited = if place.is_some() {
+                store.wait_for_turn(&store_key, &token, nap).await
+            } else {
+                store.wait_for_release(&store_key, nap).await
+            };
+            if let Err(error) = waited {
                 tracing::debug!(
                     lock.key = %key,
                     backend = store.backend(),

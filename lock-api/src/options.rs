@@ -77,6 +77,7 @@ fn ceil_millis(d: Duration) -> u64 {
 /// | [`retry_interval`](Self::retry_interval) | 50 ms |
 /// | [`renewal`](Self::auto_renew) | off |
 /// | [`loss_margin`](Self::loss_margin) | a fifth of the TTL |
+/// | [`fairness`](Self::barging) | [`Fairness::Fair`]: waiters are served in arrival order where the store keeps a queue |
 ///
 /// ```
 /// use std::time::Duration;
@@ -107,6 +108,29 @@ pub struct LockOptions {
     /// How long before the store could free the lease [`DistributedLock::lost`](crate::DistributedLock::lost)
     /// fires when renewals are not confirmed. `None` (the default) is a fifth of the TTL.
     pub loss_margin: Option<Duration>,
+    /// In which order waiters get a contended key.
+    pub fairness: Fairness,
+}
+
+/// In which order waiting acquisitions of one key are served.
+///
+/// A non-waiting attempt ([`try_lock`](crate::LockManager::try_lock)) never queues under
+/// either setting; an uncontended acquisition is the same single command under both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Fairness {
+    /// Arrival order (the default): once its first attempt finds the key held, a waiter
+    /// takes a place in the key's queue on the server (so the order holds across
+    /// processes), and a release hands the key to the oldest live waiter. A waiter's
+    /// place is a lease of a few retry intervals, refreshed at each attempt: one that
+    /// crashes or is cancelled stops holding up the others soon after. On a store without
+    /// a queue ([`Capabilities::fair_queue`](crate::Capabilities::fair_queue) is `false`)
+    /// this is [`Barging`](Self::Barging).
+    #[default]
+    Fair,
+    /// Whoever asks first after a release gets the key: the most throughput on a hot key,
+    /// but a waiter can lose many times in a row while others take the key again and again.
+    Barging,
 }
 
 impl Default for LockOptions {
@@ -150,7 +174,28 @@ impl LockOptions {
     /// The defaults: no explicit wait, a 50 ms retry interval, no renewal, a loss margin
     /// of a fifth of the TTL.
     pub const fn new() -> Self {
-        Self { wait: None, retry_interval: Self::DEFAULT_RETRY_INTERVAL, renewal: Renewal::Off, loss_margin: None }
+        Self {
+            wait: None,
+            retry_interval: Self::DEFAULT_RETRY_INTERVAL,
+            renewal: Renewal::Off,
+            loss_margin: None,
+            fairness: Fairness::Fair,
+        }
+    }
+
+    /// Waits without a queue ([`Fairness::Barging`]): whoever asks first after a release
+    /// gets the key.
+    #[must_use]
+    pub const fn barging(mut self) -> Self {
+        self.fairness = Fairness::Barging;
+        self
+    }
+
+    /// Sets in which order waiters are served (default [`Fairness::Fair`]).
+    #[must_use]
+    pub const fn fairness(mut self, fairness: Fairness) -> Self {
+        self.fairness = fairness;
+        self
     }
 
     /// Sets how long to keep trying while another owner holds the lock (zero: a single
@@ -246,7 +291,14 @@ impl LockOptions {
             }
             Renewal::Every(every) => Some(every),
         };
-        Ok(ValidOptions { ttl, wait: self.wait, retry_interval: self.retry_interval, renew_every, loss_margin })
+        Ok(ValidOptions {
+            ttl,
+            wait: self.wait,
+            retry_interval: self.retry_interval,
+            renew_every,
+            loss_margin,
+            fairness: self.fairness,
+        })
     }
 }
 
@@ -264,6 +316,19 @@ pub struct ValidOptions {
     pub renew_every: Option<Duration>,
     /// How long before the store could free the lease the loss is signalled.
     pub loss_margin: Duration,
+    /// In which order waiters are served.
+    pub fairness: Fairness,
+}
+
+impl ValidOptions {
+    /// How long a waiter's place in a queue (or a waiting group's intent) lives unless a
+    /// later attempt refreshes it: three retry intervals and half a second, at most a
+    /// minute. A waiter attempts at least once per retry interval, so a live waiter
+    /// never loses its place, and one that died stops holding the others up soon.
+    pub fn place_ttl(&self) -> Ttl {
+        let ttl = (self.retry_interval.saturating_mul(3) + Duration::from_millis(500)).min(Duration::from_secs(60));
+        Ttl(ceil_millis(ttl))
+    }
 }
 
 #[cfg(test)]

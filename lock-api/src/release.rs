@@ -181,3 +181,24 @@ impl Drop for InFlightAcquire<'_> {
         self.manager.release_in_background(self.key.clone(), self.token.clone(), Cleanup::UnknownAcquire);
     }
 }
+
+/// A waiter's place in a key's queue: until disarmed (the wait ended with the lock), its
+/// drop leaves the queue in the background (a release with the waiter's token also
+/// frees the key if it was handed to the waiter meanwhile).
+pub(crate) struct QueuePlace {
+    pub(crate) manager: Arc<ManagerInner>,
+    pub(crate) key: StoreKey,
+    pub(crate) token: Token,
+}
+
+impl QueuePlace {
+    pub(crate) fn disarm(self) {
+        let _ = std::mem::ManuallyDrop::new(self);
+    }
+}
+
+impl Drop for QueuePlace {
+    fn drop(&mut self) {
+        self.manager.release_in_background(self.key.clone(), self.token.clone(), Cleanup::UnknownAcquire);
+    }
+}

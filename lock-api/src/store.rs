@@ -115,11 +115,16 @@ pub struct Capabilities {
     /// [`LockStore::wait_for_release`] wakes on a release signal; without it the method
     /// just sleeps and waiters poll.
     pub release_notifications: bool,
+    /// The store keeps a queue of waiters per key ([`LockStore::try_acquire_queued`]):
+    /// a release hands the key to the oldest live waiter, so waiting acquisitions are
+    /// served in arrival order. Without it, waiting is barging: whoever asks first after
+    /// a release gets the key.
+    pub fair_queue: bool,
 }
 
 impl Capabilities {
     /// No optional abilities.
-    pub const NONE: Self = Self { fencing: false, release_notifications: false };
+    pub const NONE: Self = Self { fencing: false, release_notifications: false, fair_queue: false };
 
     /// Sets [`Capabilities::fencing`].
     #[must_use]
@@ -132,6 +137,13 @@ impl Capabilities {
     #[must_use]
     pub const fn with_release_notifications(mut self, notifications: bool) -> Self {
         self.release_notifications = notifications;
+        self
+    }
+
+    /// Sets [`Capabilities::fair_queue`].
+    #[must_use]
+    pub const fn with_fair_queue(mut self, fair_queue: bool) -> Self {
+        self.fair_queue = fair_queue;
         self
     }
 }
@@ -174,6 +186,18 @@ impl Capabilities {
 /// 8. **Cancel safety.** Dropping any returned future leaves the store consistent: the
 ///    operation either happened atomically or not at all. (The manager releases a lease
 ///    whose acquisition was cancelled.)
+/// 9. **Fair queue** (when [`Capabilities::fair_queue`]): a waiter that calls
+///    [`try_acquire_queued`](Self::try_acquire_queued) takes a place in the key's queue
+///    (arrival order, kept on the server) that lives for its `place` TTL unless a later
+///    call refreshes it. A release (or the departure of a waiter) that leaves the key free
+///    while live places remain hands the key to the oldest one: the key is then held by
+///    that waiter's token for the rest of its place's lease, and its next
+///    `try_acquire_queued` turns that into a full lease (its fencing number, issued at
+///    the hand-over or at that attempt, is greater than every earlier one of the key). A
+///    waiter whose place expires (it crashed, or was cancelled without leaving) loses it,
+///    and a key handed to it expires with the place. `release` with a waiter's token
+///    removes its place. A plain [`try_acquire`](Self::try_acquire) never queues: it
+///    takes the key only when it is neither held nor handed to a waiter.
 #[async_trait]
 pub trait LockStore: Debug + Send + Sync + 'static {
     /// A short, stable backend name: `"memory"`, `"redis"`, `"postgres"`.
@@ -200,6 +224,39 @@ pub trait LockStore: Debug + Send + Sync + 'static {
     /// one (or the key is already free). A store without release notifications simply
     /// sleeps `max`. Spurious early returns are allowed; the caller tries again.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError>;
+
+    /// One attempt of a waiting acquisition that keeps `token`'s place in the key's queue
+    /// of waiters (contract item 9), in one atomic step: acquired when the key was handed
+    /// to `token`, or is free and `token` is the oldest live waiter (or nobody waits);
+    /// otherwise the place is taken (at the back of the queue) or refreshed for `place`,
+    /// and the answer is [`Acquire::Held`].
+    ///
+    /// The default, for stores without a queue, is [`try_acquire`](Self::try_acquire).
+    async fn try_acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, LockError> {
+        let _ = place;
+        self.try_acquire(key, token, ttl).await
+    }
+
+    /// As [`wait_for_release`](Self::wait_for_release), for a queued waiter: the wait
+    /// also ends at once when the key is handed to `token` (the check after registering
+    /// treats "held by `token`" as free). The default ignores `token`.
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        let _ = token;
+        self.wait_for_release(key, max).await
+    }
+
+    /// How many live places the key's queue of waiters has (0 on a store without a
+    /// queue).
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let _ = key;
+        Ok(0)
+    }
 
     /// The store's lock groups (read/write locks, semaphores, multi-locks), when it has
     /// them. The default is `None`; the stores of the distlock family all have them.
@@ -273,6 +330,24 @@ macro_rules! forward_lock_store {
 
             async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
                 (**self).wait_for_release(key, max).await
+            }
+
+            async fn try_acquire_queued(
+                &self,
+                key: &StoreKey,
+                token: &Token,
+                ttl: Ttl,
+                place: Ttl,
+            ) -> Result<Acquire, LockError> {
+                (**self).try_acquire_queued(key, token, ttl, place).await
+            }
+
+            async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+                (**self).wait_for_turn(key, token, max).await
+            }
+
+            async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+                (**self).queue_len(key).await
             }
 
             fn groups(&self) -> Option<&dyn GroupLockStore> {

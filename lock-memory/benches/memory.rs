@@ -30,6 +30,7 @@ use distlock_api::{DynLockStore, LockError, LockManager};
 use distlock_conformance::kit::bench::{
     interleaved_rounds, report_against_first, rounds, run, Library, Locker, RawMemory, Scenario, SideBySide, Stop, Unit,
 };
+use distlock_conformance::kit::fair_bench::{self, FairPlan};
 use distlock_conformance::kit::group_bench::{self, GroupPlan};
 use distlock_conformance::kit::handoff::{self, Plan};
 use distlock_memory::MemoryLockStore;
@@ -110,6 +111,15 @@ fn main() {
             hot_cycles: 40,
             writer_samples: 100,
         };
-        group_bench::compare(store, "bench:", plan).await;
+        group_bench::compare(Arc::clone(&store), "bench:", plan).await;
+
+        // In one process only: a memory store is not shared across processes.
+        let plan = FairPlan {
+            tasks: TASKS,
+            processes: (0, 0),
+            hold: Duration::from_millis(2),
+            run_for: Duration::from_secs(5),
+        };
+        fair_bench::compare(store, "", "bench:", plan).await;
     });
 }

@@ -55,11 +55,20 @@ impl Name {
         }
     }
 
-    /// Whether `mode` can be granted to `token` (whose group has `ticket`; `first`: its
-    /// first attempt, which also yields to an intent recorded in the same millisecond).
-    fn grants(&self, mode: LockMode, default_permits: Option<u32>, token: &Token, ticket: u64, first: bool) -> bool {
+    /// Whether `mode` can be granted to `token` at `now` (whose group has `ticket`;
+    /// `first`: its first attempt, which also yields to an intent recorded in the same
+    /// millisecond). Holders and intents expired by `now` do not count.
+    fn grants(
+        &self,
+        now: Instant,
+        mode: LockMode,
+        default_permits: Option<u32>,
+        token: &Token,
+        ticket: u64,
+        first: bool,
+    ) -> bool {
         let mut same = 0u64;
-        for holder in self.holders.values() {
+        for holder in self.holders.values().filter(|holder| holder.expires_at > now) {
             if holder.mode != mode {
                 return false;
             }
@@ -71,10 +80,11 @@ impl Name {
         }
         // Writer preference: older intents of other groups hold back new shared holders.
         mode != LockMode::Shared
-            || !self
-                .intents
-                .iter()
-                .any(|(other, intent)| other != token && (intent.ticket < ticket || (first && intent.ticket == ticket)))
+            || !self.intents.iter().any(|(other, intent)| {
+                intent.expires_at > now
+                    && other != token
+                    && (intent.ticket < ticket || (first && intent.ticket == ticket))
+            })
     }
 }
 
@@ -113,7 +123,7 @@ impl GroupLockStore for MemoryLockStore {
             }
             let Some(name) = names.get_mut(member.key.as_str()) else { continue };
             name.purge(now);
-            if !name.grants(member.mode, member.default_permits, request.token, ticket, request.ticket.is_none()) {
+            if !name.grants(now, member.mode, member.default_permits, request.token, ticket, request.ticket.is_none()) {
                 granted = false;
             }
         }
@@ -253,19 +263,41 @@ impl GroupLockStore for MemoryLockStore {
         Ok(holders)
     }
 
-    async fn wait_for_change(&self, keys: &[StoreKey], max: Duration) -> Result<(), LockError> {
-        let _ = keys;
+    async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {
         let groups = self.groups_state();
         let changed = groups.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        // The nearest expiry among the keys' holders also frees a grant: wake then.
+        // Registered first: a change from here on completes `changed`. Then the check, in
+        // one critical section: a request that could be granted now need not wait, and the
+        // nearest expiry among its names' holders and intents also frees a grant.
         let now = Instant::now();
         let wake_at = {
             let names = groups.names();
-            keys.iter()
-                .filter_map(|key| names.get(key.as_str()))
-                .flat_map(|name| name.holders.values().map(|holder| holder.expires_at))
+            let ticket = request.ticket.unwrap_or_else(|| groups.now_ms(now));
+            let grantable = request.members.iter().all(|member| {
+                names.get(member.key.as_str()).is_none_or(|name| {
+                    name.grants(
+                        now,
+                        member.mode,
+                        member.default_permits,
+                        request.token,
+                        ticket,
+                        request.ticket.is_none(),
+                    )
+                })
+            });
+            if grantable {
+                return Ok(());
+            }
+            request
+                .members
+                .iter()
+                .filter_map(|member| names.get(member.key.as_str()))
+                .flat_map(|name| {
+                    let holders = name.holders.values().map(|holder| holder.expires_at);
+                    holders.chain(name.intents.values().map(|intent| intent.expires_at))
+                })
                 .filter(|at| *at > now)
                 .min()
         };

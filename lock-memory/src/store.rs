@@ -106,7 +106,7 @@ impl LockStore for MemoryLockStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::NONE.with_fencing(true).with_release_notifications(true)
+        Capabilities::NONE.with_fencing(true).with_release_notifications(true).with_fair_queue(true)
     }
 
     fn groups(&self) -> Option<&dyn GroupLockStore> {
@@ -138,6 +138,8 @@ impl LockStore for MemoryLockStore {
         Ok(Acquire::Acquired { fence: Some(acquired) })
     }
 
+    /// Frees the key if `token` holds it, removes `token`'s place in the key's queue, and
+    /// hands a key left free to the oldest live waiter.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         let now = Instant::now();
         let mut shard = self.shard(key);
@@ -149,7 +151,66 @@ impl LockStore for MemoryLockStore {
                 }
             }
         }
+        if shard.queues.contains_key(key.as_str()) {
+            shard.leave(key.as_str(), token);
+            shard.hand_over(key.as_str(), now, || self.next_fence());
+        }
         Ok(held)
+    }
+
+    /// One critical section: a key handed to `token` (or free with `token` first in line,
+    /// or nobody waiting) is taken for `ttl` with a new fence; otherwise `token`'s place
+    /// is taken or refreshed.
+    async fn try_acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, LockError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        shard.maybe_sweep(now);
+        let name = key.as_str();
+        let held_by = shard.live(name, now).map(|lease| lease.token == *token);
+        let acquired = match held_by {
+            Some(true) => shard.live(name, now).map(|lease| {
+                lease.expires_at = now + ttl.as_duration();
+                lease.fence
+            }),
+            Some(false) => None,
+            None => {
+                let first =
+                    shard.live_queue(name, now).and_then(|queue| queue.front().map(|head| head.token == *token));
+                if first.unwrap_or(true) {
+                    let fence = self.next_fence();
+                    let released = shard.leases.remove(name).and_then(|lease| lease.released);
+                    let lease = Lease { token: token.clone(), fence, expires_at: now + ttl.as_duration(), released };
+                    shard.leases.insert(name.to_owned(), lease);
+                    Some(fence)
+                } else {
+                    // Free, but another waiter comes first: its turn.
+                    shard.hand_over(name, now, || self.next_fence());
+                    None
+                }
+            }
+        };
+        if let Some(fence) = acquired {
+            shard.leave(name, token);
+            return Ok(Acquire::Acquired { fence: Some(fence) });
+        }
+        shard.queue(name, token, now + place.as_duration());
+        let ttl_left = shard.live(name, now).map(|lease| lease.expires_at - now);
+        Ok(Acquire::Held { ttl_left })
+    }
+
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.wait(key, Some(token), max).await
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let now = Instant::now();
+        Ok(self.shard(key).live_queue(key.as_str(), now).map_or(0, |queue| queue.len()))
     }
 
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
@@ -173,24 +234,7 @@ impl LockStore for MemoryLockStore {
     }
 
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
-        let now = Instant::now();
-        let (waiters, wake_at) = {
-            let mut shard = self.shard(key);
-            let Some(lease) = shard.live(key.as_str(), now) else { return Ok(()) };
-            // A `max` too large to add (say `Duration::MAX`) leaves the lease's end as the bound.
-            let wake_at = now.checked_add(max).map_or(lease.expires_at, |end| end.min(lease.expires_at));
-            (Arc::clone(lease.released.get_or_insert_with(|| Arc::new(Notify::new()))), wake_at)
-        };
-        // `notify_waiters` only wakes waiters already registered: register first, then look
-        // again, so a release between the two shard locks is not missed.
-        let released = waiters.notified();
-        tokio::pin!(released);
-        released.as_mut().enable();
-        if !self.is_held(key) {
-            return Ok(());
-        }
-        let _ = tokio::time::timeout_at(wake_at, released).await;
-        Ok(())
+        self.wait(key, None, max).await
     }
 
     /// Pages through the live leases in key order; the cursor is the last key listed.
@@ -234,7 +278,34 @@ impl LockStore for MemoryLockStore {
 }
 
 impl MemoryLockStore {
-    fn is_held(&self, key: &StoreKey) -> bool {
-        self.shard(key).live(key.as_str(), Instant::now()).is_some()
+    /// Whether `key` is held by someone other than `me`.
+    fn is_held(&self, key: &StoreKey, me: Option<&Token>) -> bool {
+        self.shard(key).live(key.as_str(), Instant::now()).is_some_and(|lease| Some(&lease.token) != me)
+    }
+
+    /// Waits at most `max` until `key` is released or expires; at once when it is free or
+    /// held by `me` (a key handed to a queued waiter).
+    async fn wait(&self, key: &StoreKey, me: Option<&Token>, max: Duration) -> Result<(), LockError> {
+        let now = Instant::now();
+        let (waiters, wake_at) = {
+            let mut shard = self.shard(key);
+            let Some(lease) = shard.live(key.as_str(), now) else { return Ok(()) };
+            if Some(&lease.token) == me {
+                return Ok(());
+            }
+            // A `max` too large to add (say `Duration::MAX`) leaves the lease's end as the bound.
+            let wake_at = now.checked_add(max).map_or(lease.expires_at, |end| end.min(lease.expires_at));
+            (Arc::clone(lease.released.get_or_insert_with(|| Arc::new(Notify::new()))), wake_at)
+        };
+        // `notify_waiters` only wakes waiters already registered: register first, then look
+        // again, so a release between the two shard locks is not missed.
+        let released = waiters.notified();
+        tokio::pin!(released);
+        released.as_mut().enable();
+        if !self.is_held(key, me) {
+            return Ok(());
+        }
+        let _ = tokio::time::timeout_at(wake_at, released).await;
+        Ok(())
     }
 }

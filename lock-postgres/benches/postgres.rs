@@ -40,6 +40,7 @@ use distlock_api::{DynLockStore, Token};
 use distlock_conformance::kit::bench::{
     interleaved_rounds, report_against_first, rounds, run, RawPostgres, Scenario, SideBySide, Stop, StoreDirect, Unit,
 };
+use distlock_conformance::kit::fair_bench::{self, FairPlan};
 use distlock_conformance::kit::group_bench::{self, GroupPlan};
 use distlock_conformance::kit::handoff::{self, Plan};
 use distlock_postgres::sqlx;
@@ -130,15 +131,27 @@ async fn notify_cost(
     );
 }
 
+/// Seconds per variant of the fair-waiting comparison: `DISTLOCK_FAIR_SECONDS`, else 10.
+fn fair_seconds() -> u64 {
+    std::env::var("DISTLOCK_FAIR_SECONDS").ok().and_then(|s| s.parse().ok()).filter(|&s| s > 0).unwrap_or(10)
+}
+
 fn main() {
     let url = std::env::var("DISTLOCK_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     // `cargo bench -p distlock-postgres -- handoff` runs the hand-off scenario only.
     let only_hand_off = std::env::args().skip(1).any(|arg| arg == "handoff");
     let only_groups = std::env::args().skip(1).any(|arg| arg == "groups");
+    // `-- fair` runs the fair-waiting comparison only.
+    let only_fair = std::env::args().skip(1).any(|arg| arg == "fair");
     let rounds = rounds(15);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
+        if let Some(worker) = fair_bench::worker_spec() {
+            let store = connect(&url, &worker.store, false, true).await;
+            fair_bench::run_worker(store, &worker).await;
+            return;
+        }
         println!("distlock-postgres benchmark against {url}: {rounds} rounds, median round");
         let suffix = Token::generate().as_str()[..8].to_owned();
         let prefix = format!("{suffix}:bench:");
@@ -146,7 +159,16 @@ fn main() {
             let table = format!("bench_{kind}_{suffix}");
             let store = connect(&url, &table, unlogged, true).await;
             let dyn_store: Arc<DynLockStore> = store.clone();
-            if !only_hand_off && !only_groups {
+            if kind == "logged" && (only_fair || !(only_hand_off || only_groups)) {
+                let plan = FairPlan {
+                    tasks: TASKS,
+                    processes: (4, 2),
+                    hold: Duration::from_millis(2),
+                    run_for: Duration::from_secs(fair_seconds()),
+                };
+                fair_bench::compare(Arc::clone(&dyn_store), &table, &format!("{prefix}fair:"), plan).await;
+            }
+            if !only_hand_off && !only_groups && !only_fair {
                 let bench =
                     SideBySide::new(raw(&store, None), Arc::clone(&dyn_store), TTL, RETRY, &prefix).expect("bench");
                 scenarios(&bench, kind, rounds).await;
@@ -154,7 +176,7 @@ fn main() {
                 notify_cost(&store, &silent, kind, &prefix, rounds).await;
                 silent.pool().close().await;
             }
-            if !only_hand_off {
+            if !only_hand_off && !only_fair {
                 println!("{kind}:");
                 let plan = GroupPlan {
                     cycles: CYCLES,
@@ -172,12 +194,13 @@ fn main() {
                 polling_sections: 160,
                 rounds: rounds.min(5),
             };
-            if !only_groups {
+            if !only_groups && !only_fair {
                 handoff::compare(dyn_store, &format!("{kind}: "), &format!("{prefix}handoff:"), plan).await;
             }
             let groups = store.statements().groups();
             let drop = format!(
-                "DROP TABLE {}, {}, {}; DROP FUNCTION {}",
+                "DROP TABLE IF EXISTS {}; DROP TABLE {}, {}, {}; DROP FUNCTION {}",
+                store.statements().queue_table(),
                 store.table_name(),
                 groups.holders_table(),
                 groups.permits_table(),

@@ -1,6 +1,7 @@
 //! Lock groups on PostgreSQL: [`GroupLockStore`] for [`PostgresLockStore`].
 //!
-//! Every operation is one round trip: a grant is one call of the store's PL/pgSQL
+//! Every operation is one round trip (the first group operation of a store also checks
+//! the group objects once): a grant is one call of the store's PL/pgSQL
 //! function (one transaction; see [`group_sql`](crate::group_sql) for its steps), the
 //! others are single autocommit statements. Statements whose connection turned out to
 //! be dead run again on another connection, as the lock operations do; running any of
@@ -83,28 +84,58 @@ impl PostgresLockStore {
         LockError::store(BACKEND, operation, key.map(StoreKey::lock_key), error)
     }
 
-    /// Flags the live rows of `keys` as waited for (so that their releases notify) and
-    /// returns the time until the first of them ends, or `None` when there is none or
-    /// one may not be flagged (the caller returns at once).
-    async fn flag_group(&self, keys: &[StoreKey]) -> Result<Option<Duration>, LockError> {
-        let names = names(keys);
-        let (unflagged, live, micros_left): (i64, i64, Option<i64>) = self
-            .retrying("wait for group change", || {
-                sqlx::query_as(&self.group_sql().wait).bind(&names).fetch_one(self.pool())
+    /// After the waiter registered: whether `request` could be granted now (`None`: the
+    /// caller returns at once, also when a row that blocks it could not be flagged), else
+    /// flags the rows that block it, so that their releases notify, and returns the time
+    /// until the first of them ends.
+    async fn flag_blockers(&self, request: &GroupRequest<'_>) -> Result<Option<Duration>, LockError> {
+        const OPERATION: &str = "wait for group change";
+        let columns = Columns::of(request);
+        let ticket = request.ticket.map(|ticket| i64::try_from(ticket).unwrap_or(i64::MAX));
+        let (unflagged, blocking, micros_left): (i64, i64, Option<i64>) = self
+            .retrying(OPERATION, || {
+                sqlx::query_as(&self.group_sql().wait)
+                    .bind(&columns.names)
+                    .bind(&columns.modes)
+                    .bind(&columns.permits)
+                    .bind(request.token.as_str())
+                    .bind(ticket)
+                    .fetch_one(self.pool())
             })
             .await
-            .map_err(|error| self.group_fail("wait for group change", None, error))?;
-        if live == 0 || unflagged > 0 {
+            .map_err(|error| self.group_fail(OPERATION, None, error))?;
+        if blocking == 0 || unflagged > 0 {
             return Ok(None);
         }
         Ok(micros_left.map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(1))))
     }
 }
 
+/// A request's members as the statements bind them: names, modes (`'R'`/`'W'`) and
+/// default permits (`NULL`: unlimited), in the same order.
+struct Columns<'a> {
+    names: Vec<&'a str>,
+    modes: Vec<&'static str>,
+    permits: Vec<Option<i32>>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(request: &GroupRequest<'a>) -> Self {
+        let members = request.members;
+        Self {
+            names: members.iter().map(|member| member.key.as_str()).collect(),
+            modes: members.iter().map(|member| mode_code(member.mode)).collect(),
+            permits: members.iter().map(|member| member.default_permits.map(permits_value)).collect(),
+        }
+    }
+}
+
 /// Lock groups in two tables beside the lease table (`<table>_holders`,
-/// `<table>_permits`) and one function (`<table>_acquire_group_v1`), created by
-/// [`ensure_schema`](PostgresLockStore::ensure_schema); see "Lock groups" in the crate
-/// documentation. Group names live apart from single-lock keys.
+/// `<table>_permits`) and one function (`<table>_acquire_group_v2`), created by
+/// [`ensure_schema`](PostgresLockStore::ensure_schema) or at the first group operation
+/// (checked only, with [`GroupSchemaMissing`](crate::GroupSchemaMissing) when missing, on a
+/// store that may not create); see "Lock groups" in the crate documentation. Group names
+/// live apart from single-lock keys.
 #[async_trait]
 impl GroupLockStore for PostgresLockStore {
     /// One call of the grant function: advisory locks on the names (in one global
@@ -115,7 +146,9 @@ impl GroupLockStore for PostgresLockStore {
     /// [`LockError::InvalidGroup`] (before any I/O) for no members, more than
     /// [`max_group`](GroupLockStore::max_group), a name twice or zero default permits;
     /// [`LockError::Store`] when the server fails (the outcome is then unknown: release
-    /// the group with the same token, which is harmless when nothing was taken).
+    /// the group with the same token, which is harmless when nothing was taken), or, with
+    /// cause [`GroupSchemaMissing`](crate::GroupSchemaMissing), when the group objects are
+    /// missing and the store may not create them (as every group operation).
     ///
     /// # Cancel safety
     ///
@@ -126,10 +159,8 @@ impl GroupLockStore for PostgresLockStore {
     async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
         const OPERATION: &str = "acquire group";
         validate(request.members, self.max_group())?;
-        let names: Vec<&str> = request.members.iter().map(|member| member.key.as_str()).collect();
-        let modes: Vec<&str> = request.members.iter().map(|member| mode_code(member.mode)).collect();
-        let permits: Vec<Option<i32>> =
-            request.members.iter().map(|member| member.default_permits.map(permits_value)).collect();
+        self.ensure_group_schema().await?;
+        let Columns { names, modes, permits } = Columns::of(&request);
         let intent_ttl = request.intent_ttl.map(|ttl| millis(ttl.as_duration()));
         let ticket = request.ticket.map(|ticket| i64::try_from(ticket).unwrap_or(i64::MAX));
         let mut attempt = self.in_flight.begin(request.token);
@@ -180,6 +211,7 @@ impl GroupLockStore for PostgresLockStore {
     ///
     /// Cancel safe: the statement commits or not.
     async fn extend_group(&self, keys: &[StoreKey], token: &Token, ttl: Ttl) -> Result<usize, LockError> {
+        self.ensure_group_schema().await?;
         let names = names(keys);
         let done = self
             .retrying("extend group", || {
@@ -202,6 +234,7 @@ impl GroupLockStore for PostgresLockStore {
     ///
     /// Cancel safe: the statement commits or not.
     async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
+        self.ensure_group_schema().await?;
         self.in_flight.settled(token).await;
         let names = names(keys);
         let (released, _notified): (i64, i64) = self
@@ -220,6 +253,7 @@ impl GroupLockStore for PostgresLockStore {
     ///
     /// Cancel safe: the statement commits or not.
     async fn withdraw_intents(&self, keys: &[StoreKey], token: &Token) -> Result<(), LockError> {
+        self.ensure_group_schema().await?;
         self.in_flight.settled(token).await;
         let names = names(keys);
         let _: (i64, i64) = self
@@ -237,6 +271,7 @@ impl GroupLockStore for PostgresLockStore {
     ///
     /// Cancel safe: the statement commits or not.
     async fn release_owner(&self, owner: &OwnerId) -> Result<u64, LockError> {
+        self.ensure_group_schema().await?;
         let (released, _notified): (i64, i64) = self
             .retrying("release owner", || {
                 sqlx::query_as(&self.group_sql().release_owner).bind(owner.as_str()).fetch_one(self.pool())
@@ -261,6 +296,7 @@ impl GroupLockStore for PostgresLockStore {
                 Err(LockError::InvalidGroup { reason: InvalidGroup::ZeroPermits { key: key.lock_key().to_owned() } })
             }
             Some(permits) => {
+                self.ensure_group_schema().await?;
                 let permits = permits_value(permits);
                 let _: i64 = self
                     .retrying(OPERATION, || {
@@ -275,6 +311,7 @@ impl GroupLockStore for PostgresLockStore {
                 Ok(())
             }
             None => {
+                self.ensure_group_schema().await?;
                 let _: i64 = self
                     .retrying(OPERATION, || {
                         sqlx::query_scalar(&self.group_sql().remove_permits)
@@ -291,6 +328,7 @@ impl GroupLockStore for PostgresLockStore {
 
     /// One primary-key lookup in the permits table.
     async fn permits(&self, key: &StoreKey, mode: LockMode) -> Result<Option<u32>, LockError> {
+        self.ensure_group_schema().await?;
         let permits: Option<i32> = self
             .retrying("read permits", || {
                 sqlx::query_scalar(&self.group_sql().permits)
@@ -306,6 +344,7 @@ impl GroupLockStore for PostgresLockStore {
     /// One `SELECT` of the live holds of `key`, oldest fence first; times left are
     /// computed on the server.
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
+        self.ensure_group_schema().await?;
         const OPERATION: &str = "inspect group holders";
         let rows: Vec<(String, String, String, i64, i64)> = self
             .retrying(OPERATION, || sqlx::query_as(&self.group_sql().holders).bind(key.as_str()).fetch_all(self.pool()))
@@ -328,39 +367,42 @@ impl GroupLockStore for PostgresLockStore {
             .collect()
     }
 
-    /// Waits for a `NOTIFY` of a change of one of `keys` (a release, a withdrawn intent,
-    /// a permits change) on the store's one listener connection, for the first live hold
-    /// or intent of those names to run out, or for `max`, whichever comes first. (With
-    /// release notifications off it sleeps `max`.)
+    /// Waits for a `NOTIFY` of a change of one of the request's names (a release, a
+    /// withdrawn intent, a permits change) on the store's one listener connection, for the
+    /// first row that blocks the request to run out, or for `max`, whichever comes first.
+    /// (With release notifications off it sleeps `max`.)
     ///
-    /// The waiter registers for every name before it flags their live rows as waited for
-    /// (one statement): a release that the flagging statement finds already done ends the
-    /// wait at once; a later one is notified. A release that completes between the
-    /// caller's blocked attempt and this registration while other rows of the names
-    /// remain is only noticed at the next of those events (at most `max` later). While
-    /// the listener is not connected it sleeps, so the caller polls.
+    /// The waiter registers for every name before, in one statement, it checks whether
+    /// the request could be granted now — the grant function's check: live holders of the
+    /// other mode, permits of its mode, older intents for shared members (by its ticket;
+    /// its own intents do not count) — and flags the rows that block it: it returns at
+    /// once when nothing blocks (a release between the caller's blocked attempt and this
+    /// wait is not slept through) or when a blocking row was freed before it could be
+    /// flagged; a later release of a flagged row is notified. While the listener is not
+    /// connected it sleeps, so the caller polls.
     ///
     /// # Errors
     ///
-    /// [`LockError::Store`] when the rows could not be flagged; the caller then sleeps.
+    /// [`LockError::Store`] when the check failed; the caller then sleeps.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: a dropped waiter unregisters; flags it set cost at most one
     /// notification nobody waits for.
-    async fn wait_for_change(&self, keys: &[StoreKey], max: Duration) -> Result<(), LockError> {
+    async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {
         let deadline = deadline_after(max);
-        if !self.capabilities().release_notifications || keys.is_empty() {
+        if !self.capabilities().release_notifications || request.members.is_empty() {
             tokio::time::sleep_until(deadline).await;
             return Ok(());
         }
-        let names: Vec<String> = keys.iter().map(payload).collect();
+        self.ensure_group_schema().await?;
+        let names: Vec<String> = request.members.iter().map(|member| payload(&member.key)).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let woken = self
             .notifier
             .waiters()
             .wait_any(&names, max, || async {
-                Ok(match self.flag_group(keys).await? {
+                Ok(match self.flag_blockers(&request).await? {
                     None => KeyState::Free,
                     Some(left) => KeyState::Held { expires_in: Some(left.saturating_add(EXPIRY_MARGIN)) },
                 })

@@ -16,33 +16,44 @@
 //!    order of the lock keys (one global order: no deadlocks, also when two names hash
 //!    alike; a collision only serialises two names more than needed). Acquirers of a
 //!    name now run one after the other, and the locks end with the transaction, so
-//!    transaction poolers are fine;
+//!    transaction poolers are fine. One or two names take them in plain expressions;
 //! 2. run again after a lost connection (`p_again`), recognises a group its token already
 //!    holds whole (the first run committed before its answer was lost) and returns that
 //!    fence;
-//! 3. deletes the expired rows of its names. The `DELETE` locks them, so an `extend`
-//!    that read a hold as live just before it expired and has not committed is waited
-//!    for and re-checked (it either committed first — the hold is live and counts — or
-//!    finds the row gone and reports it not held): an expired hold can never be counted
-//!    free and revived at the same time;
-//! 4. checks every member in a new statement — the function is `VOLATILE`, so each
-//!    statement takes a fresh snapshot, which includes every grant committed before the
-//!    advisory locks were ours — against the live holders, the live older intents (for
-//!    shared members) and the permits row of (name, mode), else the member's default;
-//!    `coalesce(bool_and(…), false)` so that nothing is granted for no member;
-//! 5. blocked: records or refreshes the intents of its exclusive members (when asked)
-//!    and returns the ticket; granted: deletes its own rows of those names (intents), draws
-//!    one fence from the store's sequence (after every earlier grant of these names
-//!    committed, so it is larger than their fences) and inserts one hold per member.
+//! 3. draws one fence from the store's sequence (after every earlier grant of these names
+//!    committed, so it is larger than their fences; a blocked attempt leaves a gap);
+//! 4. a first attempt on names whose rows are all free takes the lowest slot of each in
+//!    one `INSERT … ON CONFLICT (name, slot) DO UPDATE … WHERE token IS NULL` (the common,
+//!    uncontended case: one small statement, a HOT update);
+//! 5. otherwise checks every member and takes the slots in one statement — the function
+//!    is `VOLATILE`, so each statement takes a fresh snapshot, which includes every grant
+//!    committed before the advisory locks were ours — against the live holders, the live
+//!    older intents (for shared members) and the permits row of (name, mode), else the
+//!    member's default; `coalesce(bool_and(…), false)` so that nothing is granted for no
+//!    member. A member's slot is the group's own intent, else the lowest free slot, else
+//!    a new one. A hold of another group that ended by the check's time but is not freed
+//!    (*stale*) does not count, but an `extend` of it may be in flight: then the statement
+//!    takes nothing, an `UPDATE` frees the stale rows — it locks them, so such an `extend`
+//!    is waited for and re-checked (it either committed first, and the hold is live and
+//!    counts, or finds the row freed and reports it not held) — and the check runs again:
+//!    an ended hold is never counted free and revived at the same time;
+//! 6. blocked: records or refreshes the intents of its exclusive members (when asked)
+//!    in slots as above, and returns the ticket.
+//!
+//! Rows are never deleted by these operations: releases free them (`token = NULL`) and
+//! grants take them again, so the table holds one row per slot a name ever needed at
+//! once, and its updates are HOT (no index entries written), as on the lease table. The
+//! purge deletes rows whose lease ended before its horizon.
 //!
 //! # Release notifications
 //!
 //! Holds carry the `waiting` flag of the lease table's protocol (see `sql.rs`): a
-//! waiter registers for `group:<name>` of each of its names, then flags every live row
-//! of those names ([`GroupStatements::wait`]); a release, a withdrawal or `release_owner`
-//! notifies `group:<name>` for the live flagged rows it deletes. A grant carries the flag
-//! of its own intents over to its new holds, so readers that waited on a writer's intent
-//! are woken when that writer releases. Permit changes always notify.
+//! waiter registers for `group:<name>` of each of its names, then, in one statement
+//! ([`GroupStatements::wait`]), checks whether its request could be granted now and flags
+//! the rows that keep it from being granted; a release, a withdrawal or `release_owner`
+//! notifies `group:<name>` for the flagged rows it frees. A grant carries the flag of its
+//! own intent over to its new hold (the same row), so readers that waited on a writer's
+//! intent are woken when that writer releases. Permit changes always notify.
 
 use crate::config::{Identifier, Layout};
 use crate::notify::channel_name;
@@ -52,8 +63,8 @@ use crate::notify::channel_name;
 pub(crate) const GROUP_PAYLOAD_PREFIX: &str = "group:";
 
 /// The columns the group statements use, per table.
-pub(crate) const HOLDER_COLUMNS: [&str; 8] =
-    ["name", "mode", "token", "owner", "fence", "ticket", "expires_at", "waiting"];
+pub(crate) const HOLDER_COLUMNS: [&str; 9] =
+    ["name", "slot", "mode", "token", "owner", "fence", "ticket", "expires_at", "waiting"];
 pub(crate) const PERMIT_COLUMNS: [&str; 3] = ["name", "mode", "permits"];
 
 /// The exact SQL of a store's lock groups
@@ -102,7 +113,7 @@ impl GroupStatements {
     }
 
     /// The grant function, qualified and quoted, e.g.
-    /// `"public"."distlock_locks_acquire_group_v1"`.
+    /// `"public"."distlock_locks_acquire_group_v2"`.
     pub fn function(&self) -> &str {
         &self.function
     }
@@ -122,18 +133,21 @@ impl GroupStatements {
         &self.extend
     }
 
-    /// `$1` names, `$2` token → one row `(live holds deleted)`; deletes the token's holds
-    /// and intents of those names and notifies flagged names.
+    /// `$1` names, `$2` token → one row `(live holds freed, notifications)`; frees the
+    /// token's live holds and its intents of those names (`token = NULL`) and notifies the
+    /// names of freed rows a waiter flagged.
     pub fn release(&self) -> &str {
         &self.release
     }
 
-    /// `$1` names, `$2` token: deletes the token's intents of those names.
+    /// `$1` names, `$2` token: frees the token's intents of those names, notifying as
+    /// [`release`](Self::release) does.
     pub fn withdraw(&self) -> &str {
         &self.withdraw
     }
 
-    /// `$1` owner → one row `(live holds deleted)`; deletes every row of the owner.
+    /// `$1` owner → one row `(live holds freed, notifications)`; frees every live hold and
+    /// intent of the owner (the owner index).
     pub fn release_owner(&self) -> &str {
         &self.release_owner
     }
@@ -158,9 +172,11 @@ impl GroupStatements {
         &self.holders
     }
 
-    /// Run by a waiter after it registered: `$1` names → one row `(rows of those names
-    /// that may not be flagged, live rows, µs until the first lease ends)`, flagging the
-    /// live rows not flagged yet.
+    /// Run by a waiter after it registered, with its request: `$1` names, `$2` modes, `$3`
+    /// default permits, `$4` token, `$5` ticket or NULL → one row `(blocking rows that may
+    /// not be flagged, blocking rows, µs until the first blocking row ends)`: the rows of
+    /// other groups that keep the request from being granted now, flagging those not
+    /// flagged yet. No blocking row: the request could be granted now.
     pub fn wait(&self) -> &str {
         &self.wait
     }
@@ -176,7 +192,7 @@ impl GroupStatements {
         let schema = layout.schema.quoted();
         let holders_name = layout.table.derived("holders");
         let permits_name = layout.table.derived("permits");
-        let function_name = layout.table.derived("acquire_group_v1");
+        let function_name = layout.table.derived("acquire_group_v2");
         let owner_index = layout.table.derived("holders_owner");
         let holders = format!("{schema}.{}", holders_name.quoted());
         let permits = format!("{schema}.{}", permits_name.quoted());
@@ -187,19 +203,25 @@ impl GroupStatements {
         let unlogged = if layout.unlogged { "UNLOGGED " } else { "" };
         let micros_left =
             |column: &str| format!("GREATEST((extract(epoch FROM {column} - clock_timestamp()) * 1000000)::bigint, 1)");
-        // The count of live holds among `gone` (the deleted rows), notifying each live
-        // flagged name once (PostgreSQL folds equal notifications of one transaction).
-        let count_and_notify = |gone: &str| {
-            if layout.notify {
+        // Frees the rows of `which` (a condition on `token`/`owner`): its live holds and all
+        // its intents (a hold that ended stays until a grant or the purge reclaims it); the
+        // count of holds freed, and a notification per freed flagged row (PostgreSQL folds
+        // equal notifications of one transaction).
+        let free_and_notify = |which: &str| {
+            let notify = if layout.notify {
                 format!(
-                    "SELECT count(*) FILTER (WHERE live AND mode <> 'I'), \
-                         (SELECT count(pg_notify('{channel}', '{GROUP_PAYLOAD_PREFIX}' || name)::text) \
-                          FROM (SELECT DISTINCT name FROM {gone} WHERE live AND waiting) AS flagged) \
-                     FROM {gone}"
+                    "count(CASE WHEN waiting THEN pg_notify('{channel}', '{GROUP_PAYLOAD_PREFIX}' || name)::text END)"
                 )
             } else {
-                format!("SELECT count(*) FILTER (WHERE live AND mode <> 'I'), 0::bigint FROM {gone}")
-            }
+                "0::bigint".to_owned()
+            };
+            format!(
+                "WITH freed AS ( \
+                     UPDATE {holders} SET token = NULL, expires_at = clock_timestamp() \
+                     WHERE {which} AND (mode = 'I' OR expires_at > clock_timestamp()) \
+                     RETURNING name, mode, waiting) \
+                 SELECT count(*) FILTER (WHERE mode <> 'I'), {notify} FROM freed"
+            )
         };
         let notify_name = |source: &str| {
             if layout.notify {
@@ -216,24 +238,9 @@ impl GroupStatements {
                 "UPDATE {holders} SET expires_at = clock_timestamp() + $3 * interval '1 millisecond' \
                  WHERE name = ANY($1) AND token = $2::uuid AND mode <> 'I' AND expires_at > clock_timestamp()"
             ),
-            release: format!(
-                "WITH gone AS ( \
-                     DELETE FROM {holders} WHERE name = ANY($1) AND token = $2::uuid \
-                     RETURNING name, mode, waiting, expires_at > clock_timestamp() AS live) {}",
-                count_and_notify("gone")
-            ),
-            withdraw: format!(
-                "WITH gone AS ( \
-                     DELETE FROM {holders} WHERE name = ANY($1) AND token = $2::uuid AND mode = 'I' \
-                     RETURNING name, mode, waiting, expires_at > clock_timestamp() AS live) {}",
-                count_and_notify("gone")
-            ),
-            release_owner: format!(
-                "WITH gone AS ( \
-                     DELETE FROM {holders} WHERE owner = $1 \
-                     RETURNING name, mode, waiting, expires_at > clock_timestamp() AS live) {}",
-                count_and_notify("gone")
-            ),
+            release: free_and_notify("name = ANY($1) AND token = $2::uuid"),
+            withdraw: free_and_notify("name = ANY($1) AND token = $2::uuid AND mode = 'I'"),
+            release_owner: free_and_notify("owner = $1 AND token IS NOT NULL"),
             set_permits: format!(
                 "WITH changed AS ( \
                      INSERT INTO {permits} (name, mode, permits) VALUES ($1, $2::\"char\", $3) \
@@ -249,25 +256,47 @@ impl GroupStatements {
             permits: format!("SELECT permits FROM {permits} WHERE name = $1 AND mode = $2::\"char\""),
             holders: format!(
                 "SELECT token::text, mode::text, owner, fence, {} FROM {holders} \
-                 WHERE name = $1 AND mode <> 'I' AND expires_at > clock_timestamp() \
+                 WHERE name = $1 AND token IS NOT NULL AND mode <> 'I' AND expires_at > clock_timestamp() \
                  ORDER BY fence, token",
                 micros_left("expires_at")
             ),
-            // The UPDATE flags live rows not flagged yet; the outer query reads the
-            // statement's snapshot. A live row of the snapshot that is neither flagged
-            // there nor by the UPDATE was deleted meanwhile, or flagged by a concurrent
-            // waiter whose flag this snapshot cannot see: the caller returns at once.
+            // The request's members with their permits; the live rows of other groups on
+            // their names; of those, the ones that keep the request from being granted now
+            // (the grant function's check, read without its locks: a stale answer only
+            // costs a spurious or a later wake-up, never a missed one, because the waiter
+            // registered first). The UPDATE flags the blocking rows not flagged yet; a
+            // blocking row of the snapshot that is neither flagged there nor by the UPDATE
+            // was freed meanwhile (or flagged by a waiter this snapshot cannot see): the
+            // caller returns at once, as it does when nothing blocks.
             wait: format!(
-                "WITH flagged AS ( \
-                     UPDATE {holders} SET waiting = true \
-                     WHERE name = ANY($1) AND NOT waiting AND expires_at > clock_timestamp() \
-                     RETURNING name, token, mode) \
-                 SELECT count(*) FILTER (WHERE NOT held.waiting AND flagged.name IS NULL), count(*), {} \
-                 FROM {holders} AS held \
-                 LEFT JOIN flagged ON flagged.name = held.name AND flagged.token = held.token \
-                     AND flagged.mode = held.mode \
-                 WHERE held.name = ANY($1) AND held.expires_at > clock_timestamp()",
-                micros_left("min(held.expires_at)")
+                "WITH m AS MATERIALIZED ( \
+                     SELECT d.name, d.mode, \
+                         coalesce((SELECT p.permits FROM {permits} AS p WHERE p.name = d.name AND p.mode = d.mode), \
+                                  d.default_permits) AS permits \
+                     FROM unnest($1::text[], $2::\"char\"[], $3::int4[]) AS d(name, mode, default_permits)), \
+                 now AS MATERIALIZED ( \
+                     SELECT clock_timestamp() AS at, \
+                         coalesce($5, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ticket), \
+                 live AS MATERIALIZED ( \
+                     SELECT h.name, h.slot, h.mode, h.token, h.ticket, h.expires_at, h.waiting \
+                     FROM {holders} AS h, now \
+                     WHERE h.name = ANY($1) AND h.token <> $4::uuid AND h.expires_at > now.at), \
+                 blocking AS MATERIALIZED ( \
+                     SELECT l.name, l.slot, l.token, l.expires_at, l.waiting \
+                     FROM m JOIN live AS l ON l.name = m.name, now \
+                     WHERE (l.mode <> m.mode AND l.mode <> 'I') \
+                        OR (l.mode = m.mode AND m.permits IS NOT NULL \
+                            AND (SELECT count(*) FROM live AS s WHERE s.name = m.name AND s.mode = m.mode) >= m.permits) \
+                        OR (m.mode = 'R' AND l.mode = 'I' \
+                            AND (l.ticket < now.ticket OR ($5 IS NULL AND l.ticket = now.ticket)))), \
+                 flagged AS ( \
+                     UPDATE {holders} AS h SET waiting = true FROM blocking AS b \
+                     WHERE h.name = b.name AND h.slot = b.slot AND h.token = b.token \
+                       AND NOT h.waiting AND h.expires_at > clock_timestamp() \
+                     RETURNING h.name, h.slot) \
+                 SELECT count(*) FILTER (WHERE NOT b.waiting AND f.name IS NULL), count(*), {} \
+                 FROM blocking AS b LEFT JOIN flagged AS f ON f.name = b.name AND f.slot = b.slot",
+                micros_left("min(b.expires_at)")
             ),
             purge: format!(
                 "DELETE FROM {holders} WHERE ctid = ANY(ARRAY( \
@@ -297,20 +326,26 @@ impl GroupStatements {
                      EXISTS (SELECT 1 FROM f), \
                      (SELECT bool_and(has_function_privilege(f.oid, 'EXECUTE')) FROM f)"
                 .to_owned(),
-            // Holds and intents in one table: `mode` 'R' shared, 'W' exclusive, 'I' the
-            // intent of a waiting exclusive request (no fence; its ticket orders it).
-            // Lease updates touch no indexed column, so they stay HOT.
+            // Holds and intents in one table, one row per slot of a name: `mode` 'R'
+            // shared, 'W' exclusive, 'I' the intent of a waiting exclusive request (no
+            // fence; its ticket orders it); `token` NULL: a free slot, which the next grant
+            // of the name takes. Grants, releases and lease updates change no indexed
+            // column (the owner only when another owner takes a slot), so they are HOT
+            // updates, as on the lease table. No CHECK constraints: PostgreSQL would read
+            // their expressions again at every statement, and only the store's statements
+            // write the table.
             create_holders: format!(
                 "CREATE {unlogged}TABLE IF NOT EXISTS {holders} ( \
                      name text COLLATE \"C\" NOT NULL, \
-                     mode \"char\" NOT NULL CHECK (mode IN ('R', 'W', 'I')), \
-                     token uuid NOT NULL, \
+                     slot integer NOT NULL, \
+                     mode \"char\" NOT NULL, \
+                     token uuid, \
                      owner text NOT NULL, \
-                     fence bigint CHECK ((mode = 'I') = (fence IS NULL)), \
-                     ticket bigint CHECK ((mode = 'I') = (ticket IS NOT NULL)), \
+                     fence bigint, \
+                     ticket bigint, \
                      expires_at timestamptz NOT NULL, \
                      waiting boolean NOT NULL DEFAULT false, \
-                     PRIMARY KEY (name, token, mode) \
+                     PRIMARY KEY (name, slot) \
                  ) WITH (fillfactor = 80)"
             ),
             create_owner_index: format!("CREATE INDEX IF NOT EXISTS {} ON {holders} (owner)", owner_index.quoted()),
@@ -389,6 +424,36 @@ impl GroupStatements {
 
 /// The grant function (see the module documentation for the steps and why).
 fn acquire_function(function: &str, holders: &str, permits: &str, sequence: &str) -> String {
+    // Per member: its permits (the permits row, else its default), what the other rows of
+    // its name say (holders of its mode and of the other mode, older intents, holds that
+    // ended by `v_now`), whether it can be granted, and the slot its row goes to: the
+    // group's own row of the name (an intent), else the lowest free slot, else a new one.
+    // A first attempt (no ticket yet) also yields to an intent of this very millisecond.
+    let members = format!(
+        "SELECT d.name, d.mode, coalesce(a.own, a.free, a.top + 1, 0) AS slot, \
+                a.other = 0 AND (p.permits IS NULL OR a.same < p.permits) \
+                    AND (d.mode = 'W' OR NOT a.yields) AS ok, \
+                a.stale \
+         FROM unnest(p_names, p_modes::\"char\"[], p_permits) AS d(name, mode, default_permits), \
+              LATERAL (SELECT coalesce((SELECT p.permits FROM {permits} AS p \
+                                        WHERE p.name = d.name AND p.mode = d.mode), \
+                                       d.default_permits) AS permits) AS p, \
+              LATERAL (SELECT \
+                  count(*) FILTER (WHERE h.mode = d.mode AND h.token <> p_token AND h.expires_at > v_now) AS same, \
+                  count(*) FILTER (WHERE h.mode <> d.mode AND h.mode <> 'I' AND h.token <> p_token \
+                                     AND h.expires_at > v_now) AS other, \
+                  coalesce(bool_or(h.mode = 'I' AND h.token <> p_token AND h.expires_at > v_now \
+                                   AND (h.ticket < blocked_ticket \
+                                        OR (p_ticket IS NULL AND h.ticket = blocked_ticket))), false) AS yields, \
+                  coalesce(bool_or(h.mode <> 'I' AND h.token <> p_token AND h.expires_at <= v_now), false) AS stale, \
+                  min(h.slot) FILTER (WHERE h.token = p_token) AS own, \
+                  min(h.slot) FILTER (WHERE h.token IS NULL OR (h.mode = 'I' AND h.expires_at <= v_now)) AS free, \
+                  max(h.slot) AS top \
+                  FROM {holders} AS h WHERE h.name = d.name) AS a"
+    );
+    // Taking a slot: free, the group's own, or an intent that ended (intents are only
+    // written under the names' locks, so no one else can revive it).
+    let take = "WHERE h.token IS NULL OR h.token = EXCLUDED.token OR (h.mode = 'I' AND h.expires_at <= v_now)";
     format!(
         r#"CREATE OR REPLACE FUNCTION {function}(
     p_names text[], p_modes text[], p_permits integer[], p_token uuid, p_owner text,
@@ -397,23 +462,39 @@ fn acquire_function(function: &str, holders: &str, permits: &str, sequence: &str
 LANGUAGE plpgsql VOLATILE
 -- Custom plans would be made again at every call (for a one-element array they look
 -- cheaper than the generic plan); a generic plan is made once per session. Every lookup
--- is an equality on the primary key's first column; plain index scans (not bitmap
--- scans) mark the entries of deleted holds dead, so the churn of holds inserted and
--- deleted on a hot name does not slow later lookups down until the next vacuum.
+-- is an equality on the primary key's first column, so the index is always the right
+-- path, also for a generic plan made while the table was empty.
 SET plan_cache_mode = force_generic_plan
 SET enable_bitmapscan = off
+SET enable_seqscan = off
 AS $distlock$
 DECLARE
     v_now timestamptz;
     v_held bigint;
+    v_written bigint;
     v_granted boolean;
-    v_flagged text[] := '{{}}';
-    v_name text;
-    v_was_flagged boolean;
+    v_stale boolean;
+    v_first bigint;
+    v_second bigint;
+    v_intent_names text[];
+    v_intent_slots integer[];
 BEGIN
-    -- unnest yields the sorted array in order, so the locks are taken in that order.
-    PERFORM pg_advisory_xact_lock(k)
-    FROM unnest(ARRAY(SELECT DISTINCT hashtextextended(n, 0) FROM unnest(p_names) AS n ORDER BY 1)) AS k;
+    -- One global order of lock keys. One or two names (the common cases) are plain
+    -- expressions, evaluated without a query.
+    IF cardinality(p_names) = 1 THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended(p_names[1], 0));
+    ELSIF cardinality(p_names) = 2 THEN
+        v_first := hashtextextended(p_names[1], 0);
+        v_second := hashtextextended(p_names[2], 0);
+        PERFORM pg_advisory_xact_lock(LEAST(v_first, v_second));
+        IF v_first <> v_second THEN
+            PERFORM pg_advisory_xact_lock(GREATEST(v_first, v_second));
+        END IF;
+    ELSE
+        -- unnest yields the sorted array in order, so the locks are taken in that order.
+        PERFORM pg_advisory_xact_lock(k)
+        FROM unnest(ARRAY(SELECT DISTINCT hashtextextended(n, 0) FROM unnest(p_names) AS n ORDER BY 1)) AS k;
+    END IF;
 
     IF p_again THEN
         -- Run again after a lost connection: the first run may have taken every member.
@@ -425,69 +506,86 @@ BEGIN
         IF v_held = cardinality(p_names) AND v_held > 0 THEN
             RETURN;
         END IF;
-        granted_fence := NULL;
     END IF;
 
     v_now := clock_timestamp();
     blocked_ticket := coalesce(p_ticket, floor(extract(epoch FROM v_now) * 1000)::bigint);
-    FOREACH v_name IN ARRAY p_names LOOP
-        DELETE FROM {holders} WHERE name = v_name AND expires_at <= v_now;
+    -- Drawn now that the locks are ours, so larger than the fence of every earlier grant
+    -- of these names; a blocked attempt leaves a gap, which fencing allows.
+    granted_fence := nextval('{sequence}');
+
+    -- A first attempt on names that no one holds, waits for or left stale (all their
+    -- rows free; intents of its own cannot exist yet): take the lowest slot of each.
+    IF p_ticket IS NULL AND NOT p_again THEN
+        INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
+        SELECT m.name, coalesce((SELECT min(f.slot) FROM {holders} AS f WHERE f.name = m.name), 0), m.mode,
+               p_token, p_owner, granted_fence, NULL, clock_timestamp() + p_ttl_ms * interval '1 millisecond', false
+        FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
+        WHERE NOT EXISTS (SELECT 1 FROM {holders} AS x WHERE x.name = ANY(p_names) AND x.token IS NOT NULL)
+        ON CONFLICT (name, slot) DO UPDATE
+        SET mode = EXCLUDED.mode, token = EXCLUDED.token, owner = EXCLUDED.owner, fence = EXCLUDED.fence,
+            ticket = NULL, expires_at = EXCLUDED.expires_at, waiting = false
+        WHERE h.token IS NULL;
+        GET DIAGNOSTICS v_written = ROW_COUNT;
+        IF v_written = cardinality(p_names) THEN
+            blocked_ticket := NULL;
+            RETURN;
+        ELSIF v_written > 0 THEN
+            RAISE EXCEPTION 'distlock: a group grant took % of % slots', v_written, cardinality(p_names);
+        END IF;
+    END IF;
+
+    -- Check and take, in one statement on a snapshot taken now that the locks are ours.
+    -- A hold that ended by `v_now` (stale) does not count, but an `extend` of it may be
+    -- in flight: then nothing is taken, and the second pass comes after an UPDATE that
+    -- frees those rows, which waits for such an extend.
+    FOR v_pass IN 1..2 LOOP
+        WITH c AS MATERIALIZED ({members}),
+        taken AS (
+            INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
+            SELECT c.name, c.slot, c.mode, p_token, p_owner, granted_fence, NULL,
+                   clock_timestamp() + p_ttl_ms * interval '1 millisecond', false
+            FROM c
+            WHERE (SELECT bool_and(v.ok) AND NOT bool_or(v.stale) FROM c AS v)
+            ON CONFLICT (name, slot) DO UPDATE
+            SET mode = EXCLUDED.mode, token = EXCLUDED.token, owner = EXCLUDED.owner, fence = EXCLUDED.fence,
+                ticket = NULL, expires_at = EXCLUDED.expires_at,
+                -- the flag of the group's own intent carries over: its waiters wait for this release
+                waiting = h.waiting AND h.token IS NOT DISTINCT FROM EXCLUDED.token
+            {take}
+            RETURNING 1)
+        SELECT (SELECT count(*) FROM taken), coalesce(bool_and(c.ok), false), coalesce(bool_or(c.stale), false),
+               array_agg(c.name) FILTER (WHERE c.mode = 'W'), array_agg(c.slot) FILTER (WHERE c.mode = 'W')
+        INTO v_written, v_granted, v_stale, v_intent_names, v_intent_slots
+        FROM c;
+        EXIT WHEN NOT v_stale OR v_pass = 2;
+        UPDATE {holders} SET token = NULL
+        WHERE name = ANY(p_names) AND token IS NOT NULL AND mode <> 'I' AND expires_at <= v_now;
     END LOOP;
 
-    SELECT coalesce(bool_and(
-               NOT EXISTS (SELECT 1 FROM {holders} AS h
-                           WHERE h.name = m.name AND h.mode <> m.mode AND h.mode <> 'I'
-                             AND h.token <> p_token AND h.expires_at > v_now)
-               AND (m.permits IS NULL
-                    OR (SELECT count(*) FROM {holders} AS h
-                        WHERE h.name = m.name AND h.mode = m.mode
-                          AND h.token <> p_token AND h.expires_at > v_now) < m.permits)
-               AND (m.mode = 'W'
-                    OR NOT EXISTS (SELECT 1 FROM {holders} AS h
-                                   WHERE h.name = m.name AND h.mode = 'I' AND h.token <> p_token
-                                     AND (h.ticket < blocked_ticket
-                                          -- a first attempt also yields to an intent of this very millisecond
-                                          OR (p_ticket IS NULL AND h.ticket = blocked_ticket))
-                                     AND h.expires_at > v_now))),
-           false)
-    INTO v_granted
-    FROM unnest(p_names, p_modes::"char"[], p_permits) AS d(name, mode, default_permits),
-         LATERAL (SELECT d.name, d.mode,
-                         coalesce((SELECT p.permits FROM {permits} AS p WHERE p.name = d.name AND p.mode = d.mode),
-                                  d.default_permits) AS permits
-                  OFFSET 0) AS m;
-
-    IF NOT v_granted THEN
-        IF p_intent_ttl_ms IS NOT NULL THEN
-            INSERT INTO {holders} AS h (name, mode, token, owner, fence, ticket, expires_at)
-            SELECT m.name, 'I', p_token, p_owner, NULL, blocked_ticket,
-                   clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond'
-            FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
-            WHERE m.mode = 'W'
-            ON CONFLICT (name, token, mode) DO UPDATE
-            SET expires_at = EXCLUDED.expires_at, ticket = LEAST(h.ticket, EXCLUDED.ticket);
+    IF v_written > 0 THEN
+        IF v_written <> cardinality(p_names) THEN
+            -- Unreachable under the locks; rolls the partial grant back rather than return it.
+            RAISE EXCEPTION 'distlock: a group grant took % of % slots', v_written, cardinality(p_names);
         END IF;
+        blocked_ticket := NULL;
         RETURN;
     END IF;
 
-    -- The group's own intents (a waiting group has a ticket) and, run again, its own rows.
-    IF p_ticket IS NOT NULL OR p_again THEN
-        FOREACH v_name IN ARRAY p_names LOOP
-            WITH gone AS (DELETE FROM {holders} WHERE name = v_name AND token = p_token RETURNING waiting)
-            SELECT coalesce(bool_or(waiting), false) INTO v_was_flagged FROM gone;
-            IF v_was_flagged THEN
-                v_flagged := v_flagged || v_name;
-            END IF;
-        END LOOP;
+    granted_fence := NULL;
+    IF p_intent_ttl_ms IS NOT NULL AND v_intent_names IS NOT NULL THEN
+        INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
+        SELECT i.name, i.slot, 'I', p_token, p_owner, NULL, blocked_ticket,
+               clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond', false
+        FROM unnest(v_intent_names, v_intent_slots) AS i(name, slot)
+        ON CONFLICT (name, slot) DO UPDATE
+        SET mode = 'I', token = EXCLUDED.token, owner = EXCLUDED.owner, fence = NULL,
+            ticket = CASE WHEN h.token = EXCLUDED.token AND h.mode = 'I' THEN LEAST(h.ticket, EXCLUDED.ticket)
+                          ELSE EXCLUDED.ticket END,
+            expires_at = EXCLUDED.expires_at,
+            waiting = h.waiting AND h.token IS NOT DISTINCT FROM EXCLUDED.token
+        {take};
     END IF;
-    granted_fence := nextval('{sequence}');
-    blocked_ticket := NULL;
-    INSERT INTO {holders} (name, mode, token, owner, fence, ticket, expires_at, waiting)
-    SELECT m.name, m.mode, p_token, p_owner, granted_fence, NULL,
-           clock_timestamp() + p_ttl_ms * interval '1 millisecond', m.name = ANY(v_flagged)
-    FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
-    ON CONFLICT (name, token, mode) DO UPDATE
-    SET owner = EXCLUDED.owner, fence = EXCLUDED.fence, expires_at = EXCLUDED.expires_at;
 END
 $distlock$"#
     )
@@ -518,11 +616,11 @@ mod tests {
         assert!(sql.create_permits.contains("\"s\".\"t_permits\""), "{}", sql.create_permits);
         assert_eq!(
             (sql.holders_table(), sql.permits_table(), sql.function()),
-            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v1\"")
+            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v2\"")
         );
-        assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v1\"("), "{}", sql.create_function);
+        assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v2\"("), "{}", sql.create_function);
         assert!(sql.create_function.contains("nextval('\"s\".\"q\"')"), "{}", sql.create_function);
-        assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v1\"($1"), "{}", sql.acquire);
+        assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v2\"($1"), "{}", sql.acquire);
         assert!(sql.release.contains("pg_notify('distlock:s.t', 'group:' || name)"), "{}", sql.release);
         assert!(sql.set_permits.contains("pg_notify("), "{}", sql.set_permits);
         let unlogged = GroupStatements::new(&layout(true, false));
@@ -540,9 +638,11 @@ mod tests {
     fn the_function_serialises_before_it_reads() {
         let sql = GroupStatements::new(&layout(false, true)).create_function;
         let lock = sql.find("pg_advisory_xact_lock").unwrap();
-        let check = sql.find("bool_and").unwrap();
         let draw = sql.find("nextval").unwrap();
-        assert!(lock < check && check < draw, "{sql}");
+        let check = sql.find("bool_and").unwrap();
+        assert!(lock < draw && draw < check, "{sql}");
+        assert!(sql.contains("WHERE NOT EXISTS (SELECT 1 FROM \"s\".\"t_holders\" AS x"), "the fast path: {sql}");
+        assert!(!sql.contains("DELETE"), "slots are freed and taken again, never deleted: {sql}");
         assert!(sql.contains("coalesce(bool_and("), "an empty group grants nothing");
         assert!(sql.contains("FROM unnest(p_names) AS n ORDER BY 1)) AS k"), "advisory locks in one global order");
     }

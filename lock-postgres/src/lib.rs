@@ -13,6 +13,7 @@ mod group_sql;
 mod inflight;
 mod notify;
 mod purge;
+mod queue;
 mod sql;
 mod store;
 mod url;
@@ -22,6 +23,7 @@ pub use config::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_APPLICATION_NAME, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, DEFAULT_SEQUENCE,
     DEFAULT_TABLE, MAX_ACQUIRE_TIMEOUT, MIN_PURGE_HORIZON,
 };
+pub use error::GroupSchemaMissing;
 pub use group_sql::GroupStatements;
 pub use purge::{PurgeOptions, PurgerHandle};
 pub use sql::Statements;

@@ -93,8 +93,8 @@ impl PurgeOptions {
 
 impl PostgresLockStore {
     /// Deletes the rows of free keys whose lease ended (by release or expiry) at least
-    /// `older_than` ago, and the group holds and intents that expired that long ago,
-    /// and returns how many. `older_than` saturates to
+    /// `older_than` ago, the group holds and intents that expired that long ago, and the
+    /// places of waiters that lapsed that long ago, and returns how many. `older_than` saturates to
     /// [`MIN_PURGE_HORIZON`] ..= 1 000 years (so `Duration::ZERO` means the minimum and
     /// `Duration::MAX` deletes nothing).
     ///
@@ -115,33 +115,32 @@ impl PostgresLockStore {
     /// some eligible rows, which is harmless.
     pub async fn purge(&self, older_than: Duration) -> Result<u64, LockError> {
         let horizon = millis(older_than.clamp(MIN_PURGE_HORIZON, MAX_PURGE_HORIZON));
+        let mut purged = self.purge_batches(&self.statements().purge, horizon).await?;
+        // Slots of lock groups whose lease ended (released, withdrawn or expired), unless
+        // the store's schema has no group tables (made by a version without groups).
+        if self.has_group_tables().await.map_err(|error| LockError::store(BACKEND, "purge", None, error))? {
+            purged += self.purge_batches(&self.statements().groups().purge, horizon).await?;
+        }
+        // Places of waiters that stopped waiting without leaving the queue.
+        if self.queue_ready("purge").await? {
+            purged += self.purge_batches(&self.statements().queue.purge, horizon).await?;
+        }
+        tracing::debug!(table = %self.table_name(), purged, "purged lock rows");
+        Ok(purged)
+    }
+
+    /// Runs a purge statement (`$1` horizon in ms, `$2` batch size) until a batch deletes
+    /// fewer rows than the batch size; returns how many it deleted.
+    async fn purge_batches(&self, statement: &str, horizon: i64) -> Result<u64, LockError> {
         let mut purged = 0;
         loop {
             let batch = self
-                .retrying("purge", || {
-                    sqlx::query(&self.statements().purge).bind(horizon).bind(PURGE_BATCH).execute(self.pool())
-                })
+                .retrying("purge", || sqlx::query(statement).bind(horizon).bind(PURGE_BATCH).execute(self.pool()))
                 .await
                 .map_err(|error| LockError::store(BACKEND, "purge", None, error))?
                 .rows_affected();
             purged += batch;
             if batch < PURGE_BATCH.unsigned_abs() {
-                break;
-            }
-        }
-        // Group holds and intents that ended without a release (a grant of their name
-        // deletes them too).
-        loop {
-            let batch = self
-                .retrying("purge", || {
-                    sqlx::query(&self.statements().groups().purge).bind(horizon).bind(PURGE_BATCH).execute(self.pool())
-                })
-                .await
-                .map_err(|error| LockError::store(BACKEND, "purge", None, error))?
-                .rows_affected();
-            purged += batch;
-            if batch < PURGE_BATCH.unsigned_abs() {
-                tracing::debug!(table = %self.table_name(), purged, "purged lock rows");
                 return Ok(purged);
             }
         }

@@ -107,6 +107,7 @@ use std::time::Duration;
 use crate::config::{Layout, MIN_PURGE_HORIZON};
 use crate::group_sql::GroupStatements;
 use crate::notify::channel_name;
+use crate::queue::QueueStatements;
 
 /// How many rows one purge statement deletes at most, so that it holds row locks (which
 /// acquirers of those keys wait for) only briefly.
@@ -153,6 +154,7 @@ pub struct Statements {
     /// The columns the statements use.
     pub(crate) columns: Vec<&'static str>,
     pub(crate) groups: GroupStatements,
+    pub(crate) queue: QueueStatements,
 }
 
 /// What the catalog says about a store's layout, as the `schema_state` statement returns
@@ -240,6 +242,19 @@ impl Statements {
         ddl
     }
 
+    /// The statements that create the queue of fair waiting (`<table>_queue` and its
+    /// index): run on the first waiting acquisition when the store creates its schema;
+    /// run them by hand for a store that does not.
+    pub fn queue_ddl(&self) -> Vec<&str> {
+        self.queue.create.iter().map(String::as_str).collect()
+    }
+
+    /// The queue table of fair waiting, qualified and quoted, e.g.
+    /// `"public"."distlock_locks_queue"`.
+    pub fn queue_table(&self) -> &str {
+        &self.queue.table
+    }
+
     /// The statements of lock groups ([`GroupLockStore`](distlock_api::GroupLockStore)).
     pub fn groups(&self) -> &GroupStatements {
         &self.groups
@@ -259,6 +274,7 @@ impl Statements {
             "RETURNING held.fence, clock_timestamp() - statement_timestamp() < {horizon_ms} * interval '1 millisecond'"
         );
         let same_lease = "held.token = EXCLUDED.token AND held.expires_at > clock_timestamp()";
+        let queue = QueueStatements::new(layout, &channel);
         Self {
             reacquire: format!(
                 "INSERT INTO {table} AS held (key, token, fence, expires_at) \
@@ -400,6 +416,7 @@ impl Statements {
                 vec!["key", "token", "fence", "expires_at"]
             },
             groups: GroupStatements::new(layout),
+            queue,
         }
     }
 }

@@ -13,10 +13,13 @@ use distlock_api::{
 use sqlx::postgres::PgPool;
 
 use crate::config::{Layout, MIN_PURGE_HORIZON};
-use crate::error::{is_connection_lost, SchemaProblem, SlowAcquire, UnexpectedAnswer, BACKEND};
+use crate::error::{
+    is_connection_lost, is_deadlock, GroupSchemaMissing, SchemaProblem, SlowAcquire, UnexpectedAnswer, BACKEND,
+};
 use crate::group_sql::{GroupSchemaState, GroupStatements, HOLDER_COLUMNS, PERMIT_COLUMNS};
 use crate::inflight::InFlight;
 use crate::notify::Notifier;
+use crate::queue::{QueueState, TURN};
 use crate::sql::{self, SchemaState, Statements, SCHEMA_LOCK_KEY};
 
 /// A [`LockStore`] keeping leases in a PostgreSQL table.
@@ -44,8 +47,13 @@ pub struct PostgresLockStore {
     sql: Arc<Statements>,
     layout: Arc<Layout>,
     create_schema: bool,
+    /// Set once the group objects were found (or made) usable: checked at the first group
+    /// operation, not at connect, so a schema made by a version without groups works for
+    /// single locks as it is.
+    group_schema: Arc<tokio::sync::OnceCell<()>>,
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) notifier: Arc<Notifier>,
+    queue: Arc<QueueState>,
 }
 
 impl fmt::Debug for PostgresLockStore {
@@ -70,7 +78,20 @@ impl PostgresLockStore {
 
     pub(crate) fn from_parts(pool: PgPool, sql: Arc<Statements>, layout: Arc<Layout>, create_schema: bool) -> Self {
         let notifier = Arc::new(Notifier::new(sql.channel.clone(), pool.clone()));
-        Self { pool, sql, layout, create_schema, in_flight: Arc::default(), notifier }
+        Self {
+            pool,
+            sql,
+            layout,
+            create_schema,
+            group_schema: Arc::default(),
+            in_flight: Arc::default(),
+            notifier,
+            queue: Arc::default(),
+        }
+    }
+
+    pub(crate) fn queue_state(&self) -> &QueueState {
+        &self.queue
     }
 
     /// The pool the store works on.
@@ -105,10 +126,12 @@ impl PostgresLockStore {
         &self.sql
     }
 
-    /// Creates the schema, the fence sequence and the lease table if they do not exist,
-    /// then checks that the table has the columns the store uses and that this role may
-    /// use it. With [`create_schema(false)`](crate::PostgresLockStoreBuilder::create_schema)
-    /// it creates nothing and only checks.
+    /// Creates the schema, the fence sequence, the lease table and the objects of lock
+    /// groups if they do not exist, then checks that the table has the columns the store
+    /// uses and that this role may use it. With
+    /// [`create_schema(false)`](crate::PostgresLockStoreBuilder::create_schema) it creates
+    /// nothing and only checks the lease table's layout: the group objects are checked at
+    /// the first group operation (see [`GroupSchemaMissing`](crate::GroupSchemaMissing)).
     ///
     /// Idempotent and safe when many processes call it at the same moment: when anything
     /// is missing, the `CREATE … IF NOT EXISTS` statements run in one transaction
@@ -136,12 +159,7 @@ impl PostgresLockStore {
         let (schema, _, sequence, _, table, ..) = self.schema_state(&self.pool).await.map_err(fail)?;
         let groups = self.group_schema_state(&self.pool).await.map_err(fail)?;
         if !(schema && sequence && table.is_some() && GroupStatements::complete(&groups)) {
-            let mut tx = self.pool.begin().await.map_err(fail)?;
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(SCHEMA_LOCK_KEY)
-                .execute(&mut *tx)
-                .await
-                .map_err(fail)?;
+            let mut tx = self.begin_schema_change().await.map_err(fail)?;
             // Re-read under the lock: `CREATE SCHEMA IF NOT EXISTS` needs the CREATE
             // privilege on the database even when the schema exists.
             let (schema, ..) = self.schema_state(&mut *tx).await.map_err(fail)?;
@@ -150,13 +168,73 @@ impl PostgresLockStore {
             }
             sqlx::query(&self.sql.create_sequence).execute(&mut *tx).await.map_err(fail)?;
             sqlx::query(&self.sql.create_table).execute(&mut *tx).await.map_err(fail)?;
-            let groups = self.group_schema_state(&mut *tx).await.map_err(fail)?;
-            for ddl in self.sql.groups.creation(&groups) {
-                sqlx::query(ddl).execute(&mut *tx).await.map_err(fail)?;
-            }
+            self.create_group_objects(&mut tx).await.map_err(fail)?;
             tx.commit().await.map_err(fail)?;
         }
-        self.check_schema(OPERATION).await
+        self.check_schema(OPERATION).await?;
+        self.ensure_group_schema().await
+    }
+
+    /// Makes sure the objects of lock groups exist and are usable, once per store (and
+    /// its clones): at the first group operation, so that connecting to a schema created
+    /// by a version without groups (or with `create_schema(false)`) works for single locks.
+    /// Creates what is missing when the store may create; otherwise fails with
+    /// [`GroupSchemaMissing`] naming it. A failure is not remembered: the next group
+    /// operation checks again.
+    pub(crate) async fn ensure_group_schema(&self) -> Result<(), LockError> {
+        const OPERATION: &str = "prepare lock groups";
+        self.group_schema
+            .get_or_try_init(|| async {
+                let fail = |error: sqlx::Error| LockError::store(BACKEND, OPERATION, None, error);
+                let state = self.group_schema_state(&self.pool).await.map_err(fail)?;
+                let mut problems = self.sql.groups.problems(&self.layout.schema, &state);
+                if !GroupStatements::complete(&state) && self.create_schema {
+                    let mut tx = self.begin_schema_change().await.map_err(fail)?;
+                    self.create_group_objects(&mut tx).await.map_err(fail)?;
+                    tx.commit().await.map_err(fail)?;
+                    let state = self.group_schema_state(&self.pool).await.map_err(fail)?;
+                    problems = self.sql.groups.problems(&self.layout.schema, &state);
+                }
+                if problems.is_empty() {
+                    return Ok(());
+                }
+                let statements = self.sql.groups.ddl().iter().map(|ddl| (*ddl).to_owned()).collect();
+                Err(LockError::store(
+                    BACKEND,
+                    OPERATION,
+                    None,
+                    GroupSchemaMissing { missing: problems, statements, may_create: self.create_schema },
+                ))
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// A transaction for DDL, serialised with every other store's by
+    /// `pg_advisory_xact_lock`: plain `CREATE … IF NOT EXISTS` run at the same moment by
+    /// several processes can fail with a unique violation in the catalog.
+    async fn begin_schema_change(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(SCHEMA_LOCK_KEY).execute(&mut *tx).await?;
+        Ok(tx)
+    }
+
+    /// Creates the group objects missing as `tx` sees them (an existing function is never
+    /// replaced).
+    async fn create_group_objects(&self, tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+        let state = self.group_schema_state(&mut *tx).await?;
+        for ddl in self.sql.groups.creation(&state) {
+            sqlx::query(ddl).execute(&mut *tx).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether the holders table exists (for the purge, which skips it otherwise).
+    pub(crate) async fn has_group_tables(&self) -> Result<bool, sqlx::Error> {
+        if self.group_schema.initialized() {
+            return Ok(true);
+        }
+        Ok(self.group_schema_state(&self.pool).await?.0.is_some())
     }
 
     /// Checks that the schema, the sequence and the table exist, that the table has the
@@ -200,13 +278,6 @@ impl PostgresLockStore {
                 }
             }
         }
-        if schema {
-            let groups = self
-                .group_schema_state(&self.pool)
-                .await
-                .map_err(|error| LockError::store(BACKEND, operation, None, error))?;
-            missing.extend(self.sql.groups.problems(&self.layout.schema, &groups));
-        }
         if missing.is_empty() {
             return Ok(());
         }
@@ -247,7 +318,12 @@ impl PostgresLockStore {
             .await
     }
 
-    fn fail(&self, operation: &'static str, key: &StoreKey, error: impl Into<distlock_api::BoxError>) -> LockError {
+    pub(crate) fn fail(
+        &self,
+        operation: &'static str,
+        key: &StoreKey,
+        error: impl Into<distlock_api::BoxError>,
+    ) -> LockError {
         LockError::store(BACKEND, operation, Some(key.lock_key()), error)
     }
 
@@ -265,11 +341,18 @@ impl PostgresLockStore {
         Fut: Future<Output = Result<T, sqlx::Error>>,
     {
         let mut retries = self.retries();
+        let mut deadlocks = DEADLOCK_RETRIES;
         loop {
             match statement().await {
                 Err(error) if retries > 0 && is_connection_lost(&error) => {
                     retries -= 1;
                     tracing::debug!(%error, operation, "lost a pooled connection; running the statement on another");
+                }
+                // The server rolled the statement back as a deadlock's victim: it did
+                // nothing, so running it again is the same as running it the first time.
+                Err(error) if deadlocks > 0 && is_deadlock(&error) => {
+                    deadlocks -= 1;
+                    tracing::debug!(%error, operation, "the statement was a deadlock's victim; running it again");
                 }
                 other => return other,
             }
@@ -284,7 +367,9 @@ impl LockStore for PostgresLockStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::NONE.with_fencing(true).with_release_notifications(self.layout.notify)
+        // Until the queue table was found missing (and not created), waiting is fair.
+        let fair = self.queue.is_ready() != Some(false);
+        Capabilities::NONE.with_fencing(true).with_release_notifications(self.layout.notify).with_fair_queue(fair)
     }
 
     /// Always: see "Lock groups" in the crate documentation.
@@ -346,6 +431,9 @@ impl LockStore for PostgresLockStore {
     /// Cancel safe: the statement either committed or did not.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         self.in_flight.settled(token).await;
+        if self.queue_ready("release").await? {
+            return self.release_handing_on(key, token).await;
+        }
         let released: i64 = self
             .retrying("release", || {
                 sqlx::query_scalar(&self.sql.release).bind(key.as_str()).bind(token.as_str()).fetch_one(&self.pool)
@@ -423,22 +511,44 @@ impl LockStore for PostgresLockStore {
     /// Cancel safe: a dropped waiter unregisters; a flag it set costs at most one
     /// notification nobody waits for.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
-        if !self.layout.notify {
-            tokio::time::sleep_until(deadline_after(max)).await;
-            return Ok(());
+        self.wait_until_free(key, None, max).await
+    }
+
+    /// One statement (fair waiting): takes the key when it was handed to `token`, or is
+    /// free with `token` first in line (or nobody waiting); otherwise takes or refreshes
+    /// `token`'s place in the queue table for `place`. See "Fair waiting" in the crate
+    /// documentation. Without the queue table, a plain [`try_acquire`](LockStore::try_acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement either commits or not; a cancelled place expires with
+    /// its lease, and the manager's release with the same token removes it.
+    async fn try_acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, LockError> {
+        if !self.queue_ready("acquire").await? {
+            return self.try_acquire(key, token, ttl).await;
         }
-        // Run by the registry after the waiter registered and while the listener listens.
-        let flag = || async {
-            Ok(match self.flag_lease(key).await? {
-                None => KeyState::Free,
-                // An expiring lease is not notified: wake when it runs out on the server's
-                // clock (a little late rather than early).
-                Some(left) => KeyState::Held { expires_in: Some(left.saturating_add(EXPIRY_MARGIN)) },
-            })
-        };
-        let woken = self.notifier.waiters().wait(key.as_str(), max, flag).await?;
-        tracing::trace!(?woken, "wait for release ended");
-        Ok(())
+        self.acquire_queued(key, token, ttl, place).await
+    }
+
+    /// As [`wait_for_release`](LockStore::wait_for_release); a lease handed to `token`
+    /// counts as free.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped waiter unregisters.
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.wait_until_free(key, Some(token), max).await
+    }
+
+    /// One `SELECT count(*)` of the key's live places.
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        self.queued(key).await
     }
 
     /// One [`Statements::list`] statement: keyset pagination over the primary key.
@@ -532,19 +642,52 @@ impl LockStore for PostgresLockStore {
 type ListRow = (Option<String>, i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
 
 /// How long after a lease's end (as the server computed it) a waiter wakes to retry.
+/// How often a statement PostgreSQL aborted as a deadlock's victim (`40P01`) is run
+/// again. Group statements lock the rows of several names; two of them can wait for each
+/// other, and the server then aborts one (after `deadlock_timeout`, 1 s by default).
+const DEADLOCK_RETRIES: u32 = 5;
+
 const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 
 impl PostgresLockStore {
     /// Flags `key`'s live lease as waited for (so that its release notifies) and returns
     /// the time left on it, or `None` when the key is free (or a concurrent flag made it
-    /// uncertain: the caller retries at once).
-    async fn flag_lease(&self, key: &StoreKey) -> Result<Option<Duration>, LockError> {
+    /// uncertain: the caller retries at once). With `me`, a lease handed to `me` counts as
+    /// free.
+    async fn flag_lease(&self, key: &StoreKey, me: Option<&Token>) -> Result<Option<Duration>, LockError> {
         let micros_left: Option<i64> = self
             .retrying("wait for release", || {
-                sqlx::query_scalar(&self.sql.wait).bind(key.as_str()).fetch_optional(&self.pool)
+                let query = match me {
+                    None => sqlx::query_scalar(&self.sql.wait).bind(key.as_str()),
+                    Some(token) => sqlx::query_scalar(&self.sql.queue.wait).bind(key.as_str()).bind(token.as_str()),
+                };
+                query.fetch_optional(&self.pool)
             })
             .await
             .map_err(|error| self.fail("wait for release", key, error))?;
         Ok(micros_left.map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(1))))
+    }
+
+    /// Waits at most `max` until `key` is released (or handed to `me`, a queued waiter,
+    /// which is then also woken by a hand-over's own notification).
+    async fn wait_until_free(&self, key: &StoreKey, me: Option<&Token>, max: Duration) -> Result<(), LockError> {
+        if !self.layout.notify {
+            tokio::time::sleep_until(deadline_after(max)).await;
+            return Ok(());
+        }
+        // Run by the registry after the waiter registered and while the listener listens.
+        let flag = || async {
+            Ok(match self.flag_lease(key, me).await? {
+                None => KeyState::Free,
+                // An expiring lease is not notified: wake when it runs out on the server's
+                // clock (a little late rather than early).
+                Some(left) => KeyState::Held { expires_in: Some(left.saturating_add(EXPIRY_MARGIN)) },
+            })
+        };
+        let turn = me.map(|token| format!("{TURN}{}", token.as_str()));
+        let payloads: Vec<&str> = std::iter::once(key.as_str()).chain(turn.as_deref()).collect();
+        let woken = self.notifier.waiters().wait_any(&payloads, max, flag).await?;
+        tracing::trace!(?woken, "wait for release ended");
+        Ok(())
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::key;
 use distlock_api::{GroupAcquire, GroupRequest, LockError, LockMode, LockStore, OwnerId, StoreMember, Token, Ttl};
 use distlock_conformance::kit::{self, postgres_server};
-use distlock_postgres::{sqlx, PostgresLockStore, PostgresUrl, PurgeOptions, MIN_PURGE_HORIZON};
+use distlock_postgres::{sqlx, GroupSchemaMissing, PostgresLockStore, PostgresUrl, PurgeOptions, MIN_PURGE_HORIZON};
 
 /// A URL with `params` appended to `url`'s query.
 fn with_params(url: &str, params: &str) -> String {
@@ -30,6 +30,11 @@ fn store_error_cause(err: &LockError, operation: &str) -> String {
         }
         other => panic!("expected a postgres store error for {operation}, got {other:?}"),
     }
+}
+
+/// The typed cause of a group operation refused because the group objects are missing.
+fn group_schema_missing(err: &LockError) -> &GroupSchemaMissing {
+    err.cause().and_then(|cause| cause.downcast_ref::<GroupSchemaMissing>()).unwrap_or_else(|| panic!("{err:?}"))
 }
 
 /// A random schema, dropped (with everything in it) by [`Schema::drop`].
@@ -190,14 +195,13 @@ async fn create_false_checks_the_layout_and_works_without_ddl_rights() {
     assert!(cause.contains("no USAGE privilege on sequence"), "{err}");
     let holders = format!("\"{}\".\"leases_holders\"", schema.name);
     let permits = format!("\"{}\".\"leases_permits\"", schema.name);
-    assert!(cause.contains(&format!("no SELECT, INSERT, UPDATE, DELETE privilege on table {holders}")), "{err}");
-    assert!(cause.contains(&format!("no SELECT privilege on table {permits}")), "{err}");
+    assert!(!cause.contains(&holders), "group objects are checked at the first group operation: {err}");
 
+    // The lease table alone is enough to connect and use single locks.
     postgres_server::execute(
         &url,
         &format!(
-            "GRANT SELECT, INSERT, UPDATE ON {} TO \"{role}\"; GRANT USAGE ON SEQUENCE {} TO \"{role}\"; \
-             GRANT SELECT, INSERT, UPDATE, DELETE ON {holders}, {permits} TO \"{role}\"",
+            "GRANT SELECT, INSERT, UPDATE ON {} TO \"{role}\"; GRANT USAGE ON SEQUENCE {} TO \"{role}\"",
             owner.table_name(),
             owner.sequence_name()
         ),
@@ -214,6 +218,19 @@ async fn create_false_checks_the_layout_and_works_without_ddl_rights() {
     let owner_id = OwnerId::new("test", "locked-down").unwrap();
     let request =
         GroupRequest::new(&members, &token, &owner_id, Ttl::new(Duration::from_secs(30)).unwrap(), None, None);
+    let err = groups.try_acquire_group(request).await.unwrap_err();
+    let missing = group_schema_missing(&err);
+    assert!(
+        missing.missing().contains(&format!("no SELECT, INSERT, UPDATE, DELETE privilege on table {holders}")),
+        "{err}"
+    );
+    assert!(missing.missing().contains(&format!("no SELECT privilege on table {permits}")), "{err}");
+
+    postgres_server::execute(
+        &url,
+        &format!("GRANT SELECT, INSERT, UPDATE, DELETE ON {holders}, {permits} TO \"{role}\""),
+    )
+    .await;
     assert!(matches!(groups.try_acquire_group(request).await.unwrap(), GroupAcquire::Acquired { .. }));
     assert_eq!(groups.release_group(std::slice::from_ref(&k), &token).await.unwrap(), 1);
 
@@ -226,6 +243,81 @@ async fn create_false_checks_the_layout_and_works_without_ddl_rights() {
     owner.pool().close().await;
     schema.drop().await;
     postgres_server::execute(&url, &format!("DROP OWNED BY \"{role}\"; DROP ROLE \"{role}\"")).await;
+}
+
+/// Upgrading onto a schema made by a version without lock groups, with `create=false`:
+/// connecting, single locks and the purge work as before; group operations fail with the
+/// typed error naming what is missing and the SQL that creates it; a store that may create
+/// makes the group objects at its first group operation, after which both stores use them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_objects_are_checked_and_created_at_the_first_group_operation() {
+    let Some(url) = kit::postgres_url("group_objects_are_checked_at_first_use") else { return };
+    let schema = Schema::new(&url);
+    let dba = PostgresLockStore::builder()
+        .schema(&schema.name)
+        .table("leases")
+        .build(sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await.unwrap())
+        .unwrap();
+    // What an older version created: the schema, the sequence and the lease table only.
+    for ddl in &dba.statements().ddl()[..3] {
+        postgres_server::execute(&url, ddl).await;
+    }
+    let layout = |create: bool| format!("schema={}&table=leases&create={create}", schema.name);
+    let old = PostgresLockStore::connect(&with_params(&url, &layout(false))).await.expect("connects without groups");
+    old.ensure_schema().await.expect("the lease table is all a create=false store checks");
+    let ttl = Ttl::new(Duration::from_secs(30)).unwrap();
+    let (k, token) = (key("upgrade"), Token::generate());
+    assert!(old.try_acquire(&k, &token, ttl).await.unwrap().is_acquired());
+    assert!(old.release(&k, &token).await.unwrap());
+    old.purge(MIN_PURGE_HORIZON).await.expect("the purge skips the missing group tables");
+
+    let groups = old.groups().expect("groups");
+    let members = [StoreMember::new(k.clone(), LockMode::Exclusive, Some(1))];
+    let owner = OwnerId::new("test", "upgrade").unwrap();
+    let request = GroupRequest::new(&members, &token, &owner, ttl, None, None);
+    let err = groups.try_acquire_group(request).await.unwrap_err();
+    let missing = group_schema_missing(&err);
+    let qualified = |name: &str| format!("\"{}\".\"{name}\"", schema.name);
+    assert_eq!(
+        missing.missing(),
+        [
+            format!("table {} does not exist", qualified("leases_holders")),
+            format!("table {} does not exist", qualified("leases_permits")),
+            format!("function {} does not exist", qualified("leases_acquire_group_v2")),
+        ],
+        "{err}"
+    );
+    assert!(err.to_string().contains("create_schema is off") && err.to_string().contains("sql()"), "{err}");
+    let sql = missing.sql();
+    for object in ["leases_holders", "leases_permits", "leases_acquire_group_v2"] {
+        assert!(sql.contains(&qualified(object)), "{sql}");
+    }
+    // Every group operation says the same, none creates anything.
+    let err = groups.holders(&k).await.unwrap_err();
+    group_schema_missing(&err);
+    let err = groups.wait_for_change(request, Duration::from_secs(5)).await.unwrap_err();
+    group_schema_missing(&err);
+    let err = groups.release_owner(&owner).await.unwrap_err();
+    group_schema_missing(&err);
+
+    // A store that may create makes them at its first group operation (connect alone
+    // creates nothing).
+    let new = PostgresLockStore::connect(&with_params(&url, &layout(true))).await.unwrap();
+    let err = groups.try_acquire_group(request).await.unwrap_err();
+    group_schema_missing(&err);
+    let acquired = new.groups().expect("groups").try_acquire_group(request).await.unwrap();
+    assert!(matches!(acquired, GroupAcquire::Acquired { .. }), "{acquired:?}");
+    // The create=false store finds them now (a refusal is not remembered).
+    assert_eq!(groups.release_group(std::slice::from_ref(&k), &token).await.unwrap(), 1);
+    let other = Token::generate();
+    let request = GroupRequest::new(&members, &other, &owner, ttl, None, None);
+    assert!(matches!(groups.try_acquire_group(request).await.unwrap(), GroupAcquire::Acquired { .. }));
+    assert_eq!(groups.release_owner(&owner).await.unwrap(), 1);
+
+    old.pool().close().await;
+    new.pool().close().await;
+    dba.pool().close().await;
+    schema.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

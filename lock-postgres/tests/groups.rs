@@ -64,6 +64,7 @@ impl Fixture {
 }
 
 /// One group as a manager would drive it: its token, owner and ticket across attempts.
+#[derive(Clone)]
 struct Group {
     members: Vec<StoreMember>,
     token: Token,
@@ -99,6 +100,11 @@ impl Group {
         answer
     }
 
+    /// The request of the next waiting attempt (what `wait_for_change` checks).
+    fn request(&self) -> GroupRequest<'_> {
+        GroupRequest::new(&self.members, &self.token, &self.owner, ttl(LONG), Some(ttl(LONG)), self.ticket)
+    }
+
     async fn attempt(&mut self, store: &dyn GroupLockStore, waiting: bool) -> GroupAcquire {
         self.attempt_for(store, LONG, waiting).await
     }
@@ -112,6 +118,19 @@ impl Group {
 
     async fn release(&self, store: &dyn GroupLockStore) -> usize {
         store.release_group(&self.keys(), &self.token).await.expect("release_group")
+    }
+}
+
+/// Waits (bounded) until a waiter flagged a row of `token` (it is registered then).
+async fn until_flagged(f: &Fixture, token: &Token) {
+    let flagged = format!(
+        "SELECT count(*) FROM {} WHERE waiting AND token = $1::uuid",
+        f.store.statements().groups().holders_table()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sqlx::query_scalar::<_, i64>(&flagged).bind(token.as_str()).fetch_one(f.store.pool()).await.unwrap() == 0 {
+        assert!(Instant::now() < deadline, "the waiter never flagged a row of the token");
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -445,30 +464,115 @@ async fn a_release_wakes_a_waiting_group() {
     holder.take(store).await;
     let mut waiter = Group::new(vec![f.member("a", LockMode::Shared), f.member("z", LockMode::Exclusive)]);
     assert!(!granted(&waiter.attempt(store, true).await));
-    let keys = waiter.keys();
     let started = Instant::now();
     let waiting = tokio::spawn({
-        let store = f.store.clone();
-        async move { store.wait_for_change(&keys, Duration::from_secs(60)).await }
+        let (store, waiter) = (f.store.clone(), waiter.clone());
+        async move { store.wait_for_change(waiter.request(), Duration::from_secs(60)).await }
     });
     // The waiter flags the holder's row once it is registered; then the release notifies.
-    let flagged = format!("SELECT count(*) FROM {} WHERE waiting", f.store.statements().groups().holders_table());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while sqlx::query_scalar::<_, i64>(&flagged).fetch_one(f.store.pool()).await.unwrap() == 0 {
-        assert!(Instant::now() < deadline, "the waiter never flagged the hold");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_flagged(&f, &holder.token).await;
     assert!(!waiting.is_finished());
     assert_eq!(holder.release(store).await, 1);
     tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("woken by the release").unwrap().unwrap();
     assert!(started.elapsed() < Duration::from_secs(30));
     waiter.take_waiting(store).await;
     // A free name ends a wait at once.
-    let free = [f.key("free")];
-    tokio::time::timeout(Duration::from_secs(10), store.wait_for_change(&free, Duration::from_secs(60)))
+    let free = Group::new(vec![f.member("free", LockMode::Exclusive)]);
+    tokio::time::timeout(Duration::from_secs(10), store.wait_for_change(free.request(), Duration::from_secs(60)))
         .await
         .expect("a free name is not waited for")
         .unwrap();
+    f.drop().await;
+}
+
+/// Releases free a slot (`token = NULL`) and the next grant of the name takes it again:
+/// a name keeps as many rows as it had holders at once, however many grants it saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_are_reused_so_a_name_keeps_as_many_rows_as_it_had_holders() {
+    let Some(f) = Fixture::new("slots_are_reused").await else { return };
+    let store = f.groups();
+    for _ in 0..20 {
+        let mut readers: Vec<Group> = (0..3).map(|_| Group::new(vec![f.member("hot", LockMode::Shared)])).collect();
+        for reader in &mut readers {
+            reader.take(store).await;
+        }
+        for reader in &readers {
+            assert_eq!(reader.release(store).await, 1);
+        }
+        let mut writer = Group::new(vec![f.member("hot", LockMode::Exclusive), f.member("cold", LockMode::Shared)]);
+        writer.take(store).await;
+        assert_eq!(writer.release(store).await, 2);
+    }
+    let rows = format!(
+        "SELECT count(*), count(*) FILTER (WHERE token IS NULL) FROM {} WHERE name = $1",
+        f.store.statements().groups().holders_table()
+    );
+    for (name, peak) in [("hot", 3), ("cold", 1)] {
+        let (all, free): (i64, i64) =
+            sqlx::query_as(&rows).bind(f.key(name).as_str()).fetch_one(f.store.pool()).await.unwrap();
+        assert_eq!((all, free), (peak, peak), "{name}");
+    }
+    f.drop().await;
+}
+
+/// A wait checks the request itself after registering: it returns at once when the
+/// request could be granted now — its own intent and holders that do not conflict with it
+/// do not hold it back — so a release between the blocked attempt and the wait is not
+/// slept through; an older writer's intent does hold a reader back until it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_returns_at_once_when_the_request_could_be_granted() {
+    let Some(f) = Fixture::new("a_wait_returns_at_once_when_grantable").await else { return };
+    let store = f.groups();
+    async fn at_once(store: &dyn GroupLockStore, request: GroupRequest<'_>) {
+        tokio::time::timeout(Duration::from_secs(10), store.wait_for_change(request, Duration::from_secs(60)))
+            .await
+            .expect("the request could be granted: the wait returns at once")
+            .unwrap();
+    }
+    // A writer whose only obstacle left after the release is its own intent.
+    let mut reader = Group::new(vec![f.member("a", LockMode::Shared)]);
+    reader.take(store).await;
+    let mut writer = Group::new(vec![f.member("a", LockMode::Exclusive)]);
+    assert!(!granted(&writer.attempt(store, true).await));
+    assert_eq!(reader.release(store).await, 1);
+    at_once(store, writer.request()).await;
+    writer.take_waiting(store).await;
+
+    // A reader blocked by a writer that released meanwhile, while another reader came in.
+    let mut holder = Group::new(vec![f.member("b", LockMode::Exclusive)]);
+    holder.take(store).await;
+    let mut waiting_reader = Group::new(vec![f.member("b", LockMode::Shared)]);
+    assert!(!granted(&waiting_reader.attempt(store, true).await));
+    assert_eq!(holder.release(store).await, 1);
+    Group::new(vec![f.member("b", LockMode::Shared)]).take(store).await;
+    at_once(store, waiting_reader.request()).await;
+    waiting_reader.take_waiting(store).await;
+
+    // A reader behind an older writer's intent waits until the intent is withdrawn.
+    let mut blocker = Group::new(vec![f.member("c", LockMode::Shared)]);
+    blocker.take(store).await;
+    let mut older = Group::new(vec![f.member("c", LockMode::Exclusive)]);
+    assert!(!granted(&older.attempt(store, true).await));
+    // A later millisecond on the server's clock: a reader whose ticket equals the intent's
+    // yields on its first attempt only.
+    let now_ms = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+    let older_ticket = i64::try_from(older.ticket.expect("a ticket")).unwrap();
+    while sqlx::query_scalar::<_, i64>(now_ms).fetch_one(f.store.pool()).await.unwrap() <= older_ticket {
+        tokio::task::yield_now().await;
+    }
+    let mut newer = Group::new(vec![f.member("c", LockMode::Shared)]);
+    assert!(!granted(&newer.attempt(store, true).await), "held back by the older intent");
+    let waiting = tokio::spawn({
+        let (store, newer) = (f.store.clone(), newer.clone());
+        async move { store.wait_for_change(newer.request(), Duration::from_secs(60)).await }
+    });
+    // The wait flags the intent (the one row that blocks it), then sleeps.
+    until_flagged(&f, &older.token).await;
+    assert!(!waiting.is_finished(), "an older intent holds the reader back");
+    store.withdraw_intents(&older.keys(), &older.token).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("woken by the withdrawal").unwrap().unwrap();
+    newer.take_waiting(store).await;
+    assert_eq!(blocker.release(store).await, 1);
     f.drop().await;
 }
 
@@ -488,7 +592,7 @@ async fn a_contended_semaphore_never_admits_more_than_its_permits() {
                 for _ in 0..5 {
                     let mut group = Group::new(vec![StoreMember::new(f.key("sem"), LockMode::Shared, Some(3))]);
                     while !granted(&group.attempt(store, true).await) {
-                        store.wait_for_change(&group.keys(), Duration::from_millis(100)).await.unwrap();
+                        store.wait_for_change(group.request(), Duration::from_millis(100)).await.unwrap();
                     }
                     // A read and a later write: a second holder inside would be counted.
                     let now = inside.load(Ordering::SeqCst) + 1;
@@ -573,7 +677,7 @@ async fn readers_and_writers_exclude_each_other_under_contention() {
                     }
                     let mut group = Group::new(members);
                     while !granted(&group.attempt(store, true).await) {
-                        store.wait_for_change(&group.keys(), Duration::from_millis(100)).await.unwrap();
+                        store.wait_for_change(group.request(), Duration::from_millis(100)).await.unwrap();
                     }
                     if writer {
                         let inside = writers.fetch_add(1, Ordering::SeqCst) + 1;

@@ -3,6 +3,7 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,29 +64,70 @@ async fn acquire_release_extend_inspect_round_trip() {
     t.drop().await;
 }
 
+/// Polls `future` at most `polls` times, yielding to the runtime in between (so its I/O
+/// progresses); `None` when it was still pending, and then it is dropped (cancelled).
+async fn poll_at_most<F: Future>(future: F, polls: usize) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    for _ in 0..polls {
+        let poll = std::future::poll_fn(|cx| std::task::Poll::Ready(future.as_mut().poll(cx))).await;
+        if let std::task::Poll::Ready(output) = poll {
+            return Some(output);
+        }
+        tokio::task::yield_now().await;
+    }
+    None
+}
+
 /// Acquisitions cancelled at every point of their flight, each followed at once by a
 /// release with the same token (what the manager does): no lease is ever left behind.
 /// sqlx sends a cancelled query's buffered statement later, when the connection is next
-/// used; the store must not let the release overtake it.
+/// used; the store must not let the release overtake it. The cancellation points are
+/// counted in polls, calibrated on this machine, so a fast or a slow server gets the same
+/// spread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_after_a_cancelled_acquire_never_leaves_a_lease() {
     let Some(t) = TestTable::new("release_after_a_cancelled_acquire_never_leaves_a_lease").await else { return };
     let k = key("cancelled");
-    let (mut cancelled, mut completed) = (0, 0);
-    for i in 0..300u64 {
+    // How many polls a whole acquisition takes here: the median of a few warm ones.
+    let mut samples = Vec::new();
+    for _ in 0..8 {
         let token = Token::generate();
-        let attempt = t.store.try_acquire(&k, &token, ttl(60_000));
-        match tokio::time::timeout(Duration::from_micros((i * 3) % 300), attempt).await {
-            Ok(result) => {
+        let mut polls = 0;
+        let mut attempt = std::pin::pin!(t.store.try_acquire(&k, &token, ttl(60_000)));
+        loop {
+            polls += 1;
+            let poll = std::future::poll_fn(|cx| std::task::Poll::Ready(attempt.as_mut().poll(cx))).await;
+            if let std::task::Poll::Ready(result) = poll {
+                assert!(result.unwrap().is_acquired());
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        samples.push(polls);
+        assert!(t.store.release(&k, &token).await.unwrap());
+    }
+    samples.remove(0); // the first prepares the statement
+    samples.sort_unstable();
+    let needed = samples[samples.len() / 2].max(1);
+    let (mut cancelled, mut completed) = (0, 0);
+    for i in 0..300usize {
+        let token = Token::generate();
+        // From cancelled before the first poll to given twice the polls it needs.
+        let polls = i * 2 * needed / 300;
+        match poll_at_most(t.store.try_acquire(&k, &token, ttl(60_000)), polls).await {
+            Some(result) => {
                 assert!(result.unwrap().is_acquired());
                 completed += 1;
             }
-            Err(_) => cancelled += 1,
+            None => cancelled += 1,
         }
         t.store.release(&k, &token).await.unwrap();
         assert_eq!(t.store.inspect(&k).await.unwrap(), None, "iteration {i}: a cancelled acquisition left a lease");
     }
-    assert!(cancelled >= 10 && completed > 0, "cancelled {cancelled}, completed {completed}");
+    assert!(
+        cancelled >= 10 && completed > 0,
+        "cancelled {cancelled}, completed {completed} (an acquisition takes {needed} polls)"
+    );
     t.drop().await;
 }
 

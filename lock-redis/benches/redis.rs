@@ -30,7 +30,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{DynLockStore, Token};
-use distlock_conformance::kit::bench::{rounds, RawRedis, Scenario, SideBySide, Unit};
+use distlock_conformance::kit::bench::{
+    interleaved_rounds, report_against_first, rounds, run, RawRedis, Scenario, SideBySide, Stop, StoreDirect, Unit,
+};
+use distlock_conformance::kit::fair_bench::{self, FairPlan};
 use distlock_conformance::kit::group_bench::{self, GroupPlan};
 use distlock_conformance::kit::handoff::{self, Plan};
 use distlock_redis::redis::{self, aio::ConnectionManager};
@@ -42,19 +45,45 @@ const TASK_CYCLES: u64 = 250;
 const TTL: Duration = Duration::from_secs(30);
 const RETRY: Duration = Duration::from_millis(50);
 
+/// Seconds per variant of the fair-waiting comparison: `DISTLOCK_FAIR_SECONDS`, else 10.
+fn fair_seconds() -> u64 {
+    std::env::var("DISTLOCK_FAIR_SECONDS").ok().and_then(|s| s.parse().ok()).filter(|&s| s > 0).unwrap_or(10)
+}
+
 fn main() {
     let url = std::env::var("DISTLOCK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let rounds = rounds(21);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let prefix = format!("dlbench-{}", Token::generate().as_str());
+        let worker = fair_bench::worker_spec();
+        let prefix =
+            worker.as_ref().map_or_else(|| format!("dlbench-{}", Token::generate().as_str()), |w| w.store.clone());
         let client = redis::Client::open(url.as_str()).expect("DISTLOCK_REDIS_URL");
         let config = RedisLockStore::builder().connection_manager_config();
         let conn = ConnectionManager::new_with_config(client.clone(), config).await.expect("connect");
         let store: Arc<DynLockStore> = Arc::new(
-            RedisLockStore::builder().key_prefix(&prefix).build_with_client(client, conn.clone()).expect("store"),
+            RedisLockStore::builder()
+                .key_prefix(&prefix)
+                .build_with_client(client.clone(), conn.clone())
+                .expect("store"),
         );
-        let raw = RawRedis::new(conn, &prefix, RELEASE_SCRIPT, TTL, RETRY).await.expect("load the release script");
+        if let Some(worker) = worker {
+            fair_bench::run_worker(store, &worker).await;
+            return;
+        }
+        // `cargo bench -p distlock-redis -- fair` runs the fair-waiting comparison only.
+        let fair_plan = FairPlan {
+            tasks: TASKS,
+            processes: (4, 2),
+            hold: Duration::from_millis(2),
+            run_for: Duration::from_secs(fair_seconds()),
+        };
+        if std::env::args().skip(1).any(|arg| arg == "fair") {
+            fair_bench::compare(store, &prefix, "bench:", fair_plan).await;
+            return;
+        }
+        let raw =
+            RawRedis::new(conn.clone(), &prefix, RELEASE_SCRIPT, TTL, RETRY).await.expect("load the release script");
         let bench = SideBySide::new(raw, Arc::clone(&store), TTL, RETRY, "bench:").expect("bench");
 
         println!("distlock-redis benchmark against {url}: {rounds} rounds, median round");
@@ -62,6 +91,31 @@ fn main() {
         bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::CYCLE).await;
         let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
         bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
+
+        // The cost of fair waiting where nobody waits: the release script with the queue
+        // check vs seed 000's release + PUBLISH, through the store alone.
+        let seed_only = RedisLockStore::builder().key_prefix(&prefix).fair_queue(false);
+        let seed_only: Arc<DynLockStore> = Arc::new(seed_only.build_with_client(client, conn).expect("store"));
+        let (fair, plain) = (
+            Arc::new(StoreDirect::new(Arc::clone(&store), TTL, RETRY).expect("ttl")),
+            Arc::new(StoreDirect::new(seed_only, TTL, RETRY).expect("ttl")),
+        );
+        let samples = interleaved_rounds(&[0, 1], rounds, |variant| {
+            let (fair, plain) = (Arc::clone(&fair), Arc::clone(&plain));
+            async move {
+                let locker = if variant == 0 { plain } else { fair };
+                run(&locker, Scenario::Uncontended, "bench:fair-cost:", Stop::Cycles(CYCLES)).await.expect("cycle");
+            }
+        })
+        .await;
+        #[allow(clippy::cast_precision_loss)]
+        report_against_first(
+            &format!("uncontended cycle, store alone, {CYCLES} cycles/round: fair waiting's release vs seed 000's"),
+            "µs/cycle",
+            CYCLES as f64,
+            &["fair_queue(false)", "fair_queue(true)"],
+            &samples,
+        );
 
         let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 4_000, polling_sections: 200, rounds: 1 };
         handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
@@ -73,6 +127,7 @@ fn main() {
             hot_cycles: 40,
             writer_samples: 100,
         };
-        group_bench::compare(store, "bench:", plan).await;
+        group_bench::compare(Arc::clone(&store), "bench:", plan).await;
+        fair_bench::compare(store, &prefix, "bench:", fair_plan).await;
     });
 }

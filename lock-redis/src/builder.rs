@@ -49,6 +49,7 @@ pub struct RedisLockStoreBuilder {
     key_prefix: Option<String>,
     fencing: Option<bool>,
     release_notifications: Option<bool>,
+    fair_queue: bool,
     response_timeout: Duration,
     connection_timeout: Duration,
     reconnect_retries: usize,
@@ -60,6 +61,7 @@ impl Default for RedisLockStoreBuilder {
             key_prefix: None,
             fencing: None,
             release_notifications: None,
+            fair_queue: true,
             response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: Self::DEFAULT_CONNECTION_TIMEOUT,
             reconnect_retries: Self::DEFAULT_RECONNECT_RETRIES,
@@ -112,6 +114,22 @@ impl RedisLockStoreBuilder {
     /// Off: releases send only the compare-and-delete script and waiters poll.
     pub fn release_notifications(mut self, enabled: bool) -> Self {
         self.release_notifications = Some(enabled);
+        self
+    }
+
+    /// Fair waiting (on by default): waiting acquisitions take a place in a queue per key
+    /// (`{key_prefix}:queue:lock:{key}` and `{key_prefix}:queue-ttl:lock:{key}`, sorted
+    /// sets that exist only while someone waits), and a release hands the key to the
+    /// oldest live waiter, so waiters are served in arrival order across every process.
+    /// The release is then one script, seed 000's compare-and-delete followed by the
+    /// hand-over and the notification; an uncontended acquisition is still a plain
+    /// `SET key token NX PX ttl`.
+    ///
+    /// Off: releases are exactly seed 000's compare-and-delete script (with the
+    /// notification's `PUBLISH` pipelined behind it), and every waiter barges, whatever
+    /// its [`Fairness`](distlock_api::Fairness).
+    pub fn fair_queue(mut self, enabled: bool) -> Self {
+        self.fair_queue = enabled;
         self
     }
 
@@ -259,6 +277,7 @@ impl RedisLockStoreBuilder {
             key_prefix,
             fencing,
             release_notifications,
+            fair_queue: self.fair_queue,
             response_timeout: checked_timeout("response_timeout", self.response_timeout)?,
             connection_timeout: checked_timeout("connection_timeout", self.connection_timeout)?,
         })
@@ -302,6 +321,7 @@ impl RedisLockStore {
             key_prefix: config::DEFAULT_KEY_PREFIX.to_owned(),
             fencing: false,
             release_notifications: true,
+            fair_queue: true,
             response_timeout: RedisLockStoreBuilder::DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: RedisLockStoreBuilder::DEFAULT_CONNECTION_TIMEOUT,
         };
@@ -367,6 +387,7 @@ mod tests {
                 key_prefix: "distlock".to_owned(),
                 fencing: false,
                 release_notifications: true,
+                fair_queue: true,
                 response_timeout: Duration::from_secs(2),
                 connection_timeout: Duration::from_secs(2),
             }

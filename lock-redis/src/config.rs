@@ -18,6 +18,7 @@ pub(crate) struct Config {
     pub(crate) key_prefix: String,
     pub(crate) fencing: bool,
     pub(crate) release_notifications: bool,
+    pub(crate) fair_queue: bool,
     /// Greater than zero, at most `MAX_TIMEOUT`.
     pub(crate) response_timeout: Duration,
     /// Greater than zero, at most `MAX_TIMEOUT`.

@@ -23,30 +23,42 @@ impl RedisLockStore {
     /// `{key_prefix}:group:{<name>}`, e.g. `myapp:group:{order:1}`. The name is the
     /// application's key with `%`, `{` and `}` written `%25`, `%7B` and `%7D`, so the part
     /// in braces is a Redis Cluster hash tag shared by exactly the keys of that name. The
-    /// keys are the stem followed by `:r` (shared holders), `:w` (exclusive holders),
-    /// `:q` (writer intents), `:t` (the intents' tickets) and `:p` (permits); the stem
-    /// itself is the message published when the name's holders change.
+    /// keys are the stem followed by `:h` (holders, writer intents and their tickets, one
+    /// sorted set) and `:p` (permits); the stem itself is what a release publishes when
+    /// the name's holders change.
     pub fn group_key_stem(&self, key: &StoreKey) -> String {
-        let name = key.lock_key();
-        let mut stem = String::with_capacity(self.key_prefix().len() + name.len() + 10);
-        stem.push_str(self.key_prefix());
-        stem.push_str(":group:{");
-        for c in name.chars() {
-            match c {
-                '%' => stem.push_str("%25"),
-                '{' => stem.push_str("%7B"),
-                '}' => stem.push_str("%7D"),
-                c => stem.push(c),
-            }
-        }
-        stem.push('}');
+        let mut stem = String::new();
+        self.push_group_key_stem(&mut stem, key);
         stem
     }
 
-    /// The groups of the store by their latest expiry: `{key_prefix}:group-holds`, a
-    /// sorted set of tokens scored by the expiry (ms) of the group's last lease.
-    pub fn group_holds_key(&self) -> String {
-        format!("{}:group-holds", self.key_prefix())
+    /// Appends the [stem](Self::group_key_stem) of `key` to `out`.
+    fn push_group_key_stem(&self, out: &mut String, key: &StoreKey) {
+        let name = key.lock_key();
+        out.reserve(self.key_prefix().len() + name.len() + 12);
+        out.push_str(self.key_prefix());
+        out.push_str(":group:{");
+        for c in name.chars() {
+            match c {
+                '%' => out.push_str("%25"),
+                '{' => out.push_str("%7B"),
+                '}' => out.push_str("%7D"),
+                c => out.push(c),
+            }
+        }
+        out.push('}');
+    }
+
+    /// Appends the keys `{stem}{suffix}` of `key` to `cmd`, one per suffix.
+    fn push_group_keys(&self, cmd: &mut Cmd, buffer: &mut String, key: &StoreKey, suffixes: &[&str]) {
+        buffer.clear();
+        self.push_group_key_stem(buffer, key);
+        let stem = buffer.len();
+        for suffix in suffixes {
+            buffer.truncate(stem);
+            buffer.push_str(suffix);
+            cmd.arg(buffer.as_str());
+        }
     }
 
     /// What each group holds: `{key_prefix}:group-index`, a hash from the group's token
@@ -56,7 +68,9 @@ impl RedisLockStore {
     }
 
     /// The groups of each owner: `{key_prefix}:group-owners`, a sorted set of
-    /// `<owner>\n<token>` (all scores 0, read by lexicographic range).
+    /// `<owner>\n<token>` scored by the expiry (ms, server clock) of the group's latest
+    /// lease: read by `ZSCAN … MATCH <owner>\n*` to release an owner's groups, and by score
+    /// to forget groups whose leases ran out without a release.
     pub fn group_owners_key(&self) -> String {
         format!("{}:group-owners", self.key_prefix())
     }
@@ -75,7 +89,7 @@ impl RedisLockStore {
 
     /// The index keys every script that changes holders declares first.
     fn index_keys(&self, cmd: &mut Cmd) {
-        cmd.arg(self.group_holds_key()).arg(self.group_index_key()).arg(self.group_owners_key());
+        cmd.arg(self.group_index_key()).arg(self.group_owners_key());
     }
 
     /// The release script on `keys` (possibly none: then it only cleans the index).
@@ -85,47 +99,100 @@ impl RedisLockStore {
         token: &Token,
         owner: Option<&OwnerId>,
     ) -> Result<usize, LockError> {
-        let stems: Vec<String> = keys.iter().map(|key| self.group_key_stem(key)).collect();
         let channel = self.release_channel().unwrap_or("");
         let owner = owner.map_or("", OwnerId::as_str);
+        let names = joined(keys.iter().map(StoreKey::lock_key));
         let mut conn = self.connection_manager().clone();
         let freed: i64 = GROUP_SCRIPTS
             .release
             .run(&mut conn, |cmd| {
-                cmd.arg(3 + 4 * stems.len());
+                let mut buffer = String::new();
+                cmd.arg(2 + keys.len());
                 self.index_keys(cmd);
-                for stem in &stems {
-                    cmd.arg(format!("{stem}:r"))
-                        .arg(format!("{stem}:w"))
-                        .arg(format!("{stem}:q"))
-                        .arg(format!("{stem}:t"));
+                for key in keys {
+                    self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
                 }
-                cmd.arg(token.as_str()).arg(channel).arg(owner);
-                for (stem, key) in stems.iter().zip(keys) {
-                    cmd.arg(stem).arg(key.lock_key());
-                }
+                cmd.arg(token.as_str()).arg(channel).arg(owner).arg(&names);
             })
             .await
             .map_err(|err| Self::group_error("release group", keys, err))?;
         count("release group", keys, freed)
     }
 
-    /// Whether every name is idle (no live holder, no live intent).
-    async fn all_idle(&self, keys: &[StoreKey]) -> Result<bool, LockError> {
+    /// The acquire script for `request`: `mode` is `F` (grant, fencing), `N` (grant) or
+    /// `P` (a read-only probe of whether it could be granted now). Returns the fence (0
+    /// without fencing or for a probe) or, when blocked, minus the ticket.
+    async fn run_acquire(&self, request: &GroupRequest<'_>, mode: &str) -> redis::RedisResult<i64> {
+        let members = request.members;
+        let owner = request.owner.as_str();
+        let entry = joined(std::iter::once(owner).chain(members.iter().map(|member| member.key.lock_key())));
+        let owners_member = joined([owner, request.token.as_str()]);
+        // The fence counter only when a fence is drawn.
+        let fence_counter = (mode == "F").then(|| self.fence_counter_key());
+        let ttl = request.ttl.as_millis();
+        let waiting = match (request.intent_ttl, request.ticket) {
+            (None, None) => String::new(),
+            (intent_ttl, ticket) => {
+                let intent_ttl = intent_ttl.map(Ttl::as_millis);
+                let part = |value: Option<u64>| value.map(|value| value.to_string()).unwrap_or_default();
+                format!("{}:{}:{}", part(intent_ttl), part(intent_ttl.map(|ttl| ttl.saturating_mul(2))), part(ticket))
+            }
+        };
         let mut conn = self.connection_manager().clone();
-        let idle: i64 = GROUP_SCRIPTS
-            .idle
+        GROUP_SCRIPTS
+            .acquire
             .run(&mut conn, |cmd| {
-                cmd.arg(3 * keys.len());
-                for key in keys {
-                    let stem = self.group_key_stem(key);
-                    cmd.arg(format!("{stem}:r")).arg(format!("{stem}:w")).arg(format!("{stem}:q"));
+                let mut buffer = String::new();
+                cmd.arg(2 + usize::from(fence_counter.is_some()) + 2 * members.len());
+                self.index_keys(cmd);
+                if let Some(counter) = &fence_counter {
+                    cmd.arg(counter);
+                }
+                for suffix in [":h", ":p"] {
+                    for member in members {
+                        self.push_group_keys(cmd, &mut buffer, &member.key, &[suffix]);
+                    }
+                }
+                cmd.arg(request.token.as_str())
+                    .arg(&entry)
+                    .arg(&owners_member)
+                    .arg(ttl)
+                    .arg(ttl.saturating_mul(2))
+                    .arg(&waiting)
+                    .arg(mode);
+                for member in members {
+                    buffer.clear();
+                    buffer.push_str(mode_names(member.mode).1);
+                    if let Some(permits) = member.default_permits {
+                        buffer.push_str(&permits.to_string());
+                    }
+                    cmd.arg(buffer.as_str());
                 }
             })
             .await
-            .map_err(|err| Self::group_error("wait for a change of", keys, err))?;
-        Ok(idle == 1)
     }
+
+    /// Whether `request` could be granted now (a read-only run of the acquire script,
+    /// with the request's ticket; its own intents do not hold it back).
+    async fn grantable_now(&self, request: &GroupRequest<'_>) -> Result<bool, LockError> {
+        let reply = self.run_acquire(request, "P").await.map_err(|err| {
+            let keys: Vec<StoreKey> = request.members.iter().map(|member| member.key.clone()).collect();
+            Self::group_error("wait for a change of", &keys, err)
+        })?;
+        Ok(reply >= 0)
+    }
+}
+
+/// The parts joined by newlines.
+fn joined<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for (i, part) in parts.into_iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(part);
+    }
+    out
 }
 
 /// Checks a list of names: at most `max`, each once.
@@ -172,12 +239,11 @@ fn count(operation: &'static str, keys: &[StoreKey], reply: i64) -> Result<usize
 /// README, "Lock groups", for the layout and the costs.
 #[async_trait]
 impl GroupLockStore for RedisLockStore {
-    /// One script: drops expired holders and intents of every member, checks every
-    /// member (no live holder of the other mode; fewer live holders of its mode than the
-    /// permits in `{stem}:p`, else the member's default; for a shared member, no live
-    /// intent of another token with an older ticket) and either grants all (one `INCR` of
-    /// `{key_prefix}:fence` in fencing mode) or, with an intent TTL, records intents for
-    /// the exclusive members.
+    /// One script: checks every member (no live holder of the other mode; fewer live
+    /// holders of its mode than the permits in `{stem}:p`, else the member's default; for
+    /// a shared member, no live intent of another token with an older ticket) and either
+    /// grants all (one `INCR` of `{key_prefix}:fence` in fencing mode) or, with an intent
+    /// TTL, records intents for the exclusive members.
     ///
     /// # Errors
     ///
@@ -191,51 +257,25 @@ impl GroupLockStore for RedisLockStore {
     /// Cancel safe: the script runs atomically or not at all.
     async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
         check_members(request.members, self.max_group())?;
-        let keys: Vec<StoreKey> = request.members.iter().map(|member| member.key.clone()).collect();
-        let fence_counter = self.fence_counter_key();
-        let intent_ttl = request.intent_ttl.map(|ttl| ttl.as_millis().to_string()).unwrap_or_default();
-        let ticket = request.ticket.map(|ticket| ticket.to_string()).unwrap_or_default();
-        let mut conn = self.connection_manager().clone();
-        let (granted, number): (i64, i64) = GROUP_SCRIPTS
-            .acquire
-            .run(&mut conn, |cmd| {
-                cmd.arg(4 + 5 * request.members.len());
-                self.index_keys(cmd);
-                cmd.arg(&fence_counter);
-                for member in request.members {
-                    let stem = self.group_key_stem(&member.key);
-                    for part in [":r", ":w", ":q", ":t", ":p"] {
-                        cmd.arg(format!("{stem}{part}"));
-                    }
-                }
-                cmd.arg(request.token.as_str())
-                    .arg(request.owner.as_str())
-                    .arg(request.ttl.as_millis())
-                    .arg(&intent_ttl)
-                    .arg(&ticket)
-                    .arg(if self.fencing() { "1" } else { "0" })
-                    .arg(request.members.len());
-                for member in request.members {
-                    let permits = member.default_permits.map(|permits| permits.to_string()).unwrap_or_default();
-                    cmd.arg(mode_names(member.mode).1).arg(permits).arg(member.key.lock_key());
-                }
-            })
+        let error = |err: distlock_api::BoxError| {
+            let keys: Vec<StoreKey> = request.members.iter().map(|member| member.key.clone()).collect();
+            Self::group_error("acquire group", &keys, err)
+        };
+        let reply = self
+            .run_acquire(&request, if self.fencing() { "F" } else { "N" })
             .await
-            .map_err(|err| Self::group_error("acquire group", &keys, err))?;
-        match (granted, u64::try_from(number)) {
-            (1, Ok(0)) if !self.fencing() => Ok(GroupAcquire::Acquired { fence: None }),
-            (1, Ok(fence)) if self.fencing() && fence > 0 => Ok(GroupAcquire::Acquired { fence: Some(fence) }),
-            (0, Ok(ticket)) => Ok(GroupAcquire::Blocked { ticket }),
-            _ => Err(Self::group_error(
-                "acquire group",
-                &keys,
-                UnexpectedReply(format!("group acquire returned {{{granted}, {number}}}")),
-            )),
+            .map_err(|err| error(err.into()))?;
+        match (reply, self.fencing()) {
+            (0, false) => Ok(GroupAcquire::Acquired { fence: None }),
+            (fence @ 1.., true) => Ok(GroupAcquire::Acquired { fence: Some(fence.unsigned_abs()) }),
+            (..0, _) => Ok(GroupAcquire::Blocked { ticket: reply.unsigned_abs() }),
+            _ => Err(error(UnexpectedReply(format!("group acquire returned {reply}")).into())),
         }
     }
 
-    /// One script: `ZADD XX` of the new expiry for every name whose shared or exclusive
-    /// set holds the token with an unexpired score (an expired member stays expired).
+    /// One script: `ZADD XX` of the new expiry for every name whose `{stem}:h` holds the
+    /// token with an unexpired hold (an expired member stays expired), and of the group's
+    /// entry in `{key_prefix}:group-owners`.
     ///
     /// # Cancel safety
     ///
@@ -249,22 +289,23 @@ impl GroupLockStore for RedisLockStore {
         let extended: i64 = GROUP_SCRIPTS
             .extend
             .run(&mut conn, |cmd| {
-                cmd.arg(3 + 2 * keys.len());
+                let mut buffer = String::new();
+                cmd.arg(2 + keys.len());
                 self.index_keys(cmd);
                 for key in keys {
-                    let stem = self.group_key_stem(key);
-                    cmd.arg(format!("{stem}:r")).arg(format!("{stem}:w"));
+                    self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
                 }
-                cmd.arg(token.as_str()).arg(ttl.as_millis());
+                cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(ttl.as_millis().saturating_mul(2));
             })
             .await
             .map_err(|err| Self::group_error("extend group", keys, err))?;
         count("extend group", keys, extended)
     }
 
-    /// One script: `ZREM` of the token from the holders and intents of every name, and
-    /// from the group index; `PUBLISH {key_prefix}:released <stem>` (inside the script)
-    /// for each name whose holders or intents changed, when release notifications are on.
+    /// One script: `ZREM` of the token from `{stem}:h` of every name (its hold or intent),
+    /// and from the group index; one `PUBLISH {key_prefix}:released <stem>\n<stem>…`
+    /// (inside the script) naming every name whose holders or intents changed, when
+    /// release notifications are on.
     ///
     /// # Cancel safety
     ///
@@ -277,8 +318,9 @@ impl GroupLockStore for RedisLockStore {
         self.release_keys(keys, token, None).await
     }
 
-    /// One script: `ZREM` of the token's intents (and `HDEL` of their tickets), with a
-    /// `PUBLISH` per name whose intent it removed, so readers held back by it look again.
+    /// One script: `ZREM` of the token's intents from `{stem}:h` (and `HDEL` of their
+    /// tickets), with one `PUBLISH` naming every name whose intent it removed, so readers
+    /// held back by it look again.
     ///
     /// # Cancel safety
     ///
@@ -288,31 +330,30 @@ impl GroupLockStore for RedisLockStore {
         if keys.is_empty() {
             return Ok(());
         }
-        let stems: Vec<String> = keys.iter().map(|key| self.group_key_stem(key)).collect();
         let channel = self.release_channel().unwrap_or("");
         let mut conn = self.connection_manager().clone();
         let _: i64 = GROUP_SCRIPTS
             .withdraw
             .run(&mut conn, |cmd| {
-                cmd.arg(2 * stems.len());
-                for stem in &stems {
-                    cmd.arg(format!("{stem}:q")).arg(format!("{stem}:t"));
+                let mut buffer = String::new();
+                cmd.arg(keys.len());
+                for key in keys {
+                    self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
                 }
                 cmd.arg(token.as_str()).arg(channel);
-                for stem in &stems {
-                    cmd.arg(stem);
-                }
             })
             .await
             .map_err(|err| Self::group_error("withdraw intents", keys, err))?;
         Ok(())
     }
 
-    /// Reads the owner's groups from `{key_prefix}:group-owners` (`ZRANGEBYLEX`, pages of
-    /// 100) and their names from `{key_prefix}:group-index` (`HMGET`), then releases each
-    /// group with the release script: one round trip per page plus one per group. Each
-    /// group is released atomically; the whole is not (a group taken by the owner while
-    /// this runs may or may not be released).
+    /// Pages through `{key_prefix}:group-owners` with `ZSCAN … MATCH <owner>\n* COUNT 100`
+    /// (the owner's glob characters escaped), reads the names of each page's groups from
+    /// `{key_prefix}:group-index` (`HMGET`), then releases each group with the release
+    /// script: one round trip per page plus one per group. `ZSCAN` walks every group the
+    /// store holds, not only the owner's (a few hundred entries per page). Each group is
+    /// released atomically; the whole is not (a group taken by the owner while this runs
+    /// may or may not be released; one that `ZSCAN` reports twice is released once).
     ///
     /// # Cancel safety
     ///
@@ -322,24 +363,31 @@ impl GroupLockStore for RedisLockStore {
         let (owners_key, index_key) = (self.group_owners_key(), self.group_index_key());
         let error =
             |err: redis::RedisError| LockError::store(Self::BACKEND, "release the groups of an owner", None, err);
-        let end = format!("({owner}\u{b}");
-        let mut start = format!("[{owner}\n");
+        let mut pattern = String::with_capacity(owner.as_str().len() + 3);
+        for c in owner.as_str().chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push_str("\n*");
+        let mut cursor = 0u64;
         let mut released = 0u64;
         loop {
             let mut conn = self.connection_manager().clone();
-            let page: Vec<String> = redis::cmd("ZRANGEBYLEX")
+            let (next, page): (u64, Vec<String>) = redis::cmd("ZSCAN")
                 .arg(&owners_key)
-                .arg(&start)
-                .arg(&end)
-                .arg("LIMIT")
-                .arg(0)
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
                 .arg(OWNER_PAGE)
                 .query_async(&mut conn)
                 .await
                 .map_err(error)?;
-            let Some(last) = page.last() else { break };
-            start = format!("({last}");
-            let tokens: Vec<&str> = page.iter().filter_map(|member| member.split_once('\n').map(|(_, t)| t)).collect();
+            // `member, score, member, score…`: the members are `<owner>\n<token>`.
+            let tokens: Vec<&str> =
+                page.iter().step_by(2).filter_map(|member| member.split_once('\n').map(|(_, token)| token)).collect();
             let entries: Vec<Option<String>> = if tokens.is_empty() {
                 Vec::new()
             } else {
@@ -364,9 +412,10 @@ impl GroupLockStore for RedisLockStore {
                     .collect();
                 released += self.release_keys(&names, &token, Some(owner)).await? as u64;
             }
-            if page.len() < OWNER_PAGE {
+            if next == 0 {
                 break;
             }
+            cursor = next;
         }
         Ok(released)
     }
@@ -425,15 +474,16 @@ impl GroupLockStore for RedisLockStore {
             .transpose()
     }
 
-    /// A read-only script: the unexpired members of `{stem}:r` and `{stem}:w` with their
-    /// scores, and each one's fence and owner from the group index.
+    /// A read-only script: the unexpired holds of `{stem}:h` (both modes) with their
+    /// expiries, and each one's fence and owner from the group index.
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
-        let stem = self.group_key_stem(key);
         let mut conn = self.connection_manager().clone();
         let rows: Vec<(String, String, i64, u64, String)> = GROUP_SCRIPTS
             .holders
             .run(&mut conn, |cmd| {
-                cmd.arg(3).arg(self.group_index_key()).arg(format!("{stem}:r")).arg(format!("{stem}:w"));
+                let mut buffer = String::new();
+                cmd.arg(2).arg(self.group_index_key());
+                self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
             })
             .await
             .map_err(|err| Self::error_on("list the holders of", key, err))?;
@@ -448,30 +498,37 @@ impl GroupLockStore for RedisLockStore {
             .collect()
     }
 
-    /// Waits for a published change of any of `keys` (a release, a withdrawn intent), at
-    /// most `max`: registers for every name's stem, makes sure the store's subscriber is
-    /// subscribed, then asks the server whether every name is idle (no live holder or
-    /// intent) and returns at once if so. A change published after the registration wakes
-    /// the wait. While the subscriber is not subscribed, or without notifications, the
-    /// wait is a plain sleep of `max`. Expiries are not published: they are seen at the
-    /// next attempt. A `max` above [`MAX_WAIT`](RedisLockStore::MAX_WAIT) counts as
-    /// `MAX_WAIT`.
+    /// Waits for a published change of any of the request's names (a release, a withdrawn
+    /// intent), at most `max`: registers for every name's stem, makes sure the store's
+    /// subscriber is subscribed, then runs the acquire script as a read-only probe — the
+    /// same checks with the request's ticket, the request's own intents not counting — and
+    /// returns at once when the request could be granted now, so a release that landed
+    /// between the caller's blocked attempt and this wait is not slept through. A change
+    /// published after the registration wakes the wait. While the subscriber is not
+    /// subscribed, or without notifications, the wait is a plain sleep of `max`.
+    /// Expiries are not published: they are seen at the next attempt. A `max` above
+    /// [`MAX_WAIT`](RedisLockStore::MAX_WAIT) counts as `MAX_WAIT`.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future unregisters the waiter.
-    async fn wait_for_change(&self, keys: &[StoreKey], max: Duration) -> Result<(), LockError> {
+    async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {
         let max = max.min(Self::MAX_WAIT);
         let deadline = deadline_after(max);
-        let Some(waiters) = self.listener().filter(|_| !keys.is_empty()).map(|listener| listener.registry()) else {
+        let listener = self.listener().filter(|_| !request.members.is_empty());
+        let Some(waiters) = listener.map(|listener| listener.registry()) else {
             tokio::time::sleep_until(deadline).await;
             return Ok(());
         };
-        let stems: Vec<String> = keys.iter().map(|key| self.group_key_stem(key)).collect();
+        let stems: Vec<String> = request.members.iter().map(|member| self.group_key_stem(&member.key)).collect();
         let stems: Vec<&str> = stems.iter().map(String::as_str).collect();
         waiters
             .wait_any(&stems, max, || async {
-                Ok(if self.all_idle(keys).await? { KeyState::Free } else { KeyState::Held { expires_in: None } })
+                Ok(if self.grantable_now(&request).await? {
+                    KeyState::Free
+                } else {
+                    KeyState::Held { expires_in: None }
+                })
             })
             .await?;
         Ok(())

@@ -6,377 +6,421 @@
 //! clock before writing is allowed and replicas see the same writes.
 //!
 //! Per name `N` (the *stem* is `{prefix}:group:{N'}`, `N'` the name with `%`, `{` and `}`
-//! percent-encoded, so every key of a name shares one hash tag):
-//! `stem:r` / `stem:w` sorted sets of shared / exclusive holders (member token, score
-//! expiry in ms), `stem:q` writer intents (member token, score expiry), `stem:t` hash of
-//! the intents' tickets, `stem:p` hash of the permits (`shared`, `exclusive`). Per store:
-//! `{prefix}:group-holds` (sorted set, token → latest expiry of the group),
-//! `{prefix}:group-index` (hash, token → `fence \n owner \n name \n name …`),
-//! `{prefix}:group-owners` (sorted set of `owner \n token`, all scores 0, read by lex range).
+//! percent-encoded, so every key of a name shares one hash tag): `stem:h`, one sorted set
+//! of everything a name has but its permits, in score bands of `B` = 10^13 ms (year
+//! 2286): shared holds `[0, B)` and exclusive holds `[B, 2B)` (member = the group's token,
+//! score = band + expiry), writer intents `[2B, 3B)` (member = token, score = band +
+//! intent expiry) and their tickets `[3B, 4B)` (member = `#token`, score = band + ticket);
+//! so one `ZCOUNT` counts the live holders of a mode, one `ZSCORE` tells what a token has
+//! on the name, and a grant's `ZADD` replaces the group's own intent. `stem:p`, hash of the
+//! permits (`shared`, `exclusive`). Per store: `{prefix}:group-index` (hash, token →
+//! `fence \n owner \n name \n name …`) and `{prefix}:group-owners` (sorted set of
+//! `owner \n token`, score = the expiry of the group's latest lease: read by
+//! `ZSCAN … MATCH owner\n*` for `release_owner`, by score to forget groups that expired
+//! without a release).
+//!
+//! Both index keys hold a placeholder (field `""`, member `""` scored `+inf`) so that they
+//! outlive their last group until they expire.
+//!
+//! Costs, in `redis.call`s and arguments (a `redis.call` costs about as much on the server
+//! as a whole command sent by a client, an argument a fifth of that, so both are kept
+//! few): an acquire of a free name is one `ZCARD`, one `ZADD` and one `PEXPIRE`, plus the
+//! group's `TIME`, and `HSET`, `ZADD` and `PTTL` on the index; a release is one `ZSCORE`
+//! and one `ZREM` per name, one `PUBLISH`, and `TIME`, `HGET`, `HDEL`, `ZREM`. Key expiries only grow:
+//! a write that needs a key to live `ttl` more reads its `PTTL` and, when shorter, sets it
+//! to `2 × ttl` (so the next writes of the same TTL within `ttl` leave it alone). Nothing
+//! sets an expiry on release: keys only shrink, and an emptied key is gone.
 
 use std::sync::LazyLock;
 
 use crate::scripts::LuaScript;
 
 /// Helpers every group script starts with.
+///
+/// Scores and bounds are built as text from `TIME`'s text: formatting a Lua number costs
+/// about as much as a whole `redis.call`, and Redis formats every number argument. The
+/// current time in ms has 13 digits (2001–2286), so the scores of a band are its digit
+/// followed by the 13-digit expiry: shared `<expiry>`, exclusive `1<expiry>`, intents
+/// `2<expiry>`.
 macro_rules! prelude {
     () => {
-        r#"
-local function now_ms()
-    local t = redis.call("TIME")
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+        r##"
+-- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), intents [2B, 3B),
+-- their tickets [3B, 4B).
+local B = 10000000000000
+local INTENTS = 2 * B
 
--- A sorted set of leases expires with its last lease (an empty one is gone already).
-local function expire_with_last(key)
-    local last = redis.call("ZRANGE", key, -1, -1, "WITHSCORES")
-    if last[2] then
-        redis.call("PEXPIREAT", key, last[2])
-        return tonumber(last[2])
-    end
-    return nil
+local clock = redis.call("TIME")
+local micros = clock[2]
+if #micros < 6 then
+    micros = string.rep("0", 6 - #micros) .. micros
 end
-
--- The tickets hash lives as long as the intents it describes.
-local function expire_intents(q, t)
-    local last = expire_with_last(q)
-    if last then
-        redis.call("PEXPIREAT", t, last)
-    else
-        redis.call("DEL", t)
-    end
-end
-
--- The per-store index keys expire with the latest group lease.
-local function expire_index(holds, index, owners)
-    local last = expire_with_last(holds)
-    if last then
-        redis.call("PEXPIREAT", index, last)
-        redis.call("PEXPIREAT", owners, last)
-    else
-        redis.call("DEL", index, owners)
-    end
-end
-
-local function hdel_all(key, fields)
-    for i = 1, #fields, 500 do
-        redis.call("HDEL", key, unpack(fields, i, math.min(i + 499, #fields)))
-    end
-end
-
--- Drops expired holders and intents of one name.
-local function purge(r, w, q, t, now)
-    redis.call("ZREMRANGEBYSCORE", r, "-inf", now)
-    redis.call("ZREMRANGEBYSCORE", w, "-inf", now)
-    local dead = redis.call("ZRANGEBYSCORE", q, "-inf", now)
-    if #dead > 0 then
-        redis.call("ZREMRANGEBYSCORE", q, "-inf", now)
-        hdel_all(t, dead)
-    end
-end
-
--- `fence \n owner \n name …` → fence, owner, names.
-local function parse_entry(entry)
-    local fields = {}
-    for field in string.gmatch(entry, "[^\n]+") do
-        fields[#fields + 1] = field
-    end
-    local names = {}
-    for i = 3, #fields do
-        names[#names + 1] = fields[i]
-    end
-    return fields[1], fields[2], names
-end
-
--- Forgets groups whose every lease ended without a release (a bounded number per call).
-local function forget_expired_groups(holds, index, owners, now)
-    local stale = redis.call("ZRANGEBYSCORE", holds, "-inf", now, "LIMIT", 0, 16)
-    for _, token in ipairs(stale) do
-        local entry = redis.call("HGET", index, token)
-        if entry then
-            local _, owner = parse_entry(entry)
-            redis.call("ZREM", owners, owner .. "\n" .. token)
-            redis.call("HDEL", index, token)
-        end
-        redis.call("ZREM", holds, token)
-    end
-end
-"#
+local now_s = clock[1] .. string.sub(micros, 1, 3)
+local now = tonumber(now_s)
+"##
     };
 }
 
-/// Acquire: one atomic attempt at every member.
+/// `keep(key, ttl, ttl2)`: makes `key` live at least `ttl` ms more, never shortening it:
+/// when shorter, sets it to `ttl2` = 2 × ttl. Returns whether it did.
+macro_rules! keep {
+    () => {
+        r##"
+local function keep(key, ttl, ttl2)
+    if redis.call("PTTL", key) < ttl then
+        redis.call("PEXPIRE", key, ttl2)
+        return true
+    end
+    return false
+end
+"##
+    };
+}
+
+/// `parse_entry(entry)`: an index entry `fence \n owner \n name …` → fence, owner, the
+/// names (one string).
+macro_rules! parse_entry {
+    () => {
+        r##"
+local function parse_entry(entry)
+    local fence, owner, names = string.match(entry, "^([^\n]*)\n([^\n]*)\n?(.*)$")
+    return fence or "0", owner or "", names or ""
+end
+"##
+    };
+}
+
+/// Acquire: one atomic attempt at every member, or a read-only probe of whether the
+/// request could be granted now.
 ///
-/// `KEYS[1..4]` = holds, index, owners, fence counter; then per member `r, w, q, t, p`.
-/// `ARGV` = token, owner, ttl ms, intent ttl ms (`""`: none), ticket (`""`: now),
-/// fencing (`1`/`0`), member count, then per member: mode (`S`/`X`), default permits
-/// (`""`: unlimited), name.
-/// Returns `{1, fence}` (fence 0 without fencing) or `{0, ticket}`.
+/// `KEYS` = index, owners, the fence counter (fencing mode only), then every member's `h`,
+/// then every member's `p`. `ARGV` = token, `owner \n name \n name …` (the index entry
+/// without its fence), `owner \n token` (the owners member), ttl ms, 2 × ttl ms,
+/// `intent ttl:2 × intent ttl:ticket` (`""` for a single attempt without a ticket; each
+/// part may be empty: no intents, no ticket yet), mode (`F`: grant with a fence, `N`:
+/// grant without, `P`: probe, writes nothing), then per member `S` or `X` followed by its
+/// default permits (none: unlimited).
+/// Returns the fence (0 without fencing, and for a probe that could be granted) or, when
+/// blocked, minus the ticket.
 const ACQUIRE: &str = concat!(
     prelude!(),
-    r#"
-local now = now_ms()
-local token, owner = ARGV[1], ARGV[2]
-local ttl = tonumber(ARGV[3])
+    keep!(),
+    r##"
+local token = ARGV[1]
+local ttl, ttl2 = tonumber(ARGV[4]), ARGV[5]
+local mode = ARGV[7]
+local n = #ARGV - 7
+local hs = #KEYS - 2 * n -- KEYS[hs + i]: member i's `h`; KEYS[hs + n + i]: its `p`
+local intent_ttl, intent_ttl2, ticket_s = "", "", ""
+if ARGV[6] ~= "" then
+    intent_ttl, intent_ttl2, ticket_s = string.match(ARGV[6], "^(%d*):(%d*):(%d*)$")
+end
 -- A first attempt (no ticket) comes after every intent already recorded, even one
 -- recorded in the same millisecond; a waiting group's retries compare tickets strictly,
 -- so the oldest waiting group is never held back by an intent.
-local ticket = tonumber(ARGV[5])
-local first_attempt = ticket == nil
-ticket = ticket or now
-local n = tonumber(ARGV[7])
-local holds, index, owners = KEYS[1], KEYS[2], KEYS[3]
-forget_expired_groups(holds, index, owners, now)
-
-local function member(i)
-    local k, a = 4 + (i - 1) * 5, 7 + (i - 1) * 3
-    local m = { r = KEYS[k + 1], w = KEYS[k + 2], q = KEYS[k + 3], t = KEYS[k + 4], p = KEYS[k + 5],
-        exclusive = ARGV[a + 1] == "X", default = ARGV[a + 2], name = ARGV[a + 3] }
-    if m.exclusive then
-        m.mine, m.other, m.field = m.w, m.r, "exclusive"
-    else
-        m.mine, m.other, m.field = m.r, m.w, "shared"
-    end
-    return m
+local first_attempt = ticket_s == ""
+if first_attempt then
+    ticket_s = now_s
 end
 
--- Live entries of `set` other than this token (the set is purged).
-local function others(set)
-    local count = redis.call("ZCARD", set)
-    if redis.call("ZSCORE", set, token) then
-        count = count - 1
+-- `sizes[i]`: the entries of member i's `h`; nil while every name is free (one `EXISTS`).
+local sizes = nil
+if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
+    -- Live entries of band `prefix` (`""` shared, `1` exclusive) other than this token's.
+    local function others(h, prefix, floor)
+        local held = redis.call("ZCOUNT", h, "(" .. prefix .. now_s, "(" .. (prefix == "" and "1" or "2") .. "0000000000000")
+        if held > 0 then
+            local own = tonumber(redis.call("ZSCORE", h, token))
+            if own and own > floor + now and own < floor + B then
+                held = held - 1
+            end
+        end
+        return held
     end
-    return count
-end
 
-local function grantable(m)
-    purge(m.r, m.w, m.q, m.t, now)
-    if others(m.other) > 0 then
+    -- Whether a live intent of another group with an older ticket (or, on a first
+    -- attempt, any ticket up to now) is on the name: tickets are the `#token` entries.
+    local function held_back(h)
+        local older = redis.call("ZRANGEBYSCORE", h, "30000000000000", (first_attempt and "3" or "(3") .. ticket_s)
+        for _, entry in ipairs(older) do
+            local other = string.sub(entry, 2)
+            if other ~= token then
+                local intent = tonumber(redis.call("ZSCORE", h, other))
+                if intent and intent > INTENTS + now and intent < 3 * B then
+                    return true
+                end
+            end
+        end
         return false
     end
-    local permits = redis.call("HGET", m.p, m.field) or m.default
-    if permits ~= "" and others(m.mine) + 1 > tonumber(permits) then
-        return false
-    end
-    if not m.exclusive then
-        -- Writer preference: intents of other groups that started waiting before this one.
-        for _, other in ipairs(redis.call("ZRANGE", m.q, 0, -1)) do
-            local started = tonumber(redis.call("HGET", m.t, other))
-            if other ~= token and started and (started < ticket or (first_attempt and started == ticket)) then
+
+    -- Whether member i's name admits it now (reads only).
+    local function grantable(i)
+        local h, p, spec = KEYS[hs + i], KEYS[hs + n + i], ARGV[7 + i]
+        local exclusive, default = string.byte(spec) == 88, string.sub(spec, 2)
+        local mine, floor, other, field = "", 0, "1", "shared"
+        if exclusive then
+            mine, floor, other, field = "1", B, "", "exclusive"
+        end
+        if others(h, other, B - floor) > 0 then
+            return false
+        end
+        if default == "" then
+            -- Unlimited unless the permits hash says otherwise.
+            local permits = redis.call("HGET", p, field)
+            if permits and others(h, mine, floor) + 1 > tonumber(permits) then
+                return false
+            end
+        else
+            -- Permits are at least 1 (`set_permits` refuses 0): a name without another
+            -- live holder of the mode admits one whatever they say.
+            local held = others(h, mine, floor)
+            if held > 0 and held + 1 > tonumber(redis.call("HGET", p, field) or default) then
                 return false
             end
         end
+        -- Writer preference: a shared member yields to the intents of older waiting groups.
+        return exclusive or not held_back(h)
     end
-    return true
-end
 
-local members, blocked = {}, false
-for i = 1, n do
-    members[i] = member(i)
-    if not blocked and not grantable(members[i]) then
-        blocked = true
-    end
-end
-
-if blocked then
-    if ARGV[4] ~= "" then
-        local intent_expiry = now + tonumber(ARGV[4])
-        for _, m in ipairs(members) do
-            if m.exclusive then
-                redis.call("ZADD", m.q, intent_expiry, token)
-                redis.call("HSET", m.t, token, ticket)
-                expire_intents(m.q, m.t)
-            end
+    sizes = {}
+    local blocked = false
+    for i = 1, n do
+        sizes[i] = redis.call("ZCARD", KEYS[hs + i])
+        if not blocked and sizes[i] > 0 and not grantable(i) then
+            blocked = true
         end
     end
-    return { 0, ticket }
+
+    if blocked then
+        if mode ~= "P" and intent_ttl ~= "" then
+            local intent = "2" .. tostring(now + tonumber(intent_ttl))
+            for i = 1, n do
+                if string.byte(ARGV[7 + i]) == 88 then
+                    local h = KEYS[hs + i]
+                    redis.call("ZADD", h, intent, token, "3" .. ticket_s, "#" .. token)
+                    -- Intents that ran out, a bounded number per attempt, with their tickets.
+                    local dead = redis.call("ZRANGEBYSCORE", h, "20000000000000", "2" .. now_s, "LIMIT", "0", "16")
+                    for _, other in ipairs(dead) do
+                        redis.call("ZREM", h, other, "#" .. other)
+                    end
+                    keep(h, tonumber(intent_ttl), intent_ttl2)
+                end
+            end
+        end
+        return -tonumber(ticket_s)
+    end
+end
+if mode == "P" then
+    return 0
 end
 
 local fence = 0
-if ARGV[6] == "1" then
-    fence = redis.call("INCR", KEYS[4])
+if mode == "F" then
+    fence = redis.call("INCR", KEYS[3])
 end
-local expiry = now + ttl
-local names = {}
-for i, m in ipairs(members) do
-    redis.call("ZADD", m.mine, expiry, token)
-    expire_with_last(m.mine)
-    if redis.call("ZREM", m.other, token) == 1 then
-        expire_with_last(m.other)
+local expiry_s = tostring(now + ttl)
+for i = 1, n do
+    local h = KEYS[hs + i]
+    local exclusive = string.byte(ARGV[7 + i]) == 88
+    -- Replaces this token's intent on the name, if it had one.
+    redis.call("ZADD", h, exclusive and "1" .. expiry_s or expiry_s, token)
+    if sizes and sizes[i] > 0 then
+        -- Expired holds of the mode, and this token's ticket.
+        if exclusive then
+            redis.call("ZREMRANGEBYSCORE", h, "10000000000000", "1" .. now_s)
+            if not first_attempt then
+                redis.call("ZREM", h, "#" .. token)
+            end
+        else
+            redis.call("ZREMRANGEBYSCORE", h, "-inf", now_s)
+        end
+        keep(h, ttl, ttl2)
+    else
+        redis.call("PEXPIRE", h, ttl2)
     end
-    if redis.call("ZREM", m.q, token) == 1 then
-        redis.call("HDEL", m.t, token)
-        expire_intents(m.q, m.t)
-    end
-    names[i] = m.name
 end
-redis.call("HSET", index, token, fence .. "\n" .. owner .. "\n" .. table.concat(names, "\n"))
-local previous = tonumber(redis.call("ZSCORE", holds, token))
-redis.call("ZADD", holds, math.max(expiry, previous or 0), token)
-redis.call("ZADD", owners, 0, owner .. "\n" .. token)
-expire_index(holds, index, owners)
-return { 1, fence }
-"#
+redis.call("HSET", KEYS[1], token, (fence == 0 and "0" or tostring(fence)) .. "\n" .. ARGV[2])
+redis.call("ZADD", KEYS[2], expiry_s, ARGV[3])
+-- One grant in 16 (a token beginning with `0`: tokens are random) forgets up to 64 groups
+-- whose leases all ran out without a release: 4 per grant on average, more than grants
+-- can leave behind.
+if string.byte(token) == 48 then
+    local stale = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now_s, "LIMIT", "0", "64")
+    for _, entry in ipairs(stale) do
+        redis.call("HDEL", KEYS[1], string.match(entry, "\n(.*)$") or "")
+        redis.call("ZREM", KEYS[2], entry)
+    end
+end
+-- The index keys keep a placeholder (field `""`, member `""` scored `+inf`), so that a
+-- store holding one group at a time does not delete them and create them again, with
+-- their expiries, at every grant; they expire like the other keys.
+local left = redis.call("PTTL", KEYS[2])
+if left < ttl then
+    if left == -1 then
+        redis.call("HSET", KEYS[1], "", "")
+        redis.call("ZADD", KEYS[2], "+inf", "")
+    end
+    redis.call("PEXPIRE", KEYS[2], ttl2)
+    redis.call("PEXPIRE", KEYS[1], ttl2)
+end
+return fence
+"##
 );
 
 /// Extend: every member still held (unexpired) by the token gets `ttl` from now; an
 /// expired member is never revived.
 ///
-/// `KEYS[1..3]` = holds, index, owners; then per name `r, w`. `ARGV` = token, ttl ms.
+/// `KEYS[1..2]` = index, owners; then per name `h`. `ARGV` = token, ttl ms, 2 × ttl ms.
 /// Returns how many members were extended.
 const EXTEND: &str = concat!(
     prelude!(),
-    r#"
-local now = now_ms()
+    keep!(),
+    parse_entry!(),
+    r##"
 local token = ARGV[1]
-local expiry = now + tonumber(ARGV[2])
+local ttl, ttl2 = tonumber(ARGV[2]), ARGV[3]
+local expiry_s = tostring(now + ttl)
 local extended = 0
-for i = 4, #KEYS do
-    local score = redis.call("ZSCORE", KEYS[i], token)
-    if score and tonumber(score) > now then
-        redis.call("ZADD", KEYS[i], "XX", expiry, token)
-        expire_with_last(KEYS[i])
+for i = 3, #KEYS do
+    local score = tonumber(redis.call("ZSCORE", KEYS[i], token))
+    if score and score < INTENTS and score % B > now then
+        redis.call("ZADD", KEYS[i], "XX", (score >= B and "1" or "") .. expiry_s, token)
+        keep(KEYS[i], ttl, ttl2)
         extended = extended + 1
     end
 end
 if extended > 0 then
-    local previous = redis.call("ZSCORE", KEYS[1], token)
-    if previous and tonumber(previous) < expiry then
-        redis.call("ZADD", KEYS[1], "XX", expiry, token)
-        expire_index(KEYS[1], KEYS[2], KEYS[3])
+    local entry = redis.call("HGET", KEYS[1], token)
+    if entry then
+        local _, owner = parse_entry(entry)
+        local member = owner .. "\n" .. token
+        local previous = tonumber(redis.call("ZSCORE", KEYS[2], member))
+        if previous and previous < now + ttl then
+            redis.call("ZADD", KEYS[2], "XX", expiry_s, member)
+        end
+        if keep(KEYS[2], ttl, ttl2) then
+            redis.call("PEXPIRE", KEYS[1], ttl2)
+        end
     end
 end
 return extended
-"#
+"##
 );
 
-/// Release: removes the token's holds and intents from every name, publishes each name
-/// whose holders or intents changed, and updates the index.
+/// Release: removes the token's holds and intents from every name, publishes the names
+/// whose holders or intents changed (one message, their stems joined by newlines), and
+/// updates the index.
 ///
-/// `KEYS[1..3]` = holds, index, owners; then per name `r, w, q, t`. `ARGV` = token,
-/// channel (`""`: do not publish), owner (`""`: unknown; used when the index has no entry),
-/// then per name: its stem (the published message) and its name.
-/// Returns how many unexpired holds were freed.
+/// `KEYS[1..2]` = index, owners; then per name `h`. `ARGV` = token, channel (`""`: do not
+/// publish), owner (`""`: unknown; used when the index has no entry), the names joined by
+/// newlines. Returns how many unexpired holds were freed.
 const RELEASE: &str = concat!(
     prelude!(),
-    r#"
-local now = now_ms()
+    parse_entry!(),
+    r##"
 local token, channel, owner_hint = ARGV[1], ARGV[2], ARGV[3]
-local holds, index, owners = KEYS[1], KEYS[2], KEYS[3]
-local freed, released = 0, {}
-for i = 0, (#KEYS - 3) / 4 - 1 do
-    local k = 4 + i * 4
-    local changed = false
-    for _, set in ipairs({ KEYS[k], KEYS[k + 1] }) do
-        local score = redis.call("ZSCORE", set, token)
-        if score then
-            redis.call("ZREM", set, token)
-            expire_with_last(set)
-            if tonumber(score) > now then
+local index, owners = KEYS[1], KEYS[2]
+local freed, changed = 0, {}
+for i = 3, #KEYS do
+    local h = KEYS[i]
+    local score = tonumber(redis.call("ZSCORE", h, token))
+    if score then
+        if score >= INTENTS then
+            redis.call("ZREM", h, token, "#" .. token)
+            changed[#changed + 1] = string.sub(h, 1, -3)
+        else
+            redis.call("ZREM", h, token)
+            if score % B > now then
                 freed = freed + 1
-                changed = true
+                changed[#changed + 1] = string.sub(h, 1, -3)
             end
         end
     end
-    if redis.call("ZREM", KEYS[k + 2], token) == 1 then
-        redis.call("HDEL", KEYS[k + 3], token)
-        expire_intents(KEYS[k + 2], KEYS[k + 3])
-        changed = true
-    end
-    released[ARGV[5 + i * 2]] = true
-    if changed and channel ~= "" then
-        redis.call("PUBLISH", channel, ARGV[4 + i * 2])
-    end
+end
+if #changed > 0 and channel ~= "" then
+    redis.call("PUBLISH", channel, table.concat(changed, "\n"))
 end
 
 local entry = redis.call("HGET", index, token)
 if entry then
     local fence, owner, names = parse_entry(entry)
     local left = {}
-    for _, name in ipairs(names) do
-        if not released[name] then
-            left[#left + 1] = name
+    if names ~= ARGV[4] then
+        local released = {}
+        for name in string.gmatch(ARGV[4], "[^\n]+") do
+            released[name] = true
+        end
+        for name in string.gmatch(names, "[^\n]+") do
+            if not released[name] then
+                left[#left + 1] = name
+            end
         end
     end
     if #left == 0 then
         redis.call("HDEL", index, token)
         redis.call("ZREM", owners, owner .. "\n" .. token)
-        redis.call("ZREM", holds, token)
     else
         redis.call("HSET", index, token, fence .. "\n" .. owner .. "\n" .. table.concat(left, "\n"))
     end
-else
-    if owner_hint ~= "" then
-        redis.call("ZREM", owners, owner_hint .. "\n" .. token)
-    end
-    redis.call("ZREM", holds, token)
+elseif owner_hint ~= "" then
+    redis.call("ZREM", owners, owner_hint .. "\n" .. token)
 end
-expire_index(holds, index, owners)
 return freed
-"#
+"##
 );
 
 /// Withdraw intents: a waiting group gave up.
 ///
-/// `KEYS` = per name `q, t`. `ARGV` = token, channel (`""`: do not publish), then per
-/// name its stem. Returns how many intents were removed.
+/// `KEYS` = per name `h`. `ARGV` = token, channel (`""`: do not publish).
+/// Returns how many intents were removed.
 const WITHDRAW: &str = concat!(
     prelude!(),
-    r#"
+    r##"
 local token, channel = ARGV[1], ARGV[2]
-local removed = 0
-for i = 0, #KEYS / 2 - 1 do
-    local q, t = KEYS[1 + i * 2], KEYS[2 + i * 2]
-    if redis.call("ZREM", q, token) == 1 then
-        redis.call("HDEL", t, token)
-        expire_intents(q, t)
-        removed = removed + 1
-        if channel ~= "" then
-            redis.call("PUBLISH", channel, ARGV[3 + i])
-        end
+local removed = {}
+for i = 1, #KEYS do
+    local score = tonumber(redis.call("ZSCORE", KEYS[i], token))
+    if score and score >= INTENTS then
+        redis.call("ZREM", KEYS[i], token, "#" .. token)
+        removed[#removed + 1] = string.sub(KEYS[i], 1, -3)
     end
 end
-return removed
-"#
+if #removed > 0 and channel ~= "" then
+    redis.call("PUBLISH", channel, table.concat(removed, "\n"))
+end
+return #removed
+"##
 );
 
 /// Holders of one name, read only: `{mode, token, ms left, fence, owner}` per live holder.
 ///
-/// `KEYS` = index, r, w.
+/// `KEYS` = index, h.
 const HOLDERS: &str = concat!(
     prelude!(),
-    r#"
-local now = now_ms()
-local out = {}
-for _, pair in ipairs({ { "S", KEYS[2] }, { "X", KEYS[3] } }) do
-    local live = redis.call("ZRANGEBYSCORE", pair[2], "(" .. now, "+inf", "WITHSCORES")
+    parse_entry!(),
+    r##"
+local out, tokens = {}, {}
+for _, band in ipairs({ { "S", 0, "(" .. now_s, "(10000000000000" }, { "X", B, "(1" .. now_s, "(20000000000000" } }) do
+    local live = redis.call("ZRANGEBYSCORE", KEYS[2], band[3], band[4], "WITHSCORES")
     for i = 1, #live, 2 do
-        local token = live[i]
-        local fence, owner = "0", ""
-        local entry = redis.call("HGET", KEYS[1], token)
+        out[#out + 1] = { band[1], live[i], tonumber(live[i + 1]) - band[2] - now, "0", "" }
+        tokens[#tokens + 1] = live[i]
+    end
+end
+for i = 1, #tokens, 500 do
+    local last = math.min(i + 499, #tokens)
+    local entries = redis.call("HMGET", KEYS[1], unpack(tokens, i, last))
+    for j = i, last do
+        local entry = entries[j - i + 1]
         if entry then
-            fence, owner = parse_entry(entry)
+            local fence, owner = parse_entry(entry)
+            out[j][4], out[j][5] = fence, owner
         end
-        out[#out + 1] = { pair[1], token, tonumber(live[i + 1]) - now, fence, owner }
     end
 end
 return out
-"#
-);
-
-/// Whether every name is idle (no live holder, no live intent), read only: a waiter for
-/// such a group need not wait. `KEYS` = per name `r, w, q`. Returns 1 or 0.
-const IDLE: &str = concat!(
-    prelude!(),
-    r#"
-local now = now_ms()
-for i = 1, #KEYS do
-    if redis.call("ZCOUNT", KEYS[i], "(" .. now, "+inf") > 0 then
-        return 0
-    end
-end
-return 1
-"#
+"##
 );
 
 /// The group scripts, hashed once per process.
@@ -387,7 +431,6 @@ pub(crate) struct GroupScripts {
     pub(crate) release: LuaScript,
     pub(crate) withdraw: LuaScript,
     pub(crate) holders: LuaScript,
-    pub(crate) idle: LuaScript,
 }
 
 pub(crate) static GROUP_SCRIPTS: LazyLock<GroupScripts> = LazyLock::new(|| GroupScripts {
@@ -396,5 +439,4 @@ pub(crate) static GROUP_SCRIPTS: LazyLock<GroupScripts> = LazyLock::new(|| Group
     release: LuaScript::new(RELEASE),
     withdraw: LuaScript::new(WITHDRAW),
     holders: LuaScript::new(HOLDERS),
-    idle: LuaScript::new(IDLE),
 });

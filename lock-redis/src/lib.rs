@@ -8,14 +8,18 @@
 // methods to the store; `builder` makes stores from settings and URLs.
 mod builder;
 mod config;
+mod fenced_set;
 mod group;
 mod group_scripts;
 mod notify;
+mod queue_scripts;
 mod scripts;
 mod store;
 mod url;
 
 pub use builder::RedisLockStoreBuilder;
+pub use fenced_set::{fenced_set, FencedSet, FENCED_SET_SCRIPT, FENCED_VALUE_FIELD, FENCE_FIELD};
+pub use queue_scripts::{FAIR_RELEASE_SCRIPT, QUEUED_ACQUIRE_SCRIPT, QUEUE_LEN_SCRIPT};
 pub use scripts::{
     EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT, LIST_SCRIPT, RELEASE_SCRIPT,
 };

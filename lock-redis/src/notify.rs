@@ -42,9 +42,14 @@ struct Shared {
 }
 
 impl Shared {
-    fn dispatch(&self, redis_key: &[u8]) {
-        if let Ok(redis_key) = std::str::from_utf8(redis_key) {
-            self.waiters.wake(redis_key);
+    /// Wakes the waiters of every key a message names: one key, or several joined by
+    /// newlines (a lock-group release names all its names in one message; keys never
+    /// contain control characters).
+    fn dispatch(&self, message: &[u8]) {
+        for redis_key in message.split(|&byte| byte == b'\n') {
+            if let Ok(redis_key) = std::str::from_utf8(redis_key) {
+                self.waiters.wake(redis_key);
+            }
         }
     }
 }
@@ -220,6 +225,26 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_secs(3), "neither early nor late");
         assert!(!listener.shared.waiters.is_listening());
         assert_eq!(listener.shared.waiters.waited_keys(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_naming_several_keys_wakes_the_waiters_of_each() {
+        let listener = listener();
+        let shared = Arc::clone(&listener.shared);
+        shared.waiters.set_listening(true);
+        for (i, key) in ["p:group:{a}", "p:group:{b}"].into_iter().enumerate() {
+            let keys = [key];
+            let wait = shared
+                .waiters
+                .wait_any(&keys, Duration::from_secs(60), || async { Ok(KeyState::Held { expires_in: None }) });
+            let publish = async {
+                // The wait registers and checks before the (paused) clock moves.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                shared.dispatch(format!("p:group:{{x}}\np:group:{{a}}\np:group:{{b}}\n{i}").as_bytes());
+            };
+            let (woken, ()) = tokio::join!(wait, publish);
+            assert_eq!(woken.unwrap(), Woken::Notified, "{key}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

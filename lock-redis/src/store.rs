@@ -14,6 +14,7 @@ use redis::Value;
 
 use crate::config::{self, Config};
 use crate::notify::ReleaseListener;
+use crate::queue_scripts::QUEUE_SCRIPTS;
 use crate::scripts::SCRIPTS;
 
 /// A [`LockStore`] on a single Redis server: `SET NX PX` to acquire, token-checked Lua
@@ -41,6 +42,8 @@ pub struct RedisLockStore {
     conn: ConnectionManager,
     key_prefix: String,
     fencing: bool,
+    /// Whether releases hand keys to queued waiters (fair waiting).
+    fair_queue: bool,
     /// `{key_prefix}:released`, or `None` when release notifications are off.
     release_channel: Option<String>,
     /// The subscriber, when the store has a client to open it with.
@@ -52,6 +55,7 @@ impl fmt::Debug for RedisLockStore {
         f.debug_struct("RedisLockStore")
             .field("key_prefix", &self.key_prefix)
             .field("fencing", &self.fencing)
+            .field("fair_queue", &self.fair_queue)
             .field("release_channel", &self.release_channel)
             .field("listener", &self.listener)
             .field("conn", &self.conn)
@@ -73,12 +77,13 @@ impl RedisLockStore {
 
     /// The store from its parts; `client` opens the subscriber connection of notified waits.
     pub(crate) fn from_parts(conn: ConnectionManager, client: Option<redis::Client>, config: Config) -> Self {
-        let Config { key_prefix, fencing, release_notifications, response_timeout, connection_timeout, .. } = config;
+        let Config { key_prefix, fencing, release_notifications, fair_queue, response_timeout, connection_timeout } =
+            config;
         let release_channel = release_notifications.then(|| format!("{key_prefix}:released"));
         let listener = release_channel.as_ref().zip(client).map(|(channel, client)| {
             Arc::new(ReleaseListener::new(client, channel.clone(), connection_timeout, response_timeout))
         });
-        Self { conn, key_prefix, fencing, release_channel, listener }
+        Self { conn, key_prefix, fencing, fair_queue, release_channel, listener }
     }
 
     /// The prefix in front of every key (`{key_prefix}:lock:{key}`).
@@ -114,6 +119,19 @@ impl RedisLockStore {
     /// extended with it, so it expires with the lease (release leaves it to expire).
     pub fn fence_key(&self, key: &StoreKey) -> String {
         format!("{}:fence:{}", self.key_prefix, key.as_str())
+    }
+
+    /// The queue of waiters of a lock (fair waiting): `{key_prefix}:queue:{lock key}`,
+    /// e.g. `neton:queue:lock:order:1`, a sorted set of the waiters' tokens scored by
+    /// their arrival (µs on the server's clock). It exists only while someone waits.
+    pub fn queue_key(&self, key: &StoreKey) -> String {
+        format!("{}:queue:{}", self.key_prefix, key.as_str())
+    }
+
+    /// When each queued waiter's place expires: `{key_prefix}:queue-ttl:{lock key}`, a
+    /// sorted set of the waiters' tokens scored by the expiry (ms on the server's clock).
+    pub fn queue_ttl_key(&self, key: &StoreKey) -> String {
+        format!("{}:queue-ttl:{}", self.key_prefix, key.as_str())
     }
 
     /// The pub/sub channel every release is published on, `{key_prefix}:released` (the
@@ -201,7 +219,10 @@ impl LockStore for RedisLockStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::NONE.with_fencing(self.fencing).with_release_notifications(self.notified_waits())
+        Capabilities::NONE
+            .with_fencing(self.fencing)
+            .with_release_notifications(self.notified_waits())
+            .with_fair_queue(self.fair_queue)
     }
 
     /// Lock groups: see the crate README, "Lock groups".
@@ -238,6 +259,18 @@ impl LockStore for RedisLockStore {
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key);
         let mut conn = self.conn.clone();
+        if self.fair_queue {
+            let (queue, queue_ttl) = (self.queue_key(key), self.queue_ttl_key(key));
+            let channel = self.release_channel().unwrap_or("");
+            let deleted: i64 = QUEUE_SCRIPTS
+                .release
+                .run(&mut conn, |cmd| {
+                    cmd.arg(3).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(token.as_str()).arg(channel);
+                })
+                .await
+                .map_err(|err| Self::error("release", key, err))?;
+            return check_flag("release", key, deleted);
+        }
         let args = |cmd: &mut redis::Cmd| {
             cmd.arg(1).arg(&redis_key).arg(token.as_str());
         };
@@ -370,6 +403,95 @@ impl LockStore for RedisLockStore {
         let woken = listener.wait(&redis_key, max, still_held).await?;
         tracing::trace!(redis.key = %redis_key, ?woken, "wait for release ended");
         Ok(())
+    }
+
+    /// One script (fair waiting, see [`RedisLockStoreBuilder::fair_queue`](crate::RedisLockStoreBuilder::fair_queue)):
+    /// takes the key when it was handed to `token`, or is free with `token` first in line
+    /// (or nobody waiting) — in fencing mode with a fencing number, as the fenced acquire
+    /// — and otherwise takes or refreshes `token`'s place in
+    /// [`queue_key`](Self::queue_key) for `place`. A free key whose first waiter is
+    /// someone else is handed to that waiter. Without the queue, a plain
+    /// [`try_acquire`](LockStore::try_acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the script runs atomically or not at all.
+    async fn try_acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, LockError> {
+        if !self.fair_queue {
+            return self.try_acquire(key, token, ttl).await;
+        }
+        let (redis_key, queue, queue_ttl) = (self.redis_key(key), self.queue_key(key), self.queue_ttl_key(key));
+        let (counter, fence_key) = (self.fence_counter_key(), self.fence_key(key));
+        let channel = self.release_channel().unwrap_or("");
+        let mut conn = self.conn.clone();
+        let (acquired, number): (i64, i64) = QUEUE_SCRIPTS
+            .acquire
+            .run(&mut conn, |cmd| {
+                cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
+                cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());
+                cmd.arg(if self.fencing { "1" } else { "0" }).arg(channel);
+            })
+            .await
+            .map_err(|err| Self::error("acquire", key, err))?;
+        match (acquired, u64::try_from(number)) {
+            (1, Ok(0)) if !self.fencing => Ok(Acquire::Acquired { fence: None }),
+            (1, Ok(fence)) if self.fencing && fence > 0 => Ok(Acquire::Acquired { fence: Some(fence) }),
+            (0, Ok(ms)) => Ok(Acquire::Held { ttl_left: Some(Duration::from_millis(ms)) }),
+            (0, Err(_)) => Ok(Acquire::Held { ttl_left: None }),
+            _ => Err(Self::error(
+                "acquire",
+                key,
+                UnexpectedReply(format!("queued acquire returned {{{acquired}, {number}}}")),
+            )),
+        }
+    }
+
+    /// As [`wait_for_release`](LockStore::wait_for_release); the check after registering
+    /// is a `GET`, and a key handed to `token` counts as free.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future unregisters the waiter.
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        let max = max.min(Self::MAX_WAIT);
+        let Some(listener) = &self.listener else {
+            tokio::time::sleep(max).await;
+            return Ok(());
+        };
+        let redis_key = self.redis_key(key);
+        let held_by_other = || async {
+            let mut conn = self.conn.clone();
+            let holder: Option<String> = redis::cmd("GET")
+                .arg(&redis_key)
+                .query_async(&mut conn)
+                .await
+                .map_err(|err| Self::error("wait_for_release", key, err))?;
+            Ok::<_, LockError>(holder.is_some_and(|holder| holder != token.as_str()))
+        };
+        let woken = listener.wait(&redis_key, max, held_by_other).await?;
+        tracing::trace!(redis.key = %redis_key, ?woken, "wait for a turn ended");
+        Ok(())
+    }
+
+    /// A read-only script: `ZCOUNT` of the unexpired places in
+    /// [`queue_ttl_key`](Self::queue_ttl_key).
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let queue_ttl = self.queue_ttl_key(key);
+        let mut conn = self.conn.clone();
+        let len: i64 = QUEUE_SCRIPTS
+            .len
+            .run(&mut conn, |cmd| {
+                cmd.arg(1).arg(&queue_ttl);
+            })
+            .await
+            .map_err(|err| Self::error("queue_len", key, err))?;
+        usize::try_from(len).map_err(|_| Self::error("queue_len", key, UnexpectedReply(format!("ZCOUNT gave {len}"))))
     }
 
     /// One `SCAN <cursor> MATCH {key_prefix}:lock:<glob> COUNT <limit>`, then the

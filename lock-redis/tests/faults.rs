@@ -15,7 +15,7 @@ use distlock_conformance::counting::CountingStore;
 use distlock_conformance::kit::child::{self, ChildProcess};
 use distlock_conformance::kit::proxy::FaultProxy;
 use distlock_conformance::kit::redis_server::{monitor_args, RedisServer, Reply};
-use distlock_redis::{RedisLockStore, RedisLockStoreBuilder, EXTEND_SCRIPT, FENCED_EXTEND_SCRIPT, RELEASE_SCRIPT};
+use distlock_redis::{RedisLockStore, RedisLockStoreBuilder, EXTEND_SCRIPT, FAIR_RELEASE_SCRIPT, FENCED_EXTEND_SCRIPT};
 
 const RETRY: Duration = Duration::from_millis(20);
 
@@ -75,9 +75,9 @@ async fn script_flush_then_release_and_extend_still_work() {
         assert!(pttl > 30_000, "extended: PTTL {pttl}");
 
         server.script_flush();
-        assert!(!script_cached(&server, RELEASE_SCRIPT));
+        assert!(!script_cached(&server, FAIR_RELEASE_SCRIPT));
         assert!(store.release(&key, &token).await.unwrap(), "fencing={fencing}");
-        assert!(script_cached(&server, RELEASE_SCRIPT));
+        assert!(script_cached(&server, FAIR_RELEASE_SCRIPT));
         assert_eq!(server.command(&["EXISTS", &store.redis_key(&key)]), Reply::Int(0));
 
         server.script_flush();
@@ -275,7 +275,7 @@ async fn an_acquire_whose_reply_is_lost_leaves_no_orphan_lease() {
 
         let key = store_key("uncertain");
         let redis_key = store.redis_key(&key);
-        let release_sha = distlock_redis::redis::Script::new(RELEASE_SCRIPT).get_hash().to_owned();
+        let release_sha = distlock_redis::redis::Script::new(FAIR_RELEASE_SCRIPT).get_hash().to_owned();
         let monitor = tokio::task::block_in_place(|| server.monitor());
         // The server holds writes for 1.5 s, then runs them: the client gives up after 0.3 s
         // although its SET will run.
@@ -291,7 +291,8 @@ async fn an_acquire_whose_reply_is_lost_leaves_no_orphan_lease() {
         let acquired = commands.iter().position(|args| args.contains(&redis_key)).unwrap();
         let released = commands.len() - 1;
         assert!(acquired < released, "{commands:?}");
-        let token = &commands[released][4];
+        // EVALSHA <sha> 3 <key> <queue> <queue-ttl> <token> <channel>
+        let token = &commands[released][6];
         assert!(commands[acquired].contains(token), "released with the acquiring token: {commands:?}");
         assert_eq!(commands[released][3], redis_key);
         assert_eq!(

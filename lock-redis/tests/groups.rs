@@ -41,6 +41,7 @@ fn keys(members: &[StoreMember]) -> Vec<StoreKey> {
 
 /// A group as a waiting caller holds it: members, token, owner, ticket of its first
 /// blocked attempt.
+#[derive(Clone)]
 struct Group {
     members: Vec<StoreMember>,
     token: Token,
@@ -74,6 +75,11 @@ impl Group {
         outcome
     }
 
+    /// The request of the next waiting attempt (what `wait_for_change` checks).
+    fn request(&self) -> GroupRequest<'_> {
+        GroupRequest::new(&self.members, &self.token, &self.owner, ttl(LONG), Some(ttl(SOON)), self.ticket)
+    }
+
     /// One attempt without intents (`try_lock`).
     async fn try_once(&self, store: &dyn GroupLockStore, lease: Duration) -> GroupAcquire {
         let request = GroupRequest::new(&self.members, &self.token, &self.owner, ttl(lease), None, None);
@@ -87,6 +93,33 @@ impl Group {
 
 fn granted(outcome: &GroupAcquire) -> bool {
     matches!(outcome, GroupAcquire::Acquired { .. })
+}
+
+/// The lowest score of a writer intent in a name's `:h` set (the intents' band).
+const INTENT_BAND: &str = "20000000000000";
+/// The lowest score of an intent's ticket (`#token`).
+const TICKET_BAND: f64 = 3e13;
+
+/// The writer intents recorded on `name` (live or not yet purged), checking that each
+/// has its ticket.
+async fn intents(store: &RedisLockStore, name: &str) -> i64 {
+    let h = format!("{}:h", store.group_key_stem(&store_key(name)));
+    let entries: Vec<(String, f64)> = raw(store, &["ZRANGEBYSCORE", &h, INTENT_BAND, "+inf", "WITHSCORES"]).await;
+    let (tickets, intents): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, score)| *score >= TICKET_BAND);
+    assert_eq!(intents.len(), tickets.len(), "{name}: one ticket per intent: {entries:?}");
+    for (token, _) in &intents {
+        assert!(tickets.iter().any(|(ticket, _)| ticket.strip_prefix('#') == Some(token.as_str())), "{entries:?}");
+    }
+    i64::try_from(intents.len()).unwrap()
+}
+
+/// The groups in the store's index: (entries of `group-index`, of `group-owners`), not
+/// counting the placeholders that keep both keys alive between groups.
+async fn index_entries(store: &RedisLockStore) -> (usize, usize) {
+    let fields: Vec<String> = raw(store, &["HKEYS", &store.group_index_key()]).await;
+    let members: Vec<String> = raw(store, &["ZRANGE", &store.group_owners_key(), "0", "-1"]).await;
+    let count = |entries: Vec<String>| entries.iter().filter(|entry| !entry.is_empty()).count();
+    (count(fields), count(members))
 }
 
 async fn holder_modes(store: &dyn GroupLockStore, name: &str) -> Vec<LockMode> {
@@ -104,8 +137,7 @@ async fn writers_are_preferred_over_new_readers() {
     assert!(granted(&r1.try_once(groups, LONG).await), "first reader");
     assert!(granted(&r2.try_once(groups, LONG).await), "second reader joins");
     assert!(!granted(&w.attempt(groups, LONG).await), "the writer waits for the readers");
-    let intents: i64 = raw(&store, &["ZCARD", &format!("{}:q", store.group_key_stem(&store_key("doc")))]).await;
-    assert_eq!(intents, 1, "the waiting writer left an intent");
+    assert_eq!(intents(&store, "doc").await, 1, "the waiting writer left an intent");
     assert!(!granted(&r3.try_once(groups, LONG).await), "a new reader queues behind the writer's intent");
     assert_eq!(holder_modes(groups, "doc").await, [LockMode::Shared, LockMode::Shared]);
 
@@ -114,8 +146,7 @@ async fn writers_are_preferred_over_new_readers() {
     assert_eq!(r2.release(groups).await, 1);
     assert!(granted(&w.attempt(groups, LONG).await), "the writer gets it once the readers left");
     assert_eq!(holder_modes(groups, "doc").await, [LockMode::Exclusive]);
-    let intents: i64 = raw(&store, &["EXISTS", &format!("{}:q", store.group_key_stem(&store_key("doc")))]).await;
-    assert_eq!(intents, 0, "a granted group's intents are gone");
+    assert_eq!(intents(&store, "doc").await, 0, "a granted group's intents and tickets are gone");
     assert!(!granted(&r3.try_once(groups, LONG).await), "readers wait for the writer");
     assert_eq!(w.release(groups).await, 1);
     assert!(granted(&r3.try_once(groups, LONG).await));
@@ -158,10 +189,13 @@ async fn a_blocked_group_takes_nothing() {
     for name in ["a", "c"] {
         assert!(groups.holders(&store_key(name)).await.unwrap().is_empty(), "{name} was not taken");
     }
-    let stems: Vec<String> = ["a", "b", "c"].iter().map(|name| store.group_key_stem(&store_key(name))).collect();
-    for stem in &stems {
-        let intents: i64 = raw(&store, &["EXISTS", &format!("{stem}:q")]).await;
-        assert_eq!(intents, 0, "a single attempt leaves no intent on {stem}");
+    for name in ["a", "b", "c"] {
+        assert_eq!(intents(&store, name).await, 0, "a single attempt leaves no intent on {name}");
+    }
+    for name in ["a", "c"] {
+        let stem = store.group_key_stem(&store_key(name));
+        let left: i64 = raw(&store, &["EXISTS", &format!("{stem}:h")]).await;
+        assert_eq!(left, 0, "no key written for {name}");
     }
     let index: i64 = raw(&store, &["HEXISTS", &store.group_index_key(), group.token.as_str()]).await;
     assert_eq!(index, 0, "nothing indexed");
@@ -232,9 +266,11 @@ async fn release_and_extend_report_what_they_did() {
     assert_eq!(group.release(groups).await, 0, "the second release frees nothing");
     assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 0);
 
-    // Nothing but the store's own keys is left: no leftover holders, intents or index.
-    let left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
-    assert!(left.is_empty(), "{left:?}");
+    // Nothing is left but the index keys, without a group: no holders, intents or entries.
+    let mut left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    left.sort();
+    assert_eq!(left, [store.group_index_key(), store.group_owners_key()]);
+    assert_eq!(index_entries(&store).await, (0, 0));
     cleanup(&store).await;
 }
 
@@ -292,8 +328,7 @@ async fn release_owner_pages_through_many_groups() {
         assert!(granted(&group.try_once(groups, LONG).await));
     }
     assert_eq!(groups.release_owner(&me).await.unwrap(), 250);
-    let left: i64 = raw(&store, &["EXISTS", &store.group_owners_key(), &store.group_index_key()]).await;
-    assert_eq!(left, 0);
+    assert_eq!(index_entries(&store).await, (0, 0));
     cleanup(&store).await;
 }
 
@@ -326,7 +361,7 @@ async fn names_with_braces_keep_their_keys_in_one_hash_slot() {
         groups.set_permits(&key, LockMode::Shared, Some(5)).await.unwrap();
         let found: Vec<String> = raw(&store, &["KEYS", &format!("{}*", redis_glob_escape(&stem))]).await;
         let found: BTreeSet<String> = found.into_iter().collect();
-        let expected: BTreeSet<String> = [":r", ":q", ":t", ":p"].iter().map(|part| format!("{stem}{part}")).collect();
+        let expected: BTreeSet<String> = [":h", ":p"].iter().map(|part| format!("{stem}{part}")).collect();
         assert_eq!(found, expected, "{name}");
         let tag = hash_tag(&stem);
         for key in &found {
@@ -399,7 +434,7 @@ async fn run_to_completion(store: Arc<RedisLockStore>, mut group: Group) -> usiz
             assert_eq!(group.release(&*store).await, group.members.len());
             return attempts;
         }
-        store.wait_for_change(&group.keys(), Duration::from_millis(200)).await.unwrap();
+        store.wait_for_change(group.request(), Duration::from_millis(200)).await.unwrap();
     }
 }
 
@@ -462,12 +497,12 @@ async fn a_release_wakes_a_waiting_group() {
     let store = Arc::new(store);
     let holder = Group::new(vec![exclusive("w")]);
     assert!(granted(&holder.try_once(&*store, LONG).await));
-    let keys = vec![store_key("other"), store_key("w")];
+    let group = Group::new(vec![exclusive("other"), exclusive("w")]);
     let waiter = tokio::spawn({
         let store = Arc::clone(&store);
         async move {
             let started = tokio::time::Instant::now();
-            store.wait_for_change(&keys, LONG).await.unwrap();
+            store.wait_for_change(group.request(), LONG).await.unwrap();
             started.elapsed()
         }
     });
@@ -479,7 +514,7 @@ async fn a_release_wakes_a_waiting_group() {
 
     // Every name idle: no wait at all.
     let started = tokio::time::Instant::now();
-    store.wait_for_change(&[store_key("w")], LONG).await.unwrap();
+    store.wait_for_change(Group::new(vec![exclusive("w")]).request(), LONG).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
     cleanup(&store).await;
 }
@@ -489,7 +524,7 @@ async fn without_notifications_a_wait_sleeps_max() {
     let builder = RedisLockStore::builder().release_notifications(false);
     let Some(store) = shared_store("groups_no_notify", builder).await else { return };
     let started = tokio::time::Instant::now();
-    store.wait_for_change(&[store_key("q")], Duration::from_millis(200)).await.unwrap();
+    store.wait_for_change(Group::new(vec![exclusive("q")]).request(), Duration::from_millis(200)).await.unwrap();
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(5), "{waited:?}");
     cleanup(&store).await;
@@ -541,17 +576,24 @@ async fn keys_expire_with_their_last_lease() {
     let group = Group::new(vec![exclusive("gc")]);
     assert!(granted(&group.try_once(groups, Duration::from_secs(20)).await));
     let stem = store.group_key_stem(&store_key("gc"));
-    for key in [format!("{stem}:w"), store.group_holds_key(), store.group_index_key(), store.group_owners_key()] {
+    // Expiries only grow, by twice the TTL when they must: at least the lease, at most
+    // one TTL more.
+    for key in [format!("{stem}:h"), store.group_index_key(), store.group_owners_key()] {
         let pttl: i64 = raw(&store, &["PTTL", &key]).await;
-        assert!((1..=20_000).contains(&pttl), "{key}: PTTL {pttl}");
+        assert!((19_000..=40_000).contains(&pttl), "{key}: PTTL {pttl}");
     }
     // A group whose lease ran out is forgotten by a later grant; its keys are gone.
     let short = Group::new(vec![shared("gc2")]).owned_by(owner("gone"));
     assert!(granted(&short.try_once(groups, Duration::from_millis(100)).await));
     tokio::time::sleep(Duration::from_millis(250)).await;
-    let gone: i64 = raw(&store, &["EXISTS", &format!("{}:r", store.group_key_stem(&store_key("gc2")))]).await;
+    let gone: i64 = raw(&store, &["EXISTS", &format!("{}:h", store.group_key_stem(&store_key("gc2")))]).await;
     assert_eq!(gone, 0);
-    assert!(granted(&Group::new(vec![shared("gc3")]).try_once(groups, LONG).await));
+    // One grant in 16 forgets expired groups: the one whose token begins with `0`.
+    let mut later = Group::new(vec![shared("gc3")]);
+    while !later.token.as_str().starts_with('0') {
+        later.token = Token::generate();
+    }
+    assert!(granted(&later.try_once(groups, LONG).await));
     let indexed: i64 = raw(&store, &["HEXISTS", &store.group_index_key(), short.token.as_str()]).await;
     assert_eq!(indexed, 0, "the expired group left the index");
     assert_eq!(groups.release_owner(&owner("gone")).await.unwrap(), 0);
@@ -570,4 +612,148 @@ async fn scripts_are_resent_after_script_flush() {
     assert_eq!(store.holders(&store_key("s")).await.unwrap().len(), 1);
     tokio::task::block_in_place(|| server.script_flush());
     assert_eq!(group.release(&store).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_returns_at_once_when_the_request_could_be_granted_now() {
+    let Some(store) = shared_store("groups_probe", RedisLockStore::builder()).await else { return };
+    let store = Arc::new(store);
+    // A waiting writer, its intents recorded; the reader that blocked it leaves before the
+    // writer waits, so no published release reaches the wait: the check after the
+    // registration must see it, though the writer's own intent is still on the name.
+    let reader = Group::new(vec![shared("p")]);
+    assert!(granted(&reader.try_once(&*store, LONG).await));
+    let mut writer = Group::new(vec![exclusive("p"), exclusive("p2")]);
+    assert!(!granted(&writer.attempt(&*store, LONG).await));
+    assert_eq!(reader.release(&*store).await, 1);
+    assert_eq!(intents(&store, "p").await, 1);
+    let wait = store.wait_for_change(writer.request(), LONG);
+    tokio::time::timeout(Duration::from_secs(5), wait).await.expect("no wait: the writer can go").unwrap();
+    assert!(granted(&writer.attempt(&*store, LONG).await));
+    assert_eq!(writer.release(&*store).await, 2);
+
+    // A reader that started waiting after a writer's intent (a later ticket) is held back
+    // by it: its wait is not cut short.
+    let holder = Group::new(vec![shared("q")]);
+    assert!(granted(&holder.try_once(&*store, LONG).await));
+    let mut writer = Group::new(vec![exclusive("q")]);
+    assert!(!granted(&writer.attempt(&*store, LONG).await));
+    // Tickets are milliseconds: the reader's must be later than the writer's.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut late = Group::new(vec![shared("q")]);
+    assert!(!granted(&late.attempt(&*store, LONG).await));
+    assert!(late.ticket > writer.ticket, "{:?} > {:?}", late.ticket, writer.ticket);
+    let started = tokio::time::Instant::now();
+    store.wait_for_change(late.request(), Duration::from_millis(300)).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(290), "the writer's intent holds the reader back");
+    // …while a reader waiting since before the writer's intent (an older ticket) is not.
+    let mut early = late.clone();
+    early.token = Token::generate();
+    early.ticket = writer.ticket.map(|ticket| ticket - 1);
+    let wait = store.wait_for_change(early.request(), LONG);
+    tokio::time::timeout(Duration::from_secs(5), wait).await.expect("the older reader can go").unwrap();
+    assert_eq!(holder.release(&*store).await, 1);
+    store.withdraw_intents(&writer.keys(), &writer.token).await.unwrap();
+    assert_eq!(intents(&store, "q").await, 0);
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_probe_writes_nothing() {
+    let builder = RedisLockStore::builder().fencing(true);
+    let Some(store) = shared_store("groups_probe_ro", builder).await else { return };
+    let group = Group::new(vec![exclusive("f"), shared("g")]);
+    let wait = store.wait_for_change(group.request(), LONG);
+    tokio::time::timeout(Duration::from_secs(5), wait).await.expect("free names: no wait").unwrap();
+    let left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    assert!(left.is_empty(), "no fence drawn, nothing held, nothing indexed: {left:?}");
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_of_several_names_wakes_the_waiters_of_each() {
+    let Some(store) = shared_store("groups_wake_many", RedisLockStore::builder()).await else { return };
+    let store = Arc::new(store);
+    let holder = Group::new(vec![exclusive("m1"), exclusive("m2"), shared("m3")]);
+    assert!(granted(&holder.try_once(&*store, LONG).await));
+    let waiters: Vec<_> = ["m1", "m2", "m3"]
+        .into_iter()
+        .map(|name| {
+            let (store, mut group) = (Arc::clone(&store), Group::new(vec![exclusive(name)]));
+            tokio::spawn(async move {
+                assert!(!granted(&group.attempt(&*store, LONG).await));
+                store.wait_for_change(group.request(), LONG).await.unwrap();
+                granted(&group.attempt(&*store, LONG).await)
+            })
+        })
+        .collect();
+    // Each waiter is blocked (its intent is recorded) before the release.
+    for name in ["m1", "m2", "m3"] {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while intents(&store, name).await == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "{name}: the waiter never attempted");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    assert_eq!(holder.release(&*store).await, 3);
+    for waiter in waiters {
+        let woken = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken by the release");
+        assert!(woken.unwrap(), "granted once woken");
+    }
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_index_and_the_name_keys_do_not_grow_over_many_cycles() {
+    let Some(store) = shared_store("groups_no_growth", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let me = owner("cycling");
+    let keeper = Group::new(vec![shared("k")]).owned_by(me.clone());
+    assert!(granted(&keeper.try_once(groups, LONG).await));
+    for i in 0..300 {
+        // A writer blocked by the keeper (its intents recorded), a reader of two other
+        // names granted and released, the writer giving up; and a write cycle.
+        let mut writer = Group::new(vec![exclusive("k"), exclusive(&format!("c{}", i % 3))]).owned_by(me.clone());
+        assert!(!granted(&writer.attempt(groups, LONG).await));
+        let reader = Group::new(vec![shared("c3"), shared("c4")]).owned_by(me.clone());
+        assert!(granted(&reader.try_once(groups, LONG).await));
+        assert_eq!(reader.release(groups).await, 2);
+        groups.withdraw_intents(&writer.keys(), &writer.token).await.unwrap();
+        let cycle = Group::new(vec![exclusive(&format!("c{}", i % 3)), shared("c4")]).owned_by(me.clone());
+        assert!(granted(&cycle.try_once(groups, LONG).await));
+        assert_eq!(cycle.release(groups).await, 2);
+    }
+    assert_eq!(index_entries(&store).await, (1, 1), "only the keeper is indexed");
+    let stem = store.group_key_stem(&store_key("k"));
+    let entries: i64 = raw(&store, &["ZCARD", &format!("{stem}:h")]).await;
+    assert_eq!(entries, 1, "only the keeper's hold is left on k: no intent, no ticket");
+    let mut left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    left.sort();
+    let mut expected = vec![format!("{stem}:h"), store.group_index_key(), store.group_owners_key()];
+    expected.sort();
+    assert_eq!(left, expected);
+    assert_eq!(groups.release_owner(&me).await.unwrap(), 1);
+    let mut left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    left.sort();
+    assert_eq!(left, [store.group_index_key(), store.group_owners_key()], "the index keys, without a group");
+    assert_eq!(index_entries(&store).await, (0, 0));
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn release_owner_matches_the_owner_exactly() {
+    let Some(store) = shared_store("groups_owner_glob", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let (glob, other, longer) = (owner("x*"), owner("xy"), owner("x*y"));
+    for (i, who) in [&glob, &other, &longer].into_iter().enumerate() {
+        let group = Group::new(vec![exclusive(&format!("g{i}"))]).owned_by(who.clone());
+        assert!(granted(&group.try_once(groups, LONG).await));
+    }
+    assert_eq!(groups.release_owner(&glob).await.unwrap(), 1, "a glob character in the owner is literal");
+    assert!(groups.holders(&store_key("g0")).await.unwrap().is_empty());
+    assert_eq!(groups.holders(&store_key("g1")).await.unwrap().len(), 1);
+    assert_eq!(groups.holders(&store_key("g2")).await.unwrap().len(), 1);
+    assert_eq!(groups.release_owner(&longer).await.unwrap(), 1);
+    assert_eq!(groups.release_owner(&other).await.unwrap(), 1);
+    cleanup(&store).await;
 }

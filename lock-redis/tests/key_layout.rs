@@ -7,15 +7,20 @@ use distlock_api::{LockManager, Token};
 use distlock_conformance::kit::redis_server::Reply;
 use distlock_conformance::kit::redis_server::{monitor_args, RedisServer};
 use distlock_redis::redis::Script;
-use distlock_redis::{RedisLockStore, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT};
+use distlock_redis::{RedisLockStore, FAIR_RELEASE_SCRIPT, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT};
 
 const TTL: Duration = Duration::from_millis(15_000);
 
 /// Runs one acquire + release of `order:1` through the manager with prefix `neton`, and
 /// returns the `MONITOR` lines of that cycle, split into the client's commands and the
 /// commands run inside scripts.
-async fn one_cycle(server: &RedisServer, fencing: bool) -> (Vec<Vec<String>>, Vec<Vec<String>>, Token, Option<u64>) {
-    let store = RedisLockStore::builder().key_prefix("neton").fencing(fencing).connect(&server.url()).await.unwrap();
+async fn one_cycle(
+    server: &RedisServer,
+    fencing: bool,
+    fair: bool,
+) -> (Vec<Vec<String>>, Vec<Vec<String>>, Token, Option<u64>) {
+    let builder = RedisLockStore::builder().key_prefix("neton").fencing(fencing).fair_queue(fair);
+    let store = builder.connect(&server.url()).await.unwrap();
     let locks = LockManager::new(Arc::new(store));
     // Load the scripts first, so the cycle below shows plain EVALSHAs (no NOSCRIPT fallback).
     let warm = locks.try_lock("warm-up", TTL).await.unwrap().unwrap();
@@ -61,9 +66,9 @@ fn owned(args: &[&str]) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn default_mode_sends_exactly_seed_000s_commands() {
+async fn without_the_queue_the_store_sends_exactly_seed_000s_commands() {
     let Some(server) = RedisServer::start_or_skip("key layout") else { return };
-    let (client, scripted, token, fence) = one_cycle(&server, false).await;
+    let (client, scripted, token, fence) = one_cycle(&server, false, false).await;
     let token = token.as_str();
     assert_eq!(fence, None);
     assert_eq!(
@@ -78,10 +83,39 @@ async fn default_mode_sends_exactly_seed_000s_commands() {
     assert!(server.keys("neton:*").is_empty(), "nothing is left behind in default mode");
 }
 
+/// The default (fair waiting): the acquire is still seed 000's `SET NX PX`; the release
+/// is one script that begins with seed 000's compare-and-delete, publishes the release,
+/// and looks for a queue of waiters (none here, so nothing else runs).
+#[tokio::test(flavor = "multi_thread")]
+async fn default_mode_acquires_with_seed_000s_set_and_releases_with_one_script() {
+    let Some(server) = RedisServer::start_or_skip("key layout, fair") else { return };
+    let (client, scripted, token, fence) = one_cycle(&server, false, true).await;
+    let token = token.as_str();
+    assert_eq!(fence, None);
+    let (key, queue, queue_ttl) = ("neton:lock:order:1", "neton:queue:lock:order:1", "neton:queue-ttl:lock:order:1");
+    assert_eq!(
+        client,
+        [
+            owned(&["SET", key, token, "NX", "PX", "15000"]),
+            owned(&["EVALSHA", &sha(FAIR_RELEASE_SCRIPT), "3", key, queue, queue_ttl, token, "neton:released"]),
+        ]
+    );
+    assert_eq!(
+        scripted,
+        [
+            owned(&["get", key]),
+            owned(&["del", key]),
+            owned(&["publish", "neton:released", key]),
+            owned(&["exists", queue]),
+        ]
+    );
+    assert!(server.keys("neton:*").is_empty(), "nothing is left behind");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn fencing_mode_sets_the_token_and_draws_from_one_counter_in_one_script() {
     let Some(server) = RedisServer::start_or_skip("key layout, fencing") else { return };
-    let (client, scripted, token, fence) = one_cycle(&server, true).await;
+    let (client, scripted, token, fence) = one_cycle(&server, true, false).await;
     let token = token.as_str();
     assert_eq!(fence, Some(2), "one counter for the store: warm-up got 1");
     let holder_fence = format!("2:{token}");
@@ -125,7 +159,9 @@ async fn fencing_mode_sets_the_token_and_draws_from_one_counter_in_one_script() 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_release_after_script_flush_resends_eval_and_publishes_again() {
     let Some(server) = RedisServer::start_or_skip("key layout, NOSCRIPT release") else { return };
-    let store = RedisLockStore::builder().key_prefix("neton").connect(&server.url()).await.unwrap();
+    // Without the queue: the pipelined PUBLISH (with the queue it is inside the script).
+    let builder = RedisLockStore::builder().key_prefix("neton").fair_queue(false);
+    let store = builder.connect(&server.url()).await.unwrap();
     let locks = LockManager::new(Arc::new(store));
     let lock = locks.try_lock("order:1", TTL).await.unwrap().unwrap();
     let token = lock.token().as_str().to_owned();

@@ -100,6 +100,28 @@ impl<S: LockStore> FaultyStore<S> {
     }
 }
 
+impl<S: LockStore> FaultyStore<S> {
+    /// An [`Op::WaitForRelease`]: `wait` (the inner store's wait), or, when the plan drops
+    /// the notification, a plain sleep of `max`.
+    async fn wait(
+        &self,
+        key: &StoreKey,
+        max: Duration,
+        wait: impl std::future::Future<Output = Result<(), LockError>> + Send,
+    ) -> Result<(), LockError> {
+        let plan = self.faults.plan(Op::WaitForRelease);
+        let wait = async {
+            if plan.drop_notification {
+                tokio::time::sleep(max).await;
+                Ok(())
+            } else {
+                wait.await
+            }
+        };
+        self.run(Op::WaitForRelease, Some(key), plan, wait).await
+    }
+}
+
 #[async_trait]
 impl<S: LockStore> LockStore for FaultyStore<S> {
     fn backend(&self) -> &'static str {
@@ -132,16 +154,27 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
     }
 
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
-        let plan = self.faults.plan(Op::WaitForRelease);
-        let wait = async {
-            if plan.drop_notification {
-                tokio::time::sleep(max).await;
-                Ok(())
-            } else {
-                self.inner.wait_for_release(key, max).await
-            }
-        };
-        self.run(Op::WaitForRelease, Some(key), plan, wait).await
+        self.wait(key, max, self.inner.wait_for_release(key, max)).await
+    }
+
+    /// A queued attempt is an [`Op::Acquire`].
+    async fn try_acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, LockError> {
+        self.call(Op::Acquire, Some(key), self.inner.try_acquire_queued(key, token, ttl, place)).await
+    }
+
+    /// A queued waiter's wait is an [`Op::WaitForRelease`].
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.wait(key, max, self.inner.wait_for_turn(key, token, max)).await
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        self.inner.queue_len(key).await
     }
 
     async fn list(

@@ -7,6 +7,7 @@
 mod basics;
 mod cleanup;
 mod contention;
+mod fairness;
 mod groups;
 mod input;
 mod listing;
@@ -30,6 +31,10 @@ pub use basics::{
 };
 pub use cleanup::{cancelled_acquire_leaves_nothing, dropped_handle_is_freed_promptly};
 pub use contention::contended_counter_is_exact;
+pub use fairness::{
+    a_cancelled_waiter_leaves_the_queue, a_crashed_waiter_stalls_the_queue_only_for_its_place,
+    fair_waiters_are_served_in_arrival_order, only_fair_waiters_queue,
+};
 pub use groups::{
     group_bad_input_is_rejected, group_crashed_reader_expires_alone, group_dropped_handle_is_released,
     group_failed_attempt_leaves_nothing, group_fences_strictly_increase, group_high_permit_count,

@@ -48,6 +48,25 @@ impl LockStore for PollingOnly {
         Ok(())
     }
 
+    async fn try_acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, LockError> {
+        self.0.try_acquire_queued(key, token, ttl, place).await
+    }
+
+    async fn wait_for_turn(&self, _key: &StoreKey, _token: &Token, max: Duration) -> Result<(), LockError> {
+        tokio::time::sleep(max).await;
+        Ok(())
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        self.0.queue_len(key).await
+    }
+
     async fn list(
         &self,
         pattern: &KeyPattern,

@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod child;
+pub mod fair_bench;
 pub mod group_bench;
 pub mod handoff;
 pub mod postgres_server;

@@ -1,0 +1,271 @@
+//! Fair waiting, measured: tasks loop acquire → hold → release on one hot key, each
+//! waiting with the library's own waiting, once fair (the default) and once barging, in
+//! the same run; and the same spread over several processes.
+//!
+//! Reported per variant: sections per second; the *fair share* — the wait of a task under
+//! strict turn-taking, `(tasks − 1) ×` the mean section time; the worst task's p99 wait as
+//! a multiple of the fair share; and the spread of acquisitions per task (max ÷ min).
+//!
+//! A process runs as a worker of the cross-process comparison when [`worker_spec`] finds
+//! its role in the environment: the benchmark's `main` then calls [`run_worker`] with its
+//! store instead of benchmarking.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use distlock_api::{DynLockStore, LockManager, LockOptions};
+use tokio::time::Instant;
+
+const WORKER_VAR: &str = "DISTLOCK_FAIR_WORKER";
+const TTL: Duration = Duration::from_secs(30);
+
+/// What [`compare`] runs.
+#[derive(Debug, Clone, Copy)]
+pub struct FairPlan {
+    /// Tasks in one process (the in-process comparison).
+    pub tasks: usize,
+    /// Processes × tasks each (the cross-process comparison); `(0, 0)` skips it.
+    pub processes: (usize, usize),
+    /// How long each holds the key.
+    pub hold: Duration,
+    /// How long each variant runs.
+    pub run_for: Duration,
+}
+
+/// The figures of one variant.
+#[derive(Debug, Clone, Copy)]
+pub struct FairFigures {
+    /// Sections per second, all tasks together.
+    pub sections_per_s: f64,
+    /// The wait under strict turn-taking, in ms.
+    pub fair_share_ms: f64,
+    /// The worst task's p99 wait, in ms.
+    pub worst_p99_ms: f64,
+    /// Acquisitions of the busiest task ÷ the idlest's.
+    pub spread: f64,
+}
+
+impl FairFigures {
+    /// The worst task's p99 wait ÷ the fair share.
+    pub fn p99_ratio(&self) -> f64 {
+        self.worst_p99_ms / self.fair_share_ms
+    }
+
+    /// Computes the figures from each task's waits (ms) over `elapsed`.
+    pub fn of(waits: &[Vec<f64>], elapsed: Duration) -> Self {
+        let sections: usize = waits.iter().map(Vec::len).sum();
+        #[allow(clippy::cast_precision_loss)]
+        let (sections_f, tasks) = (sections.max(1) as f64, waits.len().max(1) as f64);
+        let elapsed_ms = elapsed.as_secs_f64() * 1e3;
+        let worst_p99_ms = waits.iter().map(|task| p99(task.clone())).fold(0.0, f64::max);
+        let most = waits.iter().map(Vec::len).max().unwrap_or(0);
+        let least = waits.iter().map(Vec::len).min().unwrap_or(0).max(1);
+        #[allow(clippy::cast_precision_loss)]
+        let spread = most as f64 / least as f64;
+        Self {
+            sections_per_s: sections_f / elapsed.as_secs_f64(),
+            fair_share_ms: (tasks - 1.0) * elapsed_ms / sections_f,
+            worst_p99_ms,
+            spread,
+        }
+    }
+
+    fn print(&self, label: &str) {
+        println!(
+            "  {label:<8} {:>7.0} sections/s  fair share {:>6.2} ms  worst task p99 wait {:>8.2} ms = {:>6.2}× the fair share  acquisitions max÷min {:>5.2}",
+            self.sections_per_s,
+            self.fair_share_ms,
+            self.worst_p99_ms,
+            self.p99_ratio(),
+            self.spread
+        );
+    }
+}
+
+fn p99(mut samples: Vec<f64>) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    samples.sort_by(f64::total_cmp);
+    samples[((samples.len() * 99).div_ceil(100)).saturating_sub(1)]
+}
+
+fn options(fair: bool) -> LockOptions {
+    let options = LockOptions::new().wait(Duration::from_secs(60));
+    if fair {
+        options
+    } else {
+        options.barging()
+    }
+}
+
+/// `tasks` tasks on `key` until `until`: each task's waits in ms.
+///
+/// # Panics
+///
+/// When the store fails: a benchmark has no one to hand its error to.
+pub async fn hot_key(
+    store: Arc<DynLockStore>,
+    key: &str,
+    tasks: usize,
+    hold: Duration,
+    until: Instant,
+    fair: bool,
+) -> Vec<Vec<f64>> {
+    let locks = LockManager::new(store);
+    let options = options(fair);
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (locks, key) = (locks.clone(), key.to_owned());
+            tokio::spawn(async move {
+                let mut waits = Vec::new();
+                while Instant::now() < until {
+                    let asked = Instant::now();
+                    let held = locks.lock_opts(&key, TTL, &options).await.expect("hot key");
+                    waits.push(asked.elapsed().as_secs_f64() * 1e3);
+                    tokio::time::sleep(hold).await;
+                    held.release().await.expect("release");
+                }
+                waits
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(tasks);
+    for handle in handles {
+        all.push(handle.await.expect("task"));
+    }
+    all
+}
+
+/// A worker process's share of the cross-process comparison.
+#[derive(Debug, Clone)]
+pub struct WorkerSpec {
+    /// What the benchmark needs to open the same store (a key prefix, a table name).
+    pub store: String,
+    key: String,
+    tasks: usize,
+    hold: Duration,
+    start_unix_ms: u64,
+    run_for: Duration,
+    fair: bool,
+}
+
+/// The spec of this process, when it is a worker of [`across_processes`].
+pub fn worker_spec() -> Option<WorkerSpec> {
+    let spec = std::env::var(WORKER_VAR).ok()?;
+    let mut parts = spec.split('|');
+    let store = parts.next()?.to_owned();
+    let key = parts.next()?.to_owned();
+    let tasks = parts.next()?.parse().ok()?;
+    let hold = Duration::from_micros(parts.next()?.parse().ok()?);
+    let start = parts.next()?.parse().ok()?;
+    let run_for = Duration::from_millis(parts.next()?.parse().ok()?);
+    let fair = parts.next()? == "fair";
+    Some(WorkerSpec { store, key, tasks, hold, start_unix_ms: start, run_for, fair })
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Runs a worker process's share on `store` and prints each task's waits on a line of
+/// its own (`WAITS w1,w2,…`).
+///
+/// # Panics
+///
+/// When the store fails.
+pub async fn run_worker(store: Arc<DynLockStore>, spec: &WorkerSpec) {
+    let delay = Duration::from_millis(spec.start_unix_ms.saturating_sub(unix_ms()));
+    tokio::time::sleep(delay).await;
+    let until = Instant::now() + spec.run_for;
+    for waits in hot_key(store, &spec.key, spec.tasks, spec.hold, until, spec.fair).await {
+        let line: Vec<String> = waits.iter().map(|w| format!("{w:.3}")).collect();
+        println!("WAITS {}", line.join(","));
+    }
+}
+
+/// Runs `plan.processes` copies of this executable as workers (same environment, so the
+/// same server; `store` tells them which prefix or table) and collects every task's waits.
+///
+/// # Panics
+///
+/// When a worker cannot be started or fails.
+pub fn across_processes(store: &str, key: &str, plan: &FairPlan, fair: bool) -> Vec<Vec<f64>> {
+    let ((processes, tasks), hold, run_for) = (plan.processes, plan.hold, plan.run_for);
+    let exe = std::env::current_exe().expect("the benchmark's own executable");
+    let start = unix_ms() + 1_500; // every worker is connected by then
+    let spec = format!(
+        "{store}|{key}|{tasks}|{}|{start}|{}|{}",
+        hold.as_micros(),
+        run_for.as_millis(),
+        if fair { "fair" } else { "barging" }
+    );
+    let children: Vec<_> = (0..processes)
+        .map(|_| {
+            Command::new(&exe)
+                .arg("--bench")
+                .env(WORKER_VAR, &spec)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start a worker")
+        })
+        .collect();
+    let mut all = Vec::new();
+    for child in children {
+        let output = child.wait_with_output().expect("worker");
+        assert!(output.status.success(), "a worker failed: {:?}", output.status);
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            if let Some(waits) = line.strip_prefix("WAITS ") {
+                all.push(waits.split(',').filter_map(|w| w.parse().ok()).collect());
+            }
+        }
+    }
+    all
+}
+
+/// Fair vs barging on one hot key, in one process and across processes (workers open
+/// the store named by `store_arg`); prints both and returns `(fair, barging)` for the
+/// in-process run and, when run, for the cross-process one.
+///
+/// # Panics
+///
+/// When the store fails.
+pub async fn compare(
+    store: Arc<DynLockStore>,
+    store_arg: &str,
+    prefix: &str,
+    plan: FairPlan,
+) -> Vec<(FairFigures, FairFigures)> {
+    let mut results = Vec::new();
+    println!("fair waiting: {} tasks on one key, hold {:?}, {:?} per variant", plan.tasks, plan.hold, plan.run_for);
+    let mut pair = Vec::new();
+    for fair in [true, false] {
+        let key = format!("{prefix}fair:{}", if fair { "fair" } else { "barging" });
+        let started = Instant::now();
+        let waits = hot_key(Arc::clone(&store), &key, plan.tasks, plan.hold, started + plan.run_for, fair).await;
+        let figures = FairFigures::of(&waits, started.elapsed());
+        figures.print(if fair { "fair" } else { "barging" });
+        pair.push(figures);
+    }
+    results.push((pair[0], pair[1]));
+    let (processes, tasks) = plan.processes;
+    if processes > 0 {
+        println!("fair waiting: {processes} processes × {tasks} tasks on one key");
+        let mut pair = Vec::new();
+        for fair in [true, false] {
+            let key = format!("{prefix}fair:procs:{}", if fair { "fair" } else { "barging" });
+            let store_arg = store_arg.to_owned();
+            let waits = tokio::task::spawn_blocking(move || across_processes(&store_arg, &key, &plan, fair))
+                .await
+                .expect("workers");
+            // Every worker runs `run_for` (plus its last section).
+            let figures = FairFigures::of(&waits, plan.run_for);
+            figures.print(if fair { "fair" } else { "barging" });
+            pair.push(figures);
+        }
+        results.push((pair[0], pair[1]));
+    }
+    results
+}

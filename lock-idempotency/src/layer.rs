@@ -1,0 +1,509 @@
+//! `IdempotencyLayer`: a tower layer that makes axum routes idempotent, following
+//! draft-ietf-httpapi-idempotency-key-header by default.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::MatchedPath;
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use distlock_api::LockError;
+
+use crate::fingerprint::Fingerprint;
+use crate::header::parse_key;
+use crate::key::IdempotencyKey;
+use crate::manager::{Claim, ClaimHandle, Idempotency};
+use crate::response::StoredResponse;
+
+/// The request header carrying the key.
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// The header added to replayed responses, with the value `true`.
+pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// What a mismatch (the key reused for a different request) answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MismatchStatus {
+    /// 422 Unprocessable Content, as the IETF draft says (the default).
+    #[default]
+    UnprocessableContent,
+    /// 409 Conflict with the stored fingerprint (hex) in the body's `stored_fingerprint`,
+    /// as seed 004 specifies ("返回 409 + 现有哈希").
+    ConflictWithHash,
+}
+
+/// The caller's identity, part of the lookup scope: two callers sending the same key
+/// never see each other's responses.
+type IdentityFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
+/// The request's fingerprint from its head and body.
+type FingerprintFn = dyn Fn(&Parts, &[u8]) -> Fingerprint + Send + Sync;
+
+struct Config {
+    idempotency: Idempotency,
+    methods: Vec<Method>,
+    require_key: bool,
+    identity: Arc<IdentityFn>,
+    fingerprint: Arc<FingerprintFn>,
+    request_limit: usize,
+    response_limit: usize,
+    mismatch: MismatchStatus,
+    wait_in_progress: Option<Duration>,
+    fail_open: bool,
+    abandon_server_errors: bool,
+}
+
+/// A tower [`Layer`] that makes the routes it wraps idempotent: a request carrying an
+/// `Idempotency-Key` runs its handler once; retries get the stored response back.
+///
+/// | situation | answer (defaults) |
+/// |---|---|
+/// | method not guarded (guarded: POST, PATCH) | passed through |
+/// | no key | passed through; 400 with [`require_key`](Self::require_key) |
+/// | key not an sf-string or bare token of 1–255 visible characters | 400 |
+/// | request body over [`request_limit`](Self::request_limit) (1 MiB) | 413 |
+/// | first request | runs; its response (status, headers, body) is stored — errors too |
+/// | retry after completion | the stored response, with `Idempotent-Replayed: true` |
+/// | retry while the first runs | 409 with `Retry-After`, or wait and replay with [`wait_in_progress`](Self::wait_in_progress) |
+/// | same key, different request | 422, or 409 + stored hash with [`MismatchStatus::ConflictWithHash`] |
+/// | store unreachable | 503, or run unprotected with [`fail_open`](Self::fail_open) |
+///
+/// Error answers are problem-details JSON (`application/problem+json`).
+///
+/// **Scope.** The record's key is a SHA-256 of the caller's [identity](Self::identity)
+/// (by default the `Authorization` header), the method, the route (axum's
+/// [`MatchedPath`] when the layer is added with `Router::route_layer`, else the path) and
+/// the client's key: one caller can never read another's responses.
+///
+/// **Fingerprint.** By default SHA-256 over the method, path, query, `Content-Type` and
+/// body; [`fingerprint`](Self::fingerprint) replaces it, e.g. with
+/// [`json_fingerprint`] (seed 004's normalised JSON: key order and whitespace ignored).
+///
+/// ```
+/// use std::sync::Arc;
+/// use axum::{routing::post, Router};
+/// use distlock_idempotency::{Idempotency, IdempotencyLayer, MemoryIdempotencyStore};
+///
+/// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
+/// let app: Router = Router::new()
+///     .route("/orders", post(|| async { "created" }))
+///     .route_layer(
+///         IdempotencyLayer::new(idem)
+///             .require_key(true)
+///             .identity(|req| req.headers.get("x-user-id")?.to_str().ok().map(str::to_owned)),
+///     );
+/// ```
+///
+/// A handler whose request is dropped half-way (the client went away) leaves its claim to
+/// lapse after the lease; the next retry then runs it.
+#[derive(Clone)]
+pub struct IdempotencyLayer {
+    config: Arc<Config>,
+}
+
+impl fmt::Debug for IdempotencyLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.config;
+        f.debug_struct("IdempotencyLayer")
+            .field("idempotency", &c.idempotency)
+            .field("methods", &c.methods)
+            .field("require_key", &c.require_key)
+            .field("mismatch", &c.mismatch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IdempotencyLayer {
+    /// The layer with the defaults of the table above.
+    pub fn new(idempotency: Idempotency) -> Self {
+        Self {
+            config: Arc::new(Config {
+                idempotency,
+                methods: vec![Method::POST, Method::PATCH],
+                require_key: false,
+                identity: Arc::new(|parts: &Parts| {
+                    parts.headers.get(header::AUTHORIZATION).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                }),
+                fingerprint: Arc::new(default_fingerprint),
+                request_limit: 1 << 20,
+                response_limit: 1 << 20,
+                mismatch: MismatchStatus::default(),
+                wait_in_progress: None,
+                fail_open: false,
+                abandon_server_errors: false,
+            }),
+        }
+    }
+
+    fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
+        // Settings are made before the layer is shared, so this rarely copies.
+        if let Some(config) = Arc::get_mut(&mut self.config) {
+            change(config);
+            return self;
+        }
+        let c = &self.config;
+        let mut config = Config {
+            idempotency: c.idempotency.clone(),
+            methods: c.methods.clone(),
+            identity: Arc::clone(&c.identity),
+            fingerprint: Arc::clone(&c.fingerprint),
+            ..**c
+        };
+        change(&mut config);
+        Self { config: Arc::new(config) }
+    }
+
+    /// The methods guarded (default POST and PATCH); others pass through.
+    #[must_use]
+    pub fn methods(self, methods: impl IntoIterator<Item = Method>) -> Self {
+        let methods = methods.into_iter().collect();
+        self.with(|c| c.methods = methods)
+    }
+
+    /// Whether a guarded request without a key is refused with 400 (default: passed
+    /// through, not protected).
+    #[must_use]
+    pub fn require_key(self, require: bool) -> Self {
+        self.with(|c| c.require_key = require)
+    }
+
+    /// The caller's identity, part of every record's scope (default: the
+    /// `Authorization` header's value). `None` is "anonymous", one shared scope.
+    #[must_use]
+    pub fn identity(self, identity: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static) -> Self {
+        self.with(|c| c.identity = Arc::new(identity))
+    }
+
+    /// How requests are fingerprinted (default: SHA-256 over method, path, query,
+    /// `Content-Type` and body); see [`json_fingerprint`].
+    #[must_use]
+    pub fn fingerprint(self, fingerprint: impl Fn(&Parts, &[u8]) -> Fingerprint + Send + Sync + 'static) -> Self {
+        self.with(|c| c.fingerprint = Arc::new(fingerprint))
+    }
+
+    /// The largest request body read, in bytes (default 1 MiB); larger → 413.
+    #[must_use]
+    pub fn request_limit(self, bytes: usize) -> Self {
+        self.with(|c| c.request_limit = bytes)
+    }
+
+    /// The largest response body stored, in bytes (default 1 MiB). A larger response is
+    /// answered with a 500 problem, not stored, and its claim is abandoned (retries run
+    /// again): set the limit above the responses of the routes you guard.
+    #[must_use]
+    pub fn response_limit(self, bytes: usize) -> Self {
+        self.with(|c| c.response_limit = bytes)
+    }
+
+    /// What a mismatch answers (default 422).
+    #[must_use]
+    pub fn mismatch(self, status: MismatchStatus) -> Self {
+        self.with(|c| c.mismatch = status)
+    }
+
+    /// Instead of answering 409 at once, wait up to `max` for a running first request
+    /// to finish and replay its response (default: no wait).
+    #[must_use]
+    pub fn wait_in_progress(self, max: Duration) -> Self {
+        self.with(|c| c.wait_in_progress = Some(max))
+    }
+
+    /// When the store fails, run the handler unprotected instead of answering 503
+    /// (default off: fail closed).
+    #[must_use]
+    pub fn fail_open(self, fail_open: bool) -> Self {
+        self.with(|c| c.fail_open = fail_open)
+    }
+
+    /// Do not store 5xx responses: abandon the claim so the next retry runs again
+    /// (default off: every final response is stored, as the draft and Stripe do).
+    #[must_use]
+    pub fn abandon_server_errors(self, abandon: bool) -> Self {
+        self.with(|c| c.abandon_server_errors = abandon)
+    }
+}
+
+impl<S> Layer<S> for IdempotencyLayer {
+    type Service = IdempotencyService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        IdempotencyService { inner, config: Arc::clone(&self.config) }
+    }
+}
+
+/// The service made by [`IdempotencyLayer`].
+#[derive(Clone)]
+pub struct IdempotencyService<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> fmt::Debug for IdempotencyService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotencyService").finish_non_exhaustive()
+    }
+}
+
+/// SHA-256 over the method, path, query, `Content-Type` and body: the layer's default.
+pub fn default_fingerprint(parts: &Parts, body: &[u8]) -> Fingerprint {
+    let content_type = parts.headers.get(header::CONTENT_TYPE).map_or(&b""[..], HeaderValue::as_bytes);
+    Fingerprint::of_parts(&[
+        parts.method.as_str().as_bytes(),
+        parts.uri.path().as_bytes(),
+        parts.uri.query().unwrap_or("").as_bytes(),
+        content_type,
+        body,
+    ])
+}
+
+/// Seed 004's fingerprint: a JSON body normalised (keys sorted, whitespace dropped) and
+/// hashed with the method and path, so reordered fields are the same request; a body
+/// that is not JSON falls back to [`default_fingerprint`].
+pub fn json_fingerprint(parts: &Parts, body: &[u8]) -> Fingerprint {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(json) => Fingerprint::of_parts(&[
+            parts.method.as_str().as_bytes(),
+            parts.uri.path().as_bytes(),
+            parts.uri.query().unwrap_or("").as_bytes(),
+            Fingerprint::of_json(&json).as_bytes(),
+        ]),
+        Err(_) => default_fingerprint(parts, body),
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S> Service<Request<Body>> for IdempotencyService<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let ready = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, ready);
+        let config = Arc::clone(&self.config);
+        Box::pin(async move { Ok(handle(config, inner, request).await) })
+    }
+}
+
+async fn handle<S>(config: Arc<Config>, mut inner: S, request: Request<Body>) -> Response<Body>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
+{
+    if !config.methods.contains(request.method()) {
+        return run(&mut inner, request).await;
+    }
+    let mut values = request.headers().get_all(&IDEMPOTENCY_KEY).iter();
+    let client_key = match (values.next(), values.next()) {
+        (None, _) if config.require_key => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                "Idempotency-Key missing",
+                "this operation requires an Idempotency-Key header",
+            )
+        }
+        (None, _) => return run(&mut inner, request).await,
+        (Some(value), None) => parse_key(value.as_bytes()),
+        (Some(_), Some(_)) => None,
+    };
+    let Some(client_key) = client_key else {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "Idempotency-Key malformed",
+            "the Idempotency-Key header must be one string of 1-255 visible ASCII characters",
+        );
+    };
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, config.request_limit).await else {
+        return problem(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large", "the request body exceeds the limit");
+    };
+    let fingerprint = (config.fingerprint)(&parts, &body);
+    let key = match scope_key(&config, &parts, &client_key) {
+        Ok(key) => key,
+        Err(error) => {
+            return problem(StatusCode::INTERNAL_SERVER_ERROR, "Idempotency key not usable", &error.to_string())
+        }
+    };
+    let started = tokio::time::Instant::now();
+    loop {
+        let claim = match config.idempotency.claim(&key, fingerprint).await {
+            Ok(claim) => claim,
+            Err(error) => {
+                tracing::warn!(error = &error as &dyn std::error::Error, "idempotency store failed");
+                if config.fail_open {
+                    return run(&mut inner, Request::from_parts(parts, Body::from(body))).await;
+                }
+                return problem(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Idempotency store unavailable",
+                    "the request was not run; retry later",
+                );
+            }
+        };
+        return match claim {
+            Claim::Started(handle) => {
+                first_run(&config, &mut inner, Request::from_parts(parts, Body::from(body)), handle).await
+            }
+            Claim::Replay(stored) => replay(stored),
+            Claim::InProgress { retry_after } => {
+                if let Some(max) = config.wait_in_progress {
+                    let waited = started.elapsed();
+                    if waited < max {
+                        let pause =
+                            retry_after.min(max - waited).clamp(Duration::from_millis(1), Duration::from_millis(25));
+                        tokio::time::sleep(pause).await;
+                        continue;
+                    }
+                }
+                in_progress(retry_after)
+            }
+            Claim::Mismatch { stored } => mismatch(config.mismatch, stored),
+        };
+    }
+}
+
+/// The record's key: SHA-256 of identity, method, route and the client's key.
+fn scope_key(config: &Config, parts: &Parts, client_key: &str) -> Result<IdempotencyKey, LockError> {
+    let identity = (config.identity)(parts);
+    let route = parts.extensions.get::<MatchedPath>().map_or(parts.uri.path(), MatchedPath::as_str);
+    let digest = Fingerprint::of_parts(&[
+        identity.as_deref().map_or(&b"\0anonymous"[..], str::as_bytes),
+        parts.method.as_str().as_bytes(),
+        route.as_bytes(),
+        client_key.as_bytes(),
+    ]);
+    // `idem:` and 64 hex digits: always a valid key.
+    IdempotencyKey::new(format!("idem:{}", digest.to_hex()))
+}
+
+async fn run<S>(inner: &mut S, request: Request<Body>) -> Response<Body>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
+{
+    match inner.call(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+/// Headers not stored: they describe one transfer, not the response.
+fn stored_header(name: &HeaderName) -> bool {
+    ![header::CONNECTION, header::TRANSFER_ENCODING, header::CONTENT_LENGTH, header::DATE, header::SET_COOKIE]
+        .contains(name)
+}
+
+async fn first_run<S>(config: &Config, inner: &mut S, request: Request<Body>, claim: ClaimHandle) -> Response<Body>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
+{
+    let response = run(inner, request).await;
+    let (parts, body) = response.into_parts();
+    let body = match axum::body::to_bytes(body, config.response_limit).await {
+        Ok(body) => body,
+        Err(_) => {
+            tracing::warn!("response body over the idempotency response limit or failed; not stored, claim abandoned");
+            let _ = claim.abandon().await;
+            return problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Response not stored",
+                "the response could not be read whole",
+            );
+        }
+    };
+    if config.abandon_server_errors && parts.status.is_server_error() {
+        if let Err(error) = claim.abandon().await {
+            tracing::warn!(error = &error as &dyn std::error::Error, "could not abandon an idempotency claim");
+        }
+        return Response::from_parts(parts, Body::from(body));
+    }
+    let stored = StoredResponse {
+        status: parts.status.as_u16(),
+        headers: parts
+            .headers
+            .iter()
+            .filter(|(name, _)| stored_header(name))
+            .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+            .collect(),
+        body: body.to_vec(),
+    };
+    if let Err(error) = claim.complete(&stored).await {
+        tracing::warn!(error = &error as &dyn std::error::Error, "could not store an idempotent response");
+    }
+    Response::from_parts(parts, Body::from(body))
+}
+
+fn replay(stored: StoredResponse) -> Response<Body> {
+    let mut response = Response::new(Body::from(Bytes::from(stored.body)));
+    *response.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers: &mut HeaderMap = response.headers_mut();
+    for (name, value) in stored.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::from_bytes(&value)) {
+            headers.append(name, value);
+        }
+    }
+    headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    response
+}
+
+fn in_progress(retry_after: Duration) -> Response<Body> {
+    let mut response = problem(
+        StatusCode::CONFLICT,
+        "Request in progress",
+        "a request with this Idempotency-Key is still being processed; retry later",
+    );
+    let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+    response
+}
+
+fn mismatch(status: MismatchStatus, stored: Fingerprint) -> Response<Body> {
+    const DETAIL: &str = "this Idempotency-Key was used for a different request";
+    match status {
+        MismatchStatus::ConflictWithHash => problem_with(
+            StatusCode::CONFLICT,
+            "Idempotency-Key reused",
+            DETAIL,
+            Some(("stored_fingerprint", stored.to_hex())),
+        ),
+        MismatchStatus::UnprocessableContent => {
+            problem(StatusCode::UNPROCESSABLE_ENTITY, "Idempotency-Key reused", DETAIL)
+        }
+    }
+}
+
+fn problem(status: StatusCode, title: &str, detail: &str) -> Response<Body> {
+    problem_with(status, title, detail, None)
+}
+
+/// An RFC 9457 problem-details response.
+fn problem_with(status: StatusCode, title: &str, detail: &str, extra: Option<(&str, String)>) -> Response<Body> {
+    let mut body = serde_json::json!({
+        "type": "about:blank",
+        "title": title,
+        "status": status.as_u16(),
+        "detail": detail,
+    });
+    if let (Some((name, value)), Some(map)) = (extra, body.as_object_mut()) {
+        map.insert(name.to_owned(), serde_json::Value::String(value));
+    }
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    response
+}

@@ -1,0 +1,415 @@
+//! The axum layer: a real `Router` over real stores (memory, Redis, PostgreSQL), driven
+//! request by request with `tower::ServiceExt::oneshot`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, Request, Response, StatusCode};
+use axum::routing::{get, post};
+use axum::Router;
+use distlock_idempotency::{
+    json_fingerprint, DynIdempotencyStore, Idempotency, IdempotencyLayer, IdempotencyOptions, MemoryIdempotencyStore,
+    MismatchStatus, PostgresIdempotencyStore, RedisIdempotencyStore,
+};
+use tokio::sync::Notify;
+use tower::ServiceExt;
+
+/// What the handlers share with the test.
+#[derive(Default)]
+struct Handlers {
+    runs: AtomicUsize,
+    /// Signalled when `/slow` is entered.
+    entered: Notify,
+}
+
+fn make_app(
+    store: Arc<DynIdempotencyStore>,
+    options: IdempotencyOptions,
+    layer: impl FnOnce(IdempotencyLayer) -> IdempotencyLayer,
+) -> (Router, Arc<Handlers>) {
+    let handlers = Arc::new(Handlers::default());
+    let idem = Idempotency::with_options(store, options).unwrap();
+    let layer =
+        layer(IdempotencyLayer::new(idem).identity(|req| req.headers.get("x-user")?.to_str().ok().map(str::to_owned)));
+    let (h1, h2, h3, h4) = (handlers.clone(), handlers.clone(), handlers.clone(), handlers.clone());
+    let router = Router::new()
+        .route(
+            "/orders",
+            post(move |body: String| async move {
+                let n = h1.runs.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                (StatusCode::CREATED, [("x-order", n.to_string())], format!("order {n} for {body}"))
+            })
+            .get(move || async move {
+                h2.runs.fetch_add(1, Ordering::SeqCst);
+                "listed"
+            }),
+        )
+        .route(
+            "/fail",
+            post(move || async move {
+                h3.runs.fetch_add(1, Ordering::SeqCst);
+                (StatusCode::INTERNAL_SERVER_ERROR, "boom")
+            }),
+        )
+        .route(
+            "/slow",
+            // The first call never finishes (it is cancelled by the test); later ones do.
+            post(move || async move {
+                let n = h4.runs.fetch_add(1, Ordering::SeqCst) + 1;
+                h4.entered.notify_one();
+                if n == 1 {
+                    std::future::pending::<()>().await;
+                }
+                format!("slow {n}")
+            }),
+        )
+        .route("/health", get(|| async { "ok" }))
+        .route_layer(layer);
+    (router, handlers)
+}
+
+fn request(path: &str, key: Option<&str>, user: &str, body: &str) -> Request<Body> {
+    let mut builder = Request::post(path).header("x-user", user).header(header::CONTENT_TYPE, "application/json");
+    if let Some(key) = key {
+        builder = builder.header("idempotency-key", key);
+    }
+    builder.body(Body::from(body.to_owned())).unwrap()
+}
+
+async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Response<Body>, String) {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let (parts, body) = response.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    (status, Response::from_parts(parts, Body::empty()), String::from_utf8_lossy(&body).into_owned())
+}
+
+fn replayed(response: &Response<Body>) -> bool {
+    response.headers().get("idempotent-replayed").is_some_and(|v| v == "true")
+}
+
+fn fresh_key() -> String {
+    distlock_api::Token::generate().as_str().to_owned()
+}
+
+/// 32 concurrent identical requests: the handler runs once, every client gets its response.
+pub async fn concurrent_identical_requests_run_once(store: Arc<DynIdempotencyStore>) {
+    let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l.wait_in_progress(Duration::from_secs(20)));
+    let key = fresh_key();
+    let barrier = Arc::new(tokio::sync::Barrier::new(32));
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let (app, key, barrier) = (app.clone(), key.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                send(&app, request("/orders", Some(&key), "u1", r#"{"item":1}"#)).await
+            })
+        })
+        .collect();
+    let mut replays = 0;
+    for task in tasks {
+        let (status, response, body) = task.await.unwrap();
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert_eq!(body, r#"order 1 for {"item":1}"#);
+        assert_eq!(response.headers()["x-order"], "1");
+        replays += usize::from(replayed(&response));
+    }
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(replays, 31);
+}
+
+/// A 500 is stored and replayed like any other response.
+pub async fn server_error_is_replayed(store: Arc<DynIdempotencyStore>) {
+    let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l);
+    let key = fresh_key();
+    for attempt in 0..2 {
+        let (status, response, body) = send(&app, request("/fail", Some(&key), "u1", "{}")).await;
+        assert_eq!((status, body.as_str()), (StatusCode::INTERNAL_SERVER_ERROR, "boom"));
+        assert_eq!(replayed(&response), attempt == 1);
+    }
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 1);
+}
+
+/// The same key with another body: 422 by default, 409 with the stored hash in the seed's mode.
+pub async fn different_payload_is_a_mismatch(store: Arc<DynIdempotencyStore>) {
+    for mode in [MismatchStatus::UnprocessableContent, MismatchStatus::ConflictWithHash] {
+        let (app, handlers) = make_app(Arc::clone(&store), IdempotencyOptions::new(), |l| l.mismatch(mode));
+        let key = fresh_key();
+        assert_eq!(send(&app, request("/orders", Some(&key), "u1", r#"{"item":1}"#)).await.0, StatusCode::CREATED);
+        let (status, response, body) = send(&app, request("/orders", Some(&key), "u1", r#"{"item":2}"#)).await;
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
+        let problem: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if mode == MismatchStatus::UnprocessableContent {
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        } else {
+            assert_eq!(status, StatusCode::CONFLICT);
+            assert_eq!(problem["stored_fingerprint"].as_str().unwrap().len(), 64, "{problem}");
+        }
+        assert_eq!(handlers.runs.load(Ordering::SeqCst), 1);
+    }
+}
+
+/// Missing (when required) and malformed keys: 400 before anything runs.
+pub async fn missing_and_malformed_keys_are_400(store: Arc<DynIdempotencyStore>) {
+    let (app, handlers) = make_app(Arc::clone(&store), IdempotencyOptions::new(), |l| l.require_key(true));
+    let long = "k".repeat(256);
+    for key in [None, Some(""), Some("a b"), Some("\"unterminated"), Some(long.as_str())] {
+        let (status, _, body) = send(&app, request("/orders", key, "u1", "{}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{key:?}: {body}");
+    }
+    let mut twice = request("/orders", Some("a"), "u1", "{}");
+    twice.headers_mut().append("idempotency-key", "b".parse().unwrap());
+    assert_eq!(send(&app, twice).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 0);
+    // Not required: a request without a key runs unprotected.
+    let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l);
+    for _ in 0..2 {
+        assert_eq!(send(&app, request("/orders", None, "u1", "{}")).await.0, StatusCode::CREATED);
+    }
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 2);
+}
+
+/// `"key"` (an RFC 8941 string) and `key` (a bare token) are the same key.
+pub async fn quoted_and_bare_keys_are_the_same(store: Arc<DynIdempotencyStore>) {
+    let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l);
+    let key = fresh_key();
+    send(&app, request("/orders", Some(&key), "u1", "{}")).await;
+    let (status, response, _) = send(&app, request("/orders", Some(&format!("\"{key}\"")), "u1", "{}")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(replayed(&response));
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 1);
+}
+
+/// Two callers using the same key each get their own run and their own response.
+pub async fn callers_do_not_see_each_others_responses(store: Arc<DynIdempotencyStore>) {
+    let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l);
+    let key = fresh_key();
+    let (_, _, alice) = send(&app, request("/orders", Some(&key), "alice", "{}")).await;
+    let (_, response, bob) = send(&app, request("/orders", Some(&key), "bob", "{}")).await;
+    assert!(!replayed(&response));
+    assert_ne!(alice, bob);
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 2);
+    let (_, response, again) = send(&app, request("/orders", Some(&key), "alice", "{}")).await;
+    assert!(replayed(&response));
+    assert_eq!(again, alice);
+}
+
+/// A retry while the first request runs: 409 with `Retry-After`. The first request then
+/// dies (its future is dropped): after the lease the next retry runs.
+pub async fn in_progress_then_dropped_request_is_retried_after_the_lease(store: Arc<DynIdempotencyStore>) {
+    let lease = Duration::from_millis(600);
+    let (app, handlers) = make_app(store, IdempotencyOptions::new().lease(lease), |l| l);
+    let key = fresh_key();
+    let first = tokio::spawn({
+        let (app, key) = (app.clone(), key.clone());
+        async move { send(&app, request("/slow", Some(&key), "u1", "{}")).await }
+    });
+    handlers.entered.notified().await;
+    let (status, response, body) = send(&app, request("/slow", Some(&key), "u1", "{}")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    // Still claimed until the lease ends (the first request's effects are unknown).
+    assert_eq!(send(&app, request("/slow", Some(&key), "u1", "{}")).await.0, StatusCode::CONFLICT);
+    tokio::time::sleep(lease + Duration::from_millis(200)).await;
+    let (status, _, body) = send(&app, request("/slow", Some(&key), "u1", "{}")).await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "slow 2"));
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 2);
+}
+
+/// Unguarded methods pass through; bodies over the limit are refused; the JSON
+/// fingerprint ignores key order.
+pub async fn methods_limits_and_json_fingerprint(store: Arc<DynIdempotencyStore>) {
+    let (app, handlers) =
+        make_app(store, IdempotencyOptions::new(), |l| l.request_limit(64).fingerprint(json_fingerprint));
+    let key = fresh_key();
+    for _ in 0..2 {
+        let get = Request::get("/orders").header("idempotency-key", key.as_str()).body(Body::empty()).unwrap();
+        let (status, response, _) = send(&app, get).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(!replayed(&response));
+    }
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 2);
+    let (status, ..) = send(&app, request("/orders", Some(&key), "u1", &"x".repeat(65))).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    send(&app, request("/orders", Some(&key), "u1", r#"{"a": 1, "b": [1, 2]}"#)).await;
+    let (status, response, _) = send(&app, request("/orders", Some(&key), "u1", r#"{"b":[1,2],"a":1}"#)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(replayed(&response));
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 3);
+}
+
+macro_rules! layer_tests {
+    ($factory:path; $($case:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            let Some(store) = $factory().await else { return };
+            super::$case(store).await;
+        }
+    )*};
+}
+
+macro_rules! all_layer_tests {
+    ($factory:path) => {
+        layer_tests!($factory;
+            concurrent_identical_requests_run_once,
+            server_error_is_replayed,
+            different_payload_is_a_mismatch,
+            missing_and_malformed_keys_are_400,
+            quoted_and_bare_keys_are_the_same,
+            callers_do_not_see_each_others_responses,
+            in_progress_then_dropped_request_is_retried_after_the_lease,
+            methods_limits_and_json_fingerprint,
+        );
+    };
+}
+
+mod memory {
+    use super::*;
+
+    async fn store() -> Option<Arc<DynIdempotencyStore>> {
+        Some(Arc::new(MemoryIdempotencyStore::new()))
+    }
+
+    all_layer_tests!(store);
+}
+
+mod redis {
+    use super::*;
+
+    async fn store() -> Option<Arc<DynIdempotencyStore>> {
+        let url = distlock_conformance::kit::redis_url("idempotency layer on redis")?;
+        Some(Arc::new(RedisIdempotencyStore::connect(&url).await.expect("connect")))
+    }
+
+    all_layer_tests!(store);
+}
+
+mod postgres {
+    use super::*;
+
+    async fn store() -> Option<Arc<DynIdempotencyStore>> {
+        let url = distlock_conformance::kit::postgres_url("idempotency layer on postgres")?;
+        let store = PostgresIdempotencyStore::connect(&url).await.expect("connect");
+        store.ensure_schema().await.expect("schema");
+        Some(Arc::new(store))
+    }
+
+    all_layer_tests!(store);
+}
+
+/// A store that fails every call, as an unreachable server does.
+#[derive(Debug)]
+struct Unreachable;
+
+#[async_trait::async_trait]
+impl distlock_idempotency::IdempotencyStore for Unreachable {
+    fn backend(&self) -> &'static str {
+        "unreachable"
+    }
+    async fn claim(
+        &self,
+        _: &distlock_idempotency::IdempotencyKey,
+        _: &distlock_idempotency::Fingerprint,
+        _: &distlock_api::Token,
+        _: distlock_api::Ttl,
+    ) -> Result<distlock_idempotency::StoreClaim, distlock_api::LockError> {
+        Err(distlock_api::LockError::store("unreachable", "claim", None, "connection refused"))
+    }
+    async fn renew(
+        &self,
+        _: &distlock_idempotency::IdempotencyKey,
+        _: &distlock_api::Token,
+        _: distlock_api::Ttl,
+    ) -> Result<bool, distlock_api::LockError> {
+        Ok(false)
+    }
+    async fn complete(
+        &self,
+        _: &distlock_idempotency::IdempotencyKey,
+        _: &distlock_api::Token,
+        _: &distlock_idempotency::StoredResponse,
+        _: distlock_api::Ttl,
+    ) -> Result<bool, distlock_api::LockError> {
+        Ok(false)
+    }
+    async fn abandon(
+        &self,
+        _: &distlock_idempotency::IdempotencyKey,
+        _: &distlock_api::Token,
+    ) -> Result<bool, distlock_api::LockError> {
+        Ok(false)
+    }
+}
+
+/// A failing store: 503 and the handler not run (fail closed), or run unprotected with
+/// `fail_open`.
+#[tokio::test]
+async fn store_failure_is_503_unless_fail_open() {
+    let (app, handlers) = make_app(Arc::new(Unreachable), IdempotencyOptions::new(), |l| l);
+    let (status, response, _) = send(&app, request("/orders", Some("k"), "u1", "{}")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 0);
+    let (app, handlers) = make_app(Arc::new(Unreachable), IdempotencyOptions::new(), |l| l.fail_open(true));
+    assert_eq!(send(&app, request("/orders", Some("k"), "u1", "{}")).await.0, StatusCode::CREATED);
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 1);
+}
+
+/// The lease of the claim held by the child process of the `kill -9` case.
+const KILL9_LEASE: Duration = Duration::from_secs(1);
+
+/// The child side of [`killed_server_process_lets_the_retry_run_after_the_lease`]: its
+/// handler announces that it runs and never finishes. Returns at once when run as an
+/// ordinary test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_entry_serves_a_stuck_handler() {
+    let Some(arg) = distlock_conformance::kit::child::role_arg("idem-layer-server") else { return };
+    let (url, key) = arg.split_once(' ').expect("url and key");
+    let store = Arc::new(RedisIdempotencyStore::connect(url).await.expect("connect"));
+    let (app, handlers) = make_app(store, IdempotencyOptions::new().lease(KILL9_LEASE), |l| l);
+    let key = key.to_owned();
+    let request = tokio::spawn(async move { send(&app, request("/slow", Some(&key), "u1", "{}")).await });
+    handlers.entered.notified().await;
+    distlock_conformance::kit::child::announce("IN HANDLER");
+    let _ = request.await;
+    distlock_conformance::kit::child::park().await;
+}
+
+/// `kill -9` of a server process while its handler runs: retries get 409 until the
+/// claim's lease ends (it was renewed while the process lived), then the retry runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_server_process_lets_the_retry_run_after_the_lease() {
+    let Some(url) = distlock_conformance::kit::redis_url("idempotency layer kill -9") else { return };
+    let key = fresh_key();
+    let mut child = distlock_conformance::kit::child::ChildProcess::spawn(
+        "child_entry_serves_a_stuck_handler",
+        "idem-layer-server",
+        &format!("{url} {key}"),
+    );
+    child.wait_for_line("IN HANDLER", Duration::from_secs(60));
+    let store = Arc::new(RedisIdempotencyStore::connect(&url).await.expect("connect"));
+    let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l);
+    // The first run of `/slow` (the one that never finishes) was the child's.
+    handlers.runs.store(1, Ordering::SeqCst);
+    // Past two renewals of the living child's claim.
+    tokio::time::sleep(KILL9_LEASE * 2).await;
+    assert_eq!(send(&app, request("/slow", Some(&key), "u1", "{}")).await.0, StatusCode::CONFLICT);
+    child.kill9();
+    let killed_at = tokio::time::Instant::now();
+    loop {
+        let (status, _, body) = send(&app, request("/slow", Some(&key), "u1", "{}")).await;
+        if status == StatusCode::OK {
+            assert_eq!(body, "slow 2");
+            break;
+        }
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+        assert!(killed_at.elapsed() < KILL9_LEASE * 5, "the claim never lapsed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 2);
+}
