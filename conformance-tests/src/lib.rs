@@ -83,6 +83,8 @@ macro_rules! __with_every_case {
             reentrant_scope_shares_renewal_and_loss,
             group_many_readers_one_writer,
             group_writer_beats_later_readers,
+            group_waiters_are_served_in_arrival_order,
+            group_semaphore_waiters_are_served_in_arrival_order,
             group_semaphore_max_count,
             group_semaphore_bounds_concurrency,
             group_high_permit_count,

@@ -38,10 +38,12 @@ struct Inspection<'a> {
     holders: Vec<Holder>,
     /// Waiting acquisitions queued for the plain lock (fair waiting), in arrival order.
     waiting: usize,
+    /// Waiting lock groups (read/write locks, semaphores) with a place on the name.
+    waiting_groups: usize,
 }
 
 /// Prints every holder of a name — the plain lock's and the group holders — or that it
-/// is free, and how many acquisitions wait in the plain lock's queue.
+/// is free, and how many acquisitions wait in the plain lock's queue and as groups.
 pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, Failure> {
     let url = store::require_url(url, "inspect")?;
     store::refuse_memory(url, "inspect")?;
@@ -49,12 +51,13 @@ pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, 
     let key = args.key.to_store_key();
     let holders = async {
         match store.groups() {
-            Some(groups) => groups.holders(&key).await,
+            Some(groups) => tokio::try_join!(groups.holders(&key), groups.waiting(&key)),
             // A store without groups has no group holders.
-            None => Ok(Vec::new()),
+            None => Ok((Vec::new(), 0)),
         }
     };
-    let (plain, groups, waiting) = tokio::try_join!(store.inspect(&key), holders, store.queue_len(&key))?;
+    let (plain, (groups, waiting_groups), waiting) =
+        tokio::try_join!(store.inspect(&key), holders, store.queue_len(&key))?;
     let holder = |kind: &'static str, info: LockInfo| Holder {
         kind,
         mode: info.mode.as_str(),
@@ -73,6 +76,7 @@ pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, 
         state: if holders.is_empty() { "free" } else { "held" },
         holders,
         waiting,
+        waiting_groups,
     };
     let mut out = io::BufWriter::new(io::stdout().lock());
     let written = match args.format() {
@@ -120,7 +124,7 @@ fn write_table(out: &mut impl Write, inspection: &Inspection<'_>, show_tokens: b
         writeln!(out, "{}", line.trim_end())?;
     }
     let noun = if holders.len() == 1 { "holder" } else { "holders" };
-    let waiting = match inspection.waiting {
+    let waiting = match inspection.waiting + inspection.waiting_groups {
         0 => String::new(),
         n => format!(", {n} waiting"),
     };

@@ -12,7 +12,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use distlock::{GroupLock, LockManager, OwnerId};
+use distlock::{GroupLock, GroupMember, LockGroup, LockManager, LockOptions, OwnerId};
 use sha2::{Digest, Sha256};
 
 /// The command prints what it holds (one line each: key, names joined by `,`, token,
@@ -196,7 +196,7 @@ async fn inspect_shows_the_plain_lock_and_every_group_holder(url: &str) {
     let name = key("inspect-all");
     assert_eq!(
         inspect_json(url, &name, &[]).await,
-        serde_json::json!({ "store": if url.starts_with("redis") { "redis" } else { "postgres" }, "key": name, "state": "free", "holders": [], "waiting": 0 })
+        serde_json::json!({ "store": if url.starts_with("redis") { "redis" } else { "postgres" }, "key": name, "state": "free", "holders": [], "waiting": 0, "waiting_groups": 0 })
     );
     let out = output(distlock(Some(url), &["inspect", &name])).await;
     assert_eq!(stdout(&out), format!("{name}: free\n"));
@@ -259,10 +259,28 @@ async fn inspect_shows_the_plain_lock_and_every_group_holder(url: &str) {
     let out = output(distlock(Some(url), &["inspect", &name, "--show-tokens"])).await;
     assert!(tokens.iter().all(|token| stdout(&out).contains(token)), "{}", stdout(&out));
 
+    // A writer waiting behind the readers has a place on the name.
+    let writer = tokio::spawn({
+        let (two, name) = (two.clone(), name.clone());
+        async move {
+            let group = LockGroup::single(GroupMember::exclusive(&name).unwrap()).unwrap();
+            two.lock_group_opts(&group, ttl, &LockOptions::new().wait(Duration::from_secs(60))).await
+        }
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while inspect_json(url, &name, &[]).await["waiting_groups"] != 1 {
+        assert!(tokio::time::Instant::now() < deadline, "the waiting writer never showed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = output(distlock(Some(url), &["inspect", &name])).await;
+    assert_eq!(stdout(&out).lines().last(), Some(format!("{name}: 3 holders, 1 waiting").as_str()));
+
     assert!(plain.release().await.expect("release"));
     for reader in readers {
         reader.release().await.expect("release");
     }
+    let writer = tokio::time::timeout(Duration::from_secs(20), writer).await.expect("the writer's turn").unwrap();
+    writer.expect("the writer got the name").release().await.expect("release");
     assert_eq!(inspect_json(url, &name, &[]).await["state"], "free");
 }
 

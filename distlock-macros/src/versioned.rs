@@ -88,17 +88,17 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
 
             /// Updates the row while its version is still this struct's, and returns the
             /// new version; `StaleRecord` otherwise.
-            pub async fn update_by_id<'e, E>(&self, executor: E) -> ::core::result::Result<i64, #krate::OptimisticError>
+            pub async fn update_by_id<'e, A>(&self, executor: A) -> ::core::result::Result<i64, #krate::OptimisticError>
             where
-                E: #krate::sqlx::Executor<'e, Database = #krate::sqlx::Postgres>,
+                A: #krate::sqlx::Acquire<'e, Database = #krate::sqlx::Postgres>,
             {
                 self.versioned_update().execute(executor).await
             }
 
             /// As `update_by_id`, returning the updated row.
-            pub async fn update_by_id_returning<'e, T, E>(&self, executor: E) -> ::core::result::Result<T, #krate::OptimisticError>
+            pub async fn update_by_id_returning<'e, T, A>(&self, executor: A) -> ::core::result::Result<T, #krate::OptimisticError>
             where
-                E: #krate::sqlx::Executor<'e, Database = #krate::sqlx::Postgres>,
+                A: #krate::sqlx::Acquire<'e, Database = #krate::sqlx::Postgres>,
                 T: for<'r> #krate::sqlx::FromRow<'r, #krate::sqlx::postgres::PgRow>,
             {
                 self.versioned_update().execute_returning(executor).await
@@ -106,17 +106,17 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
 
             /// Updates the row whatever its version (still bumping it), and returns the new
             /// version.
-            pub async fn update_by_id_force<'e, E>(&self, executor: E) -> ::core::result::Result<i64, #krate::OptimisticError>
+            pub async fn update_by_id_force<'e, A>(&self, executor: A) -> ::core::result::Result<i64, #krate::OptimisticError>
             where
-                E: #krate::sqlx::Executor<'e, Database = #krate::sqlx::Postgres>,
+                A: #krate::sqlx::Acquire<'e, Database = #krate::sqlx::Postgres>,
             {
                 self.versioned_update().force().execute(executor).await
             }
 
             /// As `update_by_id_force`, returning the updated row.
-            pub async fn update_by_id_force_returning<'e, T, E>(&self, executor: E) -> ::core::result::Result<T, #krate::OptimisticError>
+            pub async fn update_by_id_force_returning<'e, T, A>(&self, executor: A) -> ::core::result::Result<T, #krate::OptimisticError>
             where
-                E: #krate::sqlx::Executor<'e, Database = #krate::sqlx::Postgres>,
+                A: #krate::sqlx::Acquire<'e, Database = #krate::sqlx::Postgres>,
                 T: for<'r> #krate::sqlx::FromRow<'r, #krate::sqlx::postgres::PgRow>,
             {
                 self.versioned_update().force().execute_returning(executor).await

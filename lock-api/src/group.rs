@@ -8,12 +8,15 @@
 //! exclusive 1 and shared unlimited unless [`Permits`] or the store's permits table say
 //! otherwise. A semaphore of N is the shared mode with N permits.
 //!
-//! A waiting exclusive request leaves an *intent* on its names, which blocks new shared
-//! holders (writer preference: a stream of overlapping readers cannot starve a writer).
-//! Intents are ordered by the waiting group's *ticket* — the store's clock at its first
-//! blocked attempt — and a shared request is only blocked by intents older than its own
-//! ticket, so two waiting groups that want each other's names cannot block each other
-//! forever.
+//! Waiting is one queue per name, the same mechanism as a single lock's fair waiting: a
+//! waiting group leaves a *place* (an *intent*) on each of its names, ordered by its
+//! *ticket* — the store's clock at its first blocked attempt. To every request that
+//! arrived later, a place counts as a holder of its mode: a waiting writer holds back new
+//! readers (writer preference: a stream of overlapping readers cannot starve a writer),
+//! a waiting reader holds back new writers, and semaphore waiters get their slots in
+//! arrival order. Only older places count, so the oldest waiting group is held back by
+//! holders alone, and two waiting groups that want each other's names cannot block each
+//! other forever.
 
 use std::fmt;
 use std::time::Duration;
@@ -291,12 +294,17 @@ pub struct GroupRequest<'a> {
     pub owner: &'a OwnerId,
     /// The lease of every hold.
     pub ttl: Ttl,
-    /// For a waiting group: how long the intents of its exclusive members live unless a
+    /// For a waiting group: how long the places (intents) of its members live unless a
     /// later attempt refreshes them. `None`: a single attempt, which leaves no intent.
     pub intent_ttl: Option<Ttl>,
     /// For a waiting group: the ticket its first blocked attempt got
     /// ([`GroupAcquire::Blocked::ticket`]); `None` on the first attempt.
     pub ticket: Option<u64>,
+    /// `true` (the default): a blocked waiting attempt leaves a place for every member,
+    /// so waiters are served in arrival order. `false` ([`barging`](Self::barging)): only
+    /// its exclusive members leave one (writer preference without fairness), as
+    /// [`Fairness::Barging`](crate::Fairness::Barging) asks.
+    pub fair: bool,
 }
 
 impl<'a> GroupRequest<'a> {
@@ -309,7 +317,19 @@ impl<'a> GroupRequest<'a> {
         intent_ttl: Option<Ttl>,
         ticket: Option<u64>,
     ) -> Self {
-        Self { members, token, owner, ttl, intent_ttl, ticket }
+        Self { members, token, owner, ttl, intent_ttl, ticket, fair: true }
+    }
+
+    /// The request of a barging waiter: only its exclusive members leave places.
+    #[must_use]
+    pub fn barging(mut self) -> Self {
+        self.fair = false;
+        self
+    }
+
+    /// Whether a blocked attempt of this request records a place for `member`.
+    pub fn places(&self, member: &StoreMember) -> bool {
+        self.intent_ttl.is_some() && (self.fair || member.mode == LockMode::Exclusive)
     }
 }
 
@@ -345,11 +365,15 @@ pub enum GroupAcquire {
 ///    ([`set_permits`](Self::set_permits)), else the member's `default_permits`.
 /// 3. **Per-holder leases** on the store's clock: an expired holder no longer counts, and
 ///    extending or releasing it reports it not held.
-/// 4. **Writer preference without deadlock.** A blocked attempt with an `intent_ttl`
-///    records an intent for each exclusive member; a shared member is refused while the
-///    name has a live intent of another token whose ticket is older than the request's
-///    own ticket — on a first attempt (no ticket yet), any intent up to the store's clock
-///    now, the same millisecond included. A granted group's intents are removed.
+/// 4. **One queue: fairness and writer preference.** A blocked attempt with an
+///    `intent_ttl` records a place (intent) for each member ([`GroupRequest::places`]:
+///    only the exclusive ones when barging), with the group's ticket. The *older places*
+///    of a request are the live places of other tokens whose ticket is older than the
+///    request's own — on a first attempt (no ticket yet), any place up to the store's
+///    clock now, the same millisecond included. They count like holders: a member of
+///    mode M is refused while the name has an older place of the other mode, and the
+///    name's live holders of M plus its older places of M must stay below
+///    `permits(name, M)`. A granted group's places are removed.
 /// 5. **Fencing**: one number per granted group, strictly greater than every earlier
 ///    grant (group or single lock) of its names.
 #[async_trait]
@@ -387,6 +411,9 @@ pub trait GroupLockStore: fmt::Debug + Send + Sync {
 
     /// The live holders of `key` (mode, owner, fence, time left; intents are not holders).
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError>;
+
+    /// How many waiting groups have a live place (intent) on `key`.
+    async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError>;
 
     /// Waits at most `max` for a change that may let `request` be granted: returns early
     /// when the store signals a release (or intent withdrawal) of one of its members.

@@ -14,8 +14,8 @@ use crate::key::{LockKey, StoreKey};
 use crate::lease::{Lease, Watchdog};
 use crate::manager::LockManager;
 use crate::observe::{self, AcquireOutcome, ReleaseOutcome};
-use crate::options::{LockOptions, Ttl, ValidOptions};
-use crate::release::{group_store, Cleanup, ManagerInner, Target};
+use crate::options::{Fairness, LockOptions, Ttl, ValidOptions};
+use crate::release::{group_store, Cleanup, ManagerInner, QueuePlace, Target};
 use crate::store::{LockInfo, LockMode};
 use crate::token::Token;
 
@@ -291,16 +291,30 @@ impl LockManager {
         };
         let waits = deadline != Some(started);
         let intents = waits.then(|| options.place_ttl());
+        let fair = options.fairness == Fairness::Fair;
+        let request = |ticket: Option<u64>| {
+            let request = GroupRequest::new(&members, &token, &inner.owner, options.ttl, intents, ticket);
+            if fair {
+                request
+            } else {
+                request.barging()
+            }
+        };
         let mut ticket = None;
         let mut contended = false;
+        // The group's places once an attempt left them: a wait that ends without the group
+        // (cancelled, failed) leaves them in the background.
+        let mut places: Option<QueuePlace> = None;
         let result = async {
             loop {
                 let attempt = InFlightGroup { manager: inner, keys: &keys, token: &token };
                 let sent_at = Instant::now();
-                let request = GroupRequest::new(&members, &token, &inner.owner, options.ttl, intents, ticket);
-                match groups.try_acquire_group(request).await {
+                match groups.try_acquire_group(request(ticket)).await {
                     Ok(GroupAcquire::Acquired { fence }) => {
                         attempt.disarm();
+                        if let Some(places) = places.take() {
+                            places.disarm();
+                        }
                         tracing::debug!(lock.key = %first, backend, fence, "lock group acquired");
                         return Ok(Some(self.group_handle(
                             group,
@@ -315,6 +329,13 @@ impl LockManager {
                         attempt.disarm();
                         contended = true;
                         ticket = Some(given);
+                        if intents.is_some() && places.is_none() {
+                            places = Some(QueuePlace {
+                                manager: Arc::clone(inner),
+                                target: Target::Group(Arc::clone(&keys)),
+                                token: token.clone(),
+                            });
+                        }
                     }
                     Err(error) => {
                         tracing::warn!(
@@ -330,7 +351,8 @@ impl LockManager {
                 let mut nap = options.retry_interval;
                 if let Some(deadline) = deadline {
                     if now >= deadline {
-                        if intents.is_some() {
+                        if let Some(places) = places.take() {
+                            places.disarm();
                             if let Err(error) = groups.withdraw_intents(&keys, &token).await {
                                 tracing::debug!(
                                     lock.key = %first,
@@ -344,8 +366,7 @@ impl LockManager {
                     }
                     nap = nap.min(deadline - now);
                 }
-                let request = GroupRequest::new(&members, &token, &inner.owner, options.ttl, intents, ticket);
-                if groups.wait_for_change(request, nap).await.is_err() {
+                if groups.wait_for_change(request(ticket), nap).await.is_err() {
                     tokio::time::sleep_until(now + nap).await;
                 }
             }

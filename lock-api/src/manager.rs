@@ -447,8 +447,11 @@ impl LockManager {
             }
             if fair && place.is_none() {
                 // Take a place in the queue at once: arrival order is the order of these calls.
-                place =
-                    Some(QueuePlace { manager: Arc::clone(&self.inner), key: store_key.clone(), token: token.clone() });
+                place = Some(QueuePlace {
+                    manager: Arc::clone(&self.inner),
+                    target: Target::Key(store_key.clone()),
+                    token: token.clone(),
+                });
                 tracing::trace!(lock.key = %key, backend = store.backend(), "lock held; queueing");
                 continue;
             }

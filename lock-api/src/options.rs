@@ -126,10 +126,16 @@ pub enum Fairness {
     /// crashes or is cancelled stops holding up the others soon after. On a store without
     /// a queue ([`Capabilities::fair_queue`](crate::Capabilities::fair_queue) is `false`)
     /// this is [`Barging`](Self::Barging).
+    ///
+    /// Lock groups (read/write locks, semaphores) wait in the same way: a waiting group
+    /// leaves a place on each of its names, and later requests count it as a holder of its
+    /// mode, so readers, writers and semaphore waiters are served in arrival order.
     #[default]
     Fair,
     /// Whoever asks first after a release gets the key: the most throughput on a hot key,
     /// but a waiter can lose many times in a row while others take the key again and again.
+    /// A waiting lock group still leaves places for its exclusive members (writer
+    /// preference: readers never starve a waiting writer), but none for its shared ones.
     Barging,
 }
 

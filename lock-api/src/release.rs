@@ -182,12 +182,13 @@ impl Drop for InFlightAcquire<'_> {
     }
 }
 
-/// A waiter's place in a key's queue: until disarmed (the wait ended with the lock), its
-/// drop leaves the queue in the background (a release with the waiter's token also
-/// frees the key if it was handed to the waiter meanwhile).
+/// A waiter's place in a key's queue (or a waiting group's places on its names): until
+/// disarmed (the wait ended with the lock), its drop leaves the queue in the background
+/// (a release with the waiter's token also frees the key if it was handed to the waiter
+/// meanwhile, and a group release frees the group's places).
 pub(crate) struct QueuePlace {
     pub(crate) manager: Arc<ManagerInner>,
-    pub(crate) key: StoreKey,
+    pub(crate) target: Target,
     pub(crate) token: Token,
 }
 
@@ -199,6 +200,6 @@ impl QueuePlace {
 
 impl Drop for QueuePlace {
     fn drop(&mut self) {
-        self.manager.release_in_background(self.key.clone(), self.token.clone(), Cleanup::UnknownAcquire);
+        self.manager.release_in_background(self.target.clone(), self.token.clone(), Cleanup::UnknownAcquire);
     }
 }

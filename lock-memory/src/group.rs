@@ -21,8 +21,9 @@ struct Holder {
     expires_at: Instant,
 }
 
-/// A waiting exclusive request's intent on a name.
+/// A waiting group's place (intent) on a name.
 struct Intent {
+    mode: LockMode,
     ticket: u64,
     expires_at: Instant,
 }
@@ -56,8 +57,9 @@ impl Name {
     }
 
     /// Whether `mode` can be granted to `token` at `now` (whose group has `ticket`;
-    /// `first`: its first attempt, which also yields to an intent recorded in the same
-    /// millisecond). Holders and intents expired by `now` do not count.
+    /// `first`: its first attempt, which also yields to a place recorded in the same
+    /// millisecond). Holders and places expired by `now` do not count; the older places
+    /// of other groups count as holders of their mode.
     fn grants(
         &self,
         now: Instant,
@@ -74,17 +76,17 @@ impl Name {
             }
             same += 1;
         }
-        let permits = self.recorded_permits(mode).or(default_permits);
-        if permits.is_some_and(|permits| same + 1 > u64::from(permits)) {
-            return false;
+        let older = self.intents.iter().filter(|(other, intent)| {
+            intent.expires_at > now && *other != token && (intent.ticket < ticket || (first && intent.ticket == ticket))
+        });
+        for (_, intent) in older {
+            if intent.mode != mode {
+                return false;
+            }
+            same += 1;
         }
-        // Writer preference: older intents of other groups hold back new shared holders.
-        mode != LockMode::Shared
-            || !self.intents.iter().any(|(other, intent)| {
-                intent.expires_at > now
-                    && other != token
-                    && (intent.ticket < ticket || (first && intent.ticket == ticket))
-            })
+        let permits = self.recorded_permits(mode).or(default_permits);
+        permits.is_none_or(|permits| same < u64::from(permits))
     }
 }
 
@@ -130,9 +132,9 @@ impl GroupLockStore for MemoryLockStore {
         if !granted {
             if let Some(intent_ttl) = request.intent_ttl {
                 let expires_at = now + intent_ttl.as_duration();
-                for member in request.members.iter().filter(|member| member.mode == LockMode::Exclusive) {
+                for member in request.members.iter().filter(|member| request.places(member)) {
                     if let Some(name) = names.get_mut(member.key.as_str()) {
-                        name.intents.insert(request.token.clone(), Intent { ticket, expires_at });
+                        name.intents.insert(request.token.clone(), Intent { mode: member.mode, ticket, expires_at });
                     }
                 }
             }
@@ -261,6 +263,12 @@ impl GroupLockStore for MemoryLockStore {
             .collect();
         holders.sort_by_key(|info| info.fence);
         Ok(holders)
+    }
+
+    async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let now = Instant::now();
+        let names = self.groups_state().names();
+        Ok(names.get(key.as_str()).map_or(0, |name| name.intents.values().filter(|i| i.expires_at > now).count()))
     }
 
     async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {

@@ -131,7 +131,7 @@ impl<'a> Columns<'a> {
 }
 
 /// Lock groups in two tables beside the lease table (`<table>_holders`,
-/// `<table>_permits`) and one function (`<table>_acquire_group_v2`), created by
+/// `<table>_permits`) and one function (`<table>_acquire_group_v3`), created by
 /// [`ensure_schema`](PostgresLockStore::ensure_schema) or at the first group operation
 /// (checked only, with [`GroupSchemaMissing`](crate::GroupSchemaMissing) when missing, on a
 /// store that may not create); see "Lock groups" in the crate documentation. Group names
@@ -178,6 +178,7 @@ impl GroupLockStore for PostgresLockStore {
                 .bind(intent_ttl)
                 .bind(ticket)
                 .bind(again)
+                .bind(request.fair)
                 .fetch_one(&mut **attempt.hold(conn))
                 .await;
             match row {
@@ -339,6 +340,19 @@ impl GroupLockStore for PostgresLockStore {
             .await
             .map_err(|error| self.group_fail("read permits", Some(key), error))?;
         Ok(permits.map(|permits| u32::try_from(permits).unwrap_or(1)))
+    }
+
+    /// One `SELECT count(*)` of the live places (rows of waiting groups) of `key`.
+    async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
+        self.ensure_group_schema().await?;
+        const OPERATION: &str = "count waiting groups";
+        let count: i64 = self
+            .retrying(OPERATION, || {
+                sqlx::query_scalar(&self.group_sql().waiting).bind(key.as_str()).fetch_one(self.pool())
+            })
+            .await
+            .map_err(|error| self.group_fail(OPERATION, Some(key), error))?;
+        Ok(usize::try_from(count).unwrap_or(0))
     }
 
     /// One `SELECT` of the live holds of `key`, oldest fence first; times left are

@@ -28,8 +28,8 @@
 //! 5. otherwise checks every member and takes the slots in one statement — the function
 //!    is `VOLATILE`, so each statement takes a fresh snapshot, which includes every grant
 //!    committed before the advisory locks were ours — against the live holders, the live
-//!    older intents (for shared members) and the permits row of (name, mode), else the
-//!    member's default; `coalesce(bool_and(…), false)` so that nothing is granted for no
+//!    older places of waiting groups (counted as holders of their mode) and the permits
+//!    row of (name, mode), else the member's default; `coalesce(bool_and(…), false)` so that nothing is granted for no
 //!    member. A member's slot is the group's own intent, else the lowest free slot, else
 //!    a new one. A hold of another group that ended by the check's time but is not freed
 //!    (*stale*) does not count, but an `extend` of it may be in flight: then the statement
@@ -37,8 +37,8 @@
 //!    is waited for and re-checked (it either committed first, and the hold is live and
 //!    counts, or finds the row freed and reports it not held) — and the check runs again:
 //!    an ended hold is never counted free and revived at the same time;
-//! 6. blocked: records or refreshes the intents of its exclusive members (when asked)
-//!    in slots as above, and returns the ticket.
+//! 6. blocked: records or refreshes the places of its members (of its exclusive members
+//!    only when barging; when asked) in slots as above, and returns the ticket.
 //!
 //! Rows are never deleted by these operations: releases free them (`token = NULL`) and
 //! grants take them again, so the table holds one row per slot a name ever needed at
@@ -86,6 +86,7 @@ pub struct GroupStatements {
     pub(crate) remove_permits: String,
     pub(crate) permits: String,
     pub(crate) holders: String,
+    pub(crate) waiting: String,
     pub(crate) wait: String,
     pub(crate) purge: String,
     pub(crate) state: String,
@@ -113,7 +114,7 @@ impl GroupStatements {
     }
 
     /// The grant function, qualified and quoted, e.g.
-    /// `"public"."distlock_locks_acquire_group_v2"`.
+    /// `"public"."distlock_locks_acquire_group_v3"`.
     pub fn function(&self) -> &str {
         &self.function
     }
@@ -121,7 +122,8 @@ impl GroupStatements {
     /// One attempt: `SELECT granted_fence, blocked_ticket FROM <function>($1 names text[],
     /// $2 modes text[] ('R' shared, 'W' exclusive), $3 default permits int4[] (NULL:
     /// unlimited), $4 token uuid, $5 owner text, $6 TTL ms, $7 intent TTL ms or NULL,
-    /// $8 ticket or NULL, $9 whether the call is run again after a lost connection)`: one
+    /// $8 ticket or NULL, $9 whether the call is run again after a lost connection, $10
+    /// whether a blocked attempt leaves places for every member, not only exclusive ones)`: one
     /// row, the fence when granted, else the ticket. Run again, it recognises a group its
     /// token already holds whole and returns that fence.
     pub fn acquire(&self) -> &str {
@@ -192,7 +194,7 @@ impl GroupStatements {
         let schema = layout.schema.quoted();
         let holders_name = layout.table.derived("holders");
         let permits_name = layout.table.derived("permits");
-        let function_name = layout.table.derived("acquire_group_v2");
+        let function_name = layout.table.derived("acquire_group_v3");
         let owner_index = layout.table.derived("holders_owner");
         let holders = format!("{schema}.{}", holders_name.quoted());
         let permits = format!("{schema}.{}", permits_name.quoted());
@@ -218,9 +220,9 @@ impl GroupStatements {
             format!(
                 "WITH freed AS ( \
                      UPDATE {holders} SET token = NULL, expires_at = clock_timestamp() \
-                     WHERE {which} AND (mode = 'I' OR expires_at > clock_timestamp()) \
+                     WHERE {which} AND (mode IN ('I', 'J') OR expires_at > clock_timestamp()) \
                      RETURNING name, mode, waiting) \
-                 SELECT count(*) FILTER (WHERE mode <> 'I'), {notify} FROM freed"
+                 SELECT count(*) FILTER (WHERE mode NOT IN ('I', 'J')), {notify} FROM freed"
             )
         };
         let notify_name = |source: &str| {
@@ -232,14 +234,14 @@ impl GroupStatements {
         };
         Self {
             acquire: format!(
-                "SELECT granted_fence, blocked_ticket FROM {function}($1, $2, $3, $4::uuid, $5, $6, $7, $8, $9)"
+                "SELECT granted_fence, blocked_ticket FROM {function}($1, $2, $3, $4::uuid, $5, $6, $7, $8, $9, $10)"
             ),
             extend: format!(
                 "UPDATE {holders} SET expires_at = clock_timestamp() + $3 * interval '1 millisecond' \
-                 WHERE name = ANY($1) AND token = $2::uuid AND mode <> 'I' AND expires_at > clock_timestamp()"
+                 WHERE name = ANY($1) AND token = $2::uuid AND mode NOT IN ('I', 'J') AND expires_at > clock_timestamp()"
             ),
             release: free_and_notify("name = ANY($1) AND token = $2::uuid"),
-            withdraw: free_and_notify("name = ANY($1) AND token = $2::uuid AND mode = 'I'"),
+            withdraw: free_and_notify("name = ANY($1) AND token = $2::uuid AND mode IN ('I', 'J')"),
             release_owner: free_and_notify("owner = $1 AND token IS NOT NULL"),
             set_permits: format!(
                 "WITH changed AS ( \
@@ -256,9 +258,13 @@ impl GroupStatements {
             permits: format!("SELECT permits FROM {permits} WHERE name = $1 AND mode = $2::\"char\""),
             holders: format!(
                 "SELECT token::text, mode::text, owner, fence, {} FROM {holders} \
-                 WHERE name = $1 AND token IS NOT NULL AND mode <> 'I' AND expires_at > clock_timestamp() \
+                 WHERE name = $1 AND token IS NOT NULL AND mode NOT IN ('I', 'J') AND expires_at > clock_timestamp() \
                  ORDER BY fence, token",
                 micros_left("expires_at")
+            ),
+            waiting: format!(
+                "SELECT count(*) FROM {holders} \
+                 WHERE name = $1 AND token IS NOT NULL AND mode IN ('I', 'J') AND expires_at > clock_timestamp()"
             ),
             // The request's members with their permits; the live rows of other groups on
             // their names; of those, the ones that keep the request from being granted now
@@ -267,7 +273,10 @@ impl GroupStatements {
             // registered first). The UPDATE flags the blocking rows not flagged yet; a
             // blocking row of the snapshot that is neither flagged there nor by the UPDATE
             // was freed meanwhile (or flagged by a waiter this snapshot cannot see): the
-            // caller returns at once, as it does when nothing blocks.
+            // caller returns at once, as it does when nothing blocks. A row another
+            // transaction has locked (a release, a grant, another waiter flagging it) is
+            // skipped, not waited for, and counts as such a row: a waiter never waits for
+            // a row lock, so it can never be part of a deadlock.
             wait: format!(
                 "WITH m AS MATERIALIZED ( \
                      SELECT d.name, d.mode, \
@@ -278,21 +287,28 @@ impl GroupStatements {
                      SELECT clock_timestamp() AS at, \
                          coalesce($5, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ticket), \
                  live AS MATERIALIZED ( \
-                     SELECT h.name, h.slot, h.mode, h.token, h.ticket, h.expires_at, h.waiting \
+                     SELECT h.name, h.slot, h.token, h.expires_at, h.waiting, \
+                         CASE h.mode WHEN 'I' THEN 'W'::\"char\" WHEN 'J' THEN 'R'::\"char\" ELSE h.mode END AS mode, \
+                         h.mode NOT IN ('I', 'J') \
+                             OR h.ticket < now.ticket OR ($5 IS NULL AND h.ticket = now.ticket) AS counts \
                      FROM {holders} AS h, now \
                      WHERE h.name = ANY($1) AND h.token <> $4::uuid AND h.expires_at > now.at), \
                  blocking AS MATERIALIZED ( \
                      SELECT l.name, l.slot, l.token, l.expires_at, l.waiting \
-                     FROM m JOIN live AS l ON l.name = m.name, now \
-                     WHERE (l.mode <> m.mode AND l.mode <> 'I') \
-                        OR (l.mode = m.mode AND m.permits IS NOT NULL \
-                            AND (SELECT count(*) FROM live AS s WHERE s.name = m.name AND s.mode = m.mode) >= m.permits) \
-                        OR (m.mode = 'R' AND l.mode = 'I' \
-                            AND (l.ticket < now.ticket OR ($5 IS NULL AND l.ticket = now.ticket)))), \
+                     FROM m JOIN live AS l ON l.name = m.name \
+                     WHERE l.counts \
+                       AND (l.mode <> m.mode \
+                            OR (m.permits IS NOT NULL \
+                                AND (SELECT count(*) FROM live AS s \
+                                     WHERE s.name = m.name AND s.mode = m.mode AND s.counts) >= m.permits))), \
+                 lockable AS ( \
+                     SELECT h.ctid AS row_id FROM {holders} AS h JOIN blocking AS b \
+                         ON h.name = b.name AND h.slot = b.slot AND h.token = b.token \
+                     WHERE NOT h.waiting \
+                     FOR UPDATE OF h SKIP LOCKED), \
                  flagged AS ( \
-                     UPDATE {holders} AS h SET waiting = true FROM blocking AS b \
-                     WHERE h.name = b.name AND h.slot = b.slot AND h.token = b.token \
-                       AND NOT h.waiting AND h.expires_at > clock_timestamp() \
+                     UPDATE {holders} AS h SET waiting = true FROM lockable AS k \
+                     WHERE h.ctid = k.row_id AND NOT h.waiting AND h.expires_at > clock_timestamp() \
                      RETURNING h.name, h.slot) \
                  SELECT count(*) FILTER (WHERE NOT b.waiting AND f.name IS NULL), count(*), {} \
                  FROM blocking AS b LEFT JOIN flagged AS f ON f.name = b.name AND f.slot = b.slot",
@@ -326,9 +342,9 @@ impl GroupStatements {
                      EXISTS (SELECT 1 FROM f), \
                      (SELECT bool_and(has_function_privilege(f.oid, 'EXECUTE')) FROM f)"
                 .to_owned(),
-            // Holds and intents in one table, one row per slot of a name: `mode` 'R'
-            // shared, 'W' exclusive, 'I' the intent of a waiting exclusive request (no
-            // fence; its ticket orders it); `token` NULL: a free slot, which the next grant
+            // Holds and places in one table, one row per slot of a name: `mode` 'R'
+            // shared, 'W' exclusive, 'I' and 'J' the place (intent) of a waiting group's
+            // exclusive and shared member (no fence; its ticket orders it); `token` NULL: a free slot, which the next grant
             // of the name takes. Grants, releases and lease updates change no indexed
             // column (the owner only when another owner takes a slot), so they are HOT
             // updates, as on the lease table. No CHECK constraints: PostgreSQL would read
@@ -425,14 +441,17 @@ impl GroupStatements {
 /// The grant function (see the module documentation for the steps and why).
 fn acquire_function(function: &str, holders: &str, permits: &str, sequence: &str) -> String {
     // Per member: its permits (the permits row, else its default), what the other rows of
-    // its name say (holders of its mode and of the other mode, older intents, holds that
-    // ended by `v_now`), whether it can be granted, and the slot its row goes to: the
-    // group's own row of the name (an intent), else the lowest free slot, else a new one.
-    // A first attempt (no ticket yet) also yields to an intent of this very millisecond.
+    // its name say (holders of its mode and of the other mode, the older places of waiting
+    // groups of its mode and whether one is of the other mode, holds that ended by
+    // `v_now`), whether it can be granted, and the slot its row goes to: the group's own
+    // row of the name (a place), else the lowest free slot, else a new one. A first
+    // attempt (no ticket yet) also yields to a place of this very millisecond. Older places
+    // count as holders of their mode ('I' exclusive, 'J' shared).
+    let older = "AND h.token <> p_token AND h.expires_at > v_now \
+                 AND (h.ticket < blocked_ticket OR (p_ticket IS NULL AND h.ticket = blocked_ticket))";
     let members = format!(
         "SELECT d.name, d.mode, coalesce(a.own, a.free, a.top + 1, 0) AS slot, \
-                a.other = 0 AND (p.permits IS NULL OR a.same < p.permits) \
-                    AND (d.mode = 'W' OR NOT a.yields) AS ok, \
+                a.other = 0 AND NOT a.yields AND (p.permits IS NULL OR a.same + a.queued < p.permits) AS ok, \
                 a.stale \
          FROM unnest(p_names, p_modes::\"char\"[], p_permits) AS d(name, mode, default_permits), \
               LATERAL (SELECT coalesce((SELECT p.permits FROM {permits} AS p \
@@ -440,24 +459,26 @@ fn acquire_function(function: &str, holders: &str, permits: &str, sequence: &str
                                        d.default_permits) AS permits) AS p, \
               LATERAL (SELECT \
                   count(*) FILTER (WHERE h.mode = d.mode AND h.token <> p_token AND h.expires_at > v_now) AS same, \
-                  count(*) FILTER (WHERE h.mode <> d.mode AND h.mode <> 'I' AND h.token <> p_token \
+                  count(*) FILTER (WHERE h.mode <> d.mode AND h.mode NOT IN ('I', 'J') AND h.token <> p_token \
                                      AND h.expires_at > v_now) AS other, \
-                  coalesce(bool_or(h.mode = 'I' AND h.token <> p_token AND h.expires_at > v_now \
-                                   AND (h.ticket < blocked_ticket \
-                                        OR (p_ticket IS NULL AND h.ticket = blocked_ticket))), false) AS yields, \
-                  coalesce(bool_or(h.mode <> 'I' AND h.token <> p_token AND h.expires_at <= v_now), false) AS stale, \
+                  count(*) FILTER (WHERE h.mode IN ('I', 'J') AND (h.mode = 'I') = (d.mode = 'W') {older}) AS queued, \
+                  coalesce(bool_or(h.mode IN ('I', 'J') AND (h.mode = 'I') <> (d.mode = 'W') {older}), false) \
+                      AS yields, \
+                  coalesce(bool_or(h.mode NOT IN ('I', 'J') AND h.token <> p_token AND h.expires_at <= v_now), false) \
+                      AS stale, \
                   min(h.slot) FILTER (WHERE h.token = p_token) AS own, \
-                  min(h.slot) FILTER (WHERE h.token IS NULL OR (h.mode = 'I' AND h.expires_at <= v_now)) AS free, \
+                  min(h.slot) FILTER (WHERE h.token IS NULL OR (h.mode IN ('I', 'J') AND h.expires_at <= v_now)) \
+                      AS free, \
                   max(h.slot) AS top \
                   FROM {holders} AS h WHERE h.name = d.name) AS a"
     );
     // Taking a slot: free, the group's own, or an intent that ended (intents are only
     // written under the names' locks, so no one else can revive it).
-    let take = "WHERE h.token IS NULL OR h.token = EXCLUDED.token OR (h.mode = 'I' AND h.expires_at <= v_now)";
+    let take = "WHERE h.token IS NULL OR h.token = EXCLUDED.token OR (h.mode IN ('I', 'J') AND h.expires_at <= v_now)";
     format!(
         r#"CREATE OR REPLACE FUNCTION {function}(
     p_names text[], p_modes text[], p_permits integer[], p_token uuid, p_owner text,
-    p_ttl_ms bigint, p_intent_ttl_ms bigint, p_ticket bigint, p_again boolean,
+    p_ttl_ms bigint, p_intent_ttl_ms bigint, p_ticket bigint, p_again boolean, p_fair boolean,
     OUT granted_fence bigint, OUT blocked_ticket bigint)
 LANGUAGE plpgsql VOLATILE
 -- Custom plans would be made again at every call (for a one-element array they look
@@ -478,6 +499,7 @@ DECLARE
     v_second bigint;
     v_intent_names text[];
     v_intent_slots integer[];
+    v_intent_modes "char"[];
 BEGIN
     -- One global order of lock keys. One or two names (the common cases) are plain
     -- expressions, evaluated without a query.
@@ -555,12 +577,14 @@ BEGIN
             {take}
             RETURNING 1)
         SELECT (SELECT count(*) FROM taken), coalesce(bool_and(c.ok), false), coalesce(bool_or(c.stale), false),
-               array_agg(c.name) FILTER (WHERE c.mode = 'W'), array_agg(c.slot) FILTER (WHERE c.mode = 'W')
-        INTO v_written, v_granted, v_stale, v_intent_names, v_intent_slots
+               array_agg(c.name) FILTER (WHERE p_fair OR c.mode = 'W'),
+               array_agg(c.slot) FILTER (WHERE p_fair OR c.mode = 'W'),
+               array_agg(CASE c.mode WHEN 'W' THEN 'I'::"char" ELSE 'J'::"char" END) FILTER (WHERE p_fair OR c.mode = 'W')
+        INTO v_written, v_granted, v_stale, v_intent_names, v_intent_slots, v_intent_modes
         FROM c;
         EXIT WHEN NOT v_stale OR v_pass = 2;
         UPDATE {holders} SET token = NULL
-        WHERE name = ANY(p_names) AND token IS NOT NULL AND mode <> 'I' AND expires_at <= v_now;
+        WHERE name = ANY(p_names) AND token IS NOT NULL AND mode NOT IN ('I', 'J') AND expires_at <= v_now;
     END LOOP;
 
     IF v_written > 0 THEN
@@ -575,12 +599,12 @@ BEGIN
     granted_fence := NULL;
     IF p_intent_ttl_ms IS NOT NULL AND v_intent_names IS NOT NULL THEN
         INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
-        SELECT i.name, i.slot, 'I', p_token, p_owner, NULL, blocked_ticket,
+        SELECT i.name, i.slot, i.mode, p_token, p_owner, NULL, blocked_ticket,
                clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond', false
-        FROM unnest(v_intent_names, v_intent_slots) AS i(name, slot)
+        FROM unnest(v_intent_names, v_intent_slots, v_intent_modes) AS i(name, slot, mode)
         ON CONFLICT (name, slot) DO UPDATE
-        SET mode = 'I', token = EXCLUDED.token, owner = EXCLUDED.owner, fence = NULL,
-            ticket = CASE WHEN h.token = EXCLUDED.token AND h.mode = 'I' THEN LEAST(h.ticket, EXCLUDED.ticket)
+        SET mode = EXCLUDED.mode, token = EXCLUDED.token, owner = EXCLUDED.owner, fence = NULL,
+            ticket = CASE WHEN h.token = EXCLUDED.token AND h.mode IN ('I', 'J') THEN LEAST(h.ticket, EXCLUDED.ticket)
                           ELSE EXCLUDED.ticket END,
             expires_at = EXCLUDED.expires_at,
             waiting = h.waiting AND h.token IS NOT DISTINCT FROM EXCLUDED.token
@@ -616,11 +640,11 @@ mod tests {
         assert!(sql.create_permits.contains("\"s\".\"t_permits\""), "{}", sql.create_permits);
         assert_eq!(
             (sql.holders_table(), sql.permits_table(), sql.function()),
-            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v2\"")
+            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v3\"")
         );
-        assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v2\"("), "{}", sql.create_function);
+        assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v3\"("), "{}", sql.create_function);
         assert!(sql.create_function.contains("nextval('\"s\".\"q\"')"), "{}", sql.create_function);
-        assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v2\"($1"), "{}", sql.acquire);
+        assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v3\"($1"), "{}", sql.acquire);
         assert!(sql.release.contains("pg_notify('distlock:s.t', 'group:' || name)"), "{}", sql.release);
         assert!(sql.set_permits.contains("pg_notify("), "{}", sql.set_permits);
         let unlogged = GroupStatements::new(&layout(true, false));

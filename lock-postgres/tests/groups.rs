@@ -431,6 +431,7 @@ async fn a_grant_run_again_with_its_token_is_recognised() {
         .bind(None::<i64>)
         .bind(None::<i64>)
         .bind(true)
+        .bind(true)
         .fetch_one(f.store.pool())
         .await
         .unwrap();

@@ -23,7 +23,7 @@ impl RedisLockStore {
     /// `{key_prefix}:group:{<name>}`, e.g. `myapp:group:{order:1}`. The name is the
     /// application's key with `%`, `{` and `}` written `%25`, `%7B` and `%7D`, so the part
     /// in braces is a Redis Cluster hash tag shared by exactly the keys of that name. The
-    /// keys are the stem followed by `:h` (holders, writer intents and their tickets, one
+    /// keys are the stem followed by `:h` (holders, waiting groups' places and their tickets, one
     /// sorted set) and `:p` (permits); the stem itself is what a release publishes when
     /// the name's holders change.
     pub fn group_key_stem(&self, key: &StoreKey) -> String {
@@ -135,7 +135,9 @@ impl RedisLockStore {
             (intent_ttl, ticket) => {
                 let intent_ttl = intent_ttl.map(Ttl::as_millis);
                 let part = |value: Option<u64>| value.map(|value| value.to_string()).unwrap_or_default();
-                format!("{}:{}:{}", part(intent_ttl), part(intent_ttl.map(|ttl| ttl.saturating_mul(2))), part(ticket))
+                let barging = if request.fair { "" } else { ":b" };
+                let intent_ttl2 = intent_ttl.map(|ttl| ttl.saturating_mul(2));
+                format!("{}:{}:{}{barging}", part(intent_ttl), part(intent_ttl2), part(ticket))
             }
         };
         let mut conn = self.connection_manager().clone();
@@ -496,6 +498,21 @@ impl GroupLockStore for RedisLockStore {
                 Ok(if owner.is_empty() { info } else { info.with_owner(owner) })
             })
             .collect()
+    }
+
+    /// A read-only script: `ZCOUNT`s of the live places in the name's intent bands.
+    async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let mut conn = self.connection_manager().clone();
+        let count: u64 = GROUP_SCRIPTS
+            .waiting
+            .run(&mut conn, |cmd| {
+                let mut buffer = String::new();
+                cmd.arg(1);
+                self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
+            })
+            .await
+            .map_err(|err| Self::error_on("count the waiting groups of", key, err))?;
+        Ok(usize::try_from(count).unwrap_or(usize::MAX))
     }
 
     /// Waits for a published change of any of the request's names (a release, a withdrawn

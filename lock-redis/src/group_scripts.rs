@@ -9,8 +9,9 @@
 //! percent-encoded, so every key of a name shares one hash tag): `stem:h`, one sorted set
 //! of everything a name has but its permits, in score bands of `B` = 10^13 ms (year
 //! 2286): shared holds `[0, B)` and exclusive holds `[B, 2B)` (member = the group's token,
-//! score = band + expiry), writer intents `[2B, 3B)` (member = token, score = band +
-//! intent expiry) and their tickets `[3B, 4B)` (member = `#token`, score = band + ticket);
+//! score = band + expiry), the places of waiting groups — exclusive `[2B, 3B)` and shared
+//! `[4B, 5B)` (member = token, score = band + place expiry) — and their tickets
+//! `[3B, 4B)` (member = `#token`, score = band + ticket);
 //! so one `ZCOUNT` counts the live holders of a mode, one `ZSCORE` tells what a token has
 //! on the name, and a grant's `ZADD` replaces the group's own intent. `stem:p`, hash of the
 //! permits (`shared`, `exclusive`). Per store: `{prefix}:group-index` (hash, token →
@@ -45,10 +46,11 @@ use crate::scripts::LuaScript;
 macro_rules! prelude {
     () => {
         r##"
--- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), intents [2B, 3B),
--- their tickets [3B, 4B).
+-- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
+-- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).
 local B = 10000000000000
 local INTENTS = 2 * B
+local SHARED_INTENTS = 4 * B
 
 local clock = redis.call("TIME")
 local micros = clock[2]
@@ -111,9 +113,9 @@ local ttl, ttl2 = tonumber(ARGV[4]), ARGV[5]
 local mode = ARGV[7]
 local n = #ARGV - 7
 local hs = #KEYS - 2 * n -- KEYS[hs + i]: member i's `h`; KEYS[hs + n + i]: its `p`
-local intent_ttl, intent_ttl2, ticket_s = "", "", ""
+local intent_ttl, intent_ttl2, ticket_s, barging = "", "", "", ""
 if ARGV[6] ~= "" then
-    intent_ttl, intent_ttl2, ticket_s = string.match(ARGV[6], "^(%d*):(%d*):(%d*)$")
+    intent_ttl, intent_ttl2, ticket_s, barging = string.match(ARGV[6], "^(%d*):(%d*):(%d*):?(b?)$")
 end
 -- A first attempt (no ticket) comes after every intent already recorded, even one
 -- recorded in the same millisecond; a waiting group's retries compare tickets strictly,
@@ -138,20 +140,31 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
         return held
     end
 
-    -- Whether a live intent of another group with an older ticket (or, on a first
-    -- attempt, any ticket up to now) is on the name: tickets are the `#token` entries.
-    local function held_back(h)
+    -- The live places of other groups with an older ticket (or, on a first attempt, any
+    -- ticket up to now) on the name count as holders of their mode: nil when one is of
+    -- the other mode than `exclusive`, else how many of the same mode there are. Tickets
+    -- are the `#token` entries; a token's place is its entry in the intent bands.
+    local function ahead(h, exclusive)
         local older = redis.call("ZRANGEBYSCORE", h, "30000000000000", (first_attempt and "3" or "(3") .. ticket_s)
+        local same = 0
         for _, entry in ipairs(older) do
             local other = string.sub(entry, 2)
             if other ~= token then
-                local intent = tonumber(redis.call("ZSCORE", h, other))
-                if intent and intent > INTENTS + now and intent < 3 * B then
-                    return true
+                local place = tonumber(redis.call("ZSCORE", h, other))
+                if place and place > INTENTS + now and place < 3 * B then
+                    if not exclusive then
+                        return nil
+                    end
+                    same = same + 1
+                elseif place and place > SHARED_INTENTS + now and place < 5 * B then
+                    if exclusive then
+                        return nil
+                    end
+                    same = same + 1
                 end
             end
         end
-        return false
+        return same
     end
 
     -- Whether member i's name admits it now (reads only).
@@ -165,22 +178,23 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
         if others(h, other, B - floor) > 0 then
             return false
         end
+        local queued = ahead(h, exclusive)
+        if queued == nil then
+            return false
+        end
+        local held = others(h, mine, floor) + queued
         if default == "" then
             -- Unlimited unless the permits hash says otherwise.
             local permits = redis.call("HGET", p, field)
-            if permits and others(h, mine, floor) + 1 > tonumber(permits) then
+            if permits and held + 1 > tonumber(permits) then
                 return false
             end
-        else
+        elseif held > 0 and held + 1 > tonumber(redis.call("HGET", p, field) or default) then
             -- Permits are at least 1 (`set_permits` refuses 0): a name without another
-            -- live holder of the mode admits one whatever they say.
-            local held = others(h, mine, floor)
-            if held > 0 and held + 1 > tonumber(redis.call("HGET", p, field) or default) then
-                return false
-            end
+            -- live holder or older place of the mode admits one whatever they say.
+            return false
         end
-        -- Writer preference: a shared member yields to the intents of older waiting groups.
-        return exclusive or not held_back(h)
+        return true
     end
 
     sizes = {}
@@ -194,14 +208,20 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
 
     if blocked then
         if mode ~= "P" and intent_ttl ~= "" then
-            local intent = "2" .. tostring(now + tonumber(intent_ttl))
+            local until_s = tostring(now + tonumber(intent_ttl))
             for i = 1, n do
-                if string.byte(ARGV[7 + i]) == 88 then
+                local exclusive = string.byte(ARGV[7 + i]) == 88
+                if exclusive or barging == "" then
                     local h = KEYS[hs + i]
-                    redis.call("ZADD", h, intent, token, "3" .. ticket_s, "#" .. token)
-                    -- Intents that ran out, a bounded number per attempt, with their tickets.
-                    local dead = redis.call("ZRANGEBYSCORE", h, "20000000000000", "2" .. now_s, "LIMIT", "0", "16")
+                    local place = (exclusive and "2" or "4") .. until_s
+                    redis.call("ZADD", h, place, token, "3" .. ticket_s, "#" .. token)
+                    -- Places that ran out, a bounded number per attempt, with their tickets.
+                    local dead = redis.call("ZRANGEBYSCORE", h, "20000000000000", "2" .. now_s, "LIMIT", "0", "8")
+                    local dead_shared = redis.call("ZRANGEBYSCORE", h, "40000000000000", "4" .. now_s, "LIMIT", "0", "8")
                     for _, other in ipairs(dead) do
+                        redis.call("ZREM", h, other, "#" .. other)
+                    end
+                    for _, other in ipairs(dead_shared) do
                         redis.call("ZREM", h, other, "#" .. other)
                     end
                     keep(h, tonumber(intent_ttl), intent_ttl2)
@@ -229,11 +249,11 @@ for i = 1, n do
         -- Expired holds of the mode, and this token's ticket.
         if exclusive then
             redis.call("ZREMRANGEBYSCORE", h, "10000000000000", "1" .. now_s)
-            if not first_attempt then
-                redis.call("ZREM", h, "#" .. token)
-            end
         else
             redis.call("ZREMRANGEBYSCORE", h, "-inf", now_s)
+        end
+        if not first_attempt then
+            redis.call("ZREM", h, "#" .. token)
         end
         keep(h, ttl, ttl2)
     else
@@ -423,6 +443,15 @@ return out
 "##
 );
 
+/// The live places (of waiting groups) on one name, read only. `KEYS` = h.
+const WAITING: &str = concat!(
+    prelude!(),
+    r##"
+return redis.call("ZCOUNT", KEYS[1], "(2" .. now_s, "(30000000000000")
+    + redis.call("ZCOUNT", KEYS[1], "(4" .. now_s, "(50000000000000")
+"##
+);
+
 /// The group scripts, hashed once per process.
 #[derive(Debug)]
 pub(crate) struct GroupScripts {
@@ -431,6 +460,7 @@ pub(crate) struct GroupScripts {
     pub(crate) release: LuaScript,
     pub(crate) withdraw: LuaScript,
     pub(crate) holders: LuaScript,
+    pub(crate) waiting: LuaScript,
 }
 
 pub(crate) static GROUP_SCRIPTS: LazyLock<GroupScripts> = LazyLock::new(|| GroupScripts {
@@ -439,4 +469,5 @@ pub(crate) static GROUP_SCRIPTS: LazyLock<GroupScripts> = LazyLock::new(|| Group
     release: LuaScript::new(RELEASE),
     withdraw: LuaScript::new(WITHDRAW),
     holders: LuaScript::new(HOLDERS),
+    waiting: LuaScript::new(WAITING),
 });

@@ -95,17 +95,17 @@ fn granted(outcome: &GroupAcquire) -> bool {
     matches!(outcome, GroupAcquire::Acquired { .. })
 }
 
-/// The lowest score of a writer intent in a name's `:h` set (the intents' band).
+/// The lowest score of a place in a name's `:h` set (the exclusive places' band).
 const INTENT_BAND: &str = "20000000000000";
-/// The lowest score of an intent's ticket (`#token`).
-const TICKET_BAND: f64 = 3e13;
+/// The band of places' tickets (`#token`): [3B, 4B); shared places follow it.
+const TICKET_BAND: std::ops::Range<f64> = 3e13..4e13;
 
-/// The writer intents recorded on `name` (live or not yet purged), checking that each
-/// has its ticket.
+/// The places of waiting groups recorded on `name` (live or not yet purged), checking
+/// that each has its ticket.
 async fn intents(store: &RedisLockStore, name: &str) -> i64 {
     let h = format!("{}:h", store.group_key_stem(&store_key(name)));
     let entries: Vec<(String, f64)> = raw(store, &["ZRANGEBYSCORE", &h, INTENT_BAND, "+inf", "WITHSCORES"]).await;
-    let (tickets, intents): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, score)| *score >= TICKET_BAND);
+    let (tickets, intents): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, score)| TICKET_BAND.contains(score));
     assert_eq!(intents.len(), tickets.len(), "{name}: one ticket per intent: {entries:?}");
     for (token, _) in &intents {
         assert!(tickets.iter().any(|(ticket, _)| ticket.strip_prefix('#') == Some(token.as_str())), "{entries:?}");
@@ -654,6 +654,9 @@ async fn a_wait_returns_at_once_when_the_request_could_be_granted_now() {
     tokio::time::timeout(Duration::from_secs(5), wait).await.expect("the older reader can go").unwrap();
     assert_eq!(holder.release(&*store).await, 1);
     store.withdraw_intents(&writer.keys(), &writer.token).await.unwrap();
+    assert_eq!(intents(&store, "q").await, 1, "the waiting reader's place is left");
+    assert_eq!(store.waiting(&store_key("q")).await.unwrap(), 1);
+    store.withdraw_intents(&late.keys(), &late.token).await.unwrap();
     assert_eq!(intents(&store, "q").await, 0);
     cleanup(&store).await;
 }

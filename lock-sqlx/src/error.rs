@@ -18,10 +18,10 @@ pub struct StaleRecord {
     pub id: String,
     /// The version the update expected.
     pub expected_version: i64,
-    /// The version the row had when the statement started, when it differed from the
-    /// expected one. `None` when the row was changed by a transaction that committed while
-    /// this statement waited for the row lock: the statement's snapshot still shows the
-    /// expected version then, so the newer one is not known.
+    /// The version the row had just after the refused update (read by a second statement),
+    /// when it differed from the expected one. `None` when the row still showed the expected
+    /// version to that read: inside a `REPEATABLE READ` transaction whose snapshot predates
+    /// the concurrent change, for one.
     pub actual_version: Option<i64>,
 }
 

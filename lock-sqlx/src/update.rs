@@ -1,20 +1,18 @@
-//! The versioned-update builder: one `UPDATE` inside one statement that also reads what
-//! the row held, so that updated, stale, fenced-out and missing rows are told apart
-//! without a second round trip.
+//! The versioned-update builder: one `UPDATE` that checks and bumps the version (the
+//! statement one would write by hand), and, only when it changed nothing, one `SELECT`
+//! that tells stale, fenced-out and missing rows apart.
 
 use std::fmt::{self, Display, Write as _};
 
 use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{Arguments as _, Encode, Executor, FromRow, Postgres, Row as _, Type};
+use sqlx::{Acquire, Arguments as _, Encode, FromRow, Postgres, Row as _, Type};
 
 use crate::error::{FencedOut, OptimisticError, StaleRecord};
 use crate::ident::Identifier;
 
-/// Column aliases of the statement's own results; chosen so that no sensible table has
-/// columns of these names.
+/// The alias of the new version the update returns (when it returns one); chosen so that
+/// no sensible table has a column of this name.
 const NEW_VERSION: &str = "__distlock_new_version";
-const ACTUAL_VERSION: &str = "__distlock_actual_version";
-const ACTUAL_FENCE: &str = "__distlock_actual_fence";
 
 /// A column assignment or key comparison: the column and the number of its bound value.
 #[derive(Debug)]
@@ -58,22 +56,20 @@ struct Bound {
 ///
 /// # The statement
 ///
-/// For `posts` keyed by `id` with version `version`:
+/// For `posts` keyed by `id` with version `version`, the update is the statement one
+/// would write by hand:
 ///
 /// ```sql
-/// WITH upd AS (UPDATE "posts" SET "title" = $2, "version" = "version" + 1
-///              WHERE "id" = $1 AND "version" = $3
-///              RETURNING "version"::int8 AS __distlock_new_version)
-/// SELECT CASE WHEN upd.__distlock_new_version IS NULL
-///             THEN (SELECT "version"::int8 FROM "posts" WHERE "id" = $1) END AS __distlock_actual_version,
-///        …, upd.*
-/// FROM (SELECT 1) AS one LEFT JOIN upd ON true
+/// UPDATE "posts" SET "title" = $2, "version" = "version" + 1 WHERE "id" = $1 AND "version" = $3
 /// ```
 ///
-/// A new version means updated; no new version but a row means stale; neither means
-/// no such row. The row is read a second time only when the update changed nothing. The row's actual version is read from the statement's snapshot: when the
-/// conflicting update committed while this statement waited for the row lock, the snapshot
-/// still shows the expected version and [`StaleRecord::actual_version`] is `None`.
+/// One row changed means updated, and the new version is the expected one plus 1
+/// (`force` and [`execute_returning`](Self::execute_returning) add
+/// `RETURNING "version"::int8, …` to learn it). Only when it changed nothing does a second
+/// statement, on the same connection, read what the row holds now
+/// (`SELECT "version"::int8, … FROM "posts" WHERE "id" = $1`): a row with another version
+/// means stale (or fenced out), no row means missing. Inside a transaction both run in
+/// it; on a pool both run on one pooled connection.
 ///
 /// # Cancel safety
 ///
@@ -92,6 +88,7 @@ pub struct VersionedUpdate {
     force: bool,
     fence: Option<(Identifier, u64)>,
     args: PgArguments,
+    key_args: PgArguments,
     params: usize,
     error: Option<String>,
 }
@@ -111,6 +108,7 @@ impl VersionedUpdate {
             force: false,
             fence: None,
             args: PgArguments::default(),
+            key_args: PgArguments::default(),
             params: 0,
             error: None,
         };
@@ -129,9 +127,13 @@ impl VersionedUpdate {
     /// at least once. `value`'s `Display` text names the row in errors.
     pub fn key<'q, T>(mut self, column: &str, value: T) -> Self
     where
-        T: Encode<'q, Postgres> + Type<Postgres> + Display + 'q,
+        T: Encode<'q, Postgres> + Type<Postgres> + Display + Clone + 'q,
     {
         self.id.push((column.to_owned(), value.to_string()));
+        // The probe that tells a stale row from a missing one binds the keys alone.
+        if let Err(err) = self.key_args.add(value.clone()) {
+            self.fail(format!("the value of key column {column} cannot be encoded: {err}"));
+        }
         if let Some(bound) = self.bind("key column", column, value) {
             self.keys.push(bound);
         }
@@ -198,11 +200,11 @@ impl VersionedUpdate {
     ///
     /// [`OptimisticError::Invalid`] when the update was built wrong.
     pub fn sql(&self) -> Result<String, OptimisticError> {
-        self.statement(false).map(|(sql, _, _)| sql)
+        self.statement(false).map(|statement| statement.update)
     }
 
-    /// Runs the update on `executor` (a `&PgPool`, a `&mut PgConnection`, or `&mut *tx`
-    /// inside a transaction) and returns the row's new version.
+    /// Runs the update on `executor` (a `&PgPool`, a `&mut PgConnection`, or `&mut tx` /
+    /// `&mut *tx` inside a transaction) and returns the row's new version.
     ///
     /// # Errors
     ///
@@ -212,9 +214,9 @@ impl VersionedUpdate {
     /// - [`OptimisticError::VersionOverflow`]: the version is at its column type's maximum;
     /// - [`OptimisticError::Invalid`]: the update was built wrong (before any I/O);
     /// - [`OptimisticError::Database`]: the statement failed.
-    pub async fn execute<'e, E>(self, executor: E) -> Result<i64, OptimisticError>
+    pub async fn execute<'e, A>(self, executor: A) -> Result<i64, OptimisticError>
     where
-        E: Executor<'e, Database = Postgres>,
+        A: Acquire<'e, Database = Postgres>,
     {
         let (_, new_version) = self.run(executor, false).await?;
         Ok(new_version)
@@ -248,50 +250,89 @@ impl VersionedUpdate {
     ///
     /// As [`execute`](Self::execute), and [`OptimisticError::Database`] when the row does
     /// not decode as `T`.
-    pub async fn execute_returning<'e, T, E>(self, executor: E) -> Result<T, OptimisticError>
+    pub async fn execute_returning<'e, T, A>(self, executor: A) -> Result<T, OptimisticError>
     where
-        E: Executor<'e, Database = Postgres>,
+        A: Acquire<'e, Database = Postgres>,
         T: for<'r> FromRow<'r, PgRow>,
     {
         let table = self.table_name.clone();
         let (row, _) = self.run(executor, true).await?;
+        let row = row.ok_or_else(|| OptimisticError::Invalid { message: format!("no row returned ({table})") })?;
         T::from_row(&row).map_err(|source| OptimisticError::Database { table, source })
     }
 
-    async fn run<'e, E>(mut self, executor: E, returning: bool) -> Result<(PgRow, i64), OptimisticError>
+    async fn run<'e, A>(mut self, executor: A, returning: bool) -> Result<(Option<PgRow>, i64), OptimisticError>
     where
-        E: Executor<'e, Database = Postgres>,
+        A: Acquire<'e, Database = Postgres>,
     {
-        let (sql, version_param, fence_param) = self.statement(returning)?;
+        let statement = self.statement(returning)?;
         // The parameters numbered after the keys and values, in the order `statement`
         // numbered them.
-        if version_param.is_some() {
-            let expected = self.version.as_ref().map_or(0, |(_, expected)| *expected);
+        if statement.version_param.is_some() {
+            let expected = self.expected_version();
             self.args.add(expected).map_err(|err| OptimisticError::Invalid { message: err.to_string() })?;
         }
-        if fence_param.is_some() {
+        if statement.fence_param.is_some() {
             let fence = self.fence.as_ref().map_or(0, |(_, fence)| i64::try_from(*fence).unwrap_or(i64::MAX));
             self.args.add(fence).map_err(|err| OptimisticError::Invalid { message: err.to_string() })?;
         }
         let args = std::mem::take(&mut self.args);
-        let row = sqlx::query_with(&sql, args).fetch_one(executor).await.map_err(|source| {
-            let overflow = source.as_database_error().and_then(|db| db.code()).is_some_and(|code| code == "22003");
-            if overflow {
-                OptimisticError::VersionOverflow { table: self.table_name.clone(), id: id_text(&self.id), source }
-            } else {
-                OptimisticError::Database { table: self.table_name.clone(), source }
+        let mut conn = executor.acquire().await.map_err(|source| self.database_error(source))?;
+        let updated = if statement.returns {
+            let row = sqlx::query_with(&statement.update, args)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(|source| self.database_error(source))?;
+            match row {
+                Some(row) => {
+                    let new_version = row
+                        .try_get::<i64, _>(NEW_VERSION)
+                        .map_err(|source| OptimisticError::Database { table: self.table_name.clone(), source })?;
+                    Some((Some(row), new_version))
+                }
+                None => None,
             }
-        })?;
-        let column = |name: &str| {
-            row.try_get::<Option<i64>, _>(name)
-                .map_err(|source| OptimisticError::Database { table: self.table_name.clone(), source })
+        } else {
+            let done = sqlx::query_with(&statement.update, args)
+                .execute(&mut *conn)
+                .await
+                .map_err(|source| self.database_error(source))?;
+            // Checked, unforced: the version was the expected one and is now one more.
+            (done.rows_affected() > 0).then(|| (None, self.expected_version() + 1))
         };
-        let new_version = column(NEW_VERSION)?;
-        let actual_version = column(ACTUAL_VERSION)?;
-        let actual_fence = column(ACTUAL_FENCE)?;
-        match new_version {
-            Some(new_version) => Ok((row, new_version)),
-            None => Err(self.refusal(actual_version, actual_fence)),
+        if let Some(updated) = updated {
+            return Ok(updated);
+        }
+        // Nothing changed: what does the row hold now?
+        let args = std::mem::take(&mut self.key_args);
+        let row = sqlx::query_with(&statement.probe, args)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|source| self.database_error(source))?;
+        let (actual_version, actual_fence) = match row {
+            Some(row) => {
+                let column = |index: usize| {
+                    row.try_get::<Option<i64>, _>(index)
+                        .map_err(|source| OptimisticError::Database { table: self.table_name.clone(), source })
+                };
+                (column(0)?, column(1)?)
+            }
+            None => (None, None),
+        };
+        Err(self.refusal(actual_version, actual_fence))
+    }
+
+    fn expected_version(&self) -> i64 {
+        self.version.as_ref().map_or(0, |(_, expected)| *expected)
+    }
+
+    /// A failed statement: a version at its type's maximum (`22003`) is an overflow.
+    fn database_error(&self, source: sqlx::Error) -> OptimisticError {
+        let overflow = source.as_database_error().and_then(|db| db.code()).is_some_and(|code| code == "22003");
+        if overflow {
+            OptimisticError::VersionOverflow { table: self.table_name.clone(), id: id_text(&self.id), source }
+        } else {
+            OptimisticError::Database { table: self.table_name.clone(), source }
         }
     }
 
@@ -321,8 +362,8 @@ impl VersionedUpdate {
         }
     }
 
-    /// The SQL text and the parameter numbers of the expected version and the fence.
-    fn statement(&self, returning: bool) -> Result<(String, Option<usize>, Option<usize>), OptimisticError> {
+    /// The statements and the parameter numbers of the expected version and the fence.
+    fn statement(&self, returning: bool) -> Result<Statement, OptimisticError> {
         if let Some(message) = &self.error {
             return Err(OptimisticError::Invalid { message: message.clone() });
         }
@@ -347,46 +388,39 @@ impl VersionedUpdate {
             None => table.to_string(),
         };
         let keys = Joined(&self.keys, " AND ");
-        let mut sql = format!("WITH upd AS (UPDATE {target} SET ");
+        let mut update = format!("UPDATE {target} SET ");
         for set in &self.sets {
-            let _ = write!(sql, "{} = ${}, ", set.column, set.param);
+            let _ = write!(update, "{} = ${}, ", set.column, set.param);
         }
-        let _ = write!(sql, "{version} = {version} + 1");
+        let _ = write!(update, "{version} = {version} + 1");
         if let (Some((fence, _)), Some(param)) = (&self.fence, fence_param) {
-            let _ = write!(sql, ", {fence} = ${param}");
+            let _ = write!(update, ", {fence} = ${param}");
         }
-        let _ = write!(sql, " WHERE {keys}");
+        let _ = write!(update, " WHERE {keys}");
         if let Some(param) = version_param {
-            let _ = write!(sql, " AND {version} = ${param}");
+            let _ = write!(update, " AND {version} = ${param}");
         }
         if let (Some((fence, _)), Some(param)) = (&self.fence, fence_param) {
-            let _ = write!(sql, " AND ({fence} IS NULL OR {fence} <= ${param})");
+            let _ = write!(update, " AND ({fence} IS NULL OR {fence} <= ${param})");
         }
-        let _ = write!(sql, " RETURNING {version}::int8 AS {NEW_VERSION}");
-        if returning {
-            sql.push_str(", *");
-        }
-        // The row is read again only when the update changed nothing (a subquery under
-        // `CASE` runs only when its branch is taken): a successful update costs one lookup.
-        let _ = write!(
-            sql,
-            ") SELECT CASE WHEN upd.{NEW_VERSION} IS NULL THEN (SELECT {version}::int8 FROM {target} WHERE {keys}) END \
-             AS {ACTUAL_VERSION}, "
-        );
-        match &self.fence {
-            Some((fence, _)) => {
-                let _ = write!(
-                    sql,
-                    "CASE WHEN upd.{NEW_VERSION} IS NULL THEN (SELECT {fence}::int8 FROM {target} WHERE {keys}) END \
-                     AS {ACTUAL_FENCE}, "
-                );
-            }
-            None => {
-                let _ = write!(sql, "NULL::int8 AS {ACTUAL_FENCE}, ");
+        // A checked update knows its new version (the expected one plus 1): it needs no
+        // `RETURNING`, and is the statement one would write by hand.
+        let returns = returning || self.force;
+        if returns {
+            let _ = write!(update, " RETURNING {version}::int8 AS {NEW_VERSION}");
+            if returning {
+                update.push_str(", *");
             }
         }
-        sql.push_str("upd.* FROM (SELECT 1) AS one LEFT JOIN upd ON true");
-        Ok((sql, version_param, fence_param))
+        let fence_column = match &self.fence {
+            Some((fence, _)) => format!("{fence}::int8"),
+            None => "NULL::int8".to_owned(),
+        };
+        let mut probe = format!("SELECT {version}::int8, {fence_column} FROM {target} WHERE ");
+        for (i, key) in self.keys.iter().enumerate() {
+            let _ = write!(probe, "{}{} = ${}", if i > 0 { " AND " } else { "" }, key.column, i + 1);
+        }
+        Ok(Statement { update, probe, version_param, fence_param, returns })
     }
 
     /// Binds `value` for `column`, or records why it cannot be.
@@ -411,6 +445,17 @@ impl VersionedUpdate {
     fn fail(&mut self, message: String) {
         self.error.get_or_insert(message);
     }
+}
+
+/// What [`VersionedUpdate::run`] sends: the update, and the probe that tells why it
+/// changed nothing.
+struct Statement {
+    update: String,
+    probe: String,
+    version_param: Option<usize>,
+    fence_param: Option<usize>,
+    /// Whether the update returns the new version (and maybe the row).
+    returns: bool,
 }
 
 /// The row's key for errors: the value alone, or `column=value` pairs.
@@ -451,21 +496,23 @@ mod tests {
             .unwrap();
         assert_eq!(
             sql,
-            "WITH upd AS (UPDATE \"posts\" SET \"title\" = $2, \"version\" = \"version\" + 1, \"fence\" = $4 \
-             WHERE \"id\" = $1 AND \"version\" = $3 AND (\"fence\" IS NULL OR \"fence\" <= $4) \
-             RETURNING \"version\"::int8 AS __distlock_new_version) \
-             SELECT CASE WHEN upd.__distlock_new_version IS NULL THEN \
-             (SELECT \"version\"::int8 FROM \"posts\" WHERE \"id\" = $1) END AS __distlock_actual_version, \
-             CASE WHEN upd.__distlock_new_version IS NULL THEN \
-             (SELECT \"fence\"::int8 FROM \"posts\" WHERE \"id\" = $1) END AS __distlock_actual_fence, \
-             upd.* FROM (SELECT 1) AS one LEFT JOIN upd ON true"
+            "UPDATE \"posts\" SET \"title\" = $2, \"version\" = \"version\" + 1, \"fence\" = $4 \
+             WHERE \"id\" = $1 AND \"version\" = $3 AND (\"fence\" IS NULL OR \"fence\" <= $4)"
         );
+        let probe = VersionedUpdate::table("posts").key("id", 7_i64).version("version", 3).fenced("fence", 9);
+        let probe = probe.statement(false).unwrap().probe;
+        assert_eq!(probe, "SELECT \"version\"::int8, \"fence\"::int8 FROM \"posts\" WHERE \"id\" = $1");
+        // The probe binds the keys alone, numbered from 1 whatever came before them.
+        let late_keys = VersionedUpdate::table("t").set("a", 1_i32).key("x", 1_i64).key("y", "k").version("v", 1);
+        let statement = late_keys.statement(false).unwrap();
+        assert!(statement.update.ends_with("WHERE \"x\" = $2 AND \"y\" = $3 AND \"v\" = $4"), "{}", statement.update);
+        assert_eq!(statement.probe, "SELECT \"v\"::int8, NULL::int8 FROM \"t\" WHERE \"x\" = $1 AND \"y\" = $2");
     }
 
     #[test]
     fn force_drops_the_version_predicate_but_bumps() {
         let sql = VersionedUpdate::table("posts").schema("app").key("id", 7_i64).version("v", 3).force().sql().unwrap();
-        assert!(sql.contains("UPDATE \"app\".\"posts\" SET \"v\" = \"v\" + 1 WHERE \"id\" = $1 RETURNING"), "{sql}");
+        assert_eq!(sql, "UPDATE \"app\".\"posts\" SET \"v\" = \"v\" + 1 WHERE \"id\" = $1 RETURNING \"v\"::int8 AS __distlock_new_version");
     }
 
     #[test]

@@ -104,7 +104,7 @@ async fn outcomes_are_told_apart() {
     // force: no check, still a bump.
     assert_eq!(update(1, 99).force().set("title", "admin").execute(&pool).await.unwrap(), 2);
     let err = update(2, 0).force().execute(&pool).await.unwrap_err();
-    assert!(matches!(err, OptimisticError::NotFound { .. }), "{err}");
+    assert!(matches!(err, OptimisticError::NotFound { .. }), "{err:?}");
     // set_some leaves None out.
     update(1, 2).set_some("title", None::<&str>).set_some("counter", Some(5_i64)).execute(&pool).await.unwrap();
     let title: Option<String> =

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{
-    DynLockStore, GroupLock, GroupMember, InvalidGroup, LockError, LockGroup, LockManager, LockMode, LockOptions,
-    OwnerId,
+    DynLockStore, GroupAcquire, GroupLock, GroupMember, GroupRequest, InvalidGroup, LockError, LockGroup, LockManager,
+    LockMode, LockOptions, OwnerId, Permits, StoreMember, Token, Ttl,
 };
 use tokio::time::Instant;
 
@@ -135,6 +135,112 @@ pub async fn group_semaphore_bounds_concurrency(store: Arc<DynLockStore>) {
     assert!((1..=3).contains(&most), "{most} tasks inside a semaphore of 3");
     assert_eq!(inside.load(Ordering::SeqCst), 0);
     assert!(locks.holders(&key).await.unwrap().is_empty());
+}
+
+/// Waits until `name` has `count` waiting groups (live places), as the store reports.
+async fn places_reach(store: &Arc<DynLockStore>, keys: &Keys, name: &str, count: usize) {
+    let groups = store.groups().expect("a store with lock groups");
+    let key = keys.store_key(name);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = groups.waiting(&key).await.expect("waiting");
+        if now == count {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} has {now} waiting groups, expected {count}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Starts one waiter per group, each once the previous one has its place (and the store's
+/// millisecond clock moved on, so that tickets differ); every waiter records its index
+/// when it gets in, holds a moment, and leaves. Returns the tasks and the record.
+async fn arrive_in_order(
+    store: &Arc<DynLockStore>,
+    locks: &LockManager,
+    keys: &Keys,
+    name: &str,
+    groups: Vec<LockGroup>,
+) -> (Vec<tokio::task::JoinHandle<()>>, Arc<std::sync::Mutex<Vec<usize>>>) {
+    let served = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, group) in groups.into_iter().enumerate() {
+        // Retry intervals shrink with arrival: polling order alone would serve the last first.
+        let retry = RETRY * u32::try_from(8 - i.min(7)).unwrap();
+        let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(retry);
+        tasks.push(tokio::spawn({
+            let (locks, served) = (locks.clone(), Arc::clone(&served));
+            async move {
+                let held = locks.lock_group_opts(&group, LONG_TTL, &options).await.expect("the waiter's turn");
+                served.lock().unwrap().push(i);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                held.release().await.unwrap();
+            }
+        }));
+        places_reach(store, keys, name, i + 1).await;
+        // Tickets are the store's clock in milliseconds: the next waiter arrives in a later one.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    (tasks, served)
+}
+
+/// Readers and writers waiting on one name are served in arrival order: a waiting writer
+/// holds back later readers, and a waiting reader holds back later writers — one queue.
+pub async fn group_waiters_are_served_in_arrival_order(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-fifo");
+    let locks = manager(&store);
+    let key = keys.key("doc");
+    let blocker = try_take(&locks, &write(&key)).await.unwrap();
+    let arrivals = vec![read(&key), write(&key), read(&key), write(&key), read(&key)];
+    let (tasks, served) = arrive_in_order(&store, &locks, &keys, "doc", arrivals).await;
+    blocker.release().await.unwrap();
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(30), task).await.expect("every waiter is served").unwrap();
+    }
+    assert_eq!(*served.lock().unwrap(), [0, 1, 2, 3, 4], "served in arrival order");
+    places_reach(&store, &keys, "doc", 0).await;
+}
+
+/// Waiters for a semaphore's slots get them in arrival order, and a barging request
+/// leaves places only for its exclusive members.
+pub async fn group_semaphore_waiters_are_served_in_arrival_order(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-sem-fifo");
+    let locks = manager(&store);
+    let key = keys.key("pool");
+    let blockers =
+        [try_take(&locks, &semaphore(&key, 2)).await.unwrap(), try_take(&locks, &semaphore(&key, 2)).await.unwrap()];
+    let arrivals = (0..5).map(|_| semaphore(&key, 2)).collect();
+    let (tasks, served) = arrive_in_order(&store, &locks, &keys, "pool", arrivals).await;
+    for blocker in blockers {
+        blocker.release().await.unwrap();
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(30), task).await.expect("every waiter is served").unwrap();
+    }
+    // Two slots: a waiter and the one just before it may enter together, in either order,
+    // but nobody enters before a waiter two places ahead of it.
+    let served = served.lock().unwrap().clone();
+    let position = |waiter: usize| served.iter().position(|&entered| entered == waiter).unwrap();
+    for earlier in 0..5 {
+        for later in earlier + 2..5 {
+            assert!(position(earlier) < position(later), "{later} entered before {earlier}: {served:?}");
+        }
+    }
+
+    // A barging request leaves places for its exclusive members only (writer preference).
+    let groups = store.groups().unwrap();
+    let holder = try_take(&locks, &write(&keys.key("gate"))).await.unwrap();
+    let gate = keys.store_key("gate");
+    let ttl = Ttl::new(LONG_TTL).unwrap();
+    let (owner, place) = (OwnerId::new("test", "barging").unwrap(), Some(ttl));
+    for (mode, places) in [(LockMode::Shared, 0), (LockMode::Exclusive, 1)] {
+        let (member, token) = ([StoreMember::new(gate.clone(), mode, Permits::DEFAULT.of(mode))], Token::generate());
+        let request = GroupRequest::new(&member, &token, &owner, ttl, place, None).barging();
+        assert!(matches!(groups.try_acquire_group(request).await.unwrap(), GroupAcquire::Blocked { .. }));
+        assert_eq!(groups.waiting(&gate).await.unwrap(), places, "a barging {mode:?} waiter's places");
+        groups.withdraw_intents(std::slice::from_ref(&gate), &token).await.unwrap();
+    }
+    holder.release().await.unwrap();
 }
 
 /// A semaphore with many slots: 200 holders at once.
