@@ -305,7 +305,7 @@ impl VersionedUpdate {
         }
         // Nothing changed: what does the row hold now?
         let args = std::mem::take(&mut self.key_args);
-        let row = sqlx::query_with(&statement.probe, args)
+        let row = sqlx::query_with(&self.probe(), args)
             .fetch_optional(&mut *conn)
             .await
             .map_err(|source| self.database_error(source))?;
@@ -412,15 +412,24 @@ impl VersionedUpdate {
                 update.push_str(", *");
             }
         }
-        let fence_column = match &self.fence {
-            Some((fence, _)) => format!("{fence}::int8"),
-            None => "NULL::int8".to_owned(),
+        Ok(Statement { update, version_param, fence_param, returns })
+    }
+
+    /// The read that tells why the update changed nothing (built only then): the row's
+    /// version and fence, by the keys alone, numbered from `$1`.
+    fn probe(&self) -> String {
+        let target = match (&self.schema, &self.table) {
+            (Some(schema), Some(table)) => format!("{schema}.{table}"),
+            (None, Some(table)) => table.to_string(),
+            (_, None) => String::new(),
         };
-        let mut probe = format!("SELECT {version}::int8, {fence_column} FROM {target} WHERE ");
+        let version = self.version.as_ref().map_or_else(|| "NULL".to_owned(), |(column, _)| column.to_string());
+        let fence = self.fence.as_ref().map_or_else(|| "NULL".to_owned(), |(column, _)| column.to_string());
+        let mut probe = format!("SELECT {version}::int8, {fence}::int8 FROM {target} WHERE ");
         for (i, key) in self.keys.iter().enumerate() {
             let _ = write!(probe, "{}{} = ${}", if i > 0 { " AND " } else { "" }, key.column, i + 1);
         }
-        Ok(Statement { update, probe, version_param, fence_param, returns })
+        probe
     }
 
     /// Binds `value` for `column`, or records why it cannot be.
@@ -447,11 +456,9 @@ impl VersionedUpdate {
     }
 }
 
-/// What [`VersionedUpdate::run`] sends: the update, and the probe that tells why it
-/// changed nothing.
+/// The update [`VersionedUpdate::run`] sends.
 struct Statement {
     update: String,
-    probe: String,
     version_param: Option<usize>,
     fence_param: Option<usize>,
     /// Whether the update returns the new version (and maybe the row).
@@ -500,13 +507,13 @@ mod tests {
              WHERE \"id\" = $1 AND \"version\" = $3 AND (\"fence\" IS NULL OR \"fence\" <= $4)"
         );
         let probe = VersionedUpdate::table("posts").key("id", 7_i64).version("version", 3).fenced("fence", 9);
-        let probe = probe.statement(false).unwrap().probe;
+        let probe = probe.probe();
         assert_eq!(probe, "SELECT \"version\"::int8, \"fence\"::int8 FROM \"posts\" WHERE \"id\" = $1");
         // The probe binds the keys alone, numbered from 1 whatever came before them.
         let late_keys = VersionedUpdate::table("t").set("a", 1_i32).key("x", 1_i64).key("y", "k").version("v", 1);
         let statement = late_keys.statement(false).unwrap();
         assert!(statement.update.ends_with("WHERE \"x\" = $2 AND \"y\" = $3 AND \"v\" = $4"), "{}", statement.update);
-        assert_eq!(statement.probe, "SELECT \"v\"::int8, NULL::int8 FROM \"t\" WHERE \"x\" = $1 AND \"y\" = $2");
+        assert_eq!(late_keys.probe(), "SELECT \"v\"::int8, NULL::int8 FROM \"t\" WHERE \"x\" = $1 AND \"y\" = $2");
     }
 
     #[test]
