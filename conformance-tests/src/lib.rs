@@ -85,6 +85,7 @@ macro_rules! __with_every_case {
             group_writer_beats_later_readers,
             group_waiters_are_served_in_arrival_order,
             group_semaphore_waiters_are_served_in_arrival_order,
+            group_cancelled_waiter_leaves_its_places,
             group_semaphore_max_count,
             group_semaphore_bounds_concurrency,
             group_high_permit_count,

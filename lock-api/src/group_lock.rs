@@ -338,6 +338,10 @@ impl LockManager {
                         }
                     }
                     Err(error) => {
+                        // The in-flight attempt's release also frees the group's places.
+                        if let Some(places) = places.take() {
+                            places.disarm();
+                        }
                         tracing::warn!(
                             lock.key = %first,
                             backend,

@@ -252,6 +252,26 @@ pub async fn group_semaphore_waiters_are_served_in_arrival_order(store: Arc<DynL
     holder.release().await.unwrap();
 }
 
+/// A waiting group that is cancelled leaves its places at once (in the background), and
+/// the waiters behind it go on.
+pub async fn group_cancelled_waiter_leaves_its_places(store: Arc<DynLockStore>) {
+    let keys = Keys::new("group-cancel");
+    let locks = manager(&store);
+    let key = keys.key("doc");
+    let blocker = try_take(&locks, &write(&key)).await.unwrap();
+    let cancelled = tokio::spawn({
+        let (locks, key) = (locks.clone(), key.clone());
+        async move { locks.lock_group_opts(&read(&key), LONG_TTL, &waiting(Duration::from_secs(30))).await }
+    });
+    places_reach(&store, &keys, "doc", 1).await;
+    cancelled.abort();
+    let _ = cancelled.await;
+    places_reach(&store, &keys, "doc", 0).await;
+    blocker.release().await.unwrap();
+    // Nothing is left to hold a writer back.
+    try_take(&locks, &write(&key)).await.expect("the name is free").release().await.unwrap();
+}
+
 /// A semaphore with many slots: 200 holders at once.
 pub async fn group_high_permit_count(store: Arc<DynLockStore>) {
     let keys = Keys::new("group-high-count");
