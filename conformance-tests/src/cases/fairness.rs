@@ -8,7 +8,7 @@ use std::time::Duration;
 use distlock_api::{Acquire, DynLockStore, LockManager, LockOptions, Token, Ttl};
 use tokio::time::Instant;
 
-use super::{manager, Keys, LONG_TTL, RETRY};
+use super::{count_reaches, manager, Keys, LONG_TTL, RETRY};
 
 /// How long a condition polled through the store may take to become true.
 const SETTLE: Duration = Duration::from_secs(10);
@@ -20,15 +20,8 @@ fn assert_fair(store: &Arc<DynLockStore>) {
 /// Waits until the key's queue has `len` live places (a store-side signal, polled).
 async fn queue_reaches(store: &Arc<DynLockStore>, keys: &Keys, name: &str, len: usize) {
     let key = keys.store_key(name);
-    let deadline = Instant::now() + SETTLE;
-    loop {
-        let now = store.queue_len(&key).await.expect("queue_len");
-        if now == len {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the queue of {name} has {now} places, expected {len}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let what = format!("the queue of {name}");
+    count_reaches(&what, len, || async { store.queue_len(&key).await.expect("queue_len") }).await;
 }
 
 fn waiting(retry: Duration) -> LockOptions {

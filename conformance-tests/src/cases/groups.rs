@@ -10,7 +10,7 @@ use distlock_api::{
 };
 use tokio::time::Instant;
 
-use super::{manager, Keys, LONG_TTL, RETRY};
+use super::{count_reaches, manager, Keys, LONG_TTL, RETRY};
 
 fn read(key: &str) -> LockGroup {
     LockGroup::single(GroupMember::shared(key).unwrap()).unwrap()
@@ -141,15 +141,8 @@ pub async fn group_semaphore_bounds_concurrency(store: Arc<DynLockStore>) {
 async fn places_reach(store: &Arc<DynLockStore>, keys: &Keys, name: &str, count: usize) {
     let groups = store.groups().expect("a store with lock groups");
     let key = keys.store_key(name);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let now = groups.waiting(&key).await.expect("waiting");
-        if now == count {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{name} has {now} waiting groups, expected {count}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let what = format!("the waiting groups of {name}");
+    count_reaches(&what, count, || async { groups.waiting(&key).await.expect("waiting") }).await;
 }
 
 /// Starts one waiter per group, each once the previous one has its place (and the store's

@@ -91,6 +91,24 @@ impl Keys {
     }
 }
 
+/// Polls `count` (a store-side figure) until it is `expected`, for at most 10 s; `what`
+/// names the figure in the failure.
+pub(crate) async fn count_reaches<F, Fut>(what: &str, expected: usize, mut count: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = count().await;
+        if now == expected {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what} is {now}, expected {expected}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 pub(crate) fn manager(store: &Arc<DynLockStore>) -> LockManager {
     LockManager::new(Arc::clone(store))
 }

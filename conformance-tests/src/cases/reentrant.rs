@@ -155,7 +155,7 @@ pub async fn reentrant_scope_shares_renewal_and_loss(store: Arc<DynLockStore>) {
     let key = keys.key("a");
     let store_key = keys.store_key("a");
     reentrant_scope(async {
-        let ttl = Duration::from_millis(400);
+        let ttl = Duration::from_secs(1);
         let outer = locks.lock_opts(&key, ttl, &LockOptions::new().auto_renew()).await.unwrap();
         let inner = locks.lock(&key, LONG_TTL).await.unwrap();
         assert!(inner.is_renewing(), "the inner handle does not share the renewal");
