@@ -12,6 +12,7 @@ use distlock_api::{DynLockStore, LockError};
 /// | `redis://`, `rediss://`, `valkey://`, `valkeys://`, `redis+unix://`, `valkey+unix://`, `unix://` | [`RedisLockStore::connect`](crate::redis::RedisLockStore::connect) | `redis` |
 /// | `redlock://host1:port,host2:port,host3:port` (Redlock over independent masters) | `distlock_redis::RedlockStore::connect` | `redis` |
 /// | `redis+cluster://host1:port,host2:port,…` (Redis Cluster, hash-tagged keys) | `distlock_redis::RedisClusterStore::connect` | `redis` |
+/// | `redis+sentinel://sentinel1:26379,…/<master name>` (Sentinel, follows failovers) | `distlock_redis::RedisSentinelStore::connect` | `redis` |
 /// | `postgres://`, `postgresql://` | [`PostgresLockStore::connect`](crate::postgres::PostgresLockStore::connect), then [`ensure_schema`](crate::postgres::PostgresLockStore::ensure_schema) | `postgres` |
 ///
 /// The store's layout is part of its URL, so that every process and the `distlock` CLI
@@ -189,7 +190,7 @@ async fn redis(url: &str) -> Result<Arc<DynLockStore>, LockError> {
 /// `redlock` and the other scale-out Redis schemes (their list lives in `distlock-redis`,
 /// which is only there with the `redis` feature).
 fn is_redis_topology(scheme: &str) -> bool {
-    matches!(scheme, "redlock" | "redis+cluster")
+    matches!(scheme, "redlock" | "redis+cluster" | "redis+sentinel")
 }
 
 #[cfg(not(feature = "redis"))]

@@ -17,6 +17,7 @@ mod notify;
 mod queue_scripts;
 mod redlock;
 mod scripts;
+mod sentinel;
 mod store;
 mod topology;
 mod url;
@@ -30,6 +31,7 @@ pub use redlock::{RedlockStore, RedlockStoreBuilder, REDLOCK_RELEASE_SCRIPT};
 pub use scripts::{
     EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT, LIST_SCRIPT, RELEASE_SCRIPT,
 };
+pub use sentinel::RedisSentinelStore;
 pub use store::RedisLockStore;
 pub use topology::{connect_any, TOPOLOGY_SCHEMES};
 pub use url::RedisUrl;

@@ -11,8 +11,9 @@ use distlock_api::{
     StoreKey, Token, Ttl,
 };
 use distlock_conformance::kit::redis_cluster::RedisCluster;
+use distlock_conformance::kit::redis_sentinel::RedisSentinels;
 use distlock_conformance::kit::redis_server::RedisServer;
-use distlock_redis::{RedisClusterStore, RedlockStore};
+use distlock_redis::{RedisClusterStore, RedisSentinelStore, RedlockStore};
 
 /// `n` private masters (no persistence).
 pub fn masters(n: usize, test: &str) -> Option<Vec<RedisServer>> {
@@ -34,20 +35,28 @@ pub struct Kept<S> {
     pub store: S,
     pub servers: Vec<RedisServer>,
     pub cluster: Option<RedisCluster>,
+    pub sentinels: Option<RedisSentinels>,
 }
 
 /// A Redlock store over `n` fresh masters, for the conformance suite.
 pub async fn redlock_store(n: usize, query: &str) -> Option<Arc<DynLockStore>> {
     let servers = masters(n, "redlock conformance")?;
     let store = RedlockStore::connect(&redlock_url(&servers, query)).await.expect("connect");
-    Some(Arc::new(Kept { store, servers, cluster: None }))
+    Some(Arc::new(Kept { store, servers, cluster: None, sentinels: None }))
 }
 
 /// A store on a fresh three-master cluster, for the conformance suite.
 pub async fn cluster_store(query: &str) -> Option<Arc<DynLockStore>> {
     let cluster = tokio::task::block_in_place(|| RedisCluster::start_or_skip("redis cluster conformance"))?;
     let store = RedisClusterStore::connect(&format!("{}{query}", cluster.url())).await.expect("connect");
-    Some(Arc::new(Kept { store, servers: Vec::new(), cluster: Some(cluster) }))
+    Some(Arc::new(Kept { store, servers: Vec::new(), cluster: Some(cluster), sentinels: None }))
+}
+
+/// A store on a fresh Sentinel deployment (master, replica, three sentinels).
+pub async fn sentinel_store(query: &str) -> Option<Arc<DynLockStore>> {
+    let set = tokio::task::block_in_place(|| RedisSentinels::start_or_skip("redis sentinel conformance"))?;
+    let store = RedisSentinelStore::connect(&format!("{}{query}", set.url())).await.expect("connect");
+    Some(Arc::new(Kept { store, servers: Vec::new(), cluster: None, sentinels: Some(set) }))
 }
 
 #[async_trait]
