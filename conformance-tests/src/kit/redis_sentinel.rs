@@ -228,6 +228,8 @@ fn spawn_server(dir: &std::path::Path, name: &str, port: u16, extra: &[&str]) ->
     let child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--protected-mode", "no"])
         .args(["--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", "--logfile", ""])
+        // A replica syncs at once (the default waits 5 s for more replicas to join).
+        .args(["--repl-diskless-sync-delay", "0"])
         .args(extra)
         .arg("--dir")
         .arg(&node_dir)
