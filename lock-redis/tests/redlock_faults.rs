@@ -164,3 +164,53 @@ async fn the_masters_are_asked_in_parallel() {
     assert!(took < pause * 2, "the acquire took {took:?}: the masters were asked one after the other");
     assert!(lock.release().await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn contended_workload_keeps_mutual_exclusion_while_a_master_stops_and_restarts() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let Some(mut servers) = masters(3, "redlock contended minority fault") else { return };
+    let locks = manager(&servers, "?fencing=true").await;
+    let (inside, halt) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let (locks, inside, halt, done) = (locks.clone(), Arc::clone(&inside), Arc::clone(&halt), Arc::clone(&done));
+        workers.push(tokio::spawn(async move {
+            let options =
+                distlock_api::LockOptions::new().wait(Duration::from_secs(5)).retry_interval(Duration::from_millis(5));
+            let mut last = 0;
+            while !halt.load(Ordering::Relaxed) {
+                let Ok(lock) = locks.lock_opts("hot", Duration::from_secs(5), &options).await else { continue };
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                let fence = lock.fence().unwrap();
+                assert!(fence > last, "fences went backwards: {fence} after {last}");
+                last = fence;
+                tokio::task::yield_now().await;
+                inside.store(false, Ordering::SeqCst);
+                let _ = lock.release().await;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let progress = |at_least: u64| {
+        let done = Arc::clone(&done);
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+            while done.load(Ordering::Relaxed) < at_least {
+                assert!(tokio::time::Instant::now() < deadline, "no progress");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    progress(20).await;
+    stop(&mut servers[0]);
+    let before = done.load(Ordering::Relaxed);
+    progress(before + 20).await;
+    tokio::task::block_in_place(|| servers[0].restart());
+    let before = done.load(Ordering::Relaxed);
+    progress(before + 20).await;
+    halt.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+}
