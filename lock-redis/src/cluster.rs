@@ -12,6 +12,7 @@ use distlock_api::{
     Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
     StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
+use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
@@ -22,6 +23,70 @@ use crate::config::{self, checked_timeout};
 use crate::queue_scripts::{FAIR_RELEASE_SCRIPT, QUEUED_ACQUIRE_SCRIPT, QUEUE_LEN_SCRIPT};
 use crate::scripts::{LuaScript, EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT};
 use crate::url::RedisUrl;
+
+/// A connection to one master, or the cluster connection (which follows redirections).
+#[derive(Clone)]
+enum AnyConn {
+    Node(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for AnyConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, Value> {
+        match self {
+            Self::Node(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Node(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+/// The direct route: one multiplexed connection per master and the slot map, so that a
+/// lock's command goes straight to the master owning its slot (no hop through the
+/// cluster connection's task). A redirection (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`:
+/// the command did not run) sends the same command through the cluster connection and
+/// reloads the slot map; a lost connection is reported, never retried.
+#[derive(Default)]
+struct FastPath {
+    /// `(first slot, last slot, "host:port")`, sorted.
+    slots: std::sync::RwLock<Vec<(u16, u16, String)>>,
+    conns: Mutex<HashMap<String, MultiplexedConnection>>,
+}
+
+/// The hash slot of a key (CRC16/XMODEM of its hash tag, or of the key), as Redis computes it.
+fn key_slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])
+        })
+        .unwrap_or(key);
+    let mut crc: u16 = 0;
+    for &byte in tagged {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc % 16384
+}
 
 /// The cluster's scripts: the single-node ones, the fair-waiting scripts publishing on
 /// the lock's own shard channel (`SPUBLISH` instead of `PUBLISH`).
@@ -111,6 +176,9 @@ pub struct RedisClusterStore {
     notifications: bool,
     registry: WaiterRegistry,
     subscribed: Arc<Mutex<HashMap<String, usize>>>,
+    fast: Arc<FastPath>,
+    /// `user:password@` of the nodes, for the direct connections.
+    auth: String,
 }
 
 impl fmt::Debug for RedisClusterStore {
@@ -166,7 +234,17 @@ impl RedisClusterStore {
             .map_err(|err| LockError::Config { message: format!("Redis Cluster URL: {err}") })?;
         let conn = client.get_async_connection().await.map_err(|err| Self::error("connect", None, err))?;
         registry.set_listening(notifications);
-        Ok(Self { conn, key_prefix, fencing, clock_fences, notifications, registry, subscribed: Arc::default() })
+        Ok(Self {
+            conn,
+            key_prefix,
+            fencing,
+            clock_fences,
+            notifications,
+            registry,
+            subscribed: Arc::default(),
+            fast: Arc::default(),
+            auth: auth_of(&nodes[0]),
+        })
     }
 
     /// The lock's Redis key: `{prefix}:{lock:<key>}`.
@@ -270,6 +348,89 @@ impl RedisClusterStore {
         result.map(|_| ())
     }
 
+    /// Runs `op` on the master owning `redis_key`'s slot, directly; after a redirection
+    /// (the command did not run) through the cluster connection instead.
+    async fn exec<T, F, Fut>(&self, redis_key: &str, op: F) -> redis::RedisResult<T>
+    where
+        F: Fn(AnyConn) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        if let Some((address, conn)) = self.node_conn(redis_key).await {
+            match op(AnyConn::Node(conn)).await {
+                Err(err) if err.is_cluster_error() => {
+                    self.fast.slots.write().unwrap_or_else(|e| e.into_inner()).clear();
+                }
+                Err(err) => {
+                    if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() {
+                        self.fast.conns.lock().unwrap_or_else(|e| e.into_inner()).remove(&address);
+                    }
+                    return Err(err);
+                }
+                done => return done,
+            }
+        }
+        op(AnyConn::Cluster(self.conn.clone())).await
+    }
+
+    /// The direct connection to the master owning `redis_key`'s slot, opened on first
+    /// use; `None` when the slot map or the master cannot be reached (the cluster
+    /// connection is used then).
+    async fn node_conn(&self, redis_key: &str) -> Option<(String, MultiplexedConnection)> {
+        let slot = key_slot(redis_key.as_bytes());
+        let address = self.slot_owner(slot).await?;
+        if let Some(conn) = self.fast.conns.lock().unwrap_or_else(|e| e.into_inner()).get(&address) {
+            return Some((address, conn.clone()));
+        }
+        let client = redis::Client::open(format!("redis://{}{address}", self.auth)).ok()?;
+        let settings = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)));
+        let conn = client.get_multiplexed_async_connection_with_config(&settings).await.ok()?;
+        self.fast.conns.lock().unwrap_or_else(|e| e.into_inner()).insert(address.clone(), conn.clone());
+        Some((address, conn))
+    }
+
+    async fn slot_owner(&self, slot: u16) -> Option<String> {
+        let find = |slots: &[(u16, u16, String)]| {
+            slots
+                .iter()
+                .find(|(first, last, _)| (*first..=*last).contains(&slot))
+                .map(|(_, _, address)| address.clone())
+        };
+        {
+            let slots = self.fast.slots.read().unwrap_or_else(|e| e.into_inner());
+            if !slots.is_empty() {
+                return find(&slots);
+            }
+        }
+        let mut conn = self.conn.clone();
+        let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await.ok()?;
+        let mut slots = Vec::new();
+        for range in ranges {
+            let Value::Array(parts) = range else { continue };
+            let (Some(Value::Int(first)), Some(Value::Int(last)), Some(Value::Array(node))) =
+                (parts.first(), parts.get(1), parts.get(2))
+            else {
+                continue;
+            };
+            let host = match node.first() {
+                Some(Value::BulkString(host)) => String::from_utf8_lossy(host).into_owned(),
+                Some(Value::SimpleString(host)) => host.clone(),
+                _ => continue,
+            };
+            let (Ok(first), Ok(last), Some(Value::Int(port))) =
+                (u16::try_from(*first), u16::try_from(*last), node.get(1))
+            else {
+                continue;
+            };
+            slots.push((first, last, format!("{host}:{port}")));
+        }
+        slots.sort();
+        let owner = find(&slots);
+        *self.fast.slots.write().unwrap_or_else(|e| e.into_inner()) = slots;
+        owner
+    }
+
     /// The masters' addresses, from `CLUSTER SLOTS`, sorted.
     async fn masters(&self) -> Result<Vec<(String, u16)>, LockError> {
         let mut conn = self.conn.clone();
@@ -328,15 +489,12 @@ impl LockStore for RedisClusterStore {
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let redis_key = self.redis_key(key);
-        let mut conn = self.conn.clone();
         if !self.fencing {
-            let reply: Value = redis::cmd("SET")
-                .arg(&redis_key)
-                .arg(token.as_str())
-                .arg("NX")
-                .arg("PX")
-                .arg(ttl.as_millis())
-                .query_async(&mut conn)
+            let mut set = redis::cmd("SET");
+            set.arg(&redis_key).arg(token.as_str()).arg("NX").arg("PX").arg(ttl.as_millis());
+            let set = &set;
+            let reply: Value = self
+                .exec(&redis_key, |mut conn| async move { set.query_async(&mut conn).await })
                 .await
                 .map_err(|err| Self::error("acquire", Some(key), err))?;
             return match reply {
@@ -348,10 +506,12 @@ impl LockStore for RedisClusterStore {
         }
         let script = if self.clock_fences { &SCRIPTS.clock_fenced_acquire } else { &SCRIPTS.fenced_acquire };
         let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
-        let (acquired, number): (i64, i64) = script
-            .run(&mut conn, |cmd| {
-                cmd.arg(3).arg(&redis_key).arg(&counter).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
-            })
+        let args = |cmd: &mut redis::Cmd| {
+            cmd.arg(3).arg(&redis_key).arg(&counter).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
+        };
+        let args = &args;
+        let (acquired, number): (i64, i64) = self
+            .exec(&redis_key, |mut conn| async move { script.run(&mut conn, args).await })
             .await
             .map_err(|err| Self::error("acquire", Some(key), err))?;
         acquired_or_held(key, acquired, number, true)
@@ -363,12 +523,12 @@ impl LockStore for RedisClusterStore {
         let redis_key = self.redis_key(key);
         let (queue, queue_ttl) = self.queue_keys(key);
         let channel = if self.notifications { self.release_channel(key) } else { String::new() };
-        let mut conn = self.conn.clone();
-        let released: i64 = SCRIPTS
-            .release
-            .run(&mut conn, |cmd| {
-                cmd.arg(3).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(token.as_str()).arg(&channel);
-            })
+        let args = |cmd: &mut redis::Cmd| {
+            cmd.arg(3).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(token.as_str()).arg(&channel);
+        };
+        let args = &args;
+        let released: i64 = self
+            .exec(&redis_key, |mut conn| async move { SCRIPTS.release.run(&mut conn, args).await })
             .await
             .map_err(|err| Self::error("release", Some(key), err))?;
         Ok(released == 1)
@@ -376,41 +536,37 @@ impl LockStore for RedisClusterStore {
 
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
         let redis_key = self.redis_key(key);
-        let mut conn = self.conn.clone();
-        let extended: i64 = if self.fencing {
-            let fence_key = self.fence_key(key);
-            SCRIPTS
-                .fenced_extend
-                .run(&mut conn, |cmd| {
-                    cmd.arg(2).arg(&redis_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
-                })
-                .await
+        let fence_key = self.fence_key(key);
+        let (script, args): (&LuaScript, &(dyn Fn(&mut redis::Cmd) + Sync)) = if self.fencing {
+            (&SCRIPTS.fenced_extend, &|cmd: &mut redis::Cmd| {
+                cmd.arg(2).arg(&redis_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
+            })
         } else {
-            SCRIPTS
-                .extend
-                .run(&mut conn, |cmd| {
-                    cmd.arg(1).arg(&redis_key).arg(token.as_str()).arg(ttl.as_millis());
-                })
-                .await
-        }
-        .map_err(|err| Self::error("extend", Some(key), err))?;
+            (&SCRIPTS.extend, &|cmd: &mut redis::Cmd| {
+                cmd.arg(1).arg(&redis_key).arg(token.as_str()).arg(ttl.as_millis());
+            })
+        };
+        let extended: i64 = self
+            .exec(&redis_key, |mut conn| async move { script.run(&mut conn, args).await })
+            .await
+            .map_err(|err| Self::error("extend", Some(key), err))?;
         Ok(extended == 1)
     }
 
     async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
         let redis_key = self.redis_key(key);
         let fence_key = self.fencing.then(|| self.fence_key(key));
-        let mut conn = self.conn.clone();
-        let holder: Option<(String, i64, Option<u64>)> = SCRIPTS
-            .inspect
-            .run(&mut conn, |cmd| match &fence_key {
-                Some(fence_key) => {
-                    cmd.arg(2).arg(&redis_key).arg(fence_key);
-                }
-                None => {
-                    cmd.arg(1).arg(&redis_key);
-                }
-            })
+        let args = |cmd: &mut redis::Cmd| match &fence_key {
+            Some(fence_key) => {
+                cmd.arg(2).arg(&redis_key).arg(fence_key);
+            }
+            None => {
+                cmd.arg(1).arg(&redis_key);
+            }
+        };
+        let args = &args;
+        let holder: Option<(String, i64, Option<u64>)> = self
+            .exec(&redis_key, |mut conn| async move { SCRIPTS.inspect.run(&mut conn, args).await })
             .await
             .map_err(|err| Self::error("inspect", Some(key), err))?;
         let Some((token, pttl, fence)) = holder else { return Ok(None) };
@@ -598,5 +754,28 @@ mod tests {
             assert!(script.code().contains(r#"redis.call("spublish""#));
         }
         assert!(SCRIPTS.clock_queued_acquire.code().contains("distlock_clock_fence(KEYS[4])"));
+    }
+}
+
+/// `user:password@` of a node URL (`redis://user:password@host…`), or empty.
+fn auth_of(node: &str) -> String {
+    let rest = node.strip_prefix("redis://").unwrap_or(node);
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    authority.rsplit_once('@').map(|(auth, _)| format!("{auth}@")).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_redis_slots() {
+        // Values from `CLUSTER KEYSLOT` on Redis 7.
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
+        assert_eq!(key_slot(b"{lock:a}:fence"), key_slot(b"lock:a"));
+        assert_eq!(auth_of("redis://:pw@h:1?x=y"), ":pw@");
+        assert_eq!(auth_of("redis://h:1"), "");
     }
 }
