@@ -148,11 +148,14 @@ static SCRIPTS: LazyLock<ClusterScripts> = LazyLock::new(|| {
 /// braces would pin every lock to one slot, and a key containing `}` shares the slot of
 /// the keys with the same text before it.
 ///
-/// Commands follow `MOVED` and `ASK` redirections (the `redis` crate's cluster
-/// connection); during a slot migration a script whose keys are half moved gets
-/// `TRYAGAIN`, which fails the one operation (the manager treats it as an unknown
-/// outcome and releases with the same token): mutual exclusion holds because every key
-/// of a lock moves with its slot.
+/// A lock's commands go straight to the master owning its slot (the store's own slot
+/// map, one multiplexed connection per master); a redirection (`MOVED`, `ASK`,
+/// `TRYAGAIN`, `CLUSTERDOWN`: the command did not run) sends it again through the
+/// `redis` crate's cluster connection, which follows it, and reloads the map. A command
+/// that still fails (say `TRYAGAIN` for as long as a slot is half migrated) fails that
+/// one operation, which the manager treats as an unknown outcome and releases with the
+/// same token. Mutual exclusion holds throughout because every key of a lock moves with
+/// its slot.
 ///
 /// Fencing numbers are drawn per lock from its counter and, by default, the master's
 /// clock ([`clock_fences`](crate::RedisLockStoreBuilder::clock_fences); `?fences=counter`
