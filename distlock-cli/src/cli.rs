@@ -35,7 +35,8 @@ where
 #[command(name = "distlock", version, after_help = EXIT_STATUS_HELP)]
 pub(crate) struct Cli {
     /// The lock store: `memory://`, `redis://[:PASSWORD@]HOST[:PORT][/DB]` or
-    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`.
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` (also `redis+cluster://H1,H2,…`,
+    /// `redis+sentinel://S1,S2,…/MASTER` and `redlock://H1,H2,H3`).
     #[arg(long, global = true, env = "DISTLOCK_STORE", value_name = "URL", hide_env_values = true)]
     pub(crate) store: Option<String>,
 

@@ -10,13 +10,18 @@ use distlock_api::{DynLockStore, LockError};
 /// |---|---|---|
 /// | `memory://` | a new, empty in-process store | `memory` (default) |
 /// | `redis://`, `rediss://`, `valkey://`, `valkeys://`, `redis+unix://`, `valkey+unix://`, `unix://` | [`RedisLockStore::connect`](crate::redis::RedisLockStore::connect) | `redis` |
+/// | `redlock://host1:port,host2:port,host3:port` (Redlock over independent masters) | `distlock_redis::RedlockStore::connect` | `redis` |
+/// | `redis+cluster://host1:port,host2:port,…` (Redis Cluster, hash-tagged keys) | `distlock_redis::RedisClusterStore::connect` | `redis` |
+/// | `redis+sentinel://sentinel1:26379,…/<master name>` (Sentinel, follows failovers) | `distlock_redis::RedisSentinelStore::connect` | `redis` |
 /// | `postgres://`, `postgresql://` | [`PostgresLockStore::connect`](crate::postgres::PostgresLockStore::connect), then [`ensure_schema`](crate::postgres::PostgresLockStore::ensure_schema) | `postgres` |
 ///
 /// The store's layout is part of its URL, so that every process and the `distlock` CLI
 /// agree on where locks live:
 ///
 /// - Redis: `?prefix=myapp` (keys `myapp:lock:…`), `?fencing=true|false`,
-///   `?notifications=true|false` — see [`RedisUrl`](crate::redis::RedisUrl);
+///   `?fences=counter|clock` (clock: restart-safe fencing numbers),
+///   `?notifications=true|false` — see [`RedisUrl`](crate::redis::RedisUrl); every Redis
+///   topology's scheme takes the same parameters;
 /// - PostgreSQL: `?schema=`, `?table=`, `?sequence=`, `?unlogged=true|false`,
 ///   `?create=false` (only check the layout, for a role without DDL rights),
 ///   `?notifications=true|false` — see [`PostgresUrl`](crate::postgres::PostgresUrl).
@@ -67,6 +72,8 @@ fn backend_of(url: &str) -> Result<Backend, LockError> {
     match scheme.to_ascii_lowercase().as_str() {
         "memory" => Ok(Backend::Memory),
         "redis" | "rediss" | "valkey" | "valkeys" | "redis+unix" | "valkey+unix" | "unix" => Ok(Backend::Redis),
+        // The scale-out Redis topologies (Redlock…), under the same feature.
+        scheme if is_redis_topology(scheme) => Ok(Backend::Redis),
         "postgres" | "postgresql" => Ok(Backend::Postgres),
         other => Err(config(format!("unknown store URL scheme `{other}://`: {EXPECTED}"))),
     }
@@ -177,7 +184,13 @@ fn memory_store() -> Result<Arc<DynLockStore>, LockError> {
 
 #[cfg(feature = "redis")]
 async fn redis(url: &str) -> Result<Arc<DynLockStore>, LockError> {
-    Ok(Arc::new(distlock_redis::RedisLockStore::connect(url).await?))
+    distlock_redis::connect_any(url).await
+}
+
+/// `redlock` and the other scale-out Redis schemes (their list lives in `distlock-redis`,
+/// which is only there with the `redis` feature).
+fn is_redis_topology(scheme: &str) -> bool {
+    matches!(scheme, "redlock" | "redis+cluster" | "redis+sentinel")
 }
 
 #[cfg(not(feature = "redis"))]

@@ -17,6 +17,8 @@ pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub(crate) struct Config {
     pub(crate) key_prefix: String,
     pub(crate) fencing: bool,
+    /// Fencing numbers drawn from the server's clock and the counter (restart-safe).
+    pub(crate) clock_fences: bool,
     pub(crate) release_notifications: bool,
     pub(crate) fair_queue: bool,
     /// Greater than zero, at most `MAX_TIMEOUT`.

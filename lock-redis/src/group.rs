@@ -12,6 +12,7 @@ use distlock_api::{
 };
 use redis::Cmd;
 
+use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::group_scripts::GROUP_SCRIPTS;
 use crate::store::RedisLockStore;
 
@@ -141,8 +142,8 @@ impl RedisLockStore {
             }
         };
         let mut conn = self.connection_manager().clone();
-        GROUP_SCRIPTS
-            .acquire
+        let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
+        script
             .run(&mut conn, |cmd| {
                 let mut buffer = String::new();
                 cmd.arg(2 + usize::from(fence_counter.is_some()) + 2 * members.len());

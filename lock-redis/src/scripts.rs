@@ -131,6 +131,11 @@ impl LuaScript {
         Self { code, sha: redis::Script::new(code).get_hash().to_owned() }
     }
 
+    /// The script's source, as `EVAL` takes it.
+    pub(crate) fn code(&self) -> &'static str {
+        self.code
+    }
+
     /// The script's SHA1, as `EVALSHA` takes it.
     #[cfg(test)]
     pub(crate) fn sha(&self) -> &str {
@@ -145,7 +150,7 @@ impl LuaScript {
     /// script did not run, so the fallback never runs it twice. No other error is retried.
     pub(crate) async fn run<T: FromRedisValue>(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut (impl redis::aio::ConnectionLike + Send),
         args: impl Fn(&mut Cmd),
     ) -> RedisResult<T> {
         let mut evalsha = redis::cmd("EVALSHA");

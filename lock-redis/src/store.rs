@@ -12,6 +12,7 @@ use distlock_api::{
 use redis::aio::ConnectionManager;
 use redis::Value;
 
+use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::config::{self, Config};
 use crate::notify::ReleaseListener;
 use crate::queue_scripts::QUEUE_SCRIPTS;
@@ -42,6 +43,8 @@ pub struct RedisLockStore {
     conn: ConnectionManager,
     key_prefix: String,
     fencing: bool,
+    /// Fencing numbers drawn from the server's clock and the counter.
+    clock_fences: bool,
     /// Whether releases hand keys to queued waiters (fair waiting).
     fair_queue: bool,
     /// `{key_prefix}:released`, or `None` when release notifications are off.
@@ -55,6 +58,7 @@ impl fmt::Debug for RedisLockStore {
         f.debug_struct("RedisLockStore")
             .field("key_prefix", &self.key_prefix)
             .field("fencing", &self.fencing)
+            .field("clock_fences", &self.clock_fences)
             .field("fair_queue", &self.fair_queue)
             .field("release_channel", &self.release_channel)
             .field("listener", &self.listener)
@@ -77,13 +81,20 @@ impl RedisLockStore {
 
     /// The store from its parts; `client` opens the subscriber connection of notified waits.
     pub(crate) fn from_parts(conn: ConnectionManager, client: Option<redis::Client>, config: Config) -> Self {
-        let Config { key_prefix, fencing, release_notifications, fair_queue, response_timeout, connection_timeout } =
-            config;
+        let Config {
+            key_prefix,
+            fencing,
+            clock_fences,
+            release_notifications,
+            fair_queue,
+            response_timeout,
+            connection_timeout,
+        } = config;
         let release_channel = release_notifications.then(|| format!("{key_prefix}:released"));
         let listener = release_channel.as_ref().zip(client).map(|(channel, client)| {
             Arc::new(ReleaseListener::new(client, channel.clone(), connection_timeout, response_timeout))
         });
-        Self { conn, key_prefix, fencing, fair_queue, release_channel, listener }
+        Self { conn, key_prefix, fencing, clock_fences, fair_queue, release_channel, listener }
     }
 
     /// The prefix in front of every key (`{key_prefix}:lock:{key}`).
@@ -94,6 +105,12 @@ impl RedisLockStore {
     /// Whether acquisitions return fencing numbers.
     pub fn fencing(&self) -> bool {
         self.fencing
+    }
+
+    /// Whether fencing numbers are drawn from the server's clock and the counter
+    /// (restart-safe, see [`clock_fences`](crate::RedisLockStoreBuilder::clock_fences)).
+    pub fn clock_fences(&self) -> bool {
+        self.clock_fences
     }
 
     /// The connection the store uses (a clone shares it).
@@ -191,8 +208,8 @@ impl RedisLockStore {
     ) -> Result<Acquire, LockError> {
         let (counter_key, fence_key) = (self.fence_counter_key(), self.fence_key(key));
         let mut conn = self.conn.clone();
-        let (acquired, number): (i64, i64) = SCRIPTS
-            .fenced_acquire
+        let script = if self.clock_fences { &CLOCK_SCRIPTS.fenced_acquire } else { &SCRIPTS.fenced_acquire };
+        let (acquired, number): (i64, i64) = script
             .run(&mut conn, |cmd| {
                 cmd.arg(3).arg(&redis_key).arg(&counter_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
             })
@@ -430,8 +447,8 @@ impl LockStore for RedisLockStore {
         let (counter, fence_key) = (self.fence_counter_key(), self.fence_key(key));
         let channel = self.release_channel().unwrap_or("");
         let mut conn = self.conn.clone();
-        let (acquired, number): (i64, i64) = QUEUE_SCRIPTS
-            .acquire
+        let script = if self.clock_fences { &CLOCK_SCRIPTS.queued_acquire } else { &QUEUE_SCRIPTS.acquire };
+        let (acquired, number): (i64, i64) = script
             .run(&mut conn, |cmd| {
                 cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
                 cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());

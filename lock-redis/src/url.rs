@@ -8,7 +8,7 @@ use distlock_api::LockError;
 use crate::config::validate_key_prefix;
 
 /// The store's own query parameters.
-const LAYOUT_PARAMETERS: [&str; 3] = ["prefix", "fencing", "notifications"];
+const LAYOUT_PARAMETERS: [&str; 4] = ["prefix", "fencing", "fences", "notifications"];
 /// Parameters handed to the `redis` crate on every scheme.
 const DRIVER_PARAMETERS: [&str; 1] = ["protocol"];
 /// Parameters handed to the `redis` crate on Unix-socket URLs only (on TCP URLs the
@@ -29,6 +29,7 @@ const UNIX_SOCKET_PARAMETERS: [&str; 3] = ["db", "user", "pass"];
 /// |---|---|---|---|
 /// | `prefix` | key prefix: keys are `{prefix}:lock:{key}` | 1–256 bytes, no control characters (percent-encoded as needed) | [`key_prefix`](crate::RedisLockStoreBuilder::key_prefix) |
 /// | `fencing` | fencing numbers on every acquisition | `true`, `false` | [`fencing`](crate::RedisLockStoreBuilder::fencing) |
+/// | `fences` | where fencing numbers come from: the counter alone, or the server's clock and the counter (restart-safe) | `counter`, `clock` | [`clock_fences`](crate::RedisLockStoreBuilder::clock_fences) |
 /// | `notifications` | publish releases and wake waiters through them | `true`, `false` | [`release_notifications`](crate::RedisLockStoreBuilder::release_notifications) |
 /// | `protocol` | passed to `redis`: the wire protocol | `resp2` (or `2`), `resp3` (or `3`) | — |
 /// | `db`, `user`, `pass` | passed to `redis`, Unix-socket URLs only: database, user name, password | | — |
@@ -60,6 +61,7 @@ pub struct RedisUrl {
     redacted: String,
     key_prefix: Option<String>,
     fencing: Option<bool>,
+    clock_fences: Option<bool>,
     release_notifications: Option<bool>,
 }
 
@@ -92,7 +94,7 @@ impl RedisUrl {
 
         let pairs: Vec<(String, String)> =
             parsed.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-        let (mut key_prefix, mut fencing, mut release_notifications) = (None, None, None);
+        let (mut key_prefix, mut fencing, mut clock_fences, mut release_notifications) = (None, None, None, None);
         let mut seen: Vec<&str> = Vec::new();
         let mut passed_on: Vec<(&str, &str)> = Vec::new();
         for (name, value) in &pairs {
@@ -106,6 +108,17 @@ impl RedisUrl {
                     key_prefix = Some(value.clone());
                 }
                 "fencing" => fencing = Some(parse_bool(name, value)?),
+                "fences" => {
+                    clock_fences = Some(match value.as_str() {
+                        "clock" => true,
+                        "counter" => false,
+                        _ => {
+                            return Err(config(format!(
+                                "the parameter `fences` must be `counter` or `clock`, not `{value}`"
+                            )))
+                        }
+                    });
+                }
                 "notifications" => release_notifications = Some(parse_bool(name, value)?),
                 "protocol" => {
                     if !matches!(value.as_str(), "2" | "3" | "resp2" | "resp3") {
@@ -151,7 +164,7 @@ impl RedisUrl {
         // `redis` only reports what it cannot use (no host, no TLS support…), never the URL.
         let client =
             redis::Client::open(parsed).map_err(|err| config(format!("the `redis` crate cannot use it: {err}")))?;
-        Ok(Self { client, redacted, key_prefix, fencing, release_notifications })
+        Ok(Self { client, redacted, key_prefix, fencing, clock_fences, release_notifications })
     }
 
     /// The key prefix given by `?prefix=`, if any.
@@ -162,6 +175,12 @@ impl RedisUrl {
     /// The fencing mode given by `?fencing=`, if any.
     pub fn fencing(&self) -> Option<bool> {
         self.fencing
+    }
+
+    /// Whether fencing numbers come from the server's clock (`?fences=clock`: `true`) or
+    /// the counter alone (`?fences=counter`: `false`), if the URL says.
+    pub fn clock_fences(&self) -> Option<bool> {
+        self.clock_fences
     }
 
     /// Whether releases are published, as given by `?notifications=`, if at all.
@@ -325,6 +344,14 @@ mod tests {
     }
 
     #[test]
+    fn fences_is_counter_or_clock() {
+        assert_eq!(RedisUrl::parse("redis://h/?fences=clock").unwrap().clock_fences(), Some(true));
+        assert_eq!(RedisUrl::parse("redis://h/?fences=counter").unwrap().clock_fences(), Some(false));
+        assert_eq!(RedisUrl::parse("redis://h/").unwrap().clock_fences(), None);
+        assert!(config_error("redis://h/?fences=time").contains("`counter` or `clock`"));
+    }
+
+    #[test]
     fn unknown_parameters_are_errors_naming_them() {
         for (url, name) in [
             ("redis://h/?prefx=neton", "prefx"),
@@ -337,7 +364,7 @@ mod tests {
             assert!(err.contains(&format!("`{}`", name.trim_matches('`'))), "{url}: {err}");
         }
         let err = config_error("redis://h/?notify=true");
-        assert!(err.contains("accepted: prefix, fencing, notifications, protocol"), "{err}");
+        assert!(err.contains("accepted: prefix, fencing, fences, notifications, protocol"), "{err}");
         // The Unix-socket parameters have no meaning on a TCP URL, and say why.
         for name in ["db", "user", "pass"] {
             let err = config_error(&format!("redis://h/?{name}=1"));

@@ -73,7 +73,8 @@ pub async fn list_all(store: &DynLockStore, pattern: &KeyPattern, limit: usize) 
 /// Whether the store lists in key order, each key once (all but Redis, whose `SCAN` may
 /// return a key twice, in hash-table order).
 fn lists_in_key_order(store: &DynLockStore) -> bool {
-    store.backend() != "redis"
+    // The Redis family (single node, cluster, Redlock) lists in `SCAN` order.
+    !(store.backend().starts_with("redis") || store.backend() == "redlock")
 }
 
 fn pattern(keys: &Keys, glob: &str) -> KeyPattern {

@@ -12,6 +12,8 @@ pub mod group_bench;
 pub mod handoff;
 pub mod postgres_server;
 pub mod proxy;
+pub mod redis_cluster;
+pub mod redis_sentinel;
 pub mod redis_server;
 
 /// Whether `DISTLOCK_REQUIRE_SERVICES=1`: a missing server fails the test instead of

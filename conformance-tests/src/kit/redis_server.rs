@@ -195,6 +195,21 @@ impl RedisServer {
         }
     }
 
+    /// Sends one command to any server on `127.0.0.1:port` (say a cluster node) and
+    /// returns its reply (an error reply is `Ok(Reply::Error)`).
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be reached or does not answer within a few seconds.
+    pub fn command_at(port: u16, args: &[&str]) -> io::Result<Reply> {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let mut conn = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+        conn.set_read_timeout(Some(IO_TIMEOUT))?;
+        conn.set_write_timeout(Some(IO_TIMEOUT))?;
+        send(&mut conn, args)?;
+        read_reply(&mut BufReader::new(conn))
+    }
+
     /// Sends one command and returns its reply (an error reply is `Ok(Reply::Error)`).
     ///
     /// # Errors

@@ -1,0 +1,784 @@
+//! `RedisClusterStore`: the single-node store's scripts on Redis Cluster, with a
+//! hash-tagged layout (every key of one lock in one slot) and sharded pub/sub.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use distlock_api::waiters::{KeyState, WaiterRegistry};
+use distlock_api::{
+    Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
+    StoreKey, Token, Ttl, LOCK_NAMESPACE,
+};
+use redis::aio::MultiplexedConnection;
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{PushInfo, PushKind, Value};
+
+use crate::clock_fence::clock_variant;
+use crate::config::{self, checked_timeout};
+use crate::queue_scripts::{FAIR_RELEASE_SCRIPT, QUEUED_ACQUIRE_SCRIPT, QUEUE_LEN_SCRIPT};
+use crate::scripts::{LuaScript, EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT};
+use crate::url::RedisUrl;
+
+/// A connection to one master, or the cluster connection (which follows redirections).
+#[derive(Clone)]
+enum AnyConn {
+    Node(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for AnyConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, Value> {
+        match self {
+            Self::Node(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Node(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+/// The direct route: one multiplexed connection per master and the slot map, so that a
+/// lock's command goes straight to the master owning its slot (no hop through the
+/// cluster connection's task). A redirection (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`:
+/// the command did not run) sends the same command through the cluster connection and
+/// reloads the slot map; a lost connection is reported, never retried.
+#[derive(Default)]
+struct FastPath {
+    /// `(first slot, last slot, "host:port")`, sorted.
+    slots: std::sync::RwLock<Vec<(u16, u16, String)>>,
+    conns: Mutex<HashMap<String, MultiplexedConnection>>,
+}
+
+/// The hash slot of a key (CRC16/XMODEM of its hash tag, or of the key), as Redis computes it.
+fn key_slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])
+        })
+        .unwrap_or(key);
+    let mut crc: u16 = 0;
+    for &byte in tagged {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc % 16384
+}
+
+/// The cluster's scripts: the single-node ones, the fair-waiting scripts publishing on
+/// the lock's own shard channel (`SPUBLISH` instead of `PUBLISH`).
+struct ClusterScripts {
+    fenced_acquire: LuaScript,
+    clock_fenced_acquire: LuaScript,
+    queued_acquire: LuaScript,
+    clock_queued_acquire: LuaScript,
+    release: LuaScript,
+    extend: LuaScript,
+    fenced_extend: LuaScript,
+    inspect: LuaScript,
+    queue_len: LuaScript,
+}
+
+impl fmt::Debug for ClusterScripts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClusterScripts")
+    }
+}
+
+fn sharded(script: &str) -> &'static str {
+    Box::leak(script.replace(r#"redis.call("publish""#, r#"redis.call("spublish""#).into_boxed_str())
+}
+
+fn clock(script: &'static str, incr: &str, counter: &str) -> &'static str {
+    clock_variant(script, incr, counter).map_or(script, |code| Box::leak(code.into_boxed_str()))
+}
+
+static SCRIPTS: LazyLock<ClusterScripts> = LazyLock::new(|| {
+    let queued = sharded(QUEUED_ACQUIRE_SCRIPT);
+    ClusterScripts {
+        fenced_acquire: LuaScript::new(FENCED_ACQUIRE_SCRIPT),
+        clock_fenced_acquire: LuaScript::new(clock(FENCED_ACQUIRE_SCRIPT, r#"redis.call("incr", KEYS[2])"#, "KEYS[2]")),
+        queued_acquire: LuaScript::new(queued),
+        clock_queued_acquire: LuaScript::new(clock(queued, r#"redis.call("incr", KEYS[4])"#, "KEYS[4]")),
+        release: LuaScript::new(sharded(FAIR_RELEASE_SCRIPT)),
+        extend: LuaScript::new(EXTEND_SCRIPT),
+        fenced_extend: LuaScript::new(FENCED_EXTEND_SCRIPT),
+        inspect: LuaScript::new(INSPECT_SCRIPT),
+        queue_len: LuaScript::new(QUEUE_LEN_SCRIPT),
+    }
+});
+
+/// A [`LockStore`] on **Redis Cluster** (Redis ≥ 7): the single-node store's commands and
+/// scripts, with every key of one lock in **one hash slot**, so no script is ever
+/// `CROSSSLOT`, and release notifications on **sharded pub/sub**.
+///
+/// | key | purpose |
+/// |---|---|
+/// | `{prefix}:{lock:<key>}` | the lease: the holder's token, `PX` = TTL |
+/// | `{prefix}:{lock:<key>}:fence` | the lock's own fence counter (fencing mode; no expiry: one small key per name ever fenced) |
+/// | `{prefix}:{lock:<key>}:holder` | `<fence>:<token>` of the current holder, expires with the lease |
+/// | `{prefix}:{lock:<key>}:queue`, `…:queue-ttl` | the fair queue of waiters |
+/// | channel `{prefix}:{lock:<key>}:released` | `SPUBLISH`ed by every release (from inside the script) |
+///
+/// The hash tag is `{lock:<key>}` (Redis hashes the text between the first `{` and the
+/// next `}`), so locks spread over the cluster's slots and masters; a prefix containing
+/// braces would pin every lock to one slot, and a key containing `}` shares the slot of
+/// the keys with the same text before it.
+///
+/// A lock's commands go straight to the master owning its slot (the store's own slot
+/// map, one multiplexed connection per master); a redirection (`MOVED`, `ASK`,
+/// `TRYAGAIN`, `CLUSTERDOWN`: the command did not run) sends it again through the
+/// `redis` crate's cluster connection, which follows it, and reloads the map. A command
+/// that still fails (say `TRYAGAIN` for as long as a slot is half migrated) fails that
+/// one operation, which the manager treats as an unknown outcome and releases with the
+/// same token. Mutual exclusion holds throughout because every key of a lock moves with
+/// its slot.
+///
+/// Fencing numbers are drawn per lock from its counter and, by default, the master's
+/// clock ([`clock_fences`](crate::RedisLockStoreBuilder::clock_fences); `?fences=counter`
+/// turns it off), so they survive a master restart without persistence and a failover
+/// to a replica.
+///
+/// Waiters `SSUBSCRIBE` to the channel of the key they wait for on the master that owns
+/// its slot (the connection re-subscribes after reconnections and slot moves).
+///
+/// # Not provided
+///
+/// No lock groups: a group's names would live in different slots, and a group across
+/// slots cannot be atomic; [`groups`](LockStore::groups) is `None` (the manager refuses
+/// group requests with [`LockError::Unsupported`]).
+#[derive(Clone)]
+pub struct RedisClusterStore {
+    conn: ClusterConnection,
+    key_prefix: String,
+    fencing: bool,
+    clock_fences: bool,
+    notifications: bool,
+    registry: WaiterRegistry,
+    subscribed: Arc<Mutex<HashMap<String, usize>>>,
+    fast: Arc<FastPath>,
+    /// `user:password@` of the nodes, for the direct connections.
+    auth: String,
+}
+
+impl fmt::Debug for RedisClusterStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisClusterStore")
+            .field("key_prefix", &self.key_prefix)
+            .field("fencing", &self.fencing)
+            .field("clock_fences", &self.clock_fences)
+            .field("notifications", &self.notifications)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many idle shard subscriptions a store keeps before dropping them.
+const MAX_IDLE_SUBSCRIPTIONS: usize = 1024;
+
+impl RedisClusterStore {
+    /// The name reported by [`LockStore::backend`] and in [`LockError::Store`].
+    pub const BACKEND: &'static str = "redis-cluster";
+
+    /// Connects to `redis+cluster://[[user]:password@]host1:port1,host2:port2,…[?prefix=…&fencing=…&fences=…&notifications=…]`:
+    /// any reachable subset of the masters (the others are discovered). Same layout
+    /// parameters as a single node's [`RedisUrl`].
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] before any I/O for a malformed URL; [`LockError::Store`]
+    /// (operation `"connect"`) when the cluster cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        let nodes = split_cluster_url(url)?;
+        let first = RedisUrl::parse(&nodes[0])?;
+        for node in &nodes[1..] {
+            RedisUrl::parse(node)?;
+        }
+        let key_prefix = first.key_prefix().unwrap_or(config::DEFAULT_KEY_PREFIX).to_owned();
+        let fencing = first.fencing().unwrap_or(false);
+        let clock_fences = first.clock_fences().unwrap_or(true);
+        let notifications = first.release_notifications().unwrap_or(true);
+        let timeout = checked_timeout("response_timeout", Duration::from_secs(2))?;
+        let registry = WaiterRegistry::new();
+        let pushes = registry.clone();
+        let sender = move |push: PushInfo| {
+            dispatch(&pushes, &push);
+            Ok::<(), std::convert::Infallible>(())
+        };
+        let plain: Vec<String> = nodes.iter().map(|node| strip_query(node)).collect();
+        let client = ClusterClientBuilder::new(plain)
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(sender)
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .build()
+            .map_err(|err| LockError::Config { message: format!("Redis Cluster URL: {err}") })?;
+        let conn = client.get_async_connection().await.map_err(|err| Self::error("connect", None, err))?;
+        registry.set_listening(notifications);
+        Ok(Self {
+            conn,
+            key_prefix,
+            fencing,
+            clock_fences,
+            notifications,
+            registry,
+            subscribed: Arc::default(),
+            fast: Arc::default(),
+            auth: auth_of(&nodes[0]),
+        })
+    }
+
+    /// The lock's Redis key: `{prefix}:{lock:<key>}`.
+    pub fn redis_key(&self, key: &StoreKey) -> String {
+        format!("{}:{{{}}}", self.key_prefix, key.as_str())
+    }
+
+    /// The lock's own fence counter: `{prefix}:{lock:<key>}:fence`.
+    pub fn fence_counter_key(&self, key: &StoreKey) -> String {
+        format!("{}:fence", self.redis_key(key))
+    }
+
+    /// The holder's fence record: `{prefix}:{lock:<key>}:holder`.
+    pub fn fence_key(&self, key: &StoreKey) -> String {
+        format!("{}:holder", self.redis_key(key))
+    }
+
+    /// The lock's shard channel: `{prefix}:{lock:<key>}:released`.
+    pub fn release_channel(&self, key: &StoreKey) -> String {
+        format!("{}:released", self.redis_key(key))
+    }
+
+    fn queue_keys(&self, key: &StoreKey) -> (String, String) {
+        let lock = self.redis_key(key);
+        (format!("{lock}:queue"), format!("{lock}:queue-ttl"))
+    }
+
+    /// Whether acquisitions return fencing numbers.
+    pub fn fencing(&self) -> bool {
+        self.fencing
+    }
+
+    fn error(operation: &'static str, key: Option<&StoreKey>, err: impl Into<distlock_api::BoxError>) -> LockError {
+        LockError::store(Self::BACKEND, operation, key.map(StoreKey::lock_key), err)
+    }
+
+    /// `SSUBSCRIBE`s to `channel` unless already subscribed; counts the waiter.
+    async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
+        let first = {
+            let mut subscribed = self.subscribed.lock().unwrap_or_else(|e| e.into_inner());
+            let count = subscribed.entry(channel.to_owned()).or_insert(0);
+            *count += 1;
+            *count == 1
+        };
+        if first {
+            let mut conn = self.conn.clone();
+            if let Err(err) = conn.ssubscribe(channel).await {
+                self.unsubscribe(channel);
+                return Err(Self::error("wait_for_release", None, err));
+            }
+        }
+        Ok(())
+    }
+
+    /// One waiter of `channel` left; idle subscriptions are dropped once there are many.
+    fn unsubscribe(&self, channel: &str) {
+        let idle: Vec<String> = {
+            let mut subscribed = self.subscribed.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(count) = subscribed.get_mut(channel) {
+                *count = count.saturating_sub(1);
+            }
+            if subscribed.len() <= MAX_IDLE_SUBSCRIPTIONS {
+                return;
+            }
+            let idle: Vec<String> = subscribed.iter().filter(|(_, &n)| n == 0).map(|(c, _)| c.clone()).collect();
+            for channel in &idle {
+                subscribed.remove(channel);
+            }
+            idle
+        };
+        let mut conn = self.conn.clone();
+        tokio::spawn(async move {
+            let _ = conn.sunsubscribe(idle).await;
+        });
+    }
+
+    async fn wait_on(&self, key: &StoreKey, max: Duration, token: Option<&Token>) -> Result<(), LockError> {
+        let max = max.min(crate::RedisLockStore::MAX_WAIT);
+        if !self.notifications {
+            tokio::time::sleep(max).await;
+            return Ok(());
+        }
+        let (redis_key, channel) = (self.redis_key(key), self.release_channel(key));
+        let counted = std::sync::atomic::AtomicBool::new(false);
+        let check = || async {
+            self.subscribe(&channel).await?;
+            counted.store(true, std::sync::atomic::Ordering::Relaxed);
+            let mut conn = self.conn.clone();
+            let holder: Option<String> = redis::cmd("GET")
+                .arg(&redis_key)
+                .query_async(&mut conn)
+                .await
+                .map_err(|err| Self::error("wait_for_release", Some(key), err))?;
+            let held = holder.is_some_and(|holder| token.is_none_or(|token| holder != token.as_str()));
+            Ok(if held { KeyState::Held { expires_in: None } } else { KeyState::Free })
+        };
+        let result = self.registry.wait(&redis_key, max, check).await;
+        if counted.load(std::sync::atomic::Ordering::Relaxed) {
+            self.unsubscribe(&channel);
+        }
+        result.map(|_| ())
+    }
+
+    /// Runs `op` on the master owning `redis_key`'s slot, directly; after a redirection
+    /// (the command did not run) through the cluster connection instead.
+    async fn exec<T, F, Fut>(&self, redis_key: &str, op: F) -> redis::RedisResult<T>
+    where
+        F: Fn(AnyConn) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        if let Some((address, conn)) = self.node_conn(redis_key).await {
+            match op(AnyConn::Node(conn)).await {
+                Err(err) if err.is_cluster_error() => {
+                    self.fast.slots.write().unwrap_or_else(|e| e.into_inner()).clear();
+                }
+                Err(err) => {
+                    if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() {
+                        self.fast.conns.lock().unwrap_or_else(|e| e.into_inner()).remove(&address);
+                    }
+                    return Err(err);
+                }
+                done => return done,
+            }
+        }
+        op(AnyConn::Cluster(self.conn.clone())).await
+    }
+
+    /// The direct connection to the master owning `redis_key`'s slot, opened on first
+    /// use; `None` when the slot map or the master cannot be reached (the cluster
+    /// connection is used then).
+    async fn node_conn(&self, redis_key: &str) -> Option<(String, MultiplexedConnection)> {
+        let slot = key_slot(redis_key.as_bytes());
+        let address = self.slot_owner(slot).await?;
+        if let Some(conn) = self.fast.conns.lock().unwrap_or_else(|e| e.into_inner()).get(&address) {
+            return Some((address, conn.clone()));
+        }
+        let client = redis::Client::open(format!("redis://{}{address}", self.auth)).ok()?;
+        let settings = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)));
+        let conn = client.get_multiplexed_async_connection_with_config(&settings).await.ok()?;
+        self.fast.conns.lock().unwrap_or_else(|e| e.into_inner()).insert(address.clone(), conn.clone());
+        Some((address, conn))
+    }
+
+    async fn slot_owner(&self, slot: u16) -> Option<String> {
+        let find = |slots: &[(u16, u16, String)]| {
+            slots
+                .iter()
+                .find(|(first, last, _)| (*first..=*last).contains(&slot))
+                .map(|(_, _, address)| address.clone())
+        };
+        {
+            let slots = self.fast.slots.read().unwrap_or_else(|e| e.into_inner());
+            if !slots.is_empty() {
+                return find(&slots);
+            }
+        }
+        let mut conn = self.conn.clone();
+        let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await.ok()?;
+        let mut slots = Vec::new();
+        for range in ranges {
+            let Value::Array(parts) = range else { continue };
+            let (Some(Value::Int(first)), Some(Value::Int(last)), Some(Value::Array(node))) =
+                (parts.first(), parts.get(1), parts.get(2))
+            else {
+                continue;
+            };
+            let host = match node.first() {
+                Some(Value::BulkString(host)) => String::from_utf8_lossy(host).into_owned(),
+                Some(Value::SimpleString(host)) => host.clone(),
+                _ => continue,
+            };
+            let (Ok(first), Ok(last), Some(Value::Int(port))) =
+                (u16::try_from(*first), u16::try_from(*last), node.get(1))
+            else {
+                continue;
+            };
+            slots.push((first, last, format!("{host}:{port}")));
+        }
+        slots.sort();
+        let owner = find(&slots);
+        *self.fast.slots.write().unwrap_or_else(|e| e.into_inner()) = slots;
+        owner
+    }
+
+    /// The masters' addresses, from `CLUSTER SLOTS`, sorted.
+    async fn masters(&self) -> Result<Vec<(String, u16)>, LockError> {
+        let mut conn = self.conn.clone();
+        let slots: Vec<Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut conn)
+            .await
+            .map_err(|err| Self::error("list", None, err))?;
+        let mut masters = Vec::new();
+        for range in slots {
+            let Value::Array(parts) = range else { continue };
+            let Some(Value::Array(node)) = parts.get(2) else { continue };
+            let host = match node.first() {
+                Some(Value::BulkString(host)) => String::from_utf8_lossy(host).into_owned(),
+                Some(Value::SimpleString(host)) => host.clone(),
+                _ => continue,
+            };
+            let Some(Value::Int(port)) = node.get(1) else { continue };
+            let Ok(port) = u16::try_from(*port) else { continue };
+            if !masters.contains(&(host.clone(), port)) {
+                masters.push((host, port));
+            }
+        }
+        masters.sort();
+        Ok(masters)
+    }
+}
+
+/// Hands a shard message (`message` = the released lock's Redis key) to the waiters.
+fn dispatch(registry: &WaiterRegistry, push: &PushInfo) {
+    if push.kind == PushKind::SMessage {
+        if let Some(Value::BulkString(message)) = push.data.get(1) {
+            if let Ok(key) = std::str::from_utf8(message) {
+                registry.wake(key);
+            }
+        }
+    } else if push.kind == PushKind::Disconnection {
+        // Messages may have been missed: waiters check again.
+        registry.set_listening(false);
+        registry.set_listening(true);
+    }
+}
+
+#[async_trait]
+impl LockStore for RedisClusterStore {
+    fn backend(&self) -> &'static str {
+        Self::BACKEND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
+            .with_fencing(self.fencing)
+            .with_release_notifications(self.notifications)
+            .with_fair_queue(true)
+    }
+
+    async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+        let redis_key = self.redis_key(key);
+        if !self.fencing {
+            let mut set = redis::cmd("SET");
+            set.arg(&redis_key).arg(token.as_str()).arg("NX").arg("PX").arg(ttl.as_millis());
+            let set = &set;
+            let reply: Value = self
+                .exec(&redis_key, |mut conn| async move { set.query_async(&mut conn).await })
+                .await
+                .map_err(|err| Self::error("acquire", Some(key), err))?;
+            return match reply {
+                Value::Nil => Ok(Acquire::Held { ttl_left: None }),
+                Value::Okay => Ok(Acquire::Acquired { fence: None }),
+                Value::SimpleString(ref s) if s == "OK" => Ok(Acquire::Acquired { fence: None }),
+                other => Err(Self::error("acquire", Some(key), Unexpected(format!("SET NX PX gave {other:?}")))),
+            };
+        }
+        let script = if self.clock_fences { &SCRIPTS.clock_fenced_acquire } else { &SCRIPTS.fenced_acquire };
+        let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
+        let args = |cmd: &mut redis::Cmd| {
+            cmd.arg(3).arg(&redis_key).arg(&counter).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
+        };
+        let args = &args;
+        let (acquired, number): (i64, i64) = self
+            .exec(&redis_key, |mut conn| async move { script.run(&mut conn, args).await })
+            .await
+            .map_err(|err| Self::error("acquire", Some(key), err))?;
+        acquired_or_held(key, acquired, number, true)
+    }
+
+    /// The fair release script (seed 000's compare-and-delete, then the hand-over to the
+    /// oldest waiter), `SPUBLISH`ing the release on the lock's shard channel.
+    async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
+        let redis_key = self.redis_key(key);
+        let (queue, queue_ttl) = self.queue_keys(key);
+        let channel = if self.notifications { self.release_channel(key) } else { String::new() };
+        let args = |cmd: &mut redis::Cmd| {
+            cmd.arg(3).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(token.as_str()).arg(&channel);
+        };
+        let args = &args;
+        let released: i64 = self
+            .exec(&redis_key, |mut conn| async move { SCRIPTS.release.run(&mut conn, args).await })
+            .await
+            .map_err(|err| Self::error("release", Some(key), err))?;
+        Ok(released == 1)
+    }
+
+    async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
+        let redis_key = self.redis_key(key);
+        let fence_key = self.fence_key(key);
+        let (script, args): (&LuaScript, &(dyn Fn(&mut redis::Cmd) + Sync)) = if self.fencing {
+            (&SCRIPTS.fenced_extend, &|cmd: &mut redis::Cmd| {
+                cmd.arg(2).arg(&redis_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
+            })
+        } else {
+            (&SCRIPTS.extend, &|cmd: &mut redis::Cmd| {
+                cmd.arg(1).arg(&redis_key).arg(token.as_str()).arg(ttl.as_millis());
+            })
+        };
+        let extended: i64 = self
+            .exec(&redis_key, |mut conn| async move { script.run(&mut conn, args).await })
+            .await
+            .map_err(|err| Self::error("extend", Some(key), err))?;
+        Ok(extended == 1)
+    }
+
+    async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
+        let redis_key = self.redis_key(key);
+        let fence_key = self.fencing.then(|| self.fence_key(key));
+        let args = |cmd: &mut redis::Cmd| match &fence_key {
+            Some(fence_key) => {
+                cmd.arg(2).arg(&redis_key).arg(fence_key);
+            }
+            None => {
+                cmd.arg(1).arg(&redis_key);
+            }
+        };
+        let args = &args;
+        let holder: Option<(String, i64, Option<u64>)> = self
+            .exec(&redis_key, |mut conn| async move { SCRIPTS.inspect.run(&mut conn, args).await })
+            .await
+            .map_err(|err| Self::error("inspect", Some(key), err))?;
+        let Some((token, pttl, fence)) = holder else { return Ok(None) };
+        let token = Token::parse(&token).map_err(|err| Self::error("inspect", Some(key), err))?;
+        let ms = u64::try_from(pttl)
+            .map_err(|_| Self::error("inspect", Some(key), Unexpected(format!("the lock key has PTTL {pttl}"))))?;
+        Ok(Some(LockInfo::new(token, fence, Duration::from_millis(ms))))
+    }
+
+    /// `SSUBSCRIBE` to the lock's shard channel (once per store and channel), then `GET`
+    /// of the lock key; wakes on the release message, a free key, or `max`.
+    async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        self.wait_on(key, max, None).await
+    }
+
+    async fn try_acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, LockError> {
+        let redis_key = self.redis_key(key);
+        let (queue, queue_ttl) = self.queue_keys(key);
+        let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
+        let channel = if self.notifications { self.release_channel(key) } else { String::new() };
+        let script = if self.clock_fences { &SCRIPTS.clock_queued_acquire } else { &SCRIPTS.queued_acquire };
+        let mut conn = self.conn.clone();
+        let (acquired, number): (i64, i64) = script
+            .run(&mut conn, |cmd| {
+                cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
+                cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());
+                cmd.arg(if self.fencing { "1" } else { "0" }).arg(&channel);
+            })
+            .await
+            .map_err(|err| Self::error("acquire", Some(key), err))?;
+        acquired_or_held(key, acquired, number, self.fencing)
+    }
+
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.wait_on(key, max, Some(token)).await
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let (_, queue_ttl) = self.queue_keys(key);
+        let mut conn = self.conn.clone();
+        let len: i64 = SCRIPTS
+            .queue_len
+            .run(&mut conn, |cmd| {
+                cmd.arg(1).arg(&queue_ttl);
+            })
+            .await
+            .map_err(|err| Self::error("queue_len", Some(key), err))?;
+        usize::try_from(len).map_err(|_| Self::error("queue_len", Some(key), Unexpected(format!("ZCOUNT gave {len}"))))
+    }
+
+    /// Pages through every master in turn (`SCAN` on one master at a time; the cursor is
+    /// `<master index>:<SCAN cursor>`), reading each lock found with the inspect script.
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let bad_cursor = |cursor: &ListCursor| LockError::Config {
+            message: format!("{cursor:?} is not a listing cursor of the Redis Cluster store"),
+        };
+        let (mut index, mut position): (usize, u64) = match cursor {
+            None => (0, 0),
+            Some(cursor) => {
+                let (index, position) = cursor.as_str().split_once(':').ok_or_else(|| bad_cursor(cursor))?;
+                (index.parse().map_err(|_| bad_cursor(cursor))?, position.parse().map_err(|_| bad_cursor(cursor))?)
+            }
+        };
+        let masters = self.masters().await?;
+        let namespace = format!("{}:{{", self.key_prefix);
+        let glob = format!("{}}}", pattern.to_redis_glob(&format!("{namespace}{LOCK_NAMESPACE}")));
+        let mut found = Vec::new();
+        while let Some((host, port)) = masters.get(index) {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(position).arg("MATCH").arg(&glob).arg("COUNT").arg(limit.clamp(1, ListPage::MAX_LIMIT));
+            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port: *port });
+            let mut conn = self.conn.clone();
+            let reply = conn.route_command(scan, routing).await.map_err(|err| Self::error("list", None, err))?;
+            let (next, keys): (u64, Vec<String>) =
+                redis::FromRedisValue::from_redis_value(reply).map_err(|err| Self::error("list", None, err))?;
+            found = keys;
+            if next == 0 {
+                index += 1;
+                position = 0;
+            } else {
+                position = next;
+            }
+            if !found.is_empty() || next != 0 {
+                break;
+            }
+        }
+        let next = (index < masters.len()).then(|| ListCursor::new(format!("{index}:{position}")));
+        let reads = found.into_iter().filter_map(|redis_key| {
+            let key = redis_key.strip_prefix(&namespace)?.strip_suffix('}')?;
+            let key = key.strip_prefix(LOCK_NAMESPACE)?;
+            if !pattern.matches(key) {
+                return None;
+            }
+            let key = LockKey::new(key).ok()?;
+            Some(async move {
+                let info = self.inspect(&key.to_store_key()).await?;
+                Ok::<_, LockError>(info.map(|info| HeldLock::new(key, vec![info])))
+            })
+        });
+        let locks = futures_util::future::join_all(reads).await.into_iter().collect::<Result<Vec<_>, _>>()?;
+        Ok(ListPage::new(locks.into_iter().flatten().collect(), next))
+    }
+}
+
+fn acquired_or_held(key: &StoreKey, acquired: i64, number: i64, fencing: bool) -> Result<Acquire, LockError> {
+    match (acquired, u64::try_from(number)) {
+        (1, Ok(0)) if !fencing => Ok(Acquire::Acquired { fence: None }),
+        (1, Ok(fence)) if fencing && fence > 0 => Ok(Acquire::Acquired { fence: Some(fence) }),
+        (0, Ok(ms)) => Ok(Acquire::Held { ttl_left: Some(Duration::from_millis(ms)) }),
+        (0, Err(_)) => Ok(Acquire::Held { ttl_left: None }),
+        _ => Err(RedisClusterStore::error(
+            "acquire",
+            Some(key),
+            Unexpected(format!("acquire returned {{{acquired}, {number}}}")),
+        )),
+    }
+}
+
+#[derive(Debug)]
+struct Unexpected(String);
+
+impl fmt::Display for Unexpected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unexpected {}
+
+fn strip_query(url: &str) -> String {
+    url.split_once('?').map_or(url, |(base, _)| base).to_owned()
+}
+
+/// `redis+cluster://auth@h1,h2/…?query` → `redis://auth@h1/…?query`, … (no I/O).
+pub(crate) fn split_cluster_url(url: &str) -> Result<Vec<String>, LockError> {
+    let config = |message: String| LockError::Config { message: format!("Redis Cluster URL: {message}") };
+    let Some(rest) = url.strip_prefix("redis+cluster://") else {
+        return Err(config("expected redis+cluster://host1:port1,host2:port2,…".to_owned()));
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (auth, hosts) = match authority.rsplit_once('@') {
+        Some((auth, hosts)) => (format!("{auth}@"), hosts),
+        None => (String::new(), authority),
+    };
+    if hosts.split(',').any(str::is_empty) {
+        return Err(config("an empty host in the list of nodes".to_owned()));
+    }
+    if !(tail.is_empty() || tail.starts_with('?') || tail.starts_with("/?") || tail == "/" || tail.starts_with("/0")) {
+        return Err(config("Redis Cluster has only database 0".to_owned()));
+    }
+    Ok(hosts.split(',').map(|host| format!("redis://{auth}{host}{tail}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_nodes() {
+        assert_eq!(
+            split_cluster_url("redis+cluster://:pw@a:1,b:2?prefix=x").unwrap(),
+            ["redis://:pw@a:1?prefix=x", "redis://:pw@b:2?prefix=x"]
+        );
+        for bad in ["redis://a", "redis+cluster://a,,b", "redis+cluster://", "redis+cluster://a/3"] {
+            assert!(matches!(split_cluster_url(bad), Err(LockError::Config { .. })), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_sharded_scripts_publish_on_shard_channels_only() {
+        for script in [&SCRIPTS.release, &SCRIPTS.queued_acquire, &SCRIPTS.clock_queued_acquire] {
+            assert!(!script.code().contains(r#"redis.call("publish""#));
+            assert!(script.code().contains(r#"redis.call("spublish""#));
+        }
+        assert!(SCRIPTS.clock_queued_acquire.code().contains("distlock_clock_fence(KEYS[4])"));
+    }
+}
+
+/// `user:password@` of a node URL (`redis://user:password@host…`), or empty.
+fn auth_of(node: &str) -> String {
+    let rest = node.strip_prefix("redis://").unwrap_or(node);
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    authority.rsplit_once('@').map(|(auth, _)| format!("{auth}@")).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_redis_slots() {
+        // Values from `CLUSTER KEYSLOT` on Redis 7.
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
+        assert_eq!(key_slot(b"{lock:a}:fence"), key_slot(b"lock:a"));
+        assert_eq!(auth_of("redis://:pw@h:1?x=y"), ":pw@");
+        assert_eq!(auth_of("redis://h:1"), "");
+    }
+}

@@ -1,0 +1,139 @@
+//! Redis Cluster: the conformance suite (without lock groups) on a private three-master
+//! cluster, the key layout (one slot per lock), sharded notifications, group refusal,
+//! and mutual exclusion while the hot key's slot migrates (`ASK`/`MOVED`).
+
+mod scale_kit;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{GroupMember, LockError, LockGroup, LockKey, LockManager, LockOptions};
+use distlock_conformance::kit::redis_cluster::RedisCluster;
+use distlock_redis::RedisClusterStore;
+
+mod fenced {
+    async fn store() -> Option<std::sync::Arc<distlock_api::DynLockStore>> {
+        super::scale_kit::cluster_store("?fencing=true&prefix=cc").await
+    }
+    crate::suite_with_queue_without_groups!(store);
+}
+
+fn start(test: &str) -> Option<RedisCluster> {
+    tokio::task::block_in_place(|| RedisCluster::start_or_skip(test))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_key_of_a_lock_is_in_one_slot_and_locks_spread_over_the_masters() {
+    let Some(cluster) = start("cluster layout") else { return };
+    let store = RedisClusterStore::connect(&format!("{}?fencing=true&prefix=app", cluster.url())).await.unwrap();
+    let locks = LockManager::new(Arc::new(store.clone()));
+    let mut owners = std::collections::BTreeSet::new();
+    for i in 0..30 {
+        let name = format!("order:{i}");
+        let key = LockKey::new(&name).unwrap().to_store_key();
+        let lock = locks.try_lock(&name, Duration::from_secs(30)).await.unwrap().expect("free");
+        assert!(lock.fence().is_some());
+        let redis_key = store.redis_key(&key);
+        assert_eq!(redis_key, format!("app:{{lock:{name}}}"));
+        let slot = tokio::task::block_in_place(|| cluster.slot_of(&redis_key));
+        for other in [store.fence_counter_key(&key), store.fence_key(&key), store.release_channel(&key)] {
+            assert_eq!(tokio::task::block_in_place(|| cluster.slot_of(&other)), slot, "{other}");
+        }
+        owners.insert(tokio::task::block_in_place(|| cluster.owner_of(&redis_key)));
+        assert!(lock.release().await.unwrap());
+    }
+    assert_eq!(owners.len(), 3, "30 locks all on the same master");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn groups_are_refused_not_partially_granted() {
+    let Some(cluster) = start("cluster groups") else { return };
+    let store = RedisClusterStore::connect(&cluster.url()).await.unwrap();
+    let locks = LockManager::new(Arc::new(store));
+    let group = LockGroup::new([GroupMember::exclusive("a").unwrap(), GroupMember::exclusive("b").unwrap()]).unwrap();
+    match locks.try_lock_group(&group, Duration::from_secs(5)).await {
+        Err(LockError::Unsupported { backend: "redis-cluster", .. }) => {}
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    // Nothing was taken: both names are free as plain locks too.
+    for name in ["a", "b"] {
+        assert!(locks.try_lock(name, Duration::from_secs(5)).await.unwrap().is_some());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mutual_exclusion_holds_while_the_slot_migrates() {
+    let Some(cluster) = start("cluster migration") else { return };
+    let store = RedisClusterStore::connect(&format!("{}?fencing=true", cluster.url())).await.unwrap();
+    let locks = LockManager::new(Arc::new(store.clone()));
+    let key = LockKey::new("hot").unwrap().to_store_key();
+    let redis_key = store.redis_key(&key);
+    let slot = tokio::task::block_in_place(|| cluster.slot_of(&redis_key));
+    let inside = Arc::new(AtomicBool::new(false));
+    let (done, errors) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let (locks, inside, done, errors, stop) =
+            (locks.clone(), Arc::clone(&inside), Arc::clone(&done), Arc::clone(&errors), Arc::clone(&stop));
+        workers.push(tokio::spawn(async move {
+            let options = LockOptions::new().wait(Duration::from_secs(10)).retry_interval(Duration::from_millis(5));
+            let mut last_fence = 0;
+            while !stop.load(Ordering::Relaxed) {
+                match locks.lock_opts("hot", Duration::from_secs(10), &options).await {
+                    Ok(lock) => {
+                        assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                        let fence = lock.fence().unwrap();
+                        assert!(fence > last_fence, "fences went backwards: {fence} after {last_fence}");
+                        last_fence = fence;
+                        tokio::task::yield_now().await;
+                        inside.store(false, Ordering::SeqCst);
+                        let _ = lock.release().await;
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // A script refused mid-migration (TRYAGAIN): the outcome is unknown, the
+                    // manager releases it; try again.
+                    Err(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    let ports = cluster.ports();
+    for round in 0..4 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let from = tokio::task::block_in_place(|| cluster.owner_of(&redis_key));
+        let to = ports[(ports.iter().position(|&p| p == from).unwrap() + 1 + round % 2) % ports.len()];
+        tokio::task::block_in_place(|| cluster.migrate_slot(slot, from, to));
+        assert_eq!(tokio::task::block_in_place(|| cluster.owner_of(&redis_key)), to);
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let (done, errors) = (done.load(Ordering::Relaxed), errors.load(Ordering::Relaxed));
+    assert!(done > 20, "only {done} critical sections ({errors} errors)");
+    eprintln!("{done} critical sections, {errors} errors across 4 slot migrations");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waiters_are_woken_by_sharded_notifications() {
+    let Some(cluster) = start("cluster notifications") else { return };
+    let store = RedisClusterStore::connect(&cluster.url()).await.unwrap();
+    let locks = LockManager::new(Arc::new(store));
+    let held = locks.try_lock("n", Duration::from_secs(30)).await.unwrap().expect("free");
+    // A retry interval far longer than the test: only the notification can wake the waiter.
+    let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30));
+    let waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.lock_opts("n", Duration::from_secs(30), &options).await.map(|lock| lock.token().clone()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = tokio::time::Instant::now();
+    assert!(held.release().await.unwrap());
+    let _ = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
+    assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
+}

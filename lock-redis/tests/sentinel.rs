@@ -1,0 +1,107 @@
+//! Redis Sentinel: the whole conformance suite through the sentinels, a failover under a
+//! running workload (the store follows the promoted replica; fences keep increasing), and
+//! `WAIT` for replicas after each acquisition.
+
+mod scale_kit;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{LockError, LockManager};
+use distlock_conformance::kit::redis_sentinel::RedisSentinels;
+use distlock_redis::RedisSentinelStore;
+
+mod conformance {
+    async fn store() -> Option<std::sync::Arc<distlock_api::DynLockStore>> {
+        super::scale_kit::sentinel_store("?fencing=true&prefix=cs").await
+    }
+    distlock_conformance::conformance_suite!(store);
+}
+
+fn start(test: &str) -> Option<RedisSentinels> {
+    tokio::task::block_in_place(|| RedisSentinels::start_or_skip(test))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_store_follows_a_failover_under_a_running_workload() {
+    let Some(mut set) = start("sentinel failover") else { return };
+    tokio::task::block_in_place(|| set.wait_until_monitored(Duration::from_secs(30)));
+    let store = RedisSentinelStore::connect(&format!("{}?fencing=true", set.url())).await.unwrap();
+    assert_eq!(store.master_address(), format!("127.0.0.1:{}", set.master_port()));
+    let locks = LockManager::new(Arc::new(store.clone()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok_before, ok_after, failed) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let killed = Arc::new(AtomicBool::new(false));
+    let workload = tokio::spawn({
+        let (locks, stop, killed) = (locks.clone(), Arc::clone(&stop), Arc::clone(&killed));
+        let (ok_before, ok_after, failed) = (Arc::clone(&ok_before), Arc::clone(&ok_after), Arc::clone(&failed));
+        async move {
+            let mut last_fence = 0;
+            while !stop.load(Ordering::Relaxed) {
+                match locks.try_lock("job", Duration::from_secs(5)).await {
+                    Ok(Some(lock)) => {
+                        let fence = lock.fence().unwrap();
+                        assert!(
+                            fence > last_fence,
+                            "fences went backwards across the failover: {fence} after {last_fence}"
+                        );
+                        last_fence = fence;
+                        let _ = lock.release().await;
+                        if killed.load(Ordering::Relaxed) { &ok_after } else { &ok_before }
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(None) => {}
+                    Err(_) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    killed.store(true, Ordering::Relaxed);
+    tokio::task::block_in_place(|| set.kill_master());
+    tokio::task::block_in_place(|| set.wait_for_failover(Duration::from_secs(30)));
+    // The workload resumes on the promoted replica.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let resumed_from = ok_after.load(Ordering::Relaxed);
+    while ok_after.load(Ordering::Relaxed) < resumed_from + 20 {
+        assert!(tokio::time::Instant::now() < deadline, "the workload did not resume after the failover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    workload.await.unwrap();
+    assert_eq!(store.master_address(), format!("127.0.0.1:{}", set.replica_port()));
+    eprintln!(
+        "{} cycles before the kill, {} after, {} failed during the failover",
+        ok_before.load(Ordering::Relaxed),
+        ok_after.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_replicas_acknowledges_or_fails_the_acquisition() {
+    let Some(set) = start("sentinel WAIT") else { return };
+    let acked =
+        RedisSentinelStore::connect(&format!("{}?wait_replicas=1&wait_timeout_ms=2000", set.url())).await.unwrap();
+    let locks = LockManager::new(Arc::new(acked));
+    let lock = locks.try_lock("w", Duration::from_secs(5)).await.unwrap().expect("one replica acknowledges");
+    assert!(lock.release().await.unwrap());
+    // Two replicas are asked for, one exists: the acquisition fails and leaves nothing.
+    let strict =
+        RedisSentinelStore::connect(&format!("{}?wait_replicas=2&wait_timeout_ms=100", set.url())).await.unwrap();
+    let strict_locks = LockManager::new(Arc::new(strict));
+    match strict_locks.try_lock("w", Duration::from_secs(5)).await {
+        Err(LockError::Store { backend: "redis-sentinel", .. }) => {}
+        other => panic!("expected a store error, got {other:?}"),
+    }
+    strict_locks.flush_releases().await;
+    assert!(
+        locks.try_lock("w", Duration::from_secs(5)).await.unwrap().is_some(),
+        "the failed acquisition left its lease"
+    );
+}
