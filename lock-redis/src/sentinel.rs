@@ -417,6 +417,11 @@ impl GroupLockStore for RedisSentinelStore {
         self.follow(result).await
     }
 
+    async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let result = self.current().waiting(key).await;
+        self.follow(result).await
+    }
+
     async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {
         let result = self.current().wait_for_change(request, max).await;
         self.follow(result).await
