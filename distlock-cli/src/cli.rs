@@ -30,12 +30,13 @@ where
 
 /// Distributed locks from the shell: run a command under a lock, a read/write lock, a
 /// semaphore slot or a group of names; inspect, list and release locks; set permits;
-/// benchmark a store. One tool for every store: memory://, redis://, postgres://.
+/// benchmark a store. One tool for every store: memory://, redis://, postgres://, etcd://.
 #[derive(Debug, Parser)]
 #[command(name = "distlock", version, after_help = EXIT_STATUS_HELP)]
 pub(crate) struct Cli {
-    /// The lock store: `memory://`, `redis://[:PASSWORD@]HOST[:PORT][/DB]` or
-    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`.
+    /// The lock store: `memory://`, `redis://[:PASSWORD@]HOST[:PORT][/DB]`,
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` or `etcd://HOST:PORT[,HOST:PORT…]`
+    /// (the last with the `etcd` feature).
     #[arg(long, global = true, env = "DISTLOCK_STORE", value_name = "URL", hide_env_values = true)]
     pub(crate) store: Option<String>,
 

@@ -11,6 +11,7 @@ use distlock_api::{DynLockStore, LockError};
 /// | `memory://` | a new, empty in-process store | `memory` (default) |
 /// | `redis://`, `rediss://`, `valkey://`, `valkeys://`, `redis+unix://`, `valkey+unix://`, `unix://` | [`RedisLockStore::connect`](crate::redis::RedisLockStore::connect) | `redis` |
 /// | `postgres://`, `postgresql://` | [`PostgresLockStore::connect`](crate::postgres::PostgresLockStore::connect), then [`ensure_schema`](crate::postgres::PostgresLockStore::ensure_schema) | `postgres` |
+/// | `etcd://host:port[,host:port…]` | `distlock_etcd::EtcdLockStore::connect` | `etcd` |
 ///
 /// The store's layout is part of its URL, so that every process and the `distlock` CLI
 /// agree on where locks live:
@@ -19,7 +20,9 @@ use distlock_api::{DynLockStore, LockError};
 ///   `?notifications=true|false` — see [`RedisUrl`](crate::redis::RedisUrl);
 /// - PostgreSQL: `?schema=`, `?table=`, `?sequence=`, `?unlogged=true|false`,
 ///   `?create=false` (only check the layout, for a role without DDL rights),
-///   `?notifications=true|false` — see [`PostgresUrl`](crate::postgres::PostgresUrl).
+///   `?notifications=true|false` — see [`PostgresUrl`](crate::postgres::PostgresUrl);
+/// - etcd: `?prefix=myapp` (keys `myapp/lock:…`), `?notifications=true|false`,
+///   `?timeout=5s`, `?connect_timeout=5s` — see `distlock_etcd::EtcdUrl`.
 ///
 /// An unknown or malformed parameter is a [`LockError::Config`] naming it; nothing is
 /// silently ignored. Connecting checks the server (credentials, database), so a wrong
@@ -49,6 +52,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockStore>, LockError> {
         Backend::Memory => memory(url),
         Backend::Redis => redis(url).await,
         Backend::Postgres => postgres(url).await,
+        Backend::Etcd => etcd(url).await,
     }
 }
 
@@ -57,10 +61,11 @@ enum Backend {
     Memory,
     Redis,
     Postgres,
+    Etcd,
 }
 
 fn backend_of(url: &str) -> Result<Backend, LockError> {
-    const EXPECTED: &str = "expected `memory://`, `redis://…` or `postgres://…`";
+    const EXPECTED: &str = "expected `memory://`, `redis://…`, `postgres://…` or `etcd://…`";
     let Some(scheme) = scheme_of(url) else {
         return Err(config(format!("not a store URL (no `scheme://` at its start): {EXPECTED}")));
     };
@@ -68,6 +73,7 @@ fn backend_of(url: &str) -> Result<Backend, LockError> {
         "memory" => Ok(Backend::Memory),
         "redis" | "rediss" | "valkey" | "valkeys" | "redis+unix" | "valkey+unix" | "unix" => Ok(Backend::Redis),
         "postgres" | "postgresql" => Ok(Backend::Postgres),
+        "etcd" => Ok(Backend::Etcd),
         other => Err(config(format!("unknown store URL scheme `{other}://`: {EXPECTED}"))),
     }
 }
@@ -101,6 +107,7 @@ pub async fn connect_idempotency(url: &str) -> Result<Arc<distlock_idempotency::
         }
         Backend::Redis => idempotency::redis(url).await,
         Backend::Postgres => idempotency::postgres(url).await,
+        Backend::Etcd => Err(LockError::Unsupported { backend: "etcd", operation: "idempotency" }),
     }
 }
 
@@ -197,6 +204,16 @@ async fn postgres(_url: &str) -> Result<Arc<DynLockStore>, LockError> {
     Err(not_enabled("postgres", "postgres://"))
 }
 
+#[cfg(feature = "etcd")]
+async fn etcd(url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    Ok(Arc::new(distlock_etcd::EtcdLockStore::connect(url).await?))
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn etcd(_url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    Err(not_enabled("etcd", "etcd://"))
+}
+
 #[allow(dead_code)] // unused when every store feature is on
 fn not_enabled(feature: &str, scheme: &str) -> LockError {
     config(format!("`{scheme}` URLs need the `{feature}` feature of the `distlock` crate, which is not enabled"))
@@ -208,8 +225,7 @@ mod tests {
 
     #[tokio::test]
     async fn rejects_unknown_and_malformed_urls() {
-        for url in ["", "localhost:6379", "mysql://db/x", "etcd://x", "memory://x", "memory://?prefix=a", "redis:6379"]
-        {
+        for url in ["", "localhost:6379", "mysql://db/x", "zk://x", "memory://x", "memory://?prefix=a", "redis:6379"] {
             let err = connect(url).await.unwrap_err();
             assert!(matches!(err, LockError::Config { .. }), "{url}: {err}");
         }
@@ -225,6 +241,7 @@ mod tests {
             "redis://:secret@127.0.0.1:1/0?prefix=a&bogus=1",
             "postgres://app:secret@127.0.0.1:1/db?bogus=1",
             "redis://:secret@127.0.0.1:1/0?prefix=",
+            "etcd://root:secret@127.0.0.1:1?bogus=1",
         ] {
             let err = connect(url).await.unwrap_err();
             assert!(!err.to_string().contains("secret"), "{url}: {err}");
