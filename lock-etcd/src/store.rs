@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use distlock_api::waiters::{KeyState, WaiterRegistry};
+use distlock_api::waiters::{KeyState, WaiterRegistry, Woken};
 use distlock_api::{
     async_trait, Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey,
     LockStore, StoreKey, Token, Ttl,
@@ -61,6 +61,9 @@ struct Inner {
     /// The places this store's waiters hold in queues, by (lock key, token): the
     /// lease and create revision of each, so a retry needs no lookup.
     places: Mutex<HashMap<(String, String), Place>>,
+    /// Leases granted for attempts that found the key held, by (lock key, token): the
+    /// waiter's next attempt keeps one alive (no Raft write) instead of granting anew.
+    spares: Mutex<HashMap<(String, String), Spare>>,
     // Dropped with the last clone of the store: ends the watch task.
     _listener: Option<ReleaseListener>,
 }
@@ -104,8 +107,8 @@ impl EtcdLockStore {
         let listener = config
             .release_notifications
             .then(|| ReleaseListener::start(client.clone(), config.clone(), waiters.clone()));
-        let places = Mutex::default();
-        Ok(Self { inner: Arc::new(Inner { client, config, waiters, places, _listener: listener }) })
+        let (places, spares) = (Mutex::default(), Mutex::default());
+        Ok(Self { inner: Arc::new(Inner { client, config, waiters, places, spares, _listener: listener }) })
     }
 
     /// The etcd client the store uses (cheap to clone), e.g. to send requests of your own.
@@ -204,6 +207,15 @@ struct Place {
     refreshed_at: Instant,
 }
 
+/// An unused lease kept for a waiter's next attempt.
+#[derive(Debug, Clone, Copy)]
+struct Spare {
+    lease: i64,
+    /// Its TTL, whole seconds.
+    secs: i64,
+    kept_at: Instant,
+}
+
 /// What a check before a wait reads: whether the lock key exists, and the token of the
 /// oldest place in its queue.
 #[derive(Debug)]
@@ -260,6 +272,54 @@ impl EtcdLockStore {
         let known = Place { lease, revision, refreshed_at };
         self.places().insert((etcd_key, token.as_str().to_owned()), known);
         Ok(known)
+    }
+
+    /// The lease for an acquisition attempt: the spare of this waiter's previous attempt
+    /// kept alive (its full TTL again), or a new one.
+    async fn attempt_lease(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<i64, LockError> {
+        let secs = lease_seconds(ttl.as_duration());
+        let spare = self.spares().remove(&(self.etcd_key(key), token.as_str().to_owned()));
+        let mut leases = self.inner.client.lease_client();
+        match spare {
+            Some(spare) if spare.secs == secs => {
+                match tokio::time::timeout(self.inner.config.request_timeout, leases.keep_alive(spare.lease)).await {
+                    Ok(Ok(_)) => return Ok(spare.lease),
+                    Ok(Err(err)) if is_lease_not_found(&err) => {}
+                    outcome => {
+                        self.revoke_later(spare.lease);
+                        let cause: distlock_api::BoxError = match outcome {
+                            Ok(Err(err)) => err.into(),
+                            _ => "no answer in time".into(),
+                        };
+                        return Err(LockError::store(BACKEND, "acquire", Some(key.lock_key()), cause));
+                    }
+                }
+            }
+            Some(spare) => self.revoke_later(spare.lease),
+            None => {}
+        }
+        Ok(self.call("acquire", Some(key), leases.grant(secs, None)).await?.id())
+    }
+
+    /// Keeps `lease` (unused: the key was held) for the waiter's next attempt.
+    fn keep_spare(&self, etcd_key: &str, token: &Token, lease: i64, ttl: Ttl) {
+        let secs = lease_seconds(ttl.as_duration());
+        let now = Instant::now();
+        let mut spares = self.spares();
+        // A waiter that gave up leaves its spare behind: drop those whose lease has ended.
+        if spares.len() >= 64 {
+            spares
+                .retain(|_, spare| now.duration_since(spare.kept_at) < Duration::from_secs(spare.secs.unsigned_abs()));
+        }
+        if let Some(old) =
+            spares.insert((etcd_key.to_owned(), token.as_str().to_owned()), Spare { lease, secs, kept_at: now })
+        {
+            self.revoke_later(old.lease);
+        }
+    }
+
+    fn spares(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Spare>> {
+        self.inner.spares.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn forget_place(&self, etcd_key: &str, token: &Token) {
@@ -357,8 +417,7 @@ impl LockStore for EtcdLockStore {
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let etcd_key = self.etcd_key(key);
-        let mut leases = self.inner.client.lease_client();
-        let lease = self.call("acquire", Some(key), leases.grant(lease_seconds(ttl.as_duration()), None)).await?.id();
+        let lease = self.attempt_lease(key, token, ttl).await?;
         // Free, and nobody queued: a plain attempt never overtakes a fair waiter.
         let queue = self.inner.config.queue_prefix(key.as_str());
         let txn = Txn::new()
@@ -367,7 +426,7 @@ impl LockStore for EtcdLockStore {
                 Compare::create_revision(queue, CompareOp::Equal, 0).with_prefix(),
             ])
             .and_then([TxnOp::put(etcd_key.clone(), token.as_str(), Some(PutOptions::new().with_lease(lease)))])
-            .or_else([TxnOp::get(etcd_key, None)]);
+            .or_else([TxnOp::get(etcd_key.clone(), None)]);
         let mut kv = self.inner.client.kv_client();
         let answer = match self.call("acquire", Some(key), kv.txn(txn)).await {
             Ok(answer) => answer,
@@ -382,7 +441,7 @@ impl LockStore for EtcdLockStore {
             let revision = answer.header().map_or(0, |header| header.revision());
             return Ok(Acquire::Acquired { fence: fence_of(revision) });
         }
-        self.revoke_later(lease);
+        self.keep_spare(&etcd_key, token, lease, ttl);
         let holder = answer.op_responses().into_iter().find_map(|op| match op {
             TxnOpResponse::Get(get) => get.kvs().first().cloned(),
             _ => None,
@@ -408,6 +467,9 @@ impl LockStore for EtcdLockStore {
         let mut kv = self.inner.client.kv_client();
         let answer = self.call("release", Some(key), kv.txn(txn)).await?;
         self.forget_place(&etcd_key, token);
+        if let Some(spare) = self.spares().remove(&(etcd_key.clone(), token.as_str().to_owned())) {
+            self.revoke_later(spare.lease);
+        }
         for op in answer.op_responses() {
             if let TxnOpResponse::Delete(deleted) = op {
                 for prev in deleted.prev_kvs() {
@@ -500,8 +562,7 @@ impl LockStore for EtcdLockStore {
         let mine = self.keep_place(key, token, place).await?;
         let queue = self.inner.config.queue_prefix(key.as_str());
         let place_key = format!("{queue}{}", token.as_str());
-        let mut leases = self.inner.client.lease_client();
-        let lease = self.call("acquire", Some(key), leases.grant(lease_seconds(ttl.as_duration()), None)).await?.id();
+        let lease = self.attempt_lease(key, token, ttl).await?;
         // Free, and no place older than this waiter's: its turn.
         let txn = Txn::new()
             .when([
@@ -527,7 +588,7 @@ impl LockStore for EtcdLockStore {
             let revision = answer.header().map_or(0, |header| header.revision());
             return Ok(Acquire::Acquired { fence: fence_of(revision) });
         }
-        self.revoke_later(lease);
+        self.keep_spare(&etcd_key, token, lease, ttl);
         let holder = answer.op_responses().into_iter().find_map(|op| match op {
             TxnOpResponse::Get(get) => get.kvs().first().cloned(),
             _ => None,
@@ -546,13 +607,23 @@ impl LockStore for EtcdLockStore {
             return Ok(());
         }
         let etcd_key = self.etcd_key(key);
-        // This waiter's turn: not held, and its place is the oldest (or it has none).
-        let check = || async {
-            let turn = self.turn(key).await?;
-            let next = turn.head.as_deref().is_none_or(|head| head == token.as_str());
-            Ok(if !turn.held && next { KeyState::Free } else { KeyState::Held { expires_in: None } })
-        };
-        self.inner.waiters.wait(&etcd_key, max, check).await.map(|_| ())
+        let deadline = distlock_api::waiters::deadline_after(max);
+        // A release wakes every waiter of the key, but only the oldest may take it: the
+        // others look again (a read) and go back to sleep, instead of all sending a
+        // write that fails.
+        loop {
+            // This waiter's turn: not held, and its place is the oldest (or it has none).
+            let check = || async {
+                let turn = self.turn(key).await?;
+                let next = turn.head.as_deref().is_none_or(|head| head == token.as_str());
+                Ok(if !turn.held && next { KeyState::Free } else { KeyState::Held { expires_in: None } })
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.inner.waiters.wait(&etcd_key, left, check).await? {
+                Woken::Notified if Instant::now() < deadline => continue,
+                _ => return Ok(()),
+            }
+        }
     }
 
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
