@@ -274,22 +274,47 @@ impl EtcdLockStore {
         Ok(known)
     }
 
-    /// The lease for an acquisition attempt: the spare of this waiter's previous attempt
-    /// kept alive (its full TTL again), or a new one.
-    async fn attempt_lease(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<i64, LockError> {
+    /// One acquisition attempt: the transaction `txn(lease)` with this waiter's spare lease
+    /// from an earlier attempt (kept alive in parallel, so it has its full TTL again by the
+    /// time the key is held) or a new lease. Returns the answer and the lease, or lease 0
+    /// when the key was held and the lease is not worth keeping.
+    async fn attempt(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        txn: impl Fn(i64) -> Txn,
+    ) -> Result<(etcd_client::TxnResponse, i64), LockError> {
         let secs = lease_seconds(ttl.as_duration());
         let spare = self.spares().remove(&(self.etcd_key(key), token.as_str().to_owned()));
+        let mut kv = self.inner.client.kv_client();
         let mut leases = self.inner.client.lease_client();
         match spare {
             Some(spare) if spare.secs == secs => {
-                match tokio::time::timeout(self.inner.config.request_timeout, leases.keep_alive(spare.lease)).await {
-                    Ok(Ok(_)) => return Ok(spare.lease),
-                    Ok(Err(err)) if is_lease_not_found(&err) => {}
-                    outcome => {
+                let timeout = self.inner.config.request_timeout;
+                let mut keeper = self.inner.client.lease_client();
+                let (kept, answer) = tokio::join!(
+                    tokio::time::timeout(timeout, keeper.keep_alive(spare.lease)),
+                    self.call("acquire", Some(key), kv.txn(txn(spare.lease)))
+                );
+                let expired = matches!(&kept, Ok(Err(err)) if is_lease_not_found(err));
+                match (kept, answer) {
+                    (Ok(Ok(_)), Ok(answer)) => return Ok((answer, spare.lease)),
+                    // Expired while the waiter slept: nothing was put; try with a new lease.
+                    (_, Err(_)) if expired => {}
+                    (_, Ok(answer)) if expired && !answer.succeeded() => return Ok((answer, 0)),
+                    (_, Ok(answer)) if !answer.succeeded() => {
                         self.revoke_later(spare.lease);
-                        let cause: distlock_api::BoxError = match outcome {
-                            Ok(Err(err)) => err.into(),
-                            _ => "no answer in time".into(),
+                        return Ok((answer, 0));
+                    }
+                    // Held now, but the lease's TTL was not reset: give the key up (the
+                    // lease takes it along) rather than hold it for less than asked.
+                    (kept, answer) => {
+                        self.revoke_later(spare.lease);
+                        let cause: distlock_api::BoxError = match (kept, answer) {
+                            (_, Err(err)) => return Err(err),
+                            (Ok(Err(err)), _) => err.into(),
+                            _ => "the lease keep-alive got no answer in time".into(),
                         };
                         return Err(LockError::store(BACKEND, "acquire", Some(key.lock_key()), cause));
                     }
@@ -298,7 +323,16 @@ impl EtcdLockStore {
             Some(spare) => self.revoke_later(spare.lease),
             None => {}
         }
-        Ok(self.call("acquire", Some(key), leases.grant(secs, None)).await?.id())
+        let lease = self.call("acquire", Some(key), leases.grant(secs, None)).await?.id();
+        match self.call("acquire", Some(key), kv.txn(txn(lease))).await {
+            Ok(answer) => Ok((answer, lease)),
+            Err(err) => {
+                // The outcome is unknown; the manager releases with this token, and the
+                // lease goes (taking the key with it, if the put happened).
+                self.revoke_later(lease);
+                Err(err)
+            }
+        }
     }
 
     /// Keeps `lease` (unused: the key was held) for the waiter's next attempt.
@@ -417,31 +451,25 @@ impl LockStore for EtcdLockStore {
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let etcd_key = self.etcd_key(key);
-        let lease = self.attempt_lease(key, token, ttl).await?;
         // Free, and nobody queued: a plain attempt never overtakes a fair waiter.
         let queue = self.inner.config.queue_prefix(key.as_str());
-        let txn = Txn::new()
-            .when([
-                Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0),
-                Compare::create_revision(queue, CompareOp::Equal, 0).with_prefix(),
-            ])
-            .and_then([TxnOp::put(etcd_key.clone(), token.as_str(), Some(PutOptions::new().with_lease(lease)))])
-            .or_else([TxnOp::get(etcd_key.clone(), None)]);
-        let mut kv = self.inner.client.kv_client();
-        let answer = match self.call("acquire", Some(key), kv.txn(txn)).await {
-            Ok(answer) => answer,
-            Err(err) => {
-                // The outcome is unknown; the manager releases with this token, and the
-                // lease goes (taking the key with it, if the put happened).
-                self.revoke_later(lease);
-                return Err(err);
-            }
+        let txn = |lease: i64| {
+            Txn::new()
+                .when([
+                    Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0),
+                    Compare::create_revision(queue.clone(), CompareOp::Equal, 0).with_prefix(),
+                ])
+                .and_then([TxnOp::put(etcd_key.clone(), token.as_str(), Some(PutOptions::new().with_lease(lease)))])
+                .or_else([TxnOp::get(etcd_key.clone(), None)])
         };
+        let (answer, lease) = self.attempt(key, token, ttl, txn).await?;
         if answer.succeeded() {
             let revision = answer.header().map_or(0, |header| header.revision());
             return Ok(Acquire::Acquired { fence: fence_of(revision) });
         }
-        self.keep_spare(&etcd_key, token, lease, ttl);
+        if lease != 0 {
+            self.keep_spare(&etcd_key, token, lease, ttl);
+        }
         let holder = answer.op_responses().into_iter().find_map(|op| match op {
             TxnOpResponse::Get(get) => get.kvs().first().cloned(),
             _ => None,
@@ -497,12 +525,18 @@ impl LockStore for EtcdLockStore {
         }) else {
             return Ok(false);
         };
-        let Some((_, granted)) = self.lease_left(key, current).await? else { return Ok(false) };
+        // The lease's TTL and a keep-alive, in parallel: the keep-alive is what extends
+        // with the same TTL, and does no harm when the key moves to a new lease.
+        let mut keeper = self.inner.client.lease_client();
+        let timeout = self.inner.config.request_timeout;
+        let (left, kept) =
+            tokio::join!(self.lease_left(key, current), tokio::time::timeout(timeout, keeper.keep_alive(current)));
+        let Some((_, granted)) = left? else { return Ok(false) };
         let mut leases = self.inner.client.lease_client();
         if granted == wanted {
-            return match tokio::time::timeout(self.inner.config.request_timeout, leases.keep_alive(current)).await {
+            return match kept {
                 Ok(Ok(_)) => Ok(true),
-                Ok(Err(err)) if err.to_string().contains("lease not found") => Ok(false),
+                Ok(Err(err)) if is_lease_not_found(&err) => Ok(false),
                 Ok(Err(err)) => Err(LockError::store(BACKEND, "extend", Some(key.lock_key()), err)),
                 Err(_) => Err(LockError::store(BACKEND, "extend", Some(key.lock_key()), "no answer in time")),
             };
@@ -562,33 +596,29 @@ impl LockStore for EtcdLockStore {
         let mine = self.keep_place(key, token, place).await?;
         let queue = self.inner.config.queue_prefix(key.as_str());
         let place_key = format!("{queue}{}", token.as_str());
-        let lease = self.attempt_lease(key, token, ttl).await?;
         // Free, and no place older than this waiter's: its turn.
-        let txn = Txn::new()
-            .when([
-                Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0),
-                Compare::create_revision(queue, CompareOp::Greater, mine.revision - 1).with_prefix(),
-            ])
-            .and_then([
-                TxnOp::put(etcd_key.clone(), token.as_str(), Some(PutOptions::new().with_lease(lease))),
-                TxnOp::delete(place_key, None),
-            ])
-            .or_else([TxnOp::get(etcd_key.clone(), None)]);
-        let mut kv = self.inner.client.kv_client();
-        let answer = match self.call("acquire", Some(key), kv.txn(txn)).await {
-            Ok(answer) => answer,
-            Err(err) => {
-                self.revoke_later(lease);
-                return Err(err);
-            }
+        let txn = |lease: i64| {
+            Txn::new()
+                .when([
+                    Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0),
+                    Compare::create_revision(queue.clone(), CompareOp::Greater, mine.revision - 1).with_prefix(),
+                ])
+                .and_then([
+                    TxnOp::put(etcd_key.clone(), token.as_str(), Some(PutOptions::new().with_lease(lease))),
+                    TxnOp::delete(place_key.clone(), None),
+                ])
+                .or_else([TxnOp::get(etcd_key.clone(), None)])
         };
+        let (answer, lease) = self.attempt(key, token, ttl, txn).await?;
         if answer.succeeded() {
             self.forget_place(&etcd_key, token);
             self.revoke_later(mine.lease);
             let revision = answer.header().map_or(0, |header| header.revision());
             return Ok(Acquire::Acquired { fence: fence_of(revision) });
         }
-        self.keep_spare(&etcd_key, token, lease, ttl);
+        if lease != 0 {
+            self.keep_spare(&etcd_key, token, lease, ttl);
+        }
         let holder = answer.op_responses().into_iter().find_map(|op| match op {
             TxnOpResponse::Get(get) => get.kvs().first().cloned(),
             _ => None,
