@@ -641,16 +641,24 @@ impl LockStore for EtcdLockStore {
         // A release wakes every waiter of the key, but only the oldest may take it: the
         // others look again (a read) and go back to sleep, instead of all sending a
         // write that fails.
+        // Whether this waiter's place was the oldest at the last check: places only leave
+        // ahead of it, so it stays next, and a release is its turn without another look.
+        let next_in_line = std::sync::atomic::AtomicBool::new(false);
         loop {
             // This waiter's turn: not held, and its place is the oldest (or it has none).
             let check = || async {
                 let turn = self.turn(key).await?;
                 let next = turn.head.as_deref().is_none_or(|head| head == token.as_str());
+                next_in_line.store(next, std::sync::atomic::Ordering::Relaxed);
                 Ok(if !turn.held && next { KeyState::Free } else { KeyState::Held { expires_in: None } })
             };
             let left = deadline.saturating_duration_since(Instant::now());
             match self.inner.waiters.wait(&etcd_key, left, check).await? {
-                Woken::Notified if Instant::now() < deadline => continue,
+                Woken::Notified
+                    if Instant::now() < deadline && !next_in_line.load(std::sync::atomic::Ordering::Relaxed) =>
+                {
+                    continue
+                }
                 _ => return Ok(()),
             }
         }
