@@ -34,9 +34,8 @@ where
 #[derive(Debug, Parser)]
 #[command(name = "distlock", version, after_help = EXIT_STATUS_HELP)]
 pub(crate) struct Cli {
-    /// The lock store: `memory://`, `redis://[:PASSWORD@]HOST[:PORT][/DB]`,
-    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` or `etcd://HOST:PORT[,HOST:PORT…]`
-    /// (the last with the `etcd` feature).
+    /// The lock store: `memory://`, `redis://[:PASSWORD@]HOST[:PORT][/DB]` or
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`.
     #[arg(long, global = true, env = "DISTLOCK_STORE", value_name = "URL", hide_env_values = true)]
     pub(crate) store: Option<String>,
 
