@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command (README, CI): formatting, lints, docs, and every test — unit,
-# conformance, fault and doc tests — against a real Redis and a real PostgreSQL.
+# conformance, fault and doc tests — against a real Redis, a real PostgreSQL and a real etcd.
 #
 # Servers: by default the script starts its own — a `redis-server` and a freshly
 # initialised PostgreSQL (`initdb`) on free loopback ports, in a temporary directory — and
@@ -9,6 +9,10 @@
 # own services (6379, 5432) are never used unless named:
 #   DISTLOCK_REDIS_URL=redis://…      use this Redis instead of a private one
 #   DISTLOCK_POSTGRES_URL=postgres://… use this PostgreSQL instead of a private one
+#   DISTLOCK_ETCD_URL=etcd://host:port  use this etcd instead of a private one (a single
+#                                      `etcd` node, data in /dev/shm)
+# Building the etcd store needs `protoc` (its gRPC client compiles etcd's protos); the
+# script installs `protobuf-compiler` too when it is missing.
 # A missing `redis-server` or `initdb` is installed with apt-get when the script runs as
 # root (DISTLOCK_TEST_INSTALL=0 turns that off); otherwise it says what to install.
 #
@@ -43,6 +47,8 @@ shown() { sed -E 's#(://[^/@:]*:)[^/@]*@#\1***@#' <<<"$1"; }
 
 scratch=""
 redis_pid=""
+etcd_pid=""
+etcd_data=""
 pg_ctl=""
 pgdata=""
 cleanup() {
@@ -52,6 +58,11 @@ cleanup() {
     kill "$redis_pid" 2>/dev/null || true
     wait "$redis_pid" 2>/dev/null || true
   fi
+  if [ -n "$etcd_pid" ]; then
+    kill "$etcd_pid" 2>/dev/null || true
+    wait "$etcd_pid" 2>/dev/null || true
+  fi
+  if [ -n "$etcd_data" ]; then rm -rf "$etcd_data"; fi
   if [ -n "$pgdata" ] && [ -f "$pgdata/postmaster.pid" ]; then
     as_postgres "$pg_ctl" -D "$pgdata" -m immediate -w -t 30 stop >/dev/null 2>&1 \
       || kill -9 "$(head -n1 "$pgdata/postmaster.pid")" 2>/dev/null || true
@@ -110,13 +121,21 @@ install_or_explain() {
     if DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"; then
       return
     fi
-    fail "could not install $what: run \`apt-get update && apt-get install -y $what\` by hand, or set DISTLOCK_REDIS_URL / DISTLOCK_POSTGRES_URL to servers of your own"
+    fail "could not install $what: run \`apt-get update && apt-get install -y $what\` by hand, or set DISTLOCK_REDIS_URL / DISTLOCK_POSTGRES_URL / DISTLOCK_ETCD_URL to servers of your own"
   fi
-  fail "the tests need their own servers; install them with \`sudo apt-get install $what\` (Debian/Ubuntu), or set DISTLOCK_REDIS_URL / DISTLOCK_POSTGRES_URL to servers of your own"
+  fail "the tests need their own servers and tools; install them with \`sudo apt-get install $what\` (Debian/Ubuntu), or set DISTLOCK_REDIS_URL / DISTLOCK_POSTGRES_URL / DISTLOCK_ETCD_URL to servers of your own"
 }
 
 # Bounded: whatever listens on a port may accept and never answer.
 redis_ping() { timeout 5 redis-cli -u "$1" ping 2>/dev/null | grep -q PONG; }
+# etcd's JSON gateway: `/health` answers {"health":"true"} once the member sees a leader.
+etcd_healthy() {
+  local hostport="${1#etcd://}"
+  hostport="${hostport%%[/?]*}"
+  hostport="${hostport%%,*}"
+  timeout 5 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}" && printf "GET /health HTTP/1.0\r\n\r\n" >&3 && cat <&3' _ "$hostport" 2>/dev/null \
+    | grep -q '"health":"true"'
+}
 pg_query() { PGCONNECT_TIMEOUT=5 timeout 10 psql "$1" -qtAX -c "$2" 2>/dev/null; }
 
 make_scratch() {
@@ -159,6 +178,50 @@ start_redis() {
     echo "--- $log" >&2
     cat "$log" >&2
     fail "the private redis-server $what (log above)"
+  done
+}
+
+# One etcd member; its data lives in /dev/shm (tmpfs) when there is one, so a write's
+# fsync costs nothing. 50 ms heartbeat / 500 ms election timeout, as in the test kit: the
+# server's minimum lease TTL is then one second.
+start_etcd() {
+  local client peer log attempt base
+  make_scratch
+  base="$scratch"
+  [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm
+  etcd_data="$(mktemp -d "$base/distlock-etcd.XXXXXX")"
+  log="$scratch/etcd.log"
+  for attempt in 1 2 3 4 5; do
+    client="$(free_port)"
+    peer="$(free_port)"
+    : >"$log"
+    rm -rf "$etcd_data/data"
+    etcd --name test --data-dir "$etcd_data/data" \
+      --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+      --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+      --initial-cluster "test=http://127.0.0.1:$peer" --heartbeat-interval 50 --election-timeout 500 \
+      --logger zap --log-level warn --log-outputs stderr >>"$log" 2>&1 </dev/null &
+    etcd_pid=$!
+    for _ in $(seq 150); do # up to 15 s
+      if ! kill -0 "$etcd_pid" 2>/dev/null; then break; fi
+      if etcd_healthy "127.0.0.1:$client"; then
+        export DISTLOCK_ETCD_URL="etcd://127.0.0.1:$client"
+        return
+      fi
+      sleep 0.1
+    done
+    local what="did not become healthy on port $client within 15 s"
+    kill -0 "$etcd_pid" 2>/dev/null || what="exited"
+    kill "$etcd_pid" 2>/dev/null || true
+    wait "$etcd_pid" 2>/dev/null || true
+    etcd_pid=""
+    if grep -qi "address already in use" "$log" && [ "$attempt" -lt 5 ]; then
+      echo "port $client or $peer was taken meanwhile; trying others"
+      continue
+    fi
+    echo "--- $log" >&2
+    cat "$log" >&2
+    fail "the private etcd $what (log above)"
   done
 }
 
@@ -242,6 +305,9 @@ servers() {
   if [ -z "${DISTLOCK_POSTGRES_URL:-}" ]; then
     [ -n "$(pg_bindir)" ] && command -v psql >/dev/null || missing+=(postgresql)
   fi
+  # The kit's three-member clusters (fault tests) need the binary even with DISTLOCK_ETCD_URL.
+  command -v etcd >/dev/null || missing+=(etcd-server)
+  command -v protoc >/dev/null || [ -n "${PROTOC:-}" ] || missing+=(protobuf-compiler)
   [ "${#missing[@]}" = 0 ] || install_or_explain "${missing[@]}"
 
   if [ -n "${DISTLOCK_REDIS_URL:-}" ]; then
@@ -258,6 +324,13 @@ servers() {
   else
     start_postgres
     echo "DISTLOCK_POSTGRES_URL=$DISTLOCK_POSTGRES_URL (private PostgreSQL $(pg_query "$DISTLOCK_POSTGRES_URL" 'SHOW server_version'), in $scratch/postgres)"
+  fi
+  if [ -n "${DISTLOCK_ETCD_URL:-}" ]; then
+    etcd_healthy "$DISTLOCK_ETCD_URL" || fail "DISTLOCK_ETCD_URL=$DISTLOCK_ETCD_URL does not answer /health"
+    echo "DISTLOCK_ETCD_URL=$DISTLOCK_ETCD_URL (yours)"
+  else
+    start_etcd
+    echo "DISTLOCK_ETCD_URL=$DISTLOCK_ETCD_URL (private etcd $(etcd --version | sed -n 's/^etcd Version: //p'), pid $etcd_pid, data in $etcd_data)"
   fi
 }
 

@@ -30,7 +30,7 @@ where
 
 /// Distributed locks from the shell: run a command under a lock, a read/write lock, a
 /// semaphore slot or a group of names; inspect, list and release locks; set permits;
-/// benchmark a store. One tool for every store: memory://, redis://, postgres://.
+/// benchmark a store. One tool for every store: memory://, redis://, postgres://, etcd://.
 #[derive(Debug, Parser)]
 #[command(name = "distlock", version, after_help = EXIT_STATUS_HELP)]
 pub(crate) struct Cli {

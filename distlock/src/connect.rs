@@ -14,6 +14,7 @@ use distlock_api::{DynLockStore, LockError};
 /// | `redis+cluster://host1:port,host2:port,…` (Redis Cluster, hash-tagged keys) | `distlock_redis::RedisClusterStore::connect` | `redis` |
 /// | `redis+sentinel://sentinel1:26379,…/<master name>` (Sentinel, follows failovers) | `distlock_redis::RedisSentinelStore::connect` | `redis` |
 /// | `postgres://`, `postgresql://` | [`PostgresLockStore::connect`](crate::postgres::PostgresLockStore::connect), then [`ensure_schema`](crate::postgres::PostgresLockStore::ensure_schema) | `postgres` |
+/// | `etcd://host:port[,host:port…]` | `distlock_etcd::EtcdLockStore::connect` | `etcd` |
 ///
 /// The store's layout is part of its URL, so that every process and the `distlock` CLI
 /// agree on where locks live:
@@ -24,7 +25,9 @@ use distlock_api::{DynLockStore, LockError};
 ///   topology's scheme takes the same parameters;
 /// - PostgreSQL: `?schema=`, `?table=`, `?sequence=`, `?unlogged=true|false`,
 ///   `?create=false` (only check the layout, for a role without DDL rights),
-///   `?notifications=true|false` — see [`PostgresUrl`](crate::postgres::PostgresUrl).
+///   `?notifications=true|false` — see [`PostgresUrl`](crate::postgres::PostgresUrl);
+/// - etcd: `?prefix=myapp` (keys `myapp/lock:…`), `?notifications=true|false`,
+///   `?timeout=5s`, `?connect_timeout=5s` — see `distlock_etcd::EtcdUrl`.
 ///
 /// An unknown or malformed parameter is a [`LockError::Config`] naming it; nothing is
 /// silently ignored. Connecting checks the server (credentials, database), so a wrong
@@ -54,6 +57,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockStore>, LockError> {
         Backend::Memory => memory(url),
         Backend::Redis => redis(url).await,
         Backend::Postgres => postgres(url).await,
+        Backend::Etcd => etcd(url).await,
     }
 }
 
@@ -62,10 +66,11 @@ enum Backend {
     Memory,
     Redis,
     Postgres,
+    Etcd,
 }
 
 fn backend_of(url: &str) -> Result<Backend, LockError> {
-    const EXPECTED: &str = "expected `memory://`, `redis://…` or `postgres://…`";
+    const EXPECTED: &str = "expected `memory://`, `redis://…`, `postgres://…` or `etcd://…`";
     let Some(scheme) = scheme_of(url) else {
         return Err(config(format!("not a store URL (no `scheme://` at its start): {EXPECTED}")));
     };
@@ -75,6 +80,7 @@ fn backend_of(url: &str) -> Result<Backend, LockError> {
         // The scale-out Redis topologies (Redlock…), under the same feature.
         scheme if is_redis_topology(scheme) => Ok(Backend::Redis),
         "postgres" | "postgresql" => Ok(Backend::Postgres),
+        "etcd" => Ok(Backend::Etcd),
         other => Err(config(format!("unknown store URL scheme `{other}://`: {EXPECTED}"))),
     }
 }
@@ -108,6 +114,7 @@ pub async fn connect_idempotency(url: &str) -> Result<Arc<distlock_idempotency::
         }
         Backend::Redis => idempotency::redis(url).await,
         Backend::Postgres => idempotency::postgres(url).await,
+        Backend::Etcd => Err(LockError::Unsupported { backend: "etcd", operation: "idempotency" }),
     }
 }
 
@@ -210,6 +217,16 @@ async fn postgres(_url: &str) -> Result<Arc<DynLockStore>, LockError> {
     Err(not_enabled("postgres", "postgres://"))
 }
 
+#[cfg(feature = "etcd")]
+async fn etcd(url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    Ok(Arc::new(distlock_etcd::EtcdLockStore::connect(url).await?))
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn etcd(_url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    Err(not_enabled("etcd", "etcd://"))
+}
+
 #[allow(dead_code)] // unused when every store feature is on
 fn not_enabled(feature: &str, scheme: &str) -> LockError {
     config(format!("`{scheme}` URLs need the `{feature}` feature of the `distlock` crate, which is not enabled"))
@@ -221,8 +238,7 @@ mod tests {
 
     #[tokio::test]
     async fn rejects_unknown_and_malformed_urls() {
-        for url in ["", "localhost:6379", "mysql://db/x", "etcd://x", "memory://x", "memory://?prefix=a", "redis:6379"]
-        {
+        for url in ["", "localhost:6379", "mysql://db/x", "zk://x", "memory://x", "memory://?prefix=a", "redis:6379"] {
             let err = connect(url).await.unwrap_err();
             assert!(matches!(err, LockError::Config { .. }), "{url}: {err}");
         }
@@ -238,6 +254,7 @@ mod tests {
             "redis://:secret@127.0.0.1:1/0?prefix=a&bogus=1",
             "postgres://app:secret@127.0.0.1:1/db?bogus=1",
             "redis://:secret@127.0.0.1:1/0?prefix=",
+            "etcd://root:secret@127.0.0.1:1?bogus=1",
         ] {
             let err = connect(url).await.unwrap_err();
             assert!(!err.to_string().contains("secret"), "{url}: {err}");

@@ -33,6 +33,12 @@ pub use distlock_redis as redis;
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use distlock_postgres as postgres;
 
+/// The etcd store (feature `etcd`): `etcd://host:2379,host:2379?prefix=…`, or
+/// `etcd::EtcdLockStore::builder()`. Building it needs `protoc`.
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+pub use distlock_etcd as etcd;
+
 /// Idempotency keys (feature `idempotency`): claim → run → complete on the memory store,
 /// and on Redis and PostgreSQL with those features; `idempotency::IdempotencyLayer` for
 /// axum routers with the `axum` feature. See the crate's own documentation.

@@ -120,11 +120,17 @@ pub struct Capabilities {
     /// served in arrival order. Without it, waiting is barging: whoever asks first after
     /// a release gets the key.
     pub fair_queue: bool,
+    /// The store keeps lease TTLs only to this granularity: it rounds every TTL *up* to a
+    /// whole multiple of it (etcd: whole seconds), so a lease lasts at least as long as
+    /// asked, and [`LockInfo::ttl_left`] may be reported in such steps. `Duration::ZERO`
+    /// (the default): TTLs are kept to the millisecond, as given.
+    pub ttl_granularity: Duration,
 }
 
 impl Capabilities {
     /// No optional abilities.
-    pub const NONE: Self = Self { fencing: false, release_notifications: false, fair_queue: false };
+    pub const NONE: Self =
+        Self { fencing: false, release_notifications: false, fair_queue: false, ttl_granularity: Duration::ZERO };
 
     /// Sets [`Capabilities::fencing`].
     #[must_use]
@@ -145,6 +151,33 @@ impl Capabilities {
     pub const fn with_fair_queue(mut self, fair_queue: bool) -> Self {
         self.fair_queue = fair_queue;
         self
+    }
+
+    /// Sets [`Capabilities::ttl_granularity`].
+    #[must_use]
+    pub const fn with_ttl_granularity(mut self, granularity: Duration) -> Self {
+        self.ttl_granularity = granularity;
+        self
+    }
+
+    /// The lease a store with this [granularity](Capabilities::ttl_granularity) grants
+    /// for `ttl`: `ttl` rounded up to a whole multiple of the granularity.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use distlock_api::Capabilities;
+    ///
+    /// let whole_seconds = Capabilities::NONE.with_ttl_granularity(Duration::from_secs(1));
+    /// assert_eq!(whole_seconds.granted_ttl(Duration::from_millis(300)), Duration::from_secs(1));
+    /// assert_eq!(Capabilities::NONE.granted_ttl(Duration::from_millis(300)), Duration::from_millis(300));
+    /// ```
+    pub fn granted_ttl(&self, ttl: Duration) -> Duration {
+        let step = self.ttl_granularity.as_nanos();
+        if step == 0 {
+            return ttl;
+        }
+        let steps = ttl.as_nanos().div_ceil(step).max(1);
+        u32::try_from(steps).ok().and_then(|n| self.ttl_granularity.checked_mul(n)).unwrap_or(Duration::MAX)
     }
 }
 

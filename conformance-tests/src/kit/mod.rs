@@ -1,12 +1,13 @@
 //! The test kit: where the servers are, and real fault hooks.
 //!
 //! Tests find servers through environment variables: `DISTLOCK_REDIS_URL` and
-//! `DISTLOCK_POSTGRES_URL`. When one is not set, a test prints that it skipped —
+//! `DISTLOCK_POSTGRES_URL` (and `DISTLOCK_ETCD_URL` for the etcd store). When one is not set, a test prints that it skipped —
 //! unless `DISTLOCK_REQUIRE_SERVICES=1` (set by `scripts/test.sh` and CI), which turns
 //! the skip into a failure.
 
 pub mod bench;
 pub mod child;
+pub mod etcd_server;
 pub mod fair_bench;
 pub mod group_bench;
 pub mod handoff;
@@ -49,4 +50,9 @@ pub fn redis_url(test: &str) -> Option<String> {
 /// `DISTLOCK_POSTGRES_URL`, see [`server_url`].
 pub fn postgres_url(test: &str) -> Option<String> {
     server_url("DISTLOCK_POSTGRES_URL", test)
+}
+
+/// `DISTLOCK_ETCD_URL` (`etcd://host:port[,host:port…]`), see [`server_url`].
+pub fn etcd_url(test: &str) -> Option<String> {
+    server_url("DISTLOCK_ETCD_URL", test)
 }

@@ -1,0 +1,137 @@
+//! etcd store benchmark, each scenario beside the same etcd requests sent raw with
+//! `etcd-client`, in one run.
+//!
+//! ```text
+//! cargo bench -p distlock-etcd                     # starts a private one-node etcd
+//! DISTLOCK_ETCD_URL=etcd://127.0.0.1:2379 cargo bench -p distlock-etcd
+//! DISTLOCK_BENCH_ROUNDS=5 cargo bench -p distlock-etcd   # fewer rounds
+//! ```
+//!
+//! - uncontended: one acquire + release cycle, one task:
+//!   - `raw`: `LeaseGrant(30)` + `Txn If CreateRevision(key) = 0 ∧ queue empty Then
+//!     Put(key, token, lease) Else Get(key)`, then `Txn If Value(key) = token Then
+//!     Delete(key) ∧ Delete(place) Else Delete(place)` and a background `LeaseRevoke` —
+//!     exactly the store's requests, sent with `etcd-client` on the store's client;
+//!   - `store`: `EtcdLockStore::try_acquire` + `release` (fixed token);
+//!   - `manager`: `LockManager::try_lock` + `DistributedLock::release`.
+//! - distinct: 8 tasks, each cycling its own key, same three variants.
+//! - hand-off: one hot key, 8 waiters, hold 0, retry interval 50 ms: release → next
+//!   holder latency (p50/p99), woken by the watch vs polling only.
+//!
+//! Keys live under a random prefix and are all released.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{DynLockStore, LockError, LockKey, Token};
+use distlock_conformance::kit::bench::{rounds, Locker, Scenario, SideBySide, Unit};
+use distlock_conformance::kit::etcd_server::EtcdCluster;
+use distlock_conformance::kit::handoff::{self, Plan};
+use distlock_etcd::etcd_client::{Client, Compare, CompareOp, DeleteOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use distlock_etcd::EtcdLockStore;
+
+const CYCLES: u64 = 500;
+const TASKS: usize = 8;
+const TASK_CYCLES: u64 = 100;
+const TTL: Duration = Duration::from_secs(30);
+const RETRY: Duration = Duration::from_millis(50);
+
+/// The store's requests, sent raw.
+#[derive(Clone)]
+struct RawEtcd {
+    client: Client,
+    prefix: String,
+}
+
+impl std::fmt::Debug for RawEtcd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawEtcd").field("prefix", &self.prefix).finish_non_exhaustive()
+    }
+}
+
+fn failed(operation: &'static str, err: distlock_etcd::etcd_client::Error) -> LockError {
+    LockError::store("etcd", operation, None, err)
+}
+
+impl Locker for RawEtcd {
+    /// (the lock's etcd key, its queue prefix, this worker's token)
+    type Key = (String, String, Token);
+    type Guard = ();
+
+    fn key(&self, name: &str) -> Result<Self::Key, LockError> {
+        let key = LockKey::new(name)?.to_store_key();
+        let lock = format!("{}/{}", self.prefix, key.as_str());
+        let queue = format!("{}/queue/{}\u{1f}", self.prefix, key.as_str());
+        Ok((lock, queue, Token::generate()))
+    }
+
+    async fn acquire(&self, (lock, queue, token): &Self::Key, wait: Duration) -> Result<Option<()>, LockError> {
+        assert!(wait.is_zero(), "the raw variant runs the uncontended scenarios only");
+        let mut leases = self.client.lease_client();
+        let lease = leases.grant(TTL.as_secs().try_into().unwrap(), None).await.map_err(|e| failed("acquire", e))?.id();
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(lock.clone(), CompareOp::Equal, 0),
+                Compare::create_revision(queue.clone(), CompareOp::Equal, 0).with_prefix(),
+            ])
+            .and_then([TxnOp::put(lock.clone(), token.as_str(), Some(PutOptions::new().with_lease(lease)))])
+            .or_else([TxnOp::get(lock.clone(), None)]);
+        let answer = self.client.kv_client().txn(txn).await.map_err(|e| failed("acquire", e))?;
+        Ok(answer.succeeded().then_some(()))
+    }
+
+    async fn release(&self, (lock, queue, token): &Self::Key, (): ()) -> Result<bool, LockError> {
+        let place = format!("{queue}{}", token.as_str());
+        let leave = || TxnOp::delete(place.clone(), Some(DeleteOptions::new().with_prev_key()));
+        let txn = Txn::new()
+            .when([Compare::value(lock.clone(), CompareOp::Equal, token.as_str())])
+            .and_then([TxnOp::delete(lock.clone(), Some(DeleteOptions::new().with_prev_key())), leave()])
+            .or_else([leave()]);
+        let answer = self.client.kv_client().txn(txn).await.map_err(|e| failed("release", e))?;
+        for op in answer.op_responses() {
+            if let TxnOpResponse::Delete(deleted) = op {
+                for prev in deleted.prev_kvs() {
+                    let (mut leases, lease) = (self.client.lease_client(), prev.lease());
+                    tokio::spawn(async move { leases.revoke(lease).await });
+                }
+            }
+        }
+        Ok(answer.succeeded())
+    }
+}
+
+fn main() {
+    let private = match std::env::var("DISTLOCK_ETCD_URL") {
+        Ok(url) if !url.is_empty() => None,
+        _ => Some(EtcdCluster::start(1)),
+    };
+    let url = private.as_ref().map_or_else(|| std::env::var("DISTLOCK_ETCD_URL").unwrap(), EtcdCluster::url);
+    let rounds = rounds(11);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let prefix = format!("dlbench-{}", Token::generate().as_str());
+        let store = EtcdLockStore::builder().key_prefix(&prefix).connect(&url).await.expect("connect");
+        let raw = RawEtcd { client: store.client().clone(), prefix: prefix.clone() };
+        let store: Arc<DynLockStore> = Arc::new(store);
+        let bench = SideBySide::new(raw, Arc::clone(&store), TTL, RETRY, "bench:").expect("bench");
+        println!("distlock-etcd benchmark against {url} (etcd {}): {rounds} rounds, median round", server_version());
+        let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round");
+        bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::CYCLE).await;
+        let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
+        bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
+        let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };
+        handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
+        let plan = Plan { waiters: 2, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };
+        handoff::compare(store, "one watching waiter: ", "bench:handoff1:", plan).await;
+    });
+}
+
+fn server_version() -> String {
+    std::process::Command::new("etcd")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.lines().next().map(|line| line.trim_start_matches("etcd Version: ").to_owned()))
+        .unwrap_or_else(|| "?".to_owned())
+}

@@ -1,0 +1,124 @@
+//! The store's knobs: [`EtcdLockStoreBuilder`] collects and validates settings, then
+//! connects.
+
+use std::time::Duration;
+
+use distlock_api::LockError;
+use etcd_client::{Client, ConnectOptions};
+
+use crate::config::{
+    checked_timeout, validate_key_prefix, Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX, DEFAULT_REQUEST_TIMEOUT,
+};
+use crate::store::EtcdLockStore;
+use crate::url::EtcdUrl;
+
+/// Builds an [`EtcdLockStore`]: the key prefix, release notifications and timeouts.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), distlock_api::LockError> {
+/// use std::time::Duration;
+/// use distlock_etcd::EtcdLockStore;
+///
+/// let store = EtcdLockStore::builder()
+///     .key_prefix("myapp")
+///     .request_timeout(Duration::from_secs(2))
+///     .connect("etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379")
+///     .await?;
+/// # let _ = store; Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct EtcdLockStoreBuilder {
+    key_prefix: Option<String>,
+    release_notifications: Option<bool>,
+    request_timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
+}
+
+impl Default for EtcdLockStoreBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EtcdLockStoreBuilder {
+    /// A builder with every setting at its default.
+    pub fn new() -> Self {
+        Self { key_prefix: None, release_notifications: None, request_timeout: None, connect_timeout: None }
+    }
+
+    /// The key prefix: a lock `order:1` lives at the etcd key `{prefix}/lock:order:1`.
+    /// Defaults to `distlock`. A URL's `?prefix=` wins over this setting.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = Some(prefix.into());
+        self
+    }
+
+    /// Whether waiters wake through a watch on the store's prefix (no polling while the
+    /// watch is healthy). Defaults to `true`. A URL's `?notifications=` wins.
+    pub fn release_notifications(mut self, enabled: bool) -> Self {
+        self.release_notifications = Some(enabled);
+        self
+    }
+
+    /// The longest one request may take; a request that takes longer fails with
+    /// [`LockError::Store`] (its outcome is then unknown, as after a dropped connection).
+    /// Defaults to 5 seconds. A URL's `?timeout=` wins.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// The longest connecting to a member may take. Defaults to 5 seconds. A URL's
+    /// `?connect_timeout=` wins.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Parses `url` ([`EtcdUrl`]), connects to its members and checks that the cluster
+    /// answers.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a bad URL or setting (before any I/O);
+    /// [`LockError::Store`] (operation `"connect"`) when the cluster does not answer.
+    pub async fn connect(self, url: &str) -> Result<EtcdLockStore, LockError> {
+        let url = EtcdUrl::parse(url)?;
+        let key_prefix =
+            url.key_prefix().map(str::to_owned).or(self.key_prefix).unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned());
+        validate_key_prefix(&key_prefix)?;
+        let request_timeout = checked_timeout(
+            "request_timeout",
+            url.request_timeout().or(self.request_timeout).unwrap_or(DEFAULT_REQUEST_TIMEOUT),
+        )?;
+        let connect_timeout = checked_timeout(
+            "connect_timeout",
+            url.connect_timeout().or(self.connect_timeout).unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+        )?;
+        let config = Config {
+            key_prefix,
+            release_notifications: url.release_notifications().or(self.release_notifications).unwrap_or(true),
+            request_timeout,
+            connect_timeout,
+        };
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(connect_timeout)
+            // Fail fast on a member cut off from the leader instead of hanging (and end a
+            // watch served by such a member, so the listener moves to a healthy one).
+            .with_require_leader(true)
+            // Notice a dead connection (a partition) within a few seconds, even while idle.
+            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
+            .with_keep_alive_while_idle(true);
+        if let Some((name, password)) = url.credentials() {
+            options = options.with_user(name.clone(), password.clone());
+        }
+        let connecting = Client::connect(url.endpoints(), Some(options));
+        let client = match tokio::time::timeout(connect_timeout.saturating_add(request_timeout), connecting).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(err)) => return Err(LockError::store("etcd", "connect", None, err)),
+            Err(_) => return Err(LockError::store("etcd", "connect", None, "timed out connecting to etcd")),
+        };
+        EtcdLockStore::from_client(client, config).await
+    }
+}

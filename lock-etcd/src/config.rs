@@ -1,0 +1,131 @@
+//! The store's validated configuration: plain data, the defaults, the key layout, and the
+//! rules every setting is checked against. A leaf: it imports nothing else of this crate.
+
+use std::time::Duration;
+
+use distlock_api::LockError;
+
+/// The default key prefix: keys are `distlock/lock:{key}`.
+pub(crate) const DEFAULT_KEY_PREFIX: &str = "distlock";
+/// The longest key prefix accepted, in bytes.
+pub(crate) const MAX_KEY_PREFIX_LEN: usize = 256;
+/// The longest timeout kept as given; longer ones are cut to it.
+pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+/// The default time one request (or the connection check) may take.
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// The default time to establish a connection to a member.
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Everything a store needs to know about its layout and requests, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Config {
+    pub(crate) key_prefix: String,
+    pub(crate) release_notifications: bool,
+    /// Greater than zero, at most `MAX_TIMEOUT`.
+    pub(crate) request_timeout: Duration,
+    /// Greater than zero, at most `MAX_TIMEOUT`.
+    pub(crate) connect_timeout: Duration,
+}
+
+impl Config {
+    /// The etcd key of a single lock: `{prefix}/{store key}` (`distlock/lock:order:1`).
+    pub(crate) fn lock_key(&self, store_key: &str) -> String {
+        format!("{}/{store_key}", self.key_prefix)
+    }
+
+    /// The first etcd key of the single locks, `{prefix}/lock:` (every lock key starts so).
+    pub(crate) fn locks_prefix(&self) -> String {
+        format!("{}/{}", self.key_prefix, distlock_api::LOCK_NAMESPACE)
+    }
+
+    /// Every key of this store starts with `{prefix}/`; the release watch covers them all.
+    pub(crate) fn store_prefix(&self) -> String {
+        format!("{}/", self.key_prefix)
+    }
+
+    /// The prefix of a lock's queue of waiters: `{prefix}/queue/{store key}` and the unit
+    /// separator (a control character, so never part of a key: the queue of `a` is not a
+    /// prefix of the queue of `a/b`). A waiter's place is this prefix followed by its token.
+    pub(crate) fn queue_prefix(&self, store_key: &str) -> String {
+        format!("{}/{QUEUE_SEGMENT}{store_key}{QUEUE_SEPARATOR}", self.key_prefix)
+    }
+
+    /// The lock key whose queue holds the place `etcd_key`, or `None` for another key.
+    pub(crate) fn lock_of_place(&self, etcd_key: &str) -> Option<String> {
+        let rest = etcd_key.strip_prefix(&self.key_prefix)?.strip_prefix('/')?.strip_prefix(QUEUE_SEGMENT)?;
+        let (store_key, _token) = rest.rsplit_once(QUEUE_SEPARATOR)?;
+        Some(self.lock_key(store_key))
+    }
+}
+
+/// The path segment of the queues of waiters.
+const QUEUE_SEGMENT: &str = "queue/";
+/// Between a queued key and a waiter's token.
+const QUEUE_SEPARATOR: char = '\u{1f}';
+
+/// Checks a key prefix: 1–256 bytes, no control characters.
+pub(crate) fn validate_key_prefix(prefix: &str) -> Result<(), LockError> {
+    let problem = if prefix.is_empty() {
+        "is empty".to_owned()
+    } else if prefix.len() > MAX_KEY_PREFIX_LEN {
+        format!("is {} bytes long, at most {MAX_KEY_PREFIX_LEN} are allowed", prefix.len())
+    } else if let Some((index, _)) = prefix.char_indices().find(|(_, c)| c.is_control()) {
+        format!("contains a control character at byte {index}")
+    } else {
+        return Ok(());
+    };
+    Err(LockError::Config { message: format!("the etcd key prefix {problem}") })
+}
+
+/// A timeout as the store uses it: zero is an error naming `setting`; anything above
+/// [`MAX_TIMEOUT`] is cut to it, so deadlines built from it never overflow.
+pub(crate) fn checked_timeout(setting: &str, timeout: Duration) -> Result<Duration, LockError> {
+    if timeout.is_zero() {
+        return Err(LockError::Config { message: format!("the etcd `{setting}` must be greater than zero") });
+    }
+    Ok(timeout.min(MAX_TIMEOUT))
+}
+
+/// The lease TTL etcd is asked for: whole seconds, rounded up, at least one.
+pub(crate) fn lease_seconds(ttl: Duration) -> i64 {
+    let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_checked() {
+        assert!(validate_key_prefix("distlock").is_ok());
+        assert!(validate_key_prefix("").is_err());
+        assert!(validate_key_prefix("a\nb").is_err());
+        assert!(validate_key_prefix(&"x".repeat(257)).is_err());
+    }
+
+    #[test]
+    fn lease_seconds_round_up() {
+        assert_eq!(lease_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(lease_seconds(Duration::from_millis(1000)), 1);
+        assert_eq!(lease_seconds(Duration::from_millis(1001)), 2);
+        assert_eq!(lease_seconds(Duration::from_secs(30)), 30);
+    }
+
+    #[test]
+    fn layout() {
+        let config = Config {
+            key_prefix: "app".into(),
+            release_notifications: true,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        };
+        assert_eq!(config.lock_key("lock:order:1"), "app/lock:order:1");
+        assert_eq!(config.locks_prefix(), "app/lock:");
+        assert_eq!(config.store_prefix(), "app/");
+        let place = format!("{}{}", config.queue_prefix("lock:a/b"), "token");
+        assert_eq!(place, "app/queue/lock:a/b\u{1f}token");
+        assert_eq!(config.lock_of_place(&place).as_deref(), Some("app/lock:a/b"));
+        assert_eq!(config.lock_of_place("app/lock:a"), None);
+    }
+}

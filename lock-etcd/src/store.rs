@@ -1,0 +1,738 @@
+//! [`EtcdLockStore`]: the [`LockStore`] primitives as etcd v3 leases and transactions.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use distlock_api::waiters::{KeyState, WaiterRegistry, Woken};
+use distlock_api::{
+    async_trait, Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey,
+    LockStore, StoreKey, Token, Ttl,
+};
+use etcd_client::{
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse,
+};
+use tokio::time::Instant;
+
+use crate::builder::EtcdLockStoreBuilder;
+use crate::config::{lease_seconds, Config};
+use crate::notify::ReleaseListener;
+
+const BACKEND: &str = "etcd";
+
+/// The granularity of etcd lease TTLs: whole seconds.
+pub(crate) const TTL_GRANULARITY: Duration = Duration::from_secs(1);
+
+/// A lock store on etcd v3 (Raft): linearizable grants, persisted fencing numbers.
+///
+/// A lock `order:1` is the etcd key `{prefix}/lock:order:1` (prefix `distlock` by
+/// default), whose value is the holder's token and which is attached to a lease of its
+/// own:
+///
+/// - **acquire**: `LeaseGrant(ttl)` then one transaction
+///   `If CreateRevision(key) = 0 Then Put(key, token, lease) Else Get(key)`. The fencing
+///   number is the key's create revision: cluster-wide, persisted, strictly increasing.
+/// - **release**: `If Value(key) = token Then Delete(key)`, then the lease is revoked.
+/// - **extend**: the token-checked key names its lease; the same TTL is a lease
+///   keep-alive (the fence stays), another TTL moves the key to a new lease in one
+///   transaction (the create revision, hence the fence, stays too).
+/// - **wait for release**: a watch on the store's prefix delivers every delete (release
+///   or lease expiry) to the waiters; while the watch is down, waiters poll.
+///
+/// TTLs are whole seconds ([`Capabilities::ttl_granularity`]): a TTL is rounded *up*, so
+/// a lease never ends before the one asked for; the server may grant more (its minimum
+/// TTL follows its election timeout), and checks expiry about every 500 ms. After a
+/// leader change etcd gives every lease its full TTL again, so a crashed holder's key
+/// may stay held for up to one more TTL.
+///
+/// Cloning is cheap: clones share the connection and the watch.
+#[derive(Clone)]
+pub struct EtcdLockStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    config: Config,
+    waiters: WaiterRegistry,
+    /// The places this store's waiters hold in queues, by (lock key, token): the
+    /// lease and create revision of each, so a retry needs no lookup.
+    places: Mutex<HashMap<(String, String), Place>>,
+    /// Leases granted for attempts that found the key held, by (lock key, token): the
+    /// waiter's next attempt keeps one alive (no Raft write) instead of granting anew.
+    spares: Mutex<HashMap<(String, String), Spare>>,
+    // Dropped with the last clone of the store: ends the watch task.
+    _listener: Option<ReleaseListener>,
+}
+
+impl fmt::Debug for EtcdLockStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdLockStore")
+            .field("key_prefix", &self.inner.config.key_prefix)
+            .field("release_notifications", &self.inner.config.release_notifications)
+            .field("request_timeout", &self.inner.config.request_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdLockStore {
+    /// A builder for the store's settings.
+    pub fn builder() -> EtcdLockStoreBuilder {
+        EtcdLockStoreBuilder::new()
+    }
+
+    /// Connects with the default settings (and the URL's parameters), see
+    /// [`EtcdUrl`](crate::EtcdUrl).
+    ///
+    /// # Errors
+    ///
+    /// As [`EtcdLockStoreBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        EtcdLockStoreBuilder::new().connect(url).await
+    }
+
+    pub(crate) async fn from_client(client: Client, config: Config) -> Result<Self, LockError> {
+        // The balanced channel connects lazily: ask the cluster once, so a wrong address
+        // fails here rather than at the first lock.
+        let mut maintenance = client.maintenance_client();
+        match tokio::time::timeout(config.request_timeout, maintenance.status()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => return Err(LockError::store(BACKEND, "connect", None, err)),
+            Err(_) => return Err(LockError::store(BACKEND, "connect", None, "etcd did not answer in time")),
+        }
+        let waiters = WaiterRegistry::new();
+        let listener = config
+            .release_notifications
+            .then(|| ReleaseListener::start(client.clone(), config.clone(), waiters.clone()));
+        let (places, spares) = (Mutex::default(), Mutex::default());
+        Ok(Self { inner: Arc::new(Inner { client, config, waiters, places, spares, _listener: listener }) })
+    }
+
+    /// The etcd client the store uses (cheap to clone), e.g. to send requests of your own.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The key prefix: locks live at `{prefix}/lock:{key}`.
+    pub fn key_prefix(&self) -> &str {
+        &self.inner.config.key_prefix
+    }
+
+    /// The etcd key of a lock, `{prefix}/lock:{key}`.
+    pub fn etcd_key(&self, key: &StoreKey) -> String {
+        self.inner.config.lock_key(key.as_str())
+    }
+
+    /// Whether the release watch is up (waiters sleep until notified rather than poll).
+    pub fn is_listening(&self) -> bool {
+        self.inner.waiters.is_listening()
+    }
+
+    /// Runs one request with the store's request timeout, mapping failures to
+    /// [`LockError::Store`].
+    async fn call<T, E>(
+        &self,
+        operation: &'static str,
+        key: Option<&StoreKey>,
+        request: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, LockError>
+    where
+        E: Into<distlock_api::BoxError>,
+    {
+        let key_name = key.map(StoreKey::lock_key);
+        match tokio::time::timeout(self.inner.config.request_timeout, request).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(LockError::store(BACKEND, operation, key_name, err)),
+            Err(_) => Err(LockError::store(
+                BACKEND,
+                operation,
+                key_name,
+                format!("no answer within {:?}", self.inner.config.request_timeout),
+            )),
+        }
+    }
+
+    /// Revokes `lease` in the background: it holds no key any more (or is about to be
+    /// given up), so nothing waits for it; a failure only leaves it to expire.
+    fn revoke_later(&self, lease: i64) {
+        if lease == 0 {
+            return;
+        }
+        let mut leases = self.inner.client.lease_client();
+        let timeout = self.inner.config.request_timeout;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Ok(Err(err)) = tokio::time::timeout(timeout, leases.revoke(lease)).await {
+                    tracing::debug!(lease, error = %err, "revoking an unused etcd lease failed; it expires on its own");
+                }
+            });
+        }
+    }
+
+    /// The time left on `lease` (whole seconds, rounded down by etcd), or `None` when it
+    /// has ended.
+    async fn lease_left(&self, key: &StoreKey, lease: i64) -> Result<Option<(Duration, i64)>, LockError> {
+        if lease == 0 {
+            return Ok(Some((Duration::MAX, 0)));
+        }
+        let mut leases = self.inner.client.lease_client();
+        match tokio::time::timeout(self.inner.config.request_timeout, leases.time_to_live(lease, None)).await {
+            Ok(Ok(answer)) if answer.ttl() >= 0 => {
+                Ok(Some((Duration::from_secs(answer.ttl().unsigned_abs()), answer.granted_ttl())))
+            }
+            Ok(Ok(_)) => Ok(None),
+            Ok(Err(err)) if is_lease_not_found(&err) => Ok(None),
+            Ok(Err(err)) => Err(LockError::store(BACKEND, "inspect", Some(key.lock_key()), err)),
+            Err(_) => Err(LockError::store(BACKEND, "inspect", Some(key.lock_key()), "no answer in time")),
+        }
+    }
+
+    async fn holder_of(&self, key: &StoreKey, kv: &KeyValue) -> Result<Option<LockInfo>, LockError> {
+        let token = token_of(kv).map_err(|cause| LockError::store(BACKEND, "inspect", Some(key.lock_key()), cause))?;
+        let Some((left, _)) = self.lease_left(key, kv.lease()).await? else { return Ok(None) };
+        Ok(Some(LockInfo::new(token, fence_of(kv.create_revision()), left)))
+    }
+}
+
+/// A waiter's place in a queue, as this store created it.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    lease: i64,
+    /// The place key's create revision: its position in the queue.
+    revision: i64,
+    /// When the place's lease was last granted or kept alive.
+    refreshed_at: Instant,
+}
+
+/// An unused lease kept for a waiter's next attempt.
+#[derive(Debug, Clone, Copy)]
+struct Spare {
+    lease: i64,
+    /// Its TTL, whole seconds.
+    secs: i64,
+    kept_at: Instant,
+}
+
+/// What a check before a wait reads: whether the lock key exists, and the token of the
+/// oldest place in its queue.
+#[derive(Debug)]
+struct Turn {
+    held: bool,
+    head: Option<String>,
+}
+
+impl EtcdLockStore {
+    /// Takes or refreshes `token`'s place in the queue of `key`; returns it.
+    async fn keep_place(&self, key: &StoreKey, token: &Token, place: Ttl) -> Result<Place, LockError> {
+        let etcd_key = self.etcd_key(key);
+        let cached = self.places().get(&(etcd_key.clone(), token.as_str().to_owned())).copied();
+        if let Some(mut known) = cached {
+            // Refreshed recently enough: a third of the place's lease has not passed yet.
+            if known.refreshed_at.elapsed() < place.as_duration() / 3 {
+                return Ok(known);
+            }
+            let mut leases = self.inner.client.lease_client();
+            match tokio::time::timeout(self.inner.config.request_timeout, leases.keep_alive(known.lease)).await {
+                Ok(Ok(_)) => {
+                    known.refreshed_at = Instant::now();
+                    self.places().insert((etcd_key, token.as_str().to_owned()), known);
+                    return Ok(known);
+                }
+                // The place expired: take a new one (at the back of the queue).
+                Ok(Err(err)) if is_lease_not_found(&err) => {}
+                Ok(Err(err)) => return Err(LockError::store(BACKEND, "acquire", Some(key.lock_key()), err)),
+                Err(_) => return Err(LockError::store(BACKEND, "acquire", Some(key.lock_key()), "no answer in time")),
+            }
+        }
+        let refreshed_at = Instant::now();
+        let mut leases = self.inner.client.lease_client();
+        let lease = self.call("acquire", Some(key), leases.grant(lease_seconds(place.as_duration()), None)).await?.id();
+        let place_key = format!("{}{}", self.inner.config.queue_prefix(key.as_str()), token.as_str());
+        let mut kv = self.inner.client.kv_client();
+        let options = PutOptions::new().with_lease(lease).with_prev_key();
+        let answer = match self.call("acquire", Some(key), kv.put(place_key, token.as_str(), Some(options))).await {
+            Ok(answer) => answer,
+            Err(err) => {
+                self.revoke_later(lease);
+                return Err(err);
+            }
+        };
+        let revision = match answer.prev_key() {
+            // The place existed (taken by an earlier call whose answer was lost): it keeps
+            // its position; its old lease goes.
+            Some(prev) => {
+                self.revoke_later(prev.lease());
+                prev.create_revision()
+            }
+            None => answer.header().map_or(0, |header| header.revision()),
+        };
+        let known = Place { lease, revision, refreshed_at };
+        self.places().insert((etcd_key, token.as_str().to_owned()), known);
+        Ok(known)
+    }
+
+    /// One acquisition attempt: the transaction `txn(lease)` with this waiter's spare lease
+    /// from an earlier attempt (kept alive in parallel, so it has its full TTL again by the
+    /// time the key is held) or a new lease. Returns the answer and the lease, or lease 0
+    /// when the key was held and the lease is not worth keeping.
+    async fn attempt(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        txn: impl Fn(i64) -> Txn,
+    ) -> Result<(etcd_client::TxnResponse, i64), LockError> {
+        let secs = lease_seconds(ttl.as_duration());
+        let spare = self.spares().remove(&(self.etcd_key(key), token.as_str().to_owned()));
+        let mut kv = self.inner.client.kv_client();
+        let mut leases = self.inner.client.lease_client();
+        match spare {
+            Some(spare) if spare.secs == secs => {
+                let timeout = self.inner.config.request_timeout;
+                let mut keeper = self.inner.client.lease_client();
+                let (kept, answer) = tokio::join!(
+                    tokio::time::timeout(timeout, keeper.keep_alive(spare.lease)),
+                    self.call("acquire", Some(key), kv.txn(txn(spare.lease)))
+                );
+                let expired = matches!(&kept, Ok(Err(err)) if is_lease_not_found(err));
+                match (kept, answer) {
+                    (Ok(Ok(_)), Ok(answer)) => return Ok((answer, spare.lease)),
+                    // Expired while the waiter slept: nothing was put; try with a new lease.
+                    (_, Err(_)) if expired => {}
+                    (_, Ok(answer)) if expired && !answer.succeeded() => return Ok((answer, 0)),
+                    (_, Ok(answer)) if !answer.succeeded() => {
+                        self.revoke_later(spare.lease);
+                        return Ok((answer, 0));
+                    }
+                    // Held now, but the lease's TTL was not reset: give the key up (the
+                    // lease takes it along) rather than hold it for less than asked.
+                    (kept, answer) => {
+                        self.revoke_later(spare.lease);
+                        let cause: distlock_api::BoxError = match (kept, answer) {
+                            (_, Err(err)) => return Err(err),
+                            (Ok(Err(err)), _) => err.into(),
+                            _ => "the lease keep-alive got no answer in time".into(),
+                        };
+                        return Err(LockError::store(BACKEND, "acquire", Some(key.lock_key()), cause));
+                    }
+                }
+            }
+            Some(spare) => self.revoke_later(spare.lease),
+            None => {}
+        }
+        let lease = self.call("acquire", Some(key), leases.grant(secs, None)).await?.id();
+        match self.call("acquire", Some(key), kv.txn(txn(lease))).await {
+            Ok(answer) => Ok((answer, lease)),
+            Err(err) => {
+                // The outcome is unknown; the manager releases with this token, and the
+                // lease goes (taking the key with it, if the put happened).
+                self.revoke_later(lease);
+                Err(err)
+            }
+        }
+    }
+
+    /// Keeps `lease` (unused: the key was held) for the waiter's next attempt.
+    fn keep_spare(&self, etcd_key: &str, token: &Token, lease: i64, ttl: Ttl) {
+        let secs = lease_seconds(ttl.as_duration());
+        let now = Instant::now();
+        let mut spares = self.spares();
+        // A waiter that gave up leaves its spare behind: drop those whose lease has ended.
+        if spares.len() >= 64 {
+            spares
+                .retain(|_, spare| now.duration_since(spare.kept_at) < Duration::from_secs(spare.secs.unsigned_abs()));
+        }
+        if let Some(old) =
+            spares.insert((etcd_key.to_owned(), token.as_str().to_owned()), Spare { lease, secs, kept_at: now })
+        {
+            self.revoke_later(old.lease);
+        }
+    }
+
+    fn spares(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Spare>> {
+        self.inner.spares.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn forget_place(&self, etcd_key: &str, token: &Token) {
+        self.places().remove(&(etcd_key.to_owned(), token.as_str().to_owned()));
+    }
+
+    fn places(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Place>> {
+        self.inner.places.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `key` is held, and the oldest place of its queue, in one read-only
+    /// transaction run to its end in a task of its own.
+    ///
+    /// A wait often ends (at its deadline) while this request is in flight. A dropped
+    /// gRPC request resets its HTTP/2 stream, and a connection that resets too many is
+    /// closed by the h2 library ("too_many_internal_resets"), so the request is never
+    /// dropped half-way.
+    async fn turn(&self, key: &StoreKey) -> Result<Turn, LockError> {
+        let queue = self.inner.config.queue_prefix(key.as_str());
+        let oldest = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Ascend)
+            .with_limit(1)
+            .with_keys_only();
+        let txn = Txn::new().and_then([
+            TxnOp::get(self.etcd_key(key), Some(GetOptions::new().with_count_only())),
+            TxnOp::get(queue.clone(), Some(oldest)),
+        ]);
+        let mut kv = self.inner.client.kv_client();
+        let timeout = self.inner.config.request_timeout;
+        let request = tokio::spawn(async move { tokio::time::timeout(timeout, kv.txn(txn)).await });
+        let fail =
+            |cause: distlock_api::BoxError| LockError::store(BACKEND, "wait for release", Some(key.lock_key()), cause);
+        let answer = match request.await {
+            Ok(Ok(Ok(answer))) => answer,
+            Ok(Ok(Err(err))) => return Err(fail(err.into())),
+            Ok(Err(_)) => return Err(fail("no answer in time".into())),
+            Err(err) => return Err(fail(err.into())),
+        };
+        let mut turn = Turn { held: false, head: None };
+        for (i, op) in answer.op_responses().into_iter().enumerate() {
+            if let TxnOpResponse::Get(get) = op {
+                if i == 0 {
+                    turn.held = get.count() > 0;
+                } else if let Some(first) = get.kvs().first() {
+                    let name = String::from_utf8_lossy(first.key());
+                    turn.head = Some(name.strip_prefix(&queue).unwrap_or(&name).to_owned());
+                }
+            }
+        }
+        Ok(turn)
+    }
+}
+
+/// The key's create revision as a fencing number.
+fn fence_of(revision: i64) -> Option<u64> {
+    u64::try_from(revision).ok().filter(|&r| r > 0)
+}
+
+fn token_of(kv: &KeyValue) -> Result<Token, String> {
+    let text = std::str::from_utf8(kv.value()).map_err(|_| "the lock's value is not a token".to_owned())?;
+    Token::parse(text).map_err(|_| "the lock's value is not a token".to_owned())
+}
+
+fn is_lease_not_found(err: &etcd_client::Error) -> bool {
+    let text = err.to_string();
+    text.contains("lease not found")
+}
+
+/// The first key after every key starting with `prefix` (etcd's prefix range end).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+#[async_trait]
+impl LockStore for EtcdLockStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
+            .with_fencing(true)
+            .with_release_notifications(self.inner.config.release_notifications)
+            .with_fair_queue(true)
+            .with_ttl_granularity(TTL_GRANULARITY)
+    }
+
+    async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+        let etcd_key = self.etcd_key(key);
+        // Free, and nobody queued: a plain attempt never overtakes a fair waiter.
+        let queue = self.inner.config.queue_prefix(key.as_str());
+        let txn = |lease: i64| {
+            Txn::new()
+                .when([
+                    Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0),
+                    Compare::create_revision(queue.clone(), CompareOp::Equal, 0).with_prefix(),
+                ])
+                .and_then([TxnOp::put(etcd_key.clone(), token.as_str(), Some(PutOptions::new().with_lease(lease)))])
+                .or_else([TxnOp::get(etcd_key.clone(), None)])
+        };
+        let (answer, lease) = self.attempt(key, token, ttl, txn).await?;
+        if answer.succeeded() {
+            let revision = answer.header().map_or(0, |header| header.revision());
+            return Ok(Acquire::Acquired { fence: fence_of(revision) });
+        }
+        if lease != 0 {
+            self.keep_spare(&etcd_key, token, lease, ttl);
+        }
+        let holder = answer.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+            _ => None,
+        });
+        match holder {
+            // A retry of an acquisition that went through (contract item 5).
+            Some(kv) if kv.value() == token.as_str().as_bytes() => {
+                Ok(Acquire::Acquired { fence: fence_of(kv.create_revision()) })
+            }
+            _ => Ok(Acquire::Held { ttl_left: None }),
+        }
+    }
+
+    async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
+        let etcd_key = self.etcd_key(key);
+        // A waiter's token: its place in the queue goes too.
+        let place = format!("{}{}", self.inner.config.queue_prefix(key.as_str()), token.as_str());
+        let leave = || TxnOp::delete(place.clone(), Some(DeleteOptions::new().with_prev_key()));
+        let txn = Txn::new()
+            .when([Compare::value(etcd_key.clone(), CompareOp::Equal, token.as_str())])
+            .and_then([TxnOp::delete(etcd_key.clone(), Some(DeleteOptions::new().with_prev_key())), leave()])
+            .or_else([leave()]);
+        let mut kv = self.inner.client.kv_client();
+        let answer = self.call("release", Some(key), kv.txn(txn)).await?;
+        self.forget_place(&etcd_key, token);
+        if let Some(spare) = self.spares().remove(&(etcd_key.clone(), token.as_str().to_owned())) {
+            self.revoke_later(spare.lease);
+        }
+        for op in answer.op_responses() {
+            if let TxnOpResponse::Delete(deleted) = op {
+                for prev in deleted.prev_kvs() {
+                    self.revoke_later(prev.lease());
+                }
+            }
+        }
+        Ok(answer.succeeded())
+    }
+
+    async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
+        let etcd_key = self.etcd_key(key);
+        let wanted = lease_seconds(ttl.as_duration());
+        let txn = Txn::new()
+            .when([Compare::value(etcd_key.clone(), CompareOp::Equal, token.as_str())])
+            .and_then([TxnOp::get(etcd_key.clone(), None)]);
+        let mut kv = self.inner.client.kv_client();
+        let answer = self.call("extend", Some(key), kv.txn(txn)).await?;
+        if !answer.succeeded() {
+            return Ok(false);
+        }
+        let Some(current) = answer.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(get) => get.kvs().first().map(KeyValue::lease),
+            _ => None,
+        }) else {
+            return Ok(false);
+        };
+        // The lease's TTL and a keep-alive, in parallel: the keep-alive is what extends
+        // with the same TTL, and does no harm when the key moves to a new lease.
+        let mut keeper = self.inner.client.lease_client();
+        let timeout = self.inner.config.request_timeout;
+        let (left, kept) =
+            tokio::join!(self.lease_left(key, current), tokio::time::timeout(timeout, keeper.keep_alive(current)));
+        let Some((_, granted)) = left? else { return Ok(false) };
+        let mut leases = self.inner.client.lease_client();
+        if granted == wanted {
+            return match kept {
+                Ok(Ok(_)) => Ok(true),
+                Ok(Err(err)) if is_lease_not_found(&err) => Ok(false),
+                Ok(Err(err)) => Err(LockError::store(BACKEND, "extend", Some(key.lock_key()), err)),
+                Err(_) => Err(LockError::store(BACKEND, "extend", Some(key.lock_key()), "no answer in time")),
+            };
+        }
+        // Another TTL: move the key to a new lease; its create revision (the fence) stays.
+        let lease = self.call("extend", Some(key), leases.grant(wanted, None)).await?.id();
+        let txn = Txn::new()
+            .when([
+                Compare::value(etcd_key.clone(), CompareOp::Equal, token.as_str()),
+                Compare::lease(etcd_key.clone(), CompareOp::Equal, current),
+            ])
+            .and_then([TxnOp::put(etcd_key, token.as_str(), Some(PutOptions::new().with_lease(lease)))]);
+        match self.call("extend", Some(key), kv.txn(txn)).await {
+            Ok(answer) if answer.succeeded() => {
+                self.revoke_later(current);
+                Ok(true)
+            }
+            Ok(_) => {
+                self.revoke_later(lease);
+                Ok(false)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
+        let mut kv = self.inner.client.kv_client();
+        let answer = self.call("inspect", Some(key), kv.get(self.etcd_key(key), None)).await?;
+        match answer.kvs().first() {
+            Some(found) => self.holder_of(key, found).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        if !self.inner.config.release_notifications {
+            tokio::time::sleep_until(distlock_api::waiters::deadline_after(max)).await;
+            return Ok(());
+        }
+        let etcd_key = self.etcd_key(key);
+        // Free for a plain waiter: not held, and nobody queued (who would be served first).
+        let check = || async {
+            let turn = self.turn(key).await?;
+            Ok(if turn.held || turn.head.is_some() { KeyState::Held { expires_in: None } } else { KeyState::Free })
+        };
+        self.inner.waiters.wait(&etcd_key, max, check).await.map(|_| ())
+    }
+
+    async fn try_acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, LockError> {
+        let etcd_key = self.etcd_key(key);
+        let mine = self.keep_place(key, token, place).await?;
+        let queue = self.inner.config.queue_prefix(key.as_str());
+        let place_key = format!("{queue}{}", token.as_str());
+        // Free, and no place older than this waiter's: its turn.
+        let txn = |lease: i64| {
+            Txn::new()
+                .when([
+                    Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0),
+                    Compare::create_revision(queue.clone(), CompareOp::Greater, mine.revision - 1).with_prefix(),
+                ])
+                .and_then([
+                    TxnOp::put(etcd_key.clone(), token.as_str(), Some(PutOptions::new().with_lease(lease))),
+                    TxnOp::delete(place_key.clone(), None),
+                ])
+                .or_else([TxnOp::get(etcd_key.clone(), None)])
+        };
+        let (answer, lease) = self.attempt(key, token, ttl, txn).await?;
+        if answer.succeeded() {
+            self.forget_place(&etcd_key, token);
+            self.revoke_later(mine.lease);
+            let revision = answer.header().map_or(0, |header| header.revision());
+            return Ok(Acquire::Acquired { fence: fence_of(revision) });
+        }
+        if lease != 0 {
+            self.keep_spare(&etcd_key, token, lease, ttl);
+        }
+        let holder = answer.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+            _ => None,
+        });
+        match holder {
+            Some(kv) if kv.value() == token.as_str().as_bytes() => {
+                Ok(Acquire::Acquired { fence: fence_of(kv.create_revision()) })
+            }
+            _ => Ok(Acquire::Held { ttl_left: None }),
+        }
+    }
+
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        if !self.inner.config.release_notifications {
+            tokio::time::sleep_until(distlock_api::waiters::deadline_after(max)).await;
+            return Ok(());
+        }
+        let etcd_key = self.etcd_key(key);
+        let deadline = distlock_api::waiters::deadline_after(max);
+        // A release wakes every waiter of the key, but only the oldest may take it: the
+        // others look again (a read) and go back to sleep, instead of all sending a
+        // write that fails.
+        // Whether this waiter's place was the oldest at the last check: places only leave
+        // ahead of it, so it stays next, and a release is its turn without another look.
+        let next_in_line = std::sync::atomic::AtomicBool::new(false);
+        loop {
+            // This waiter's turn: not held, and its place is the oldest (or it has none).
+            let check = || async {
+                let turn = self.turn(key).await?;
+                let next = turn.head.as_deref().is_none_or(|head| head == token.as_str());
+                next_in_line.store(next, std::sync::atomic::Ordering::Relaxed);
+                Ok(if !turn.held && next { KeyState::Free } else { KeyState::Held { expires_in: None } })
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.inner.waiters.wait(&etcd_key, left, check).await? {
+                Woken::Notified
+                    if Instant::now() < deadline && !next_in_line.load(std::sync::atomic::Ordering::Relaxed) =>
+                {
+                    continue
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let queue = self.inner.config.queue_prefix(key.as_str());
+        let options = GetOptions::new().with_prefix().with_count_only();
+        let mut kv = self.inner.client.kv_client();
+        let answer = self.call("count waiters", Some(key), kv.get(queue, Some(options))).await?;
+        Ok(usize::try_from(answer.count()).unwrap_or(0))
+    }
+
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
+        let locks_prefix = self.inner.config.locks_prefix();
+        let scope = format!("{locks_prefix}{}", pattern.literal_prefix());
+        let start = match cursor {
+            Some(cursor) => {
+                let after = format!("{locks_prefix}{}\0", cursor.as_str());
+                if !after.starts_with(&scope) && after.as_str() < scope.as_str() {
+                    return Err(LockError::Config {
+                        message: "this list cursor was not issued by this listing".into(),
+                    });
+                }
+                after
+            }
+            None => scope.clone(),
+        };
+        let options = GetOptions::new()
+            .with_range(prefix_end(scope.as_bytes()))
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        let mut kv = self.inner.client.kv_client();
+        let answer = self.call("list", None, kv.get(start, Some(options))).await?;
+        let mut locks = Vec::new();
+        let mut last = None;
+        for found in answer.kvs() {
+            let Ok(name) = std::str::from_utf8(found.key()) else { continue };
+            let Some(app_key) = name.strip_prefix(&locks_prefix) else { continue };
+            last = Some(app_key.to_owned());
+            if !pattern.matches(app_key) {
+                continue;
+            }
+            let Ok(lock_key) = LockKey::new(app_key) else { continue };
+            let store_key = lock_key.to_store_key();
+            if let Some(holder) = self.holder_of(&store_key, found).await? {
+                locks.push(HeldLock::new(lock_key, vec![holder]));
+            }
+        }
+        let next = if answer.more() { last.map(ListCursor::new) } else { None };
+        Ok(ListPage::new(locks, next))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_ends() {
+        assert_eq!(prefix_end(b"a/lock:"), b"a/lock;");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff"), vec![0]);
+    }
+
+    #[test]
+    fn fences_are_positive_revisions() {
+        assert_eq!(fence_of(0), None);
+        assert_eq!(fence_of(-1), None);
+        assert_eq!(fence_of(42), Some(42));
+    }
+}
