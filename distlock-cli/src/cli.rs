@@ -36,7 +36,8 @@ where
 pub(crate) struct Cli {
     /// The lock store: `memory://`, `redis://[:PASSWORD@]HOST[:PORT][/DB]` or
     /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` (also `redis+cluster://H1,H2,…`,
-    /// `redis+sentinel://S1,S2,…/MASTER` and `redlock://H1,H2,H3`).
+    /// `redis+sentinel://S1,S2,…/MASTER`, `redlock://H1,H2,H3`, and `etcd://H1:P1,H2:P2,…`
+    /// in a build with the `etcd` feature).
     #[arg(long, global = true, env = "DISTLOCK_STORE", value_name = "URL", hide_env_values = true)]
     pub(crate) store: Option<String>,
 

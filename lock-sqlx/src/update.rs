@@ -32,7 +32,8 @@ struct Bound {
 /// [`OptimisticError::Invalid`] before any I/O.
 ///
 /// The version column may be `smallint`, `integer` or `bigint`; versions are `i64` in this
-/// API. The key must identify at most one row (a primary key or a unique column set).
+/// API. The key must identify at most one row (a primary key or a unique column set):
+/// the `UPDATE` changes every row it matches.
 ///
 /// ```no_run
 /// use distlock_sqlx::{OptimisticError, VersionedUpdate};
