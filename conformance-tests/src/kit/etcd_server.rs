@@ -303,6 +303,7 @@ impl EtcdCluster {
             .stderr(log_err)
             .spawn()
             .map_err(|err| format!("spawn etcd: {err}"))?;
+        super::reaper::reap_with_this_process(child.id(), &format!("127.0.0.1:{}", member.client_port));
         self.members[i].child = Some(child);
         Ok(())
     }

@@ -13,6 +13,7 @@ pub mod group_bench;
 pub mod handoff;
 pub mod postgres_server;
 pub mod proxy;
+mod reaper;
 pub mod redis_cluster;
 pub mod redis_sentinel;
 pub mod redis_server;

@@ -83,6 +83,7 @@ impl RedisCluster {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap_or_else(|err| panic!("spawn redis-server: {err}"));
+            super::reaper::reap_with_this_process(child.id(), &format!(":{port}"));
             cluster.nodes.push(Node { port, child: Some(child) });
         }
         let deadline = Instant::now() + STARTUP_TIMEOUT;

@@ -105,6 +105,7 @@ impl RedisSentinels {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap_or_else(|err| panic!("spawn redis-server --sentinel: {err}"));
+            super::reaper::reap_with_this_process(child.id(), &format!(":{port}"));
             set.sentinels.push(Proc { port, child: Some(child) });
         }
         let deadline = Instant::now() + STARTUP_TIMEOUT;
@@ -238,6 +239,7 @@ fn spawn_server(dir: &std::path::Path, name: &str, port: u16, extra: &[&str]) ->
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|err| panic!("spawn redis-server: {err}"));
+    super::reaper::reap_with_this_process(child.id(), &format!(":{port}"));
     Proc { port, child: Some(child) }
 }
 

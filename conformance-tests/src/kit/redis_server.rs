@@ -329,6 +329,7 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|err| format!("spawn redis-server: {err}"))?;
+        super::reaper::reap_with_this_process(child.id(), &format!(":{}", self.port));
         self.child = Some(child);
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
