@@ -61,7 +61,7 @@ async fn bad_keys_tokens_and_missing_stores_are_usage_errors() {
         (None, &["run", "--key", "k", "--", "true"]),
         (None, &["inspect", "k"]),
         (None, &["release", "k", "--token", token]),
-        (Some("etcd://127.0.0.1"), &["inspect", "k"]),
+        (Some("zk://127.0.0.1"), &["inspect", "k"]),
         (Some("redis://127.0.0.1:1"), &["run", "--key", "k"]),
         (Some("redis://127.0.0.1:1"), &["frobnicate"]),
     ] {
