@@ -293,10 +293,14 @@ impl EtcdLockStore {
             Some(spare) if spare.secs == secs => {
                 let timeout = self.inner.config.request_timeout;
                 let mut keeper = self.inner.client.lease_client();
+                // In flight, the spare stays the token's (see below, a new lease).
+                let spare_key = (self.etcd_key(key), token.as_str().to_owned());
+                self.spares().insert(spare_key.clone(), Spare { lease: spare.lease, secs, kept_at: spare.kept_at });
                 let (kept, answer) = tokio::join!(
                     tokio::time::timeout(timeout, keeper.keep_alive(spare.lease)),
                     self.call("acquire", Some(key), kv.txn(txn(spare.lease)))
                 );
+                self.spares().remove(&spare_key);
                 let expired = matches!(&kept, Ok(Err(err)) if is_lease_not_found(err));
                 match (kept, answer) {
                     (Ok(Ok(_)), Ok(answer)) => return Ok((answer, spare.lease)),
@@ -324,7 +328,14 @@ impl EtcdLockStore {
             None => {}
         }
         let lease = self.call("acquire", Some(key), leases.grant(secs, None)).await?.id();
-        match self.call("acquire", Some(key), kv.txn(txn(lease))).await {
+        // Until the answer comes, the lease is this attempt's spare: when the attempt is
+        // cancelled, the manager's release with the token revokes it, and the lease takes
+        // along a key the put may still make (the release may reach etcd first).
+        let spare_key = (self.etcd_key(key), token.as_str().to_owned());
+        self.spares().insert(spare_key.clone(), Spare { lease, secs, kept_at: Instant::now() });
+        let answer = self.call("acquire", Some(key), kv.txn(txn(lease))).await;
+        self.spares().remove(&spare_key);
+        match answer {
             Ok(answer) => Ok((answer, lease)),
             Err(err) => {
                 // The outcome is unknown; the manager releases with this token, and the
@@ -495,8 +506,18 @@ impl LockStore for EtcdLockStore {
         let mut kv = self.inner.client.kv_client();
         let answer = self.call("release", Some(key), kv.txn(txn)).await?;
         self.forget_place(&etcd_key, token);
-        if let Some(spare) = self.spares().remove(&(etcd_key.clone(), token.as_str().to_owned())) {
-            self.revoke_later(spare.lease);
+        // The token's spare lease, or the lease of its acquisition still in flight (a
+        // cancelled attempt): revoked before returning, so that a put still on its way
+        // either fails or is deleted with the lease.
+        let spare = self.spares().remove(&(etcd_key.clone(), token.as_str().to_owned()));
+        if let Some(spare) = spare {
+            let mut leases = self.inner.client.lease_client();
+            let timeout = self.inner.config.request_timeout;
+            if let Ok(Err(err)) = tokio::time::timeout(timeout, leases.revoke(spare.lease)).await {
+                if !is_lease_not_found(&err) {
+                    tracing::debug!(lease = spare.lease, error = %err, "revoking a spare etcd lease failed; it expires on its own");
+                }
+            }
         }
         for op in answer.op_responses() {
             if let TxnOpResponse::Delete(deleted) = op {
