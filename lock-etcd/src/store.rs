@@ -41,6 +41,10 @@ pub(crate) const TTL_GRANULARITY: Duration = Duration::from_secs(1);
 ///   transaction (the create revision, hence the fence, stays too).
 /// - **wait for release**: a watch on the store's prefix delivers every delete (release
 ///   or lease expiry) to the waiters; while the watch is down, waiters poll.
+/// - **lock groups** ([`GroupLockStore`]: read/write locks, semaphores, multi-key
+///   groups): the names' key prefixes are read at one revision, the grant is decided on
+///   the client and committed in one transaction guarded by that revision; its fence is
+///   the transaction's revision (crate README, "Lock groups").
 ///
 /// TTLs are whole seconds ([`Capabilities::ttl_granularity`]): a TTL is rounded *up*, so
 /// a lease never ends before the one asked for; the server may grant more (its minimum
