@@ -249,6 +249,11 @@ fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlo
     LockError::store(BACKEND, operation, key, err)
 }
 
+/// A `Get` of every name's whole prefix, in order.
+fn ranges(prefixes: &[String]) -> Vec<TxnOp> {
+    prefixes.iter().map(|prefix| TxnOp::get(prefix.as_str(), Some(GetOptions::new().with_prefix()))).collect()
+}
+
 /// The key to name in an error: a group's only one.
 fn one_key(keys: &[StoreKey]) -> Option<&StoreKey> {
     match keys {
@@ -360,27 +365,61 @@ impl EtcdLockStore {
     /// The grant of `request` on `snapshot`, guarded by the snapshot's revision.
     fn grant_txn(&self, request: &GroupRequest<'_>, prefixes: &[String], snapshot: &Snapshot, lease: i64) -> Txn {
         let token = request.token.as_str();
-        let secs = lease_seconds(request.ttl.as_duration());
         let mut guards = Vec::with_capacity(2 * prefixes.len());
-        let mut writes = Vec::with_capacity(2 * prefixes.len() + 1);
         for ((member, prefix), name) in request.members.iter().zip(prefixes).zip(&snapshot.names) {
             guards.push(Compare::mod_revision(prefix.as_str(), CompareOp::Less, snapshot.revision + 1).with_prefix());
             if let Some((_, revision)) = name.recorded_permits(member.mode) {
                 let permits_key = format!("{prefix}p{}", mode_letter(member.mode));
                 guards.push(Compare::mod_revision(permits_key, CompareOp::Equal, revision));
             }
+        }
+        let own_places: Vec<bool> = snapshot.names.iter().map(|name| name.place_of(token).is_some()).collect();
+        Txn::new()
+            .when(guards)
+            .and_then(self.grant_writes(request, prefixes, lease, &own_places))
+            .or_else(ranges(prefixes))
+    }
+
+    /// The grant of `request` on names without any holder or place (whatever their
+    /// permits, at least 1): no read needed, the guard is that the names' holders and
+    /// places are empty ranges.
+    fn free_grant_txn(&self, request: &GroupRequest<'_>, prefixes: &[String], lease: i64) -> Txn {
+        let mut guards = Vec::with_capacity(2 * prefixes.len());
+        for prefix in prefixes {
+            for part in ["h", "i"] {
+                guards.push(Compare::create_revision(format!("{prefix}{part}"), CompareOp::Equal, 0).with_prefix());
+            }
+        }
+        let own_places = vec![false; prefixes.len()];
+        Txn::new()
+            .when(guards)
+            .and_then(self.grant_writes(request, prefixes, lease, &own_places))
+            .or_else(ranges(prefixes))
+    }
+
+    /// A grant's writes: every member's hold on the group's lease, the group's own places
+    /// (where `own_places` says it has one) deleted, the owner index entry.
+    fn grant_writes(
+        &self,
+        request: &GroupRequest<'_>,
+        prefixes: &[String],
+        lease: i64,
+        own_places: &[bool],
+    ) -> Vec<TxnOp> {
+        let token = request.token.as_str();
+        let secs = lease_seconds(request.ttl.as_duration());
+        let mut writes = Vec::with_capacity(2 * prefixes.len() + 1);
+        for ((member, prefix), &own_place) in request.members.iter().zip(prefixes).zip(own_places) {
             let value = holder_value(member.mode, secs, request.owner.as_str());
             writes.push(TxnOp::put(format!("{prefix}h{token}"), value, Some(PutOptions::new().with_lease(lease))));
-            if name.place_of(token).is_some() {
+            if own_place {
                 writes.push(TxnOp::delete(format!("{prefix}i{token}"), None));
             }
         }
         let names: Vec<&str> = request.members.iter().map(|member| member.key.lock_key()).collect();
         let index = format!("{}{token}", self.config().owner_prefix(request.owner.as_str()));
         writes.push(TxnOp::put(index, names.join("\n"), Some(PutOptions::new().with_lease(lease))));
-        let ranges: Vec<TxnOp> =
-            prefixes.iter().map(|prefix| TxnOp::get(prefix.as_str(), Some(GetOptions::new().with_prefix()))).collect();
-        Txn::new().when(guards).and_then(writes).or_else(ranges)
+        writes
     }
 
     /// A blocked attempt: its hold lease is kept for the next attempt (or revoked, for a
@@ -548,10 +587,18 @@ impl GroupLockStore for EtcdLockStore {
         let keys = member_keys(request.members);
         let prefixes = self.group_prefixes(keys.iter());
         let secs = lease_seconds(request.ttl.as_duration());
-        let (read, lease) = tokio::join!(
-            self.read_names(&prefixes, &keys, "acquire group"),
-            self.hold_lease(request.token, secs, &keys)
-        );
+        // A first attempt sends its grant at once, guarded by the names being free of
+        // holders and places; a waiting group (which may have places of its own) reads
+        // first, in parallel with the keep-alive of its lease.
+        let (read, lease) = if request.ticket.is_none() {
+            (Ok(None), self.hold_lease(request.token, secs, &keys).await)
+        } else {
+            let (read, lease) = tokio::join!(
+                self.read_names(&prefixes, &keys, "acquire group"),
+                self.hold_lease(request.token, secs, &keys)
+            );
+            (read.map(Some), lease)
+        };
         let (mut snapshot, lease) = match (read, lease) {
             (Ok(snapshot), Ok(lease)) => (snapshot, lease),
             (Err(err), _) | (_, Err(err)) => {
@@ -564,11 +611,16 @@ impl GroupLockStore for EtcdLockStore {
             }
         };
         for _ in 0..MAX_ROUNDS {
-            let ticket = snapshot.ticket_of(&request);
-            if !snapshot.grants(&request, ticket) {
-                return self.blocked(&request, &prefixes, &snapshot, ticket, lease).await;
-            }
-            let txn = self.grant_txn(&request, &prefixes, &snapshot, lease);
+            let txn = match &snapshot {
+                None => self.free_grant_txn(&request, &prefixes, lease),
+                Some(snapshot) => {
+                    let ticket = snapshot.ticket_of(&request);
+                    if !snapshot.grants(&request, ticket) {
+                        return self.blocked(&request, &prefixes, snapshot, ticket, lease).await;
+                    }
+                    self.grant_txn(&request, &prefixes, snapshot, lease)
+                }
+            };
             let mut kv = self.client().kv_client();
             let answer = match self.call("acquire group", one_key(&keys), kv.txn(txn)).await {
                 Ok(answer) => answer,
@@ -589,10 +641,14 @@ impl GroupLockStore for EtcdLockStore {
                 let revision = answer.header().map_or(0, |header| header.revision());
                 return Ok(GroupAcquire::Acquired { fence: fence_of(revision) });
             }
-            snapshot =
-                Snapshot::from_answer(&prefixes, &answer).map_err(|err| group_error("acquire group", &keys, err))?;
+            snapshot = Some(
+                Snapshot::from_answer(&prefixes, &answer).map_err(|err| group_error("acquire group", &keys, err))?,
+            );
         }
         // The names keep changing under this attempt: it waits like a blocked one.
+        let Some(snapshot) = snapshot else {
+            return Err(group_error("acquire group", &keys, Malformed("no state of the names was read")));
+        };
         let ticket = snapshot.ticket_of(&request);
         self.blocked(&request, &prefixes, &snapshot, ticket, lease).await
     }
