@@ -7,9 +7,12 @@
 //! group holds is also indexed by owner, `{prefix}/owner/{owner}␟{token}` (the names,
 //! on the group's lease), for `release_owner`.
 //!
-//! An attempt reads the prefixes of its names at one revision R (one transaction of
-//! ranges), decides on the client exactly as the in-memory store does, and commits the
-//! grant in **one transaction** guarded by `ModRevision(prefix) < R + 1` over every
+//! A first attempt sends its grant at once, guarded by every name having no holder and
+//! no place (empty ranges: any permits admit it). Otherwise (that guard failed and
+//! answered with the names' ranges, or a waiting group's attempt read them) the
+//! attempt has the prefixes of its names at one revision R, decides on the client
+//! exactly as the in-memory store does, and commits the grant in **one transaction**
+//! guarded by `ModRevision(prefix) < R + 1` over every
 //! name's whole prefix (a key created or changed since R fails it) and
 //! `ModRevision(permits key) = m` for a permits entry that was read (its deletion fails
 //! it). Keys that went away since R (releases, expiries, withdrawn places) only free
@@ -25,7 +28,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use distlock_api::waiters::{deadline_after, KeyState};
+use distlock_api::waiters::{deadline_after, KeyState, Woken};
 use distlock_api::{
     async_trait, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockKey, LockMode,
     OwnerId, StoreKey, StoreMember, Token, Ttl,
@@ -430,13 +433,15 @@ impl EtcdLockStore {
         prefixes: &[String],
         snapshot: &Snapshot,
         ticket: u64,
-        lease: i64,
+        lease: Option<i64>,
     ) -> Result<GroupAcquire, LockError> {
         let token = request.token;
         let keys = member_keys(request.members);
         let Some(place_ttl) = request.intent_ttl else {
-            self.set_hold(token, None);
-            self.revoke_later(lease);
+            if let Some(lease) = lease {
+                self.set_hold(token, None);
+                self.revoke_later(lease);
+            }
             return Ok(GroupAcquire::Blocked { ticket });
         };
         let placing: Vec<(&StoreMember, &String, &NameState)> = request
@@ -563,13 +568,15 @@ impl GroupLockStore for EtcdLockStore {
         MAX_GROUP
     }
 
-    /// Reads the names' prefixes at one revision (in parallel with the grant of the
-    /// group's lease, or the keep-alive of the one kept from its previous attempt),
-    /// decides, and grants in one guarded transaction: holders on the group's lease, the
-    /// group's places deleted, the owner index entry. A guard that fails (a name changed
-    /// since the read) answers with the new ranges and the decision is made again. A
-    /// blocked waiting request records its places (one transaction) or keeps their lease
-    /// alive.
+    /// A first attempt: `LeaseGrant`, then one transaction granting every member if
+    /// no name has a holder or a place. When that guard fails, or for a waiting group's
+    /// later attempt (which reads the names in parallel with the keep-alive of the lease
+    /// kept from its previous attempt), the decision is made on the names' state at one
+    /// revision, and a grant is one transaction guarded by that revision: holders on
+    /// the group's lease, the group's places deleted, the owner index entry. A guard
+    /// that fails (a name changed meanwhile) answers with the new ranges and the decision
+    /// is made again. A blocked waiting request records its places (one transaction) or
+    /// keeps their lease alive.
     ///
     /// # Errors
     ///
@@ -589,38 +596,31 @@ impl GroupLockStore for EtcdLockStore {
         let secs = lease_seconds(request.ttl.as_duration());
         // A first attempt sends its grant at once, guarded by the names being free of
         // holders and places; a waiting group (which may have places of its own) reads
-        // first, in parallel with the keep-alive of its lease.
-        let (read, lease) = if request.ticket.is_none() {
-            (Ok(None), self.hold_lease(request.token, secs, &keys).await)
+        // first, and takes its lease (or keeps alive the one kept from its previous
+        // attempt) only when it is granted.
+        let first = request.ticket.is_none();
+        let (mut snapshot, mut lease) = if first {
+            (None, Some(self.hold_lease(request.token, secs, &keys).await?))
         } else {
-            let (read, lease) = tokio::join!(
-                self.read_names(&prefixes, &keys, "acquire group"),
-                self.hold_lease(request.token, secs, &keys)
-            );
-            (read.map(Some), lease)
-        };
-        let (mut snapshot, lease) = match (read, lease) {
-            (Ok(snapshot), Ok(lease)) => (snapshot, lease),
-            (Err(err), _) | (_, Err(err)) => {
-                let kept = self.group_leases().get(request.token.as_str()).and_then(|kept| kept.hold);
-                if let Some(kept) = kept {
-                    self.set_hold(request.token, None);
-                    self.revoke_later(kept.lease);
-                }
-                return Err(err);
-            }
+            (Some(self.read_names(&prefixes, &keys, "acquire group").await?), None)
         };
         for _ in 0..MAX_ROUNDS {
-            let txn = match &snapshot {
-                None => self.free_grant_txn(&request, &prefixes, lease),
-                Some(snapshot) => {
+            let (txn, used) = match (&snapshot, lease) {
+                (None, Some(lease)) => (self.free_grant_txn(&request, &prefixes, lease), lease),
+                (Some(snapshot), _) => {
                     let ticket = snapshot.ticket_of(&request);
                     if !snapshot.grants(&request, ticket) {
                         return self.blocked(&request, &prefixes, snapshot, ticket, lease).await;
                     }
-                    self.grant_txn(&request, &prefixes, snapshot, lease)
+                    let used = match lease {
+                        Some(lease) => lease,
+                        None => self.hold_lease(request.token, secs, &keys).await?,
+                    };
+                    (self.grant_txn(&request, &prefixes, snapshot, used), used)
                 }
+                (None, None) => break,
             };
+            lease = Some(used);
             let mut kv = self.client().kv_client();
             let answer = match self.call("acquire group", one_key(&keys), kv.txn(txn)).await {
                 Ok(answer) => answer,
@@ -628,7 +628,7 @@ impl GroupLockStore for EtcdLockStore {
                     // The outcome is unknown; the manager releases with this token, and
                     // the lease goes (taking the holds with it, if the put happened).
                     self.set_hold(request.token, None);
-                    self.revoke_later(lease);
+                    self.revoke_later(used);
                     return Err(err);
                 }
             };
@@ -928,13 +928,21 @@ impl GroupLockStore for EtcdLockStore {
         let keys = member_keys(request.members);
         let prefixes = self.group_prefixes(keys.iter());
         let waited: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-        self.waiters()
-            .wait_any(&waited, max, || async {
+        let deadline = deadline_after(max);
+        // A change wakes every waiter of the names, but only those it lets in need to
+        // attempt: the others look again (one read) and go back to sleep, instead of all
+        // sending an attempt that is blocked again.
+        loop {
+            let check = || async {
                 let snapshot = self.read_names(&prefixes, &keys, "wait for a change of").await?;
                 let ticket = snapshot.ticket_of(&request);
                 Ok(if snapshot.grants(&request, ticket) { KeyState::Free } else { KeyState::Held { expires_in: None } })
-            })
-            .await?;
-        Ok(())
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.waiters().wait_any(&waited, left, check).await? {
+                Woken::Notified if Instant::now() < deadline => continue,
+                _ => return Ok(()),
+            }
+        }
     }
 }
