@@ -570,8 +570,8 @@ impl GroupLockStore for EtcdLockStore {
 
     /// A first attempt: `LeaseGrant`, then one transaction granting every member if
     /// no name has a holder or a place. When that guard fails, or for a waiting group's
-    /// later attempt (which reads the names in parallel with the keep-alive of the lease
-    /// kept from its previous attempt), the decision is made on the names' state at one
+    /// later attempt (which reads the names, and keeps alive the lease kept from its
+    /// first attempt only once granted), the decision is made on the names' state at one
     /// revision, and a grant is one transaction guarded by that revision: holders on
     /// the group's lease, the group's places deleted, the owner index entry. A guard
     /// that fails (a name changed meanwhile) answers with the new ranges and the decision
@@ -914,7 +914,8 @@ impl GroupLockStore for EtcdLockStore {
     /// Registers for the deletes under every name's prefix (releases, expiries, withdrawn
     /// places), then reads the names and decides as a grant would (with the request's
     /// ticket; its own places do not hold it back): returns at once when the request
-    /// could be granted now. While the watch is down, or without notifications, a plain
+    /// could be granted now. A notified change that still does not let it in is checked
+    /// the same way and slept through. While the watch is down, or without notifications, a plain
     /// sleep of `max`.
     ///
     /// # Cancel safety
