@@ -5,6 +5,7 @@
 //! cargo bench -p distlock-etcd                     # starts a private one-node etcd
 //! DISTLOCK_ETCD_URL=etcd://127.0.0.1:2379 cargo bench -p distlock-etcd
 //! DISTLOCK_BENCH_ROUNDS=5 cargo bench -p distlock-etcd   # fewer rounds
+//! cargo bench -p distlock-etcd -- groups             # lock groups only
 //! ```
 //!
 //! - uncontended: one acquire + release cycle, one task:
@@ -17,6 +18,9 @@
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
 //! - hand-off: one hot key, 8 waiters, hold 0, retry interval 50 ms: release → next
 //!   holder latency (p50/p99), woken by the watch vs polling only.
+//! - lock groups (`kit::group_bench`, through the manager): a two-name group cycle and a
+//!   read-lock cycle beside a single-key lock cycle, readers' vs writers' throughput on
+//!   one name, and a writer's wait among continuous readers.
 //!
 //! Keys live under a random prefix and are all released.
 
@@ -26,6 +30,7 @@ use std::time::Duration;
 use distlock_api::{DynLockStore, LockError, LockKey, Token};
 use distlock_conformance::kit::bench::{rounds, Locker, Scenario, SideBySide, Unit};
 use distlock_conformance::kit::etcd_server::EtcdCluster;
+use distlock_conformance::kit::group_bench::{self, GroupPlan};
 use distlock_conformance::kit::handoff::{self, Plan};
 use distlock_etcd::etcd_client::{Client, Compare, CompareOp, DeleteOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 use distlock_etcd::EtcdLockStore;
@@ -107,6 +112,7 @@ fn main() {
     };
     let url = private.as_ref().map_or_else(|| std::env::var("DISTLOCK_ETCD_URL").unwrap(), EtcdCluster::url);
     let rounds = rounds(11);
+    let only_groups = std::env::args().skip(1).any(|arg| arg == "groups");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         let prefix = format!("dlbench-{}", Token::generate().as_str());
@@ -115,6 +121,10 @@ fn main() {
         let store: Arc<DynLockStore> = Arc::new(store);
         let bench = SideBySide::new(raw, Arc::clone(&store), TTL, RETRY, "bench:").expect("bench");
         println!("distlock-etcd benchmark against {url} (etcd {}): {rounds} rounds, median round", server_version());
+        if only_groups {
+            groups(store, rounds).await;
+            return;
+        }
         let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round");
         bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::CYCLE).await;
         let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
@@ -122,8 +132,15 @@ fn main() {
         let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };
         handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
         let plan = Plan { waiters: 2, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };
-        handoff::compare(store, "one watching waiter: ", "bench:handoff1:", plan).await;
+        handoff::compare(Arc::clone(&store), "one watching waiter: ", "bench:handoff1:", plan).await;
+        groups(store, rounds).await;
     });
+}
+
+async fn groups(store: Arc<DynLockStore>, rounds: usize) {
+    println!("lock groups:");
+    let plan = GroupPlan { cycles: 200, rounds, hold: Duration::from_millis(5), hot_cycles: 20, writer_samples: 50 };
+    group_bench::compare(store, "bench:groups:", plan).await;
 }
 
 fn server_version() -> String {

@@ -58,6 +58,33 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The prefix of every key of the lock-group name `store_key`:
+    /// `{prefix}/group/{store key}` and the unit separator. Under it: a holder
+    /// `h{token}`, a waiting group's place `i{token}`, the permits `pS` and `pX`.
+    pub(crate) fn group_prefix(&self, store_key: &str) -> String {
+        format!("{}/{GROUP_SEGMENT}{store_key}{QUEUE_SEPARATOR}", self.key_prefix)
+    }
+
+    /// The [group prefix](Self::group_prefix) of the name whose key is `etcd_key`, or
+    /// `None` for a key that is not a group key.
+    pub(crate) fn group_of_key(&self, etcd_key: &str) -> Option<String> {
+        let rest = etcd_key.strip_prefix(&self.key_prefix)?.strip_prefix('/')?.strip_prefix(GROUP_SEGMENT)?;
+        let (store_key, _) = rest.split_once(QUEUE_SEPARATOR)?;
+        Some(self.group_prefix(store_key))
+    }
+
+    /// The prefix of the owner index entries of `owner`: `{prefix}/owner/{owner}` and
+    /// the unit separator; an entry is this prefix followed by a group's token.
+    pub(crate) fn owner_prefix(&self, owner: &str) -> String {
+        format!("{}/{OWNER_SEGMENT}{owner}{QUEUE_SEPARATOR}", self.key_prefix)
+    }
+}
+
+/// The path segment of the lock-group names.
+const GROUP_SEGMENT: &str = "group/";
+/// The path segment of the owner index of lock groups.
+const OWNER_SEGMENT: &str = "owner/";
 /// The path segment of the queues of waiters.
 const QUEUE_SEGMENT: &str = "queue/";
 /// Between a queued key and a waiter's token.
@@ -127,5 +154,10 @@ mod tests {
         assert_eq!(place, "app/queue/lock:a/b\u{1f}token");
         assert_eq!(config.lock_of_place(&place).as_deref(), Some("app/lock:a/b"));
         assert_eq!(config.lock_of_place("app/lock:a"), None);
+        let name = config.group_prefix("lock:a/b");
+        assert_eq!(name, "app/group/lock:a/b\u{1f}");
+        assert_eq!(config.group_of_key(&format!("{name}htoken")).as_deref(), Some(name.as_str()));
+        assert_eq!(config.group_of_key("app/lock:a"), None);
+        assert_eq!(config.owner_prefix("app@one"), "app/owner/app@one\u{1f}");
     }
 }

@@ -5,6 +5,7 @@
 
 mod builder;
 mod config;
+mod group;
 mod notify;
 mod store;
 mod url;

@@ -1,6 +1,6 @@
 //! Release notifications: one watch per store on its key prefix, delivering the deletes
-//! (a release, a lease that expired, a waiter leaving a queue) to the store's
-//! [`WaiterRegistry`].
+//! (a release, a lease that expired, a waiter leaving a queue, a group hold or place
+//! going) to the store's [`WaiterRegistry`].
 //!
 //! While the watch is healthy, waiters sleep until their key's delete arrives; while it is
 //! down (connection lost, member without a leader, the watch cancelled by the server) the
@@ -88,8 +88,9 @@ async fn watch_once(client: &Client, config: &Config, waiters: &WaiterRegistry) 
                 if let Some(kv) = event.kv() {
                     let key = String::from_utf8_lossy(kv.key());
                     // A waiter leaving a queue may make another waiter the next in line.
-                    match config.lock_of_place(&key) {
-                        Some(lock) => waiters.wake(&lock),
+                    // A group name's waiters wait on the name's prefix.
+                    match config.lock_of_place(&key).or_else(|| config.group_of_key(&key)) {
+                        Some(waited) => waiters.wake(&waited),
                         None => waiters.wake(&key),
                     }
                 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use distlock_api::waiters::{KeyState, WaiterRegistry, Woken};
 use distlock_api::{
-    async_trait, Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey,
-    LockStore, StoreKey, Token, Ttl,
+    async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError,
+    LockInfo, LockKey, LockStore, StoreKey, Token, Ttl,
 };
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
@@ -21,7 +21,7 @@ use crate::builder::EtcdLockStoreBuilder;
 use crate::config::{lease_seconds, Config};
 use crate::notify::ReleaseListener;
 
-const BACKEND: &str = "etcd";
+pub(crate) const BACKEND: &str = "etcd";
 
 /// The granularity of etcd lease TTLs: whole seconds.
 pub(crate) const TTL_GRANULARITY: Duration = Duration::from_secs(1);
@@ -41,6 +41,10 @@ pub(crate) const TTL_GRANULARITY: Duration = Duration::from_secs(1);
 ///   transaction (the create revision, hence the fence, stays too).
 /// - **wait for release**: a watch on the store's prefix delivers every delete (release
 ///   or lease expiry) to the waiters; while the watch is down, waiters poll.
+/// - **lock groups** ([`GroupLockStore`]: read/write locks, semaphores, multi-key
+///   groups): the names' key prefixes are read at one revision, the grant is decided on
+///   the client and committed in one transaction guarded by that revision; its fence is
+///   the transaction's revision (crate README, "Lock groups").
 ///
 /// TTLs are whole seconds ([`Capabilities::ttl_granularity`]): a TTL is rounded *up*, so
 /// a lease never ends before the one asked for; the server may grant more (its minimum
@@ -64,6 +68,8 @@ struct Inner {
     /// Leases granted for attempts that found the key held, by (lock key, token): the
     /// waiter's next attempt keeps one alive (no Raft write) instead of granting anew.
     spares: Mutex<HashMap<(String, String), Spare>>,
+    /// The leases of lock-group attempts, by token: see [`GroupLeases`].
+    group_leases: Mutex<HashMap<String, GroupLeases>>,
     // Dropped with the last clone of the store: ends the watch task.
     _listener: Option<ReleaseListener>,
 }
@@ -107,8 +113,9 @@ impl EtcdLockStore {
         let listener = config
             .release_notifications
             .then(|| ReleaseListener::start(client.clone(), config.clone(), waiters.clone()));
-        let (places, spares) = (Mutex::default(), Mutex::default());
-        Ok(Self { inner: Arc::new(Inner { client, config, waiters, places, spares, _listener: listener }) })
+        let (places, spares, group_leases) = (Mutex::default(), Mutex::default(), Mutex::default());
+        let inner = Inner { client, config, waiters, places, spares, group_leases, _listener: listener };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
     /// The etcd client the store uses (cheap to clone), e.g. to send requests of your own.
@@ -131,9 +138,22 @@ impl EtcdLockStore {
         self.inner.waiters.is_listening()
     }
 
+    pub(crate) fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub(crate) fn waiters(&self) -> &WaiterRegistry {
+        &self.inner.waiters
+    }
+
+    /// The leases of the lock-group attempts of this store, by token.
+    pub(crate) fn group_leases(&self) -> std::sync::MutexGuard<'_, HashMap<String, GroupLeases>> {
+        self.inner.group_leases.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Runs one request with the store's request timeout, mapping failures to
     /// [`LockError::Store`].
-    async fn call<T, E>(
+    pub(crate) async fn call<T, E>(
         &self,
         operation: &'static str,
         key: Option<&StoreKey>,
@@ -157,7 +177,7 @@ impl EtcdLockStore {
 
     /// Revokes `lease` in the background: it holds no key any more (or is about to be
     /// given up), so nothing waits for it; a failure only leaves it to expire.
-    fn revoke_later(&self, lease: i64) {
+    pub(crate) fn revoke_later(&self, lease: i64) {
         if lease == 0 {
             return;
         }
@@ -174,7 +194,7 @@ impl EtcdLockStore {
 
     /// The time left on `lease` (whole seconds, rounded down by etcd), or `None` when it
     /// has ended.
-    async fn lease_left(&self, key: &StoreKey, lease: i64) -> Result<Option<(Duration, i64)>, LockError> {
+    pub(crate) async fn lease_left(&self, key: &StoreKey, lease: i64) -> Result<Option<(Duration, i64)>, LockError> {
         if lease == 0 {
             return Ok(Some((Duration::MAX, 0)));
         }
@@ -205,6 +225,34 @@ struct Place {
     revision: i64,
     /// When the place's lease was last granted or kept alive.
     refreshed_at: Instant,
+}
+
+/// A lease of this store's, as a lock-group attempt keeps it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeptLease {
+    pub(crate) lease: i64,
+    /// Its TTL as asked, whole seconds.
+    pub(crate) secs: i64,
+    /// When it was last granted or kept alive.
+    pub(crate) kept_at: Instant,
+}
+
+impl KeptLease {
+    /// Whether the lease has surely not run out yet (etcd may have granted more).
+    pub(crate) fn surely_alive(&self) -> bool {
+        self.kept_at.elapsed() < Duration::from_secs(self.secs.unsigned_abs())
+    }
+}
+
+/// The leases of one lock-group token that are not (yet) known from its keys: the hold
+/// lease of an attempt in flight or kept for the next attempt of a waiting group, and the
+/// lease of its places. A release or withdrawal with the token revokes them, so a grant
+/// still in flight when its acquisition was cancelled takes nothing (its put fails, or
+/// its keys go with the lease).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct GroupLeases {
+    pub(crate) hold: Option<KeptLease>,
+    pub(crate) places: Option<KeptLease>,
 }
 
 /// An unused lease kept for a waiter's next attempt.
@@ -420,7 +468,7 @@ impl EtcdLockStore {
 }
 
 /// The key's create revision as a fencing number.
-fn fence_of(revision: i64) -> Option<u64> {
+pub(crate) fn fence_of(revision: i64) -> Option<u64> {
     u64::try_from(revision).ok().filter(|&r| r > 0)
 }
 
@@ -429,7 +477,7 @@ fn token_of(kv: &KeyValue) -> Result<Token, String> {
     Token::parse(text).map_err(|_| "the lock's value is not a token".to_owned())
 }
 
-fn is_lease_not_found(err: &etcd_client::Error) -> bool {
+pub(crate) fn is_lease_not_found(err: &etcd_client::Error) -> bool {
     let text = err.to_string();
     text.contains("lease not found")
 }
@@ -458,6 +506,10 @@ impl LockStore for EtcdLockStore {
             .with_release_notifications(self.inner.config.release_notifications)
             .with_fair_queue(true)
             .with_ttl_granularity(TTL_GRANULARITY)
+    }
+
+    fn groups(&self) -> Option<&dyn GroupLockStore> {
+        Some(self)
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
