@@ -56,20 +56,22 @@ fn direct(store: Arc<DynLockStore>) -> Arc<StoreDirect> {
 /// one connection, the raw single-node cycle.
 struct RawFanout {
     conns: Vec<ConnectionManager>,
+    /// Each connection locks its own key (`…:<i>`): the connections go to one server.
+    own_keys: bool,
     key_prefix: String,
     release_sha: String,
     ttl_ms: u64,
 }
 
 impl RawFanout {
-    async fn new(conns: Vec<ConnectionManager>, key_prefix: &str) -> Self {
+    async fn new(conns: Vec<ConnectionManager>, own_keys: bool, key_prefix: &str) -> Self {
         let mut release_sha = String::new();
         for conn in &conns {
             let mut conn = conn.clone();
             release_sha = redis::cmd("SCRIPT").arg("LOAD").arg(RELEASE_SCRIPT).query_async(&mut conn).await.expect("load");
         }
         let ttl_ms = u64::try_from(TTL.as_millis()).expect("ttl");
-        Self { conns, key_prefix: key_prefix.to_owned(), release_sha, ttl_ms }
+        Self { conns, own_keys, key_prefix: key_prefix.to_owned(), release_sha, ttl_ms }
     }
 
     fn quorum(&self) -> usize {
@@ -82,16 +84,18 @@ fn raw_error(error: redis::RedisError) -> LockError {
 }
 
 impl Locker for RawFanout {
-    type Key = (String, Token);
+    /// The Redis key per connection, the token.
+    type Key = (Vec<String>, Token);
     type Guard = ();
 
     fn key(&self, name: &str) -> Result<Self::Key, LockError> {
-        let key = LockKey::new(name)?.to_store_key();
-        Ok((format!("{}:{}", self.key_prefix, key.as_str()), Token::generate()))
+        let key = format!("{}:{}", self.key_prefix, LockKey::new(name)?.to_store_key().as_str());
+        let keys = (0..self.conns.len()).map(|i| if self.own_keys { format!("{key}:{i}") } else { key.clone() });
+        Ok((keys.collect(), Token::generate()))
     }
 
-    async fn acquire(&self, (key, token): &Self::Key, _wait: Duration) -> Result<Option<()>, LockError> {
-        let sets = self.conns.iter().map(|conn| {
+    async fn acquire(&self, (keys, token): &Self::Key, _wait: Duration) -> Result<Option<()>, LockError> {
+        let sets = self.conns.iter().zip(keys).map(|(conn, key)| {
             let mut conn = conn.clone();
             async move {
                 redis::cmd("SET")
@@ -114,8 +118,8 @@ impl Locker for RawFanout {
         Ok((acquired >= self.quorum()).then_some(()))
     }
 
-    async fn release(&self, (key, token): &Self::Key, (): ()) -> Result<bool, LockError> {
-        let releases = self.conns.iter().map(|conn| {
+    async fn release(&self, (keys, token): &Self::Key, (): ()) -> Result<bool, LockError> {
+        let releases = self.conns.iter().zip(keys).map(|(conn, key)| {
             let mut conn = conn.clone();
             async move {
                 redis::cmd("EVALSHA")
@@ -139,15 +143,30 @@ impl Locker for RawFanout {
 /// Redlock over 3 masters against its floor, one interleaved run.
 async fn redlock_floor(single: &RedisServer, masters: &[RedisServer], rounds: usize) {
     let query = "?notifications=false&prefix=floor";
-    let single = RedisLockStore::connect(&format!("{}{query}", single.url())).await.expect("single node");
+    let single_url = single.url();
+    let single_url = single_url.as_str();
+    let single = RedisLockStore::connect(&format!("{single_url}{query}")).await.expect("single node");
     let three = RedlockStore::connect(&redlock_url(&masters[..3], query)).await.expect("redlock 3");
-    let raw_single = Arc::new(RawFanout::new(vec![single.connection_manager().clone()], "floor").await);
+    let raw_single = Arc::new(RawFanout::new(vec![single.connection_manager().clone()], false, "floor").await);
     let conns = three.masters().iter().map(|master| master.connection_manager().clone()).collect();
-    let raw_three = Arc::new(RawFanout::new(conns, "floor").await);
+    let raw_three = Arc::new(RawFanout::new(conns, false, "floor").await);
+    // The same fan-out to three connections of the one single-node server: the client's
+    // and the server's work tripled, without two more server processes to schedule.
+    let mut same = Vec::new();
+    for _ in 0..3 {
+        let client = redis::Client::open(single_url).expect("url");
+        same.push(client.get_connection_manager().await.expect("connect"));
+    }
+    let raw_same = Arc::new(RawFanout::new(same, true, "floor").await);
     let (single, three) = (direct(Arc::new(single)), direct(Arc::new(three)));
-    let samples = interleaved_rounds(&[0, 1, 2, 3], rounds, |variant: usize| {
-        let (single, three, raw_single, raw_three) =
-            (Arc::clone(&single), Arc::clone(&three), Arc::clone(&raw_single), Arc::clone(&raw_three));
+    let samples = interleaved_rounds(&[0, 1, 2, 3, 4], rounds, |variant: usize| {
+        let (single, three, raw_single, raw_three, raw_same) = (
+            Arc::clone(&single),
+            Arc::clone(&three),
+            Arc::clone(&raw_single),
+            Arc::clone(&raw_three),
+            Arc::clone(&raw_same),
+        );
         async move {
             let prefix = "bench:floor:";
             let stop = Stop::Cycles(CYCLES);
@@ -155,7 +174,8 @@ async fn redlock_floor(single: &RedisServer, masters: &[RedisServer], rounds: us
                 0 => run(&raw_single, Scenario::Uncontended, prefix, stop).await,
                 1 => run(&raw_three, Scenario::Uncontended, prefix, stop).await,
                 2 => run(&single, Scenario::Uncontended, prefix, stop).await,
-                _ => run(&three, Scenario::Uncontended, prefix, stop).await,
+                3 => run(&three, Scenario::Uncontended, prefix, stop).await,
+                _ => run(&raw_same, Scenario::Uncontended, prefix, stop).await,
             }
             .expect("cycle");
         }
@@ -166,7 +186,13 @@ async fn redlock_floor(single: &RedisServer, masters: &[RedisServer], rounds: us
         &format!("Redlock floor: uncontended cycle, 1 task, {CYCLES} cycles/round, no notifications"),
         "µs/cycle",
         CYCLES as f64,
-        &["raw single node", "raw fan-out, 3 masters", "store, single node", "redlock store, 3 masters"],
+        &[
+            "raw single node",
+            "raw fan-out, 3 masters",
+            "store, single node",
+            "redlock store, 3 masters",
+            "raw fan-out, 3 conns to 1 master",
+        ],
         &samples,
     );
     let ratio = |a: usize, b: usize| {

@@ -168,6 +168,51 @@ impl RedlockStore {
         futures_util::future::join_all(calls).await
     }
 
+    /// Runs `op(master index)` on every master in parallel, each bounded by `timeout`, and
+    /// returns the votes in the order they came as soon as `decided(votes so far, still
+    /// outstanding)` says the outcome can no longer change — once a majority agreed —
+    /// without waiting for the slowest masters. Their calls are **not** dropped: they run
+    /// to the end in a background task, so every master still gets the command (each
+    /// was queued on its connection at the first poll, so the next command sent to that
+    /// master, e.g. the release, runs after it).
+    async fn fan_out_until<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        op: F,
+        decided: impl Fn(&[Vote<T>], usize) -> bool,
+    ) -> Vec<Vote<T>>
+    where
+        T: Send + 'static,
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<T, LockError>> + Send + 'static,
+    {
+        let mut calls: FuturesUnordered<_> = (0..self.masters.len())
+            .map(|index| {
+                let call = op(index);
+                async move {
+                    match tokio::time::timeout(timeout, call).await {
+                        Ok(Ok(answer)) => Vote::Answer(answer),
+                        Ok(Err(err)) => Vote::Failed(err),
+                        Err(_) => Vote::Failed(Self::error(
+                            "master",
+                            None,
+                            QuorumError("the master did not answer in time".into()),
+                        )),
+                    }
+                }
+            })
+            .collect();
+        let mut votes = Vec::with_capacity(self.masters.len());
+        while let Some(vote) = calls.next().await {
+            votes.push(vote);
+            if !calls.is_empty() && decided(&votes, calls.len()) {
+                tokio::spawn(async move { while calls.next().await.is_some() {} });
+                break;
+            }
+        }
+        votes
+    }
+
     fn per_master_timeout(&self, ttl: Ttl) -> Duration {
         self.master_timeout.min(ttl.as_duration() / 2).max(Duration::from_millis(1))
     }
@@ -260,7 +305,26 @@ impl LockStore for RedlockStore {
     /// answers did not show the key held (nothing is granted then).
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let started = Instant::now();
-        let votes = self.fan_out(self.per_master_timeout(ttl), |master| master.try_acquire(key, token, ttl)).await;
+        let (quorum, fencing) = (self.quorum(), self.fencing);
+        // Decided once a majority acquired (granted whatever the others say; with fencing
+        // every master's number is awaited, so the lock's number is the greatest of all
+        // that granted, as `inspect` reports it) or a majority reported the key held.
+        let decided = |votes: &[Vote<Acquire>], _outstanding: usize| {
+            let count = |f: fn(&Acquire) -> bool| {
+                votes.iter().filter(|vote| matches!(vote, Vote::Answer(answer) if f(answer))).count()
+            };
+            (!fencing && count(|a| matches!(a, Acquire::Acquired { .. })) >= quorum)
+                || count(|a| matches!(a, Acquire::Held { .. })) >= quorum
+        };
+        let call = Arc::new((Arc::clone(&self.masters), key.clone(), token.clone()));
+        let op = |index: usize| {
+            let call = Arc::clone(&call);
+            async move {
+                let (masters, key, token) = &*call;
+                masters[index].try_acquire(key, token, ttl).await
+            }
+        };
+        let votes = self.fan_out_until(self.per_master_timeout(ttl), op, decided).await;
         let (mut acquired, mut held, mut fence, mut ttl_left) = (0, 0, None::<u64>, None::<Duration>);
         for vote in &votes {
             match vote {
@@ -312,7 +376,22 @@ impl LockStore for RedlockStore {
             granted.get(key.as_str()).filter(|(holder, _)| holder == token).map(|(_, fence)| *fence)
         };
         let timeout = self.master_timeout;
-        let votes = self.fan_out(timeout, |master| Self::release_on(master, key, token, fence)).await;
+        let quorum = self.quorum();
+        // Decided once a majority released, or when too few can still release.
+        let decided = |votes: &[Vote<bool>], outstanding: usize| {
+            let released = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
+            let failed = votes.iter().filter(|vote| matches!(vote, Vote::Failed(_))).count();
+            released >= quorum || released + failed + outstanding < quorum
+        };
+        let call = Arc::new((Arc::clone(&self.masters), key.clone(), token.clone()));
+        let op = |index: usize| {
+            let call = Arc::clone(&call);
+            async move {
+                let (masters, key, token) = &*call;
+                Self::release_on(&masters[index], key, token, fence).await
+            }
+        };
+        let votes = self.fan_out_until(timeout, op, decided).await;
         let released = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
         let failed = votes.iter().filter(|vote| matches!(vote, Vote::Failed(_))).count();
         if released >= self.quorum() || released + failed < self.quorum() {
@@ -333,7 +412,23 @@ impl LockStore for RedlockStore {
     /// [`LockError::Store`] when too few masters answered to decide.
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
         let started = Instant::now();
-        let votes = self.fan_out(self.per_master_timeout(ttl), |master| master.extend(key, token, ttl)).await;
+        let quorum = self.quorum();
+        // Decided once a majority extended, or when a majority can no longer extend and
+        // enough answered to say so.
+        let decided = |votes: &[Vote<bool>], outstanding: usize| {
+            let extended = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
+            let refused = votes.iter().filter(|vote| matches!(vote, Vote::Answer(false))).count();
+            extended >= quorum || (extended + outstanding < quorum && refused + extended >= quorum)
+        };
+        let call = Arc::new((Arc::clone(&self.masters), key.clone(), token.clone()));
+        let op = |index: usize| {
+            let call = Arc::clone(&call);
+            async move {
+                let (masters, key, token) = &*call;
+                masters[index].extend(key, token, ttl).await
+            }
+        };
+        let votes = self.fan_out_until(self.per_master_timeout(ttl), op, decided).await;
         let extended = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
         let refused = votes.iter().filter(|vote| matches!(vote, Vote::Answer(false))).count();
         let in_time = ttl.as_duration().checked_sub(started.elapsed() + drift(ttl)).is_some();
