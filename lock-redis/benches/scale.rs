@@ -68,7 +68,8 @@ impl RawFanout {
         let mut release_sha = String::new();
         for conn in &conns {
             let mut conn = conn.clone();
-            release_sha = redis::cmd("SCRIPT").arg("LOAD").arg(RELEASE_SCRIPT).query_async(&mut conn).await.expect("load");
+            release_sha =
+                redis::cmd("SCRIPT").arg("LOAD").arg(RELEASE_SCRIPT).query_async(&mut conn).await.expect("load");
         }
         let ttl_ms = u64::try_from(TTL.as_millis()).expect("ttl");
         Self { conns, own_keys, key_prefix: key_prefix.to_owned(), release_sha, ttl_ms }

@@ -51,6 +51,11 @@ static RELEASE: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| Lua
 ///   Otherwise the token is released on **every** master (also those that did not
 ///   answer) and the answer is "held" — or an error when too few masters answered to
 ///   decide, so an unreachable majority fails cleanly and never grants;
+/// * **early answers**: acquire (without fencing), release and extend answer as soon as
+///   a majority decided the outcome, without waiting for the slowest master; its
+///   command still runs to the end in a background task (queued first on that master's
+///   connection, so the next command to it runs after). With fencing an acquisition
+///   waits for every master: the number is the greatest of all that granted;
 /// * **release**: on every master in parallel; `true` when a majority released;
 /// * **extend** (renewal): on every master in parallel; `true` only when a majority
 ///   extended within the new validity, so a lease kept by a minority fires the
