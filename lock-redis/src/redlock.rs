@@ -51,11 +51,12 @@ static RELEASE: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| Lua
 ///   Otherwise the token is released on **every** master (also those that did not
 ///   answer) and the answer is "held" — or an error when too few masters answered to
 ///   decide, so an unreachable majority fails cleanly and never grants;
-/// * **early answers**: acquire (without fencing), release and extend answer as soon as
-///   a majority decided the outcome, without waiting for the slowest master; its
-///   command still runs to the end in a background task (queued first on that master's
-///   connection, so the next command to it runs after). With fencing an acquisition
-///   waits for every master: the number is the greatest of all that granted;
+/// * **early answers**: release and extend answer as soon as a majority decided the
+///   outcome, without waiting for the slowest master; its command still runs to the end
+///   in a background task. Both are token-checked, so running late, even after the
+///   client's next command to that master, changes nothing that is not theirs. An
+///   acquisition waits for every master (a late `SET` could land after the release
+///   that should have removed it);
 /// * **release**: on every master in parallel; `true` when a majority released;
 /// * **extend** (renewal): on every master in parallel; `true` only when a majority
 ///   extended within the new validity, so a lease kept by a minority fires the
@@ -176,10 +177,10 @@ impl RedlockStore {
     /// Runs `op(master index)` on every master in parallel, each bounded by `timeout`, and
     /// returns the votes in the order they came as soon as `decided(votes so far, still
     /// outstanding)` says the outcome can no longer change — once a majority agreed —
-    /// without waiting for the slowest masters. Their calls are **not** dropped: they run
-    /// to the end in a background task, so every master still gets the command (each
-    /// was queued on its connection at the first poll, so the next command sent to that
-    /// master, e.g. the release, runs after it).
+    /// without waiting for the slowest masters. Their calls are **not** dropped (a
+    /// dropped call may never be sent): they run to the end in a background task, so
+    /// every master still gets the command. Only for token-checked commands whose late
+    /// run is harmless (release, extend).
     async fn fan_out_until<T, F, Fut>(
         &self,
         timeout: Duration,
@@ -310,26 +311,10 @@ impl LockStore for RedlockStore {
     /// answers did not show the key held (nothing is granted then).
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let started = Instant::now();
-        let (quorum, fencing) = (self.quorum(), self.fencing);
-        // Decided once a majority acquired (granted whatever the others say; with fencing
-        // every master's number is awaited, so the lock's number is the greatest of all
-        // that granted, as `inspect` reports it) or a majority reported the key held.
-        let decided = |votes: &[Vote<Acquire>], _outstanding: usize| {
-            let count = |f: fn(&Acquire) -> bool| {
-                votes.iter().filter(|vote| matches!(vote, Vote::Answer(answer) if f(answer))).count()
-            };
-            (!fencing && count(|a| matches!(a, Acquire::Acquired { .. })) >= quorum)
-                || count(|a| matches!(a, Acquire::Held { .. })) >= quorum
-        };
-        let call = Arc::new((Arc::clone(&self.masters), key.clone(), token.clone()));
-        let op = |index: usize| {
-            let call = Arc::clone(&call);
-            async move {
-                let (masters, key, token) = &*call;
-                masters[index].try_acquire(key, token, ttl).await
-            }
-        };
-        let votes = self.fan_out_until(self.per_master_timeout(ttl), op, decided).await;
+        // Every master's answer is awaited: a refused or cancelled acquisition releases
+        // its token everywhere, and a release must not overtake a `SET` still waiting
+        // for its master's connection (it would leave the token on that master).
+        let votes = self.fan_out(self.per_master_timeout(ttl), |master| master.try_acquire(key, token, ttl)).await;
         let (mut acquired, mut held, mut fence, mut ttl_left) = (0, 0, None::<u64>, None::<Duration>);
         for vote in &votes {
             match vote {
