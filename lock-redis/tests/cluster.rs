@@ -234,3 +234,33 @@ async fn waiters_are_woken_by_sharded_notifications() {
     let _ = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
     assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn group_waiters_are_woken_by_the_tags_shard_channel() {
+    let Some(cluster) = start("cluster group notifications") else { return };
+    let store = RedisClusterStore::connect(&cluster.url()).await.unwrap();
+    let locks = LockManager::new(Arc::new(store.clone()));
+    let both =
+        LockGroup::new([GroupMember::exclusive("{jobs}:a").unwrap(), GroupMember::exclusive("{jobs}:b").unwrap()])
+            .unwrap();
+    let held = locks.try_lock_group(&both, Duration::from_secs(30)).await.unwrap().expect("free");
+    // A retry interval far longer than the test: only the notification can wake the waiter.
+    let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30));
+    let waiter = tokio::spawn({
+        let (locks, both) = (locks.clone(), both.clone());
+        async move { locks.lock_group_opts(&both, Duration::from_secs(30), &options).await.map(|lock| lock.stamp()) }
+    });
+    // The waiter's places are recorded once it waits.
+    let key = LockKey::new("{jobs}:a").unwrap().to_store_key();
+    let groups = distlock_api::LockStore::groups(&store).expect("groups");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while groups.waiting(&key).await.unwrap() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the waiter never took its place");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let released_at = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    let stamp = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
+    assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
+    assert!(stamp.is_none(), "no fencing configured");
+}
