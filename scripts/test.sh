@@ -30,7 +30,8 @@ export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
 steps=" ${DISTLOCK_TEST_STEPS:-fmt clippy doc tests features doctests examples} "
 steps="${steps//,/ }"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step line shows the seconds since the script started (CI logs: where time goes).
+step() { printf '\n==> %s   [%ss]\n' "$*" "$SECONDS"; }
 fail() { printf 'scripts/test.sh: %s\n' "$*" >&2; exit 1; }
 wants() { [[ "$steps" == *" $1 "* ]]; }
 for name in $steps; do
@@ -332,6 +333,12 @@ servers() {
     start_etcd
     echo "DISTLOCK_ETCD_URL=$DISTLOCK_ETCD_URL (private etcd $(etcd --version | sed -n 's/^etcd Version: //p'), pid $etcd_pid, data in $etcd_data)"
   fi
+  # The conformance suites of the Redis Cluster, Sentinel and Redlock stores share one
+  # deployment each for this run, started by the first test that needs it and killed by
+  # its watchdogs when this script ends (distlock_conformance::kit::shared). Fault tests
+  # start their own.
+  make_scratch
+  export DISTLOCK_KIT_SHARED_DIR="$scratch/shared" DISTLOCK_KIT_OWNER_PID="$$"
 }
 
 step "servers"
@@ -383,3 +390,4 @@ if wants examples; then
   step "examples"
   cargo run -q -p distlock --example contention
 fi
+step "done"

@@ -359,8 +359,9 @@ async fn permits_are_set_shown_and_cleared(url: &str) {
 
 async fn a_group_lease_is_renewed_while_the_command_runs(url: &str) {
     let (a, b) = (key("renewed-a"), key("renewed-b"));
-    // Three TTLs of work: without renewal the group would expire under the command.
-    let args = ["run", "--write", &a, "--read", &b, "--ttl", "1s", "--kill-grace", "200ms", "--", "sleep", "3"];
+    // Two and a half TTLs of work: without renewal the group would expire under the
+    // command (2 s leases leave a loaded machine's renewals time to arrive).
+    let args = ["run", "--write", &a, "--read", &b, "--ttl", "2s", "--kill-grace", "200ms", "--", "sleep", "5"];
     let out = output(distlock(Some(url), &args)).await;
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     assert_eq!(inspect_json(url, &a, &[]).await["state"], "free");

@@ -160,7 +160,9 @@ enum Lose {
 async fn lease_loss(url: &str, child: &str, kill_grace: &str, lose: Lose, flags: &[&str]) -> (i32, String, Duration) {
     let key = key("lease-loss");
     let script = format!(r#"echo "$DISTLOCK_TOKEN"; echo $$; {child}"#);
-    let mut args = vec!["run", "--key", &key, "--ttl", "1s", "--kill-grace", kill_grace];
+    // A 3 s lease: renewed every second, so that a starved renewal on a loaded machine
+    // does not lose it before the test takes it away.
+    let mut args = vec!["run", "--key", &key, "--ttl", "3s", "--kill-grace", kill_grace];
     args.extend_from_slice(flags);
     args.extend_from_slice(&["--", "sh", "-c", &script]);
     let mut holder = Running::start(url, &args);

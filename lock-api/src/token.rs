@@ -73,6 +73,19 @@ mod tests {
     }
 
     #[test]
+    fn generated_tokens_are_distinct_across_threads() {
+        let threads: Vec<_> =
+            (0..4).map(|_| std::thread::spawn(|| (0..25_000).map(|_| Token::generate()).collect::<Vec<_>>())).collect();
+        let mut seen = std::collections::HashSet::new();
+        for thread in threads {
+            for token in thread.join().unwrap() {
+                assert!(seen.insert(token), "token collision");
+            }
+        }
+        assert_eq!(seen.len(), 100_000);
+    }
+
+    #[test]
     fn parse_rejects_non_v4_text() {
         for bad in ["", "not-a-token", "00000000-0000-1000-8000-000000000000", "0123456789abcdef0123456789abcdef"] {
             assert!(matches!(Token::parse(bad), Err(LockError::InvalidToken)), "{bad}");

@@ -17,6 +17,7 @@ mod reaper;
 pub mod redis_cluster;
 pub mod redis_sentinel;
 pub mod redis_server;
+pub mod shared;
 
 /// Whether `DISTLOCK_REQUIRE_SERVICES=1`: a missing server fails the test instead of
 /// skipping it.

@@ -10,11 +10,12 @@
 
 use std::process::{Command, Stdio};
 
-/// Watches `server_pid` for the life of this process; `marker` is a text its command
-/// line (`/proc/<pid>/cmdline`) contains, e.g. `:6380` for a server on port 6380.
+/// Watches `server_pid` for the life of this process (or, while a shared deployment
+/// starts, of the run that owns it: see `shared`); `marker` is a text its command line
+/// (`/proc/<pid>/cmdline`) contains, e.g. `:6380` for a server on port 6380.
 /// Best effort: without `sh`, the server is only killed by its owner's drop.
 pub(crate) fn reap_with_this_process(server_pid: u32, marker: &str) {
-    let me = std::process::id();
+    let me = super::shared::reap_owner();
     let marker = marker.replace('\'', "");
     let script = format!(
         "while kill -0 {me} 2>/dev/null && kill -0 {server_pid} 2>/dev/null; do sleep 1; done; \

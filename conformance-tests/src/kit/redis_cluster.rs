@@ -60,7 +60,7 @@ impl RedisCluster {
     /// When the cluster does not come up in time.
     pub fn start() -> Self {
         static SEQ: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
+        let dir = super::shared::server_dir().join(format!(
             "distlock-redis-cluster-{}-{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)

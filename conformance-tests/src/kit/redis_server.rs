@@ -20,7 +20,7 @@
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -477,7 +477,7 @@ fn unique_dir() -> PathBuf {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let name = format!("distlock-redis-{}-{}-{nanos}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-    Path::new(&std::env::temp_dir()).join(name)
+    super::shared::server_dir().join(name)
 }
 
 fn send(conn: &mut TcpStream, args: &[&str]) -> io::Result<()> {

@@ -13,6 +13,7 @@ use distlock_api::{
 use distlock_conformance::kit::redis_cluster::RedisCluster;
 use distlock_conformance::kit::redis_sentinel::RedisSentinels;
 use distlock_conformance::kit::redis_server::RedisServer;
+use distlock_conformance::kit::shared::shared_or_own;
 use distlock_redis::{RedisClusterStore, RedisSentinelStore, RedlockStore};
 
 /// `n` private masters (no persistence).
@@ -38,25 +39,38 @@ pub struct Kept<S> {
     pub sentinels: Option<RedisSentinels>,
 }
 
-/// A Redlock store over `n` fresh masters, for the conformance suite.
+/// A Redlock store over `n` masters for the conformance suite: the run's shared ones
+/// under `scripts/test.sh` (see `distlock_conformance::kit::shared`), fresh ones otherwise.
 pub async fn redlock_store(n: usize, query: &str) -> Option<Arc<DynLockStore>> {
-    let servers = masters(n, "redlock conformance")?;
-    let store = RedlockStore::connect(&redlock_url(&servers, query)).await.expect("connect");
-    Some(Arc::new(Kept { store, servers, cluster: None, sentinels: None }))
+    let (servers, url) = tokio::task::block_in_place(|| {
+        shared_or_own(&format!("redlock-{n}"), || masters(n, "redlock conformance"), |servers| redlock_url(servers, ""))
+    })?;
+    let store = RedlockStore::connect(&format!("{url}{query}")).await.expect("connect");
+    Some(Arc::new(Kept { store, servers: servers.unwrap_or_default(), cluster: None, sentinels: None }))
 }
 
-/// A store on a fresh three-master cluster, for the conformance suite.
+/// A store on a three-master cluster for the conformance suite (shared or fresh, as
+/// for [`redlock_store`]).
 pub async fn cluster_store(query: &str) -> Option<Arc<DynLockStore>> {
-    let cluster = tokio::task::block_in_place(|| RedisCluster::start_or_skip("redis cluster conformance"))?;
-    let store = RedisClusterStore::connect(&format!("{}{query}", cluster.url())).await.expect("connect");
-    Some(Arc::new(Kept { store, servers: Vec::new(), cluster: Some(cluster), sentinels: None }))
+    let (cluster, url) = tokio::task::block_in_place(|| {
+        shared_or_own("redis-cluster", || RedisCluster::start_or_skip("redis cluster conformance"), RedisCluster::url)
+    })?;
+    let store = RedisClusterStore::connect(&format!("{url}{query}")).await.expect("connect");
+    Some(Arc::new(Kept { store, servers: Vec::new(), cluster, sentinels: None }))
 }
 
-/// A store on a fresh Sentinel deployment (master, replica, three sentinels).
+/// A store on a Sentinel deployment (master, replica, three sentinels) for the
+/// conformance suite (shared or fresh, as for [`redlock_store`]).
 pub async fn sentinel_store(query: &str) -> Option<Arc<DynLockStore>> {
-    let set = tokio::task::block_in_place(|| RedisSentinels::start_or_skip("redis sentinel conformance"))?;
-    let store = RedisSentinelStore::connect(&format!("{}{query}", set.url())).await.expect("connect");
-    Some(Arc::new(Kept { store, servers: Vec::new(), cluster: None, sentinels: Some(set) }))
+    let (sentinels, url) = tokio::task::block_in_place(|| {
+        shared_or_own(
+            "redis-sentinel",
+            || RedisSentinels::start_or_skip("redis sentinel conformance"),
+            RedisSentinels::url,
+        )
+    })?;
+    let store = RedisSentinelStore::connect(&format!("{url}{query}")).await.expect("connect");
+    Some(Arc::new(Kept { store, servers: Vec::new(), cluster: None, sentinels }))
 }
 
 #[async_trait]
