@@ -125,12 +125,23 @@ pub struct Capabilities {
     /// asked, and [`LockInfo::ttl_left`] may be reported in such steps. `Duration::ZERO`
     /// (the default): TTLs are kept to the millisecond, as given.
     pub ttl_granularity: Duration,
+    /// The names of one lock group must share a Redis Cluster **hash tag** (the text
+    /// between the first `{` and the next `}`, as in `{orders}:a`, `{orders}:b`), so that
+    /// the whole group lives in one hash slot and is granted in one atomic step; a group
+    /// whose names do not is refused before any I/O. Applications (and the conformance
+    /// suite) that build multi-name groups give their names a common tag when this is set.
+    pub group_hash_tag: bool,
 }
 
 impl Capabilities {
     /// No optional abilities.
-    pub const NONE: Self =
-        Self { fencing: false, release_notifications: false, fair_queue: false, ttl_granularity: Duration::ZERO };
+    pub const NONE: Self = Self {
+        fencing: false,
+        release_notifications: false,
+        fair_queue: false,
+        ttl_granularity: Duration::ZERO,
+        group_hash_tag: false,
+    };
 
     /// Sets [`Capabilities::fencing`].
     #[must_use]
@@ -157,6 +168,13 @@ impl Capabilities {
     #[must_use]
     pub const fn with_ttl_granularity(mut self, granularity: Duration) -> Self {
         self.ttl_granularity = granularity;
+        self
+    }
+
+    /// Sets [`Capabilities::group_hash_tag`].
+    #[must_use]
+    pub const fn with_group_hash_tag(mut self, group_hash_tag: bool) -> Self {
+        self.group_hash_tag = group_hash_tag;
         self
     }
 

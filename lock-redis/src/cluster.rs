@@ -26,7 +26,7 @@ use crate::url::RedisUrl;
 
 /// A connection to one master, or the cluster connection (which follows redirections).
 #[derive(Clone)]
-enum AnyConn {
+pub(crate) enum AnyConn {
     Node(MultiplexedConnection),
     Cluster(ClusterConnection),
 }
@@ -165,11 +165,21 @@ static SCRIPTS: LazyLock<ClusterScripts> = LazyLock::new(|| {
 /// Waiters `SSUBSCRIBE` to the channel of the key they wait for on the master that owns
 /// its slot (the connection re-subscribes after reconnections and slot moves).
 ///
-/// # Not provided
+/// # Lock groups
 ///
-/// No lock groups: a group's names would live in different slots, and a group across
-/// slots cannot be atomic; [`groups`](LockStore::groups) is `None` (the manager refuses
-/// group requests with [`LockError::Unsupported`]).
+/// A lock group is granted in one atomic script when **all its names share a hash tag**
+/// (`{orders}:a`, `{orders}:b`: Redis hashes only the text in the first braces), so the
+/// whole group lives in one slot; every key the group scripts touch — the names' holders
+/// and permits, the tag's own index, owners index and fence counter, the tag's shard
+/// channel — carries that tag (`{prefix}:group:{orders}:{orders}:a:h`,
+/// `{prefix}:group-index:{orders}`, …). A group whose names have different tags would span
+/// slots: it is refused with [`LockError::Config`] before any I/O. A name without a tag is
+/// its own tag (a one-name group always works). The capability
+/// [`group_hash_tag`](distlock_api::Capabilities::group_hash_tag) says so.
+///
+/// [`release_owner`](distlock_api::GroupLockStore::release_owner) visits every master:
+/// a `SCAN` of each master's whole keyspace for the tags' owners indexes, then one
+/// `ZSCAN` per index and one script per group released.
 #[derive(Clone)]
 pub struct RedisClusterStore {
     conn: ClusterConnection,
@@ -280,12 +290,36 @@ impl RedisClusterStore {
         self.fencing
     }
 
+    /// Whether fencing numbers are drawn from the master's clock as well as the counter.
+    pub fn clock_fences(&self) -> bool {
+        self.clock_fences
+    }
+
+    /// The prefix of every key of the store.
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// Whether releases are published and waiters wake on them.
+    pub fn notifications(&self) -> bool {
+        self.notifications
+    }
+
+    pub(crate) fn registry(&self) -> &WaiterRegistry {
+        &self.registry
+    }
+
+    /// A clone of the cluster connection (it follows redirections).
+    pub(crate) fn cluster_connection(&self) -> ClusterConnection {
+        self.conn.clone()
+    }
+
     fn error(operation: &'static str, key: Option<&StoreKey>, err: impl Into<distlock_api::BoxError>) -> LockError {
         LockError::store(Self::BACKEND, operation, key.map(StoreKey::lock_key), err)
     }
 
     /// `SSUBSCRIBE`s to `channel` unless already subscribed; counts the waiter.
-    async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
+    pub(crate) async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
         let first = {
             let mut subscribed = self.subscribed.lock().unwrap_or_else(|e| e.into_inner());
             let count = subscribed.entry(channel.to_owned()).or_insert(0);
@@ -303,7 +337,7 @@ impl RedisClusterStore {
     }
 
     /// One waiter of `channel` left; idle subscriptions are dropped once there are many.
-    fn unsubscribe(&self, channel: &str) {
+    pub(crate) fn unsubscribe(&self, channel: &str) {
         let idle: Vec<String> = {
             let mut subscribed = self.subscribed.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(count) = subscribed.get_mut(channel) {
@@ -353,7 +387,7 @@ impl RedisClusterStore {
 
     /// Runs `op` on the master owning `redis_key`'s slot, directly; after a redirection
     /// (the command did not run) through the cluster connection instead.
-    async fn exec<T, F, Fut>(&self, redis_key: &str, op: F) -> redis::RedisResult<T>
+    pub(crate) async fn exec<T, F, Fut>(&self, redis_key: &str, op: F) -> redis::RedisResult<T>
     where
         F: Fn(AnyConn) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
@@ -435,13 +469,13 @@ impl RedisClusterStore {
     }
 
     /// The masters' addresses, from `CLUSTER SLOTS`, sorted.
-    async fn masters(&self) -> Result<Vec<(String, u16)>, LockError> {
+    pub(crate) async fn masters(&self, operation: &'static str) -> Result<Vec<(String, u16)>, LockError> {
         let mut conn = self.conn.clone();
         let slots: Vec<Value> = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query_async(&mut conn)
             .await
-            .map_err(|err| Self::error("list", None, err))?;
+            .map_err(|err| Self::error(operation, None, err))?;
         let mut masters = Vec::new();
         for range in slots {
             let Value::Array(parts) = range else { continue };
@@ -462,12 +496,15 @@ impl RedisClusterStore {
     }
 }
 
-/// Hands a shard message (`message` = the released lock's Redis key) to the waiters.
+/// Hands a shard message to the waiters: the released lock's Redis key, or the stems of
+/// the group names that changed, one per line (keys have no control characters).
 fn dispatch(registry: &WaiterRegistry, push: &PushInfo) {
     if push.kind == PushKind::SMessage {
         if let Some(Value::BulkString(message)) = push.data.get(1) {
-            if let Ok(key) = std::str::from_utf8(message) {
-                registry.wake(key);
+            if let Ok(keys) = std::str::from_utf8(message) {
+                for key in keys.split('\n') {
+                    registry.wake(key);
+                }
             }
         }
     } else if push.kind == PushKind::Disconnection {
@@ -488,6 +525,13 @@ impl LockStore for RedisClusterStore {
             .with_fencing(self.fencing)
             .with_release_notifications(self.notifications)
             .with_fair_queue(true)
+            .with_group_hash_tag(true)
+    }
+
+    /// Lock groups whose names share a hash tag (`{orders}:a`, `{orders}:b`): see
+    /// [`RedisClusterStore`], "Lock groups".
+    fn groups(&self) -> Option<&dyn distlock_api::GroupLockStore> {
+        Some(self)
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
@@ -644,7 +688,7 @@ impl LockStore for RedisClusterStore {
                 (index.parse().map_err(|_| bad_cursor(cursor))?, position.parse().map_err(|_| bad_cursor(cursor))?)
             }
         };
-        let masters = self.masters().await?;
+        let masters = self.masters("list").await?;
         let namespace = format!("{}:{{", self.key_prefix);
         let glob = format!("{}}}", pattern.to_redis_glob(&format!("{namespace}{LOCK_NAMESPACE}")));
         let mut found = Vec::new();

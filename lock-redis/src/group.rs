@@ -187,7 +187,7 @@ impl RedisLockStore {
 }
 
 /// The parts joined by newlines.
-fn joined<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn joined<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
     let mut out = String::new();
     for (i, part) in parts.into_iter().enumerate() {
         if i > 0 {
@@ -199,7 +199,7 @@ fn joined<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
 }
 
 /// Checks a list of names: at most `max`, each once.
-fn check_keys<'a>(keys: impl ExactSizeIterator<Item = &'a StoreKey>, max: usize) -> Result<(), LockError> {
+pub(crate) fn check_keys<'a>(keys: impl ExactSizeIterator<Item = &'a StoreKey>, max: usize) -> Result<(), LockError> {
     if keys.len() > max {
         return Err(LockError::InvalidGroup { reason: InvalidGroup::TooLarge { len: keys.len(), max } });
     }
@@ -211,7 +211,7 @@ fn check_keys<'a>(keys: impl ExactSizeIterator<Item = &'a StoreKey>, max: usize)
     Ok(())
 }
 
-fn check_members(members: &[StoreMember], max: usize) -> Result<(), LockError> {
+pub(crate) fn check_members(members: &[StoreMember], max: usize) -> Result<(), LockError> {
     if members.is_empty() {
         return Err(LockError::InvalidGroup { reason: InvalidGroup::Empty });
     }
@@ -225,7 +225,7 @@ fn check_members(members: &[StoreMember], max: usize) -> Result<(), LockError> {
 }
 
 /// The field of a mode in a name's permits hash, and its letter in the scripts.
-fn mode_names(mode: LockMode) -> (&'static str, &'static str) {
+pub(crate) fn mode_names(mode: LockMode) -> (&'static str, &'static str) {
     match mode {
         LockMode::Shared => ("shared", "S"),
         _ => ("exclusive", "X"),
@@ -556,7 +556,7 @@ impl GroupLockStore for RedisLockStore {
 /// The server answered something the group scripts never return (another program wrote
 /// the keys).
 #[derive(Debug)]
-struct UnexpectedReply(String);
+pub(crate) struct UnexpectedReply(pub(crate) String);
 
 impl fmt::Display for UnexpectedReply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -9,6 +9,7 @@
 mod builder;
 mod clock_fence;
 mod cluster;
+mod cluster_group;
 mod config;
 mod fenced_set;
 mod group;

@@ -51,6 +51,12 @@ static RELEASE: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| Lua
 ///   Otherwise the token is released on **every** master (also those that did not
 ///   answer) and the answer is "held" — or an error when too few masters answered to
 ///   decide, so an unreachable majority fails cleanly and never grants;
+/// * **early answers**: release and extend answer as soon as a majority decided the
+///   outcome, without waiting for the slowest master; its command still runs to the end
+///   in a background task. Both are token-checked, so running late, even after the
+///   client's next command to that master, changes nothing that is not theirs. An
+///   acquisition waits for every master (a late `SET` could land after the release
+///   that should have removed it);
 /// * **release**: on every master in parallel; `true` when a majority released;
 /// * **extend** (renewal): on every master in parallel; `true` only when a majority
 ///   extended within the new validity, so a lease kept by a minority fires the
@@ -168,6 +174,51 @@ impl RedlockStore {
         futures_util::future::join_all(calls).await
     }
 
+    /// Runs `op(master index)` on every master in parallel, each bounded by `timeout`, and
+    /// returns the votes in the order they came as soon as `decided(votes so far, still
+    /// outstanding)` says the outcome can no longer change — once a majority agreed —
+    /// without waiting for the slowest masters. Their calls are **not** dropped (a
+    /// dropped call may never be sent): they run to the end in a background task, so
+    /// every master still gets the command. Only for token-checked commands whose late
+    /// run is harmless (release, extend).
+    async fn fan_out_until<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        op: F,
+        decided: impl Fn(&[Vote<T>], usize) -> bool,
+    ) -> Vec<Vote<T>>
+    where
+        T: Send + 'static,
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<T, LockError>> + Send + 'static,
+    {
+        let mut calls: FuturesUnordered<_> = (0..self.masters.len())
+            .map(|index| {
+                let call = op(index);
+                async move {
+                    match tokio::time::timeout(timeout, call).await {
+                        Ok(Ok(answer)) => Vote::Answer(answer),
+                        Ok(Err(err)) => Vote::Failed(err),
+                        Err(_) => Vote::Failed(Self::error(
+                            "master",
+                            None,
+                            QuorumError("the master did not answer in time".into()),
+                        )),
+                    }
+                }
+            })
+            .collect();
+        let mut votes = Vec::with_capacity(self.masters.len());
+        while let Some(vote) = calls.next().await {
+            votes.push(vote);
+            if !calls.is_empty() && decided(&votes, calls.len()) {
+                tokio::spawn(async move { while calls.next().await.is_some() {} });
+                break;
+            }
+        }
+        votes
+    }
+
     fn per_master_timeout(&self, ttl: Ttl) -> Duration {
         self.master_timeout.min(ttl.as_duration() / 2).max(Duration::from_millis(1))
     }
@@ -260,6 +311,9 @@ impl LockStore for RedlockStore {
     /// answers did not show the key held (nothing is granted then).
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let started = Instant::now();
+        // Every master's answer is awaited: a refused or cancelled acquisition releases
+        // its token everywhere, and a release must not overtake a `SET` still waiting
+        // for its master's connection (it would leave the token on that master).
         let votes = self.fan_out(self.per_master_timeout(ttl), |master| master.try_acquire(key, token, ttl)).await;
         let (mut acquired, mut held, mut fence, mut ttl_left) = (0, 0, None::<u64>, None::<Duration>);
         for vote in &votes {
@@ -312,7 +366,22 @@ impl LockStore for RedlockStore {
             granted.get(key.as_str()).filter(|(holder, _)| holder == token).map(|(_, fence)| *fence)
         };
         let timeout = self.master_timeout;
-        let votes = self.fan_out(timeout, |master| Self::release_on(master, key, token, fence)).await;
+        let quorum = self.quorum();
+        // Decided once a majority released, or when too few can still release.
+        let decided = |votes: &[Vote<bool>], outstanding: usize| {
+            let released = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
+            let failed = votes.iter().filter(|vote| matches!(vote, Vote::Failed(_))).count();
+            released >= quorum || released + failed + outstanding < quorum
+        };
+        let call = Arc::new((Arc::clone(&self.masters), key.clone(), token.clone()));
+        let op = |index: usize| {
+            let call = Arc::clone(&call);
+            async move {
+                let (masters, key, token) = &*call;
+                Self::release_on(&masters[index], key, token, fence).await
+            }
+        };
+        let votes = self.fan_out_until(timeout, op, decided).await;
         let released = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
         let failed = votes.iter().filter(|vote| matches!(vote, Vote::Failed(_))).count();
         if released >= self.quorum() || released + failed < self.quorum() {
@@ -333,7 +402,23 @@ impl LockStore for RedlockStore {
     /// [`LockError::Store`] when too few masters answered to decide.
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
         let started = Instant::now();
-        let votes = self.fan_out(self.per_master_timeout(ttl), |master| master.extend(key, token, ttl)).await;
+        let quorum = self.quorum();
+        // Decided once a majority extended, or when a majority can no longer extend and
+        // enough answered to say so.
+        let decided = |votes: &[Vote<bool>], outstanding: usize| {
+            let extended = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
+            let refused = votes.iter().filter(|vote| matches!(vote, Vote::Answer(false))).count();
+            extended >= quorum || (extended + outstanding < quorum && refused + extended >= quorum)
+        };
+        let call = Arc::new((Arc::clone(&self.masters), key.clone(), token.clone()));
+        let op = |index: usize| {
+            let call = Arc::clone(&call);
+            async move {
+                let (masters, key, token) = &*call;
+                masters[index].extend(key, token, ttl).await
+            }
+        };
+        let votes = self.fan_out_until(self.per_master_timeout(ttl), op, decided).await;
         let extended = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
         let refused = votes.iter().filter(|vote| matches!(vote, Vote::Answer(false))).count();
         let in_time = ttl.as_duration().checked_sub(started.elapsed() + drift(ttl)).is_some();

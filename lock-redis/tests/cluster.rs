@@ -1,5 +1,6 @@
-//! Redis Cluster: the conformance suite (without lock groups) on a private three-master
-//! cluster, the key layout (one slot per lock), sharded notifications, group refusal,
+//! Redis Cluster: the whole conformance suite (lock groups with hash-tagged names) on a
+//! private three-master cluster, the key layout (one slot per lock, one per group's tag),
+//! sharded notifications, refusal of groups across tags, release-owner across masters,
 //! and mutual exclusion while the hot key's slot migrates (`ASK`/`MOVED`).
 
 mod scale_kit;
@@ -8,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{GroupMember, LockError, LockGroup, LockKey, LockManager, LockOptions};
+use distlock_api::{GroupMember, LockError, LockGroup, LockKey, LockManager, LockOptions, LockStore, OwnerId};
 use distlock_conformance::kit::redis_cluster::RedisCluster;
 use distlock_redis::RedisClusterStore;
 
@@ -16,7 +17,7 @@ mod fenced {
     async fn store() -> Option<std::sync::Arc<distlock_api::DynLockStore>> {
         super::scale_kit::cluster_store("?fencing=true&prefix=cc").await
     }
-    crate::suite_with_queue_without_groups!(store);
+    distlock_conformance::conformance_suite!(store);
 }
 
 fn start(test: &str) -> Option<RedisCluster> {
@@ -47,18 +48,114 @@ async fn every_key_of_a_lock_is_in_one_slot_and_locks_spread_over_the_masters() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn groups_are_refused_not_partially_granted() {
+async fn a_group_across_hash_tags_is_refused_before_any_io_and_nothing_is_held() {
     let Some(cluster) = start("cluster groups") else { return };
     let store = RedisClusterStore::connect(&cluster.url()).await.unwrap();
+    assert!(store.capabilities().group_hash_tag);
     let locks = LockManager::new(Arc::new(store));
-    let group = LockGroup::new([GroupMember::exclusive("a").unwrap(), GroupMember::exclusive("b").unwrap()]).unwrap();
-    match locks.try_lock_group(&group, Duration::from_secs(5)).await {
-        Err(LockError::Unsupported { backend: "redis-cluster", .. }) => {}
-        other => panic!("expected Unsupported, got {other:?}"),
+    let group = LockGroup::new([
+        GroupMember::exclusive("{orders}:a").unwrap(),
+        GroupMember::shared("{invoices}:b").unwrap(),
+        GroupMember::exclusive("c").unwrap(),
+    ])
+    .unwrap();
+    for wait in [Duration::ZERO, Duration::from_secs(1)] {
+        let options = LockOptions::new().wait(wait).retry_interval(Duration::from_millis(10));
+        let started = std::time::Instant::now();
+        match locks.try_lock_group_opts(&group, Duration::from_secs(5), &options).await {
+            Err(LockError::Config { message }) => {
+                assert!(message.contains("hash tag") && message.contains("`{orders}:a`, `{orders}:b`"), "{message}");
+            }
+            other => panic!("expected Config, got {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_millis(500), "the refusal waited: {:?}", started.elapsed());
     }
-    // Nothing was taken: both names are free as plain locks too.
-    for name in ["a", "b"] {
-        assert!(locks.try_lock(name, Duration::from_secs(5)).await.unwrap().is_some());
+    // Nothing was taken: no holder on any name, and each name alone is free.
+    for name in ["{orders}:a", "{invoices}:b", "c"] {
+        assert!(locks.holders(name).await.unwrap().is_empty(), "{name} has a holder");
+        let alone = LockGroup::single(GroupMember::exclusive(name).unwrap()).unwrap();
+        let held = locks.try_lock_group(&alone, Duration::from_secs(5)).await.unwrap().expect("free");
+        held.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tagged_group_is_atomic_in_one_slot() {
+    let Some(cluster) = start("cluster tagged groups") else { return };
+    let store = RedisClusterStore::connect(&format!("{}?fencing=true&prefix=app", cluster.url())).await.unwrap();
+    let locks = LockManager::new(Arc::new(store.clone()));
+    let names = ["{orders}:a", "{orders}:b", "{orders}:c"];
+    let group = LockGroup::new(names.iter().map(|name| GroupMember::exclusive(name).unwrap())).unwrap();
+    // Every key the group scripts touch is in the tag's slot.
+    let slot = tokio::task::block_in_place(|| cluster.slot_of("orders"));
+    let mut keys = vec![
+        store.group_index_key("orders"),
+        store.group_owners_key("orders"),
+        store.group_fence_key("orders"),
+        store.group_release_channel("orders"),
+    ];
+    for name in names {
+        let stem = store.group_key_stem(&LockKey::new(name).unwrap().to_store_key());
+        assert_eq!(stem, format!("app:group:{{orders}}:{name}"));
+        keys.push(format!("{stem}:h"));
+        keys.push(format!("{stem}:p"));
+    }
+    for key in &keys {
+        assert_eq!(tokio::task::block_in_place(|| cluster.slot_of(key)), slot, "{key}");
+    }
+    let held = locks.try_lock_group(&group, Duration::from_secs(30)).await.unwrap().expect("free");
+    assert!(held.stamp().is_some_and(|stamp| stamp > 0));
+    // All or nothing: a group needing one of its names is refused whole and leaves nothing.
+    let overlapping =
+        LockGroup::new([GroupMember::exclusive("{orders}:c").unwrap(), GroupMember::exclusive("{orders}:d").unwrap()])
+            .unwrap();
+    assert!(locks.try_lock_group(&overlapping, Duration::from_secs(30)).await.unwrap().is_none());
+    assert!(locks.holders("{orders}:d").await.unwrap().is_empty());
+    held.release().await.unwrap();
+    let now = locks.try_lock_group(&overlapping, Duration::from_secs(30)).await.unwrap().expect("free after release");
+    now.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn release_owner_visits_every_master() {
+    let Some(cluster) = start("cluster release owner") else { return };
+    let store = RedisClusterStore::connect(&cluster.url()).await.unwrap();
+    let mine = LockManager::new(Arc::new(store.clone())).with_owner(OwnerId::new("cluster", "mine").unwrap());
+    let theirs = LockManager::new(Arc::new(store.clone())).with_owner(OwnerId::new("cluster", "theirs").unwrap());
+    // Tags on every master.
+    let mut masters = std::collections::BTreeSet::new();
+    let mut tags = Vec::new();
+    for i in 0.. {
+        let tag = format!("t{i}");
+        if masters.insert(tokio::task::block_in_place(|| cluster.owner_of(&tag))) || tags.len() < 6 {
+            tags.push(tag);
+        }
+        if masters.len() == 3 && tags.len() >= 6 {
+            break;
+        }
+    }
+    let mut kept = Vec::new();
+    for tag in &tags {
+        let group = |who: &str| {
+            LockGroup::new([
+                GroupMember::exclusive(&format!("{{{tag}}}:{who}:a")).unwrap(),
+                GroupMember::shared(&format!("{{{tag}}}:{who}:b")).unwrap(),
+            ])
+            .unwrap()
+        };
+        mine.try_lock_group(&group("mine"), Duration::from_secs(30)).await.unwrap().expect("free").into_stamp();
+        kept.push(theirs.try_lock_group(&group("theirs"), Duration::from_secs(30)).await.unwrap().expect("free"));
+    }
+    assert_eq!(mine.release_owner().await.unwrap(), 2 * tags.len() as u64);
+    for tag in &tags {
+        for name in ["a", "b"] {
+            assert!(mine.holders(&format!("{{{tag}}}:mine:{name}")).await.unwrap().is_empty());
+            assert_eq!(theirs.holders(&format!("{{{tag}}}:theirs:{name}")).await.unwrap().len(), 1);
+        }
+    }
+    assert_eq!(mine.release_owner().await.unwrap(), 0);
+    for held in kept {
+        held.release().await.unwrap();
     }
 }
 
@@ -136,4 +233,34 @@ async fn waiters_are_woken_by_sharded_notifications() {
     assert!(held.release().await.unwrap());
     let _ = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
     assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn group_waiters_are_woken_by_the_tags_shard_channel() {
+    let Some(cluster) = start("cluster group notifications") else { return };
+    let store = RedisClusterStore::connect(&cluster.url()).await.unwrap();
+    let locks = LockManager::new(Arc::new(store.clone()));
+    let both =
+        LockGroup::new([GroupMember::exclusive("{jobs}:a").unwrap(), GroupMember::exclusive("{jobs}:b").unwrap()])
+            .unwrap();
+    let held = locks.try_lock_group(&both, Duration::from_secs(30)).await.unwrap().expect("free");
+    // A retry interval far longer than the test: only the notification can wake the waiter.
+    let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30));
+    let waiter = tokio::spawn({
+        let (locks, both) = (locks.clone(), both.clone());
+        async move { locks.lock_group_opts(&both, Duration::from_secs(30), &options).await.map(|lock| lock.stamp()) }
+    });
+    // The waiter's places are recorded once it waits.
+    let key = LockKey::new("{jobs}:a").unwrap().to_store_key();
+    let groups = distlock_api::LockStore::groups(&store).expect("groups");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while groups.waiting(&key).await.unwrap() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the waiter never took its place");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let released_at = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    let stamp = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
+    assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
+    assert!(stamp.is_none(), "no fencing configured");
 }

@@ -7,7 +7,7 @@ mod scale_kit;
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{LockError, LockManager};
+use distlock_api::{LockError, LockManager, LockStore};
 use distlock_redis::RedlockStore;
 use scale_kit::{masters, redlock_url};
 
@@ -212,5 +212,32 @@ async fn contended_workload_keeps_mutual_exclusion_while_a_master_stops_and_rest
     halt.store(true, Ordering::Relaxed);
     for worker in workers {
         worker.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_master_does_not_hold_up_a_release_and_still_gets_it() {
+    let Some(servers) = masters(3, "redlock early answer") else { return };
+    let store = RedlockStore::builder()
+        .master_timeout(Duration::from_secs(5))
+        .connect(&redlock_url(&servers, ""))
+        .await
+        .expect("connect");
+    let slow = store.masters()[2].clone();
+    let locks = LockManager::new(Arc::new(store));
+    let key = distlock_api::LockKey::new("job").unwrap().to_store_key();
+    let lock = locks.try_lock("job", TTL).await.unwrap().expect("free");
+    assert_eq!(slow.inspect(&key).await.unwrap().map(|holder| holder.token).as_ref(), Some(lock.token()));
+    // The third master holds writes: the two others make the majority.
+    let pause = Duration::from_millis(800);
+    tokio::task::block_in_place(|| servers[2].pause_writes(pause));
+    let started = tokio::time::Instant::now();
+    assert!(lock.release().await.unwrap());
+    assert!(started.elapsed() < pause / 2, "the release waited for the slow master: {:?}", started.elapsed());
+    // Its release was not dropped: it runs once the pause ends.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while slow.inspect(&key).await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the slow master never got the release");
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -35,7 +35,7 @@ fn waiting(wait: Duration) -> LockOptions {
 /// Many readers hold a name together; a writer gets it only when they are all gone, and
 /// excludes readers while it holds it.
 pub async fn group_many_readers_one_writer(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-rw");
+    let keys = Keys::for_groups("group-rw", &store);
     let locks = manager(&store);
     let key = keys.key("doc");
     let mut readers = Vec::new();
@@ -63,7 +63,7 @@ pub async fn group_many_readers_one_writer(store: Arc<DynLockStore>) {
 /// Writer preference: once a writer waits, new readers wait behind it, and the writer
 /// gets the name as soon as the readers that were in leave.
 pub async fn group_writer_beats_later_readers(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-writer-first");
+    let keys = Keys::for_groups("group-writer-first", &store);
     let locks = manager(&store);
     let key = keys.key("doc");
     let first_reader = try_take(&locks, &read(&key)).await.unwrap();
@@ -92,7 +92,7 @@ pub async fn group_writer_beats_later_readers(store: Arc<DynLockStore>) {
 
 /// A semaphore of N admits N holders, refuses the next, and admits it after a release.
 pub async fn group_semaphore_max_count(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-max-count");
+    let keys = Keys::for_groups("group-max-count", &store);
     let locks = manager(&store);
     let key = keys.key("pool");
     let mut held = Vec::new();
@@ -110,7 +110,7 @@ pub async fn group_semaphore_max_count(store: Arc<DynLockStore>) {
 /// 12 tasks on a semaphore of 3 slots: never more than 3 inside, everyone gets in, and
 /// the waiters drain once the holders are gone.
 pub async fn group_semaphore_bounds_concurrency(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-concurrency");
+    let keys = Keys::for_groups("group-concurrency", &store);
     let locks = manager(&store);
     let key = keys.key("pool");
     let inside = Arc::new(AtomicUsize::new(0));
@@ -180,7 +180,7 @@ async fn arrive_in_order(
 /// Readers and writers waiting on one name are served in arrival order: a waiting writer
 /// holds back later readers, and a waiting reader holds back later writers — one queue.
 pub async fn group_waiters_are_served_in_arrival_order(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-fifo");
+    let keys = Keys::for_groups("group-fifo", &store);
     let locks = manager(&store);
     let key = keys.key("doc");
     let blocker = try_take(&locks, &write(&key)).await.unwrap();
@@ -201,7 +201,7 @@ pub async fn group_waiters_are_served_in_arrival_order(store: Arc<DynLockStore>)
 /// (With N permits, an older waiter's place takes one of the N slots for the later
 /// waiters: they may enter beside it, but not instead of it.)
 pub async fn group_semaphore_waiters_are_served_in_arrival_order(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-sem-fifo");
+    let keys = Keys::for_groups("group-sem-fifo", &store);
     let locks = manager(&store);
     let key = keys.key("pool");
     let blocker = try_take(&locks, &semaphore(&key, 1)).await.unwrap();
@@ -248,7 +248,7 @@ pub async fn group_semaphore_waiters_are_served_in_arrival_order(store: Arc<DynL
 /// A waiting group that is cancelled leaves its places at once (in the background), and
 /// the waiters behind it go on.
 pub async fn group_cancelled_waiter_leaves_its_places(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-cancel");
+    let keys = Keys::for_groups("group-cancel", &store);
     let locks = manager(&store);
     let key = keys.key("doc");
     let blocker = try_take(&locks, &write(&key)).await.unwrap();
@@ -267,7 +267,7 @@ pub async fn group_cancelled_waiter_leaves_its_places(store: Arc<DynLockStore>) 
 
 /// A semaphore with many slots: 200 holders at once.
 pub async fn group_high_permit_count(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-high-count");
+    let keys = Keys::for_groups("group-high-count", &store);
     let locks = manager(&store);
     let key = keys.key("pool");
     let mut held = Vec::new();
@@ -282,7 +282,7 @@ pub async fn group_high_permit_count(store: Arc<DynLockStore>) {
 
 /// A group is all or nothing: when one member is held, none is taken.
 pub async fn group_failed_attempt_leaves_nothing(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-all-or-nothing");
+    let keys = Keys::for_groups("group-all-or-nothing", &store);
     let locks = manager(&store);
     let (a, b, c) = (keys.key("a"), keys.key("b"), keys.key("c"));
     let blocker = try_take(&locks, &write(&c)).await.unwrap();
@@ -311,7 +311,7 @@ pub async fn group_failed_attempt_leaves_nothing(store: Arc<DynLockStore>) {
 /// Each holder has its own lease: a crashed reader's hold expires while a renewing
 /// reader keeps its own, and a writer still waits for the live one.
 pub async fn group_crashed_reader_expires_alone(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-crashed-reader");
+    let keys = Keys::for_groups("group-crashed-reader", &store);
     let locks = manager(&store);
     let key = keys.key("doc");
     let renewing = locks
@@ -342,7 +342,7 @@ pub async fn group_crashed_reader_expires_alone(store: Arc<DynLockStore>) {
 /// Two waiting groups that want each other's names in opposite modes both finish: the
 /// intents of one never block the other forever.
 pub async fn group_waiting_groups_do_not_deadlock(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-no-deadlock");
+    let keys = Keys::for_groups("group-no-deadlock", &store);
     let locks = manager(&store);
     let (a, b) = (keys.key("a"), keys.key("b"));
     // Readers on both names make both groups wait (and record their intents).
@@ -374,7 +374,7 @@ pub async fn group_waiting_groups_do_not_deadlock(store: Arc<DynLockStore>) {
 
 /// Releasing by stamp twice: the second is the typed `GroupNotHeld` error.
 pub async fn group_release_twice_is_an_error(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-release-twice");
+    let keys = Keys::for_groups("group-release-twice", &store);
     let locks = manager(&store);
     let group = LockGroup::new([GroupMember::exclusive(&keys.key("a")).unwrap()]).unwrap();
     let stamp = try_take(&locks, &group).await.unwrap().into_stamp();
@@ -389,7 +389,7 @@ pub async fn group_release_twice_is_an_error(store: Arc<DynLockStore>) {
 
 /// `release_owner` frees every hold of that owner and nothing of another's.
 pub async fn group_release_owner_frees_only_that_owner(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-release-owner");
+    let keys = Keys::for_groups("group-release-owner", &store);
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let mine = manager(&store).with_owner(OwnerId::new("conformance", &format!("mine-{suffix}")).unwrap());
     let theirs = manager(&store).with_owner(OwnerId::new("conformance", &format!("theirs-{suffix}")).unwrap());
@@ -411,7 +411,7 @@ pub async fn group_release_owner_frees_only_that_owner(store: Arc<DynLockStore>)
 /// A permits change in the store is seen by the next grant; lowering it keeps the holders
 /// and delays new grants until the count drops.
 pub async fn group_permits_change_is_seen_by_the_next_grant(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-permits");
+    let keys = Keys::for_groups("group-permits", &store);
     let locks = manager(&store);
     let key = keys.key("pool");
     locks.set_permits(&key, LockMode::Shared, Some(1)).await.unwrap();
@@ -445,7 +445,7 @@ pub async fn group_permits_change_is_seen_by_the_next_grant(store: Arc<DynLockSt
 
 /// Group stamps (fences) strictly increase across grants, also against single locks.
 pub async fn group_fences_strictly_increase(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-fences");
+    let keys = Keys::for_groups("group-fences", &store);
     let locks = manager(&store);
     let key = keys.key("a");
     let mut last = 0;
@@ -471,7 +471,7 @@ pub async fn group_fences_strictly_increase(store: Arc<DynLockStore>) {
 
 /// A renewed group outlives its TTL; a member taken away fires `lost` for the group.
 pub async fn group_renewal_and_loss(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-renewal");
+    let keys = Keys::for_groups("group-renewal", &store);
     let locks = manager(&store);
     let group =
         LockGroup::new([GroupMember::exclusive(&keys.key("a")).unwrap(), GroupMember::shared(&keys.key("b")).unwrap()])
@@ -495,7 +495,7 @@ pub async fn group_renewal_and_loss(store: Arc<DynLockStore>) {
 
 /// A dropped group handle is released promptly in the background.
 pub async fn group_dropped_handle_is_released(store: Arc<DynLockStore>) {
-    let keys = Keys::new("group-drop");
+    let keys = Keys::for_groups("group-drop", &store);
     let locks = manager(&store);
     let key = keys.key("a");
     drop(try_take(&locks, &write(&key)).await.unwrap());
@@ -520,7 +520,7 @@ pub async fn group_bad_input_is_rejected(store: Arc<DynLockStore>) {
     let err = locks.try_lock_group(&read("x"), Duration::ZERO).await.unwrap_err();
     assert!(matches!(err, LockError::InvalidOptions { .. }), "{err}");
     // The largest group every store takes is granted and released whole.
-    let keys = Keys::new("group-largest");
+    let keys = Keys::for_groups("group-largest", &store);
     let max = store.groups().expect("groups").max_group().min(LockGroup::MAX_MEMBERS);
     let largest =
         LockGroup::new((0..max).map(|i| GroupMember::exclusive(&keys.key(&format!("k{i}"))).unwrap())).unwrap();

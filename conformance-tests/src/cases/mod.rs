@@ -82,6 +82,18 @@ impl Keys {
         Self(format!("conformance:{case}:{}", uuid::Uuid::new_v4().simple()))
     }
 
+    /// A namespace for a lock-group case: on a store whose groups' names must share a
+    /// hash tag ([`Capabilities::group_hash_tag`](distlock_api::Capabilities::group_hash_tag),
+    /// Redis Cluster), the case's part is the tag (`conformance:{case:uuid}:name`), so
+    /// every name of the case can be in one group; elsewhere the same as [`Keys::new`].
+    pub(crate) fn for_groups(case: &str, store: &DynLockStore) -> Self {
+        if store.capabilities().group_hash_tag {
+            Self(format!("conformance:{{{case}:{}}}", uuid::Uuid::new_v4().simple()))
+        } else {
+            Self::new(case)
+        }
+    }
+
     pub(crate) fn key(&self, name: &str) -> String {
         format!("{}:{name}", self.0)
     }

@@ -1,0 +1,607 @@
+//! Lock groups on Redis Cluster: [`GroupLockStore`] for [`RedisClusterStore`], the
+//! single-node group scripts (`group_scripts`) on a layout where every key a script
+//! touches — the names' sorted sets and permits, the index, the owners index, the fence
+//! counter and the release channel — carries the group's **hash tag**, so each script runs
+//! in one slot on one master.
+//!
+//! | key | purpose |
+//! |---|---|
+//! | `{prefix}:group:{<tag>}:<name>` + `:h`, `:p` | a name's holders, places and tickets; its permits |
+//! | `{prefix}:group-index:{<tag>}` | token → `fence \n owner \n name …` of the tag's groups |
+//! | `{prefix}:group-owners:{<tag>}` | `owner \n token` of the tag's groups, scored by expiry |
+//! | `{prefix}:group-fence:{<tag>}` | the tag's fence counter (fencing mode) |
+//! | shard channel `{prefix}:group-released:{<tag>}` | `SPUBLISH`ed stems of changed names |
+//!
+//! `<tag>` is the name's own hash tag (`orders` for `{orders}:a`) or, for a name without
+//! one, the whole name with `%`, `{` and `}` percent-encoded. A group is atomic because
+//! all its names must have the same tag; a group whose names do not is refused before
+//! any I/O.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use distlock_api::waiters::KeyState;
+use distlock_api::{
+    GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockKey, LockMode, OwnerId,
+    StoreKey, Token, Ttl,
+};
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::Cmd;
+
+use crate::clock_fence::CLOCK_SCRIPTS;
+use crate::cluster::RedisClusterStore;
+use crate::group::{check_keys, check_members, joined, mode_names, UnexpectedReply};
+use crate::group_scripts::GROUP_SCRIPTS;
+use crate::scripts::LuaScript;
+
+/// Keys examined per `SCAN` page while looking for owners indexes.
+const SCAN_PAGE: usize = 1000;
+/// The owners index is read in pages of this many groups.
+const OWNER_PAGE: usize = 100;
+
+/// The group scripts that publish, publishing on the tag's shard channel.
+struct ShardedGroupScripts {
+    release: LuaScript,
+    withdraw: LuaScript,
+}
+
+fn sharded(script: &'static str) -> &'static str {
+    // Made once per process (a `LazyLock`): two leaked strings.
+    Box::leak(script.replace(r#"redis.call("PUBLISH""#, r#"redis.call("SPUBLISH""#).into_boxed_str())
+}
+
+static SHARDED: LazyLock<ShardedGroupScripts> = LazyLock::new(|| ShardedGroupScripts {
+    release: LuaScript::new(sharded(GROUP_SCRIPTS.release.code())),
+    withdraw: LuaScript::new(sharded(GROUP_SCRIPTS.withdraw.code())),
+});
+
+/// The hash tag of `name` as Redis reads it: the text between the first `{` and the next
+/// `}`, when not empty.
+fn hash_tag(name: &str) -> Option<&str> {
+    let open = name.find('{')?;
+    let rest = &name[open + 1..];
+    let close = rest.find('}')?;
+    (close > 0).then(|| &rest[..close])
+}
+
+/// The tag of a group name: its own hash tag, else the whole name with `%`, `{` and `}`
+/// percent-encoded (so it never closes the braces early).
+fn group_tag(key: &StoreKey) -> Cow<'_, str> {
+    let name = key.lock_key();
+    if let Some(tag) = hash_tag(name) {
+        return Cow::Borrowed(tag);
+    }
+    if !name.contains(['%', '{', '}']) {
+        return Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 6);
+    for c in name.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The one tag of `keys`, or the error that refuses a group across tags (slots).
+fn common_tag(keys: &[StoreKey]) -> Result<Cow<'_, str>, LockError> {
+    let mut tags = keys.iter().map(|key| (key, group_tag(key)));
+    let Some((first_key, first)) = tags.next() else {
+        return Err(LockError::InvalidGroup { reason: InvalidGroup::Empty });
+    };
+    if let Some((other_key, _)) = tags.find(|(_, tag)| *tag != first) {
+        return Err(LockError::Config {
+            message: format!(
+                "the names of a lock group on Redis Cluster must share a hash tag, like `{{orders}}:a`, \
+                 `{{orders}}:b` (one slot, so the group is granted in one atomic step): `{}` and `{}` do not",
+                first_key.lock_key(),
+                other_key.lock_key()
+            ),
+        });
+    }
+    Ok(first)
+}
+
+impl RedisClusterStore {
+    /// The common beginning of the keys of the group name `key`:
+    /// `{key_prefix}:group:{<tag>}:<name>`, where `<tag>` is the name's hash tag (`orders`
+    /// for `{orders}:a`) or, for a name without one, the whole name (`%`, `{`, `}`
+    /// percent-encoded). The keys are the stem followed by `:h` (holders, places, tickets)
+    /// and `:p` (permits).
+    pub fn group_key_stem(&self, key: &StoreKey) -> String {
+        format!("{}:group:{{{}}}:{}", self.key_prefix(), group_tag(key), key.lock_key())
+    }
+
+    /// The index of the groups of one tag: `{key_prefix}:group-index:{<tag>}`.
+    pub fn group_index_key(&self, tag: &str) -> String {
+        format!("{}:group-index:{{{tag}}}", self.key_prefix())
+    }
+
+    /// The owners index of one tag: `{key_prefix}:group-owners:{<tag>}`.
+    pub fn group_owners_key(&self, tag: &str) -> String {
+        format!("{}:group-owners:{{{tag}}}", self.key_prefix())
+    }
+
+    /// The fence counter of one tag: `{key_prefix}:group-fence:{<tag>}`.
+    pub fn group_fence_key(&self, tag: &str) -> String {
+        format!("{}:group-fence:{{{tag}}}", self.key_prefix())
+    }
+
+    /// The shard channel the releases of one tag's names are published on:
+    /// `{key_prefix}:group-released:{<tag>}`.
+    pub fn group_release_channel(&self, tag: &str) -> String {
+        format!("{}:group-released:{{{tag}}}", self.key_prefix())
+    }
+
+    fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlock_api::BoxError>) -> LockError {
+        let key = match keys {
+            [key] => Some(key.lock_key()),
+            _ => None,
+        };
+        LockError::store(Self::BACKEND, operation, key, err)
+    }
+
+    fn error_on(operation: &'static str, key: &StoreKey, err: impl Into<distlock_api::BoxError>) -> LockError {
+        LockError::store(Self::BACKEND, operation, Some(key.lock_key()), err)
+    }
+
+    /// Runs `script` on the master owning `route`'s slot.
+    async fn run_script<T: redis::FromRedisValue>(
+        &self,
+        route: &str,
+        script: &LuaScript,
+        args: impl Fn(&mut Cmd) + Sync,
+    ) -> redis::RedisResult<T> {
+        let args = &args;
+        self.exec(route, |mut conn| async move { script.run(&mut conn, args).await }).await
+    }
+
+    /// The release script on `keys` (all of tag `tag`; possibly none: then it only cleans
+    /// the index).
+    async fn release_tagged(
+        &self,
+        tag: &str,
+        keys: &[StoreKey],
+        token: &Token,
+        owner: Option<&OwnerId>,
+    ) -> Result<usize, LockError> {
+        let channel = if self.notifications() { self.group_release_channel(tag) } else { String::new() };
+        let owner = owner.map_or("", OwnerId::as_str);
+        let names = joined(keys.iter().map(StoreKey::lock_key));
+        let index = self.group_index_key(tag);
+        let freed: i64 = self
+            .run_script(&index, &SHARDED.release, |cmd| {
+                cmd.arg(2 + keys.len()).arg(&index).arg(self.group_owners_key(tag));
+                for key in keys {
+                    cmd.arg(format!("{}:h", self.group_key_stem(key)));
+                }
+                cmd.arg(token.as_str()).arg(&channel).arg(owner).arg(&names);
+            })
+            .await
+            .map_err(|err| Self::group_error("release group", keys, err))?;
+        count("release group", keys, freed)
+    }
+
+    /// The acquire script (see the single-node store): `mode` is `F`, `N` or `P`.
+    async fn run_acquire(&self, request: &GroupRequest<'_>, tag: &str, mode: &str) -> redis::RedisResult<i64> {
+        let members = request.members;
+        let owner = request.owner.as_str();
+        let entry = joined(std::iter::once(owner).chain(members.iter().map(|member| member.key.lock_key())));
+        let owners_member = joined([owner, request.token.as_str()]);
+        let fence_counter = (mode == "F").then(|| self.group_fence_key(tag));
+        let ttl = request.ttl.as_millis();
+        let waiting = match (request.intent_ttl, request.ticket) {
+            (None, None) => String::new(),
+            (intent_ttl, ticket) => {
+                let intent_ttl = intent_ttl.map(Ttl::as_millis);
+                let part = |value: Option<u64>| value.map(|value| value.to_string()).unwrap_or_default();
+                let barging = if request.fair { "" } else { ":b" };
+                let intent_ttl2 = intent_ttl.map(|ttl| ttl.saturating_mul(2));
+                format!("{}:{}:{}{barging}", part(intent_ttl), part(intent_ttl2), part(ticket))
+            }
+        };
+        let stems: Vec<String> = members.iter().map(|member| self.group_key_stem(&member.key)).collect();
+        let index = self.group_index_key(tag);
+        let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
+        self.run_script(&index, script, |cmd| {
+            cmd.arg(2 + usize::from(fence_counter.is_some()) + 2 * members.len());
+            cmd.arg(&index).arg(self.group_owners_key(tag));
+            if let Some(counter) = &fence_counter {
+                cmd.arg(counter);
+            }
+            for suffix in [":h", ":p"] {
+                for stem in &stems {
+                    cmd.arg(format!("{stem}{suffix}"));
+                }
+            }
+            cmd.arg(request.token.as_str())
+                .arg(&entry)
+                .arg(&owners_member)
+                .arg(ttl)
+                .arg(ttl.saturating_mul(2))
+                .arg(&waiting)
+                .arg(mode);
+            for member in members {
+                let mut spec = mode_names(member.mode).1.to_owned();
+                if let Some(permits) = member.default_permits {
+                    spec.push_str(&permits.to_string());
+                }
+                cmd.arg(spec);
+            }
+        })
+        .await
+    }
+
+    /// The owners indexes on every master: `SCAN … MATCH {prefix}:group-owners:{* TYPE zset`
+    /// on each master in turn; returns each index's tag.
+    async fn owner_index_tags(&self) -> Result<Vec<String>, LockError> {
+        let error = |err: redis::RedisError| Self::group_error("release the groups of an owner", &[], err);
+        let parse_error = |err| Self::group_error("release the groups of an owner", &[], err);
+        let head = format!("{}:group-owners:{{", self.key_prefix());
+        let mut pattern = String::with_capacity(head.len() + 1);
+        for c in head.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push('*');
+        let mut tags = Vec::new();
+        for (host, port) in self.masters("release the groups of an owner").await? {
+            let mut cursor = 0u64;
+            loop {
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(SCAN_PAGE).arg("TYPE").arg("zset");
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port });
+                let reply = self.cluster_connection().route_command(scan, routing).await.map_err(error)?;
+                let (next, keys): (u64, Vec<String>) =
+                    redis::FromRedisValue::from_redis_value(reply).map_err(parse_error)?;
+                for key in keys {
+                    if let Some(tag) = key.strip_prefix(&head).and_then(|rest| rest.strip_suffix('}')) {
+                        if !tags.iter().any(|known| known == tag) {
+                            tags.push(tag.to_owned());
+                        }
+                    }
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(tags)
+    }
+}
+
+/// The script's count as a `usize`.
+fn count(operation: &'static str, keys: &[StoreKey], reply: i64) -> Result<usize, LockError> {
+    usize::try_from(reply).map_err(|_| {
+        RedisClusterStore::group_error(operation, keys, UnexpectedReply(format!("script returned {reply}")))
+    })
+}
+
+/// Lock groups on Redis Cluster: the single-node store's scripts, each in the one slot
+/// of the group's hash tag (see the crate README, "Redis Cluster").
+#[async_trait]
+impl GroupLockStore for RedisClusterStore {
+    /// One script in the slot of the group's hash tag, as on a single node.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] before any I/O when the names do not all share one hash tag
+    /// (`{orders}:a`, `{orders}:b`); [`LockError::InvalidGroup`] before any I/O for an
+    /// empty group, a name given twice, too many members or zero default permits;
+    /// [`LockError::Store`] when the script fails (the outcome is unknown: release with
+    /// the same token).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the script runs atomically or not at all.
+    async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
+        check_members(request.members, self.max_group())?;
+        let keys: Vec<StoreKey> = request.members.iter().map(|member| member.key.clone()).collect();
+        let tag = common_tag(&keys)?;
+        let error = |err: distlock_api::BoxError| Self::group_error("acquire group", &keys, err);
+        let reply = self
+            .run_acquire(&request, &tag, if self.fencing() { "F" } else { "N" })
+            .await
+            .map_err(|err| error(err.into()))?;
+        match (reply, self.fencing()) {
+            (0, false) => Ok(GroupAcquire::Acquired { fence: None }),
+            (fence @ 1.., true) => Ok(GroupAcquire::Acquired { fence: Some(fence.unsigned_abs()) }),
+            (..0, _) => Ok(GroupAcquire::Blocked { ticket: reply.unsigned_abs() }),
+            _ => Err(error(UnexpectedReply(format!("group acquire returned {reply}")).into())),
+        }
+    }
+
+    /// The single-node extend script, in the slot of the group's tag.
+    async fn extend_group(&self, keys: &[StoreKey], token: &Token, ttl: Ttl) -> Result<usize, LockError> {
+        check_keys(keys.iter(), self.max_group())?;
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let tag = common_tag(keys)?;
+        let index = self.group_index_key(&tag);
+        let extended: i64 = self
+            .run_script(&index, &GROUP_SCRIPTS.extend, |cmd| {
+                cmd.arg(2 + keys.len()).arg(&index).arg(self.group_owners_key(&tag));
+                for key in keys {
+                    cmd.arg(format!("{}:h", self.group_key_stem(key)));
+                }
+                cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(ttl.as_millis().saturating_mul(2));
+            })
+            .await
+            .map_err(|err| Self::group_error("extend group", keys, err))?;
+        count("extend group", keys, extended)
+    }
+
+    /// The single-node release script, `SPUBLISH`ing the changed names' stems on the
+    /// tag's shard channel.
+    async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
+        check_keys(keys.iter(), self.max_group())?;
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let tag = common_tag(keys)?;
+        self.release_tagged(&tag, keys, token, None).await
+    }
+
+    /// The single-node withdraw script, `SPUBLISH`ing on the tag's shard channel.
+    async fn withdraw_intents(&self, keys: &[StoreKey], token: &Token) -> Result<(), LockError> {
+        check_keys(keys.iter(), self.max_group())?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let tag = common_tag(keys)?;
+        let channel = if self.notifications() { self.group_release_channel(&tag) } else { String::new() };
+        let stems: Vec<String> = keys.iter().map(|key| format!("{}:h", self.group_key_stem(key))).collect();
+        let _: i64 = self
+            .run_script(&stems[0], &SHARDED.withdraw, |cmd| {
+                cmd.arg(keys.len()).arg(&stems).arg(token.as_str()).arg(&channel);
+            })
+            .await
+            .map_err(|err| Self::group_error("withdraw intents", keys, err))?;
+        Ok(())
+    }
+
+    /// Visits **every master**: `SCAN`s each one for the owners indexes
+    /// (`{prefix}:group-owners:{<tag>}`, one per tag that has held a group within about
+    /// twice the longest TTL), then for each index `ZSCAN … MATCH <owner>\n*`, `HMGET` of
+    /// the groups' names from the tag's index and one release script per group. The cost
+    /// grows with the whole keyspace (`SCAN` walks every key of every master, 1000 per
+    /// round trip) plus a round trip per tag index found and per group released: an
+    /// administrative operation for start-up and shutdown, not for a request path. Each
+    /// group is released atomically; the whole is not.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in that every step is atomic; a cancelled call may have released some
+    /// of the owner's groups and not others.
+    async fn release_owner(&self, owner: &OwnerId) -> Result<u64, LockError> {
+        let error = |err: redis::RedisError| Self::group_error("release the groups of an owner", &[], err);
+        let mut pattern = String::with_capacity(owner.as_str().len() + 3);
+        for c in owner.as_str().chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push_str("\n*");
+        let mut released = 0u64;
+        for tag in self.owner_index_tags().await? {
+            let (owners_key, index_key) = (self.group_owners_key(&tag), self.group_index_key(&tag));
+            let mut cursor = 0u64;
+            loop {
+                let mut zscan = redis::cmd("ZSCAN");
+                zscan.arg(&owners_key).arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(OWNER_PAGE);
+                let zscan = &zscan;
+                let (next, page): (u64, Vec<String>) = self
+                    .exec(&owners_key, |mut conn| async move { zscan.query_async(&mut conn).await })
+                    .await
+                    .map_err(error)?;
+                let tokens: Vec<&str> = page
+                    .iter()
+                    .step_by(2)
+                    .filter_map(|member| member.split_once('\n').map(|(_, token)| token))
+                    .collect();
+                let entries: Vec<Option<String>> = if tokens.is_empty() {
+                    Vec::new()
+                } else {
+                    let mut hmget = redis::cmd("HMGET");
+                    hmget.arg(&index_key).arg(&tokens);
+                    let hmget = &hmget;
+                    self.exec(&index_key, |mut conn| async move { hmget.query_async(&mut conn).await })
+                        .await
+                        .map_err(error)?
+                };
+                for (token, entry) in tokens.iter().zip(entries) {
+                    let Ok(token) = Token::parse(token) else {
+                        tracing::debug!(owner = %owner, "skipping a malformed entry of a group owners index");
+                        continue;
+                    };
+                    let names: Vec<StoreKey> = entry
+                        .as_deref()
+                        .map(|entry| {
+                            entry
+                                .split('\n')
+                                .skip(2)
+                                .filter_map(|name| LockKey::new(name).ok())
+                                .map(|key| key.to_store_key())
+                        })
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                    released += self.release_tagged(&tag, &names, &token, Some(owner)).await? as u64;
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(released)
+    }
+
+    /// `HSET {stem}:p <mode> <permits>`, or `HDEL` for `None`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidGroup`] for zero permits, before any I/O.
+    async fn set_permits(&self, key: &StoreKey, mode: LockMode, permits: Option<u32>) -> Result<(), LockError> {
+        if permits == Some(0) {
+            return Err(LockError::InvalidGroup {
+                reason: InvalidGroup::ZeroPermits { key: key.lock_key().to_owned() },
+            });
+        }
+        let permits_key = format!("{}:p", self.group_key_stem(key));
+        let field = mode_names(mode).0;
+        let mut cmd = redis::cmd(if permits.is_some() { "HSET" } else { "HDEL" });
+        cmd.arg(&permits_key).arg(field);
+        if let Some(permits) = permits {
+            cmd.arg(permits);
+        }
+        let cmd = &cmd;
+        let _: i64 = self
+            .exec(&permits_key, |mut conn| async move { cmd.query_async(&mut conn).await })
+            .await
+            .map_err(|err| Self::error_on("set permits", key, err))?;
+        Ok(())
+    }
+
+    /// `HGET {stem}:p <mode>`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] also when the field holds something other than a count.
+    async fn permits(&self, key: &StoreKey, mode: LockMode) -> Result<Option<u32>, LockError> {
+        let permits_key = format!("{}:p", self.group_key_stem(key));
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(&permits_key).arg(mode_names(mode).0);
+        let cmd = &cmd;
+        let value: Option<String> = self
+            .exec(&permits_key, |mut conn| async move { cmd.query_async(&mut conn).await })
+            .await
+            .map_err(|err| Self::error_on("read permits", key, err))?;
+        value
+            .map(|text| {
+                text.parse::<u32>().map_err(|_| {
+                    Self::error_on("read permits", key, UnexpectedReply(format!("permits field holds {text:?}")))
+                })
+            })
+            .transpose()
+    }
+
+    /// The single-node holders script, with the name's tag's index.
+    async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
+        let index = self.group_index_key(&group_tag(key));
+        let h = format!("{}:h", self.group_key_stem(key));
+        let rows: Vec<(String, String, i64, u64, String)> = self
+            .run_script(&index, &GROUP_SCRIPTS.holders, |cmd| {
+                cmd.arg(2).arg(&index).arg(&h);
+            })
+            .await
+            .map_err(|err| Self::error_on("list the holders of", key, err))?;
+        rows.into_iter()
+            .map(|(mode, token, left, fence, owner)| {
+                let token = Token::parse(&token).map_err(|err| Self::error_on("list the holders of", key, err))?;
+                let mode = if mode == "S" { LockMode::Shared } else { LockMode::Exclusive };
+                let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
+                let info = LockInfo::new(token, (fence > 0).then_some(fence), left).with_mode(mode);
+                Ok(if owner.is_empty() { info } else { info.with_owner(owner) })
+            })
+            .collect()
+    }
+
+    /// The single-node waiting script.
+    async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let h = format!("{}:h", self.group_key_stem(key));
+        let count: u64 = self
+            .run_script(&h, &GROUP_SCRIPTS.waiting, |cmd| {
+                cmd.arg(1).arg(&h);
+            })
+            .await
+            .map_err(|err| Self::error_on("count the waiting groups of", key, err))?;
+        Ok(usize::try_from(count).unwrap_or(usize::MAX))
+    }
+
+    /// Registers for every name's stem, `SSUBSCRIBE`s to the tag's shard channel (once
+    /// per store and channel), then probes the request with the acquire script (read
+    /// only) and returns at once when it could be granted now; otherwise waits for a
+    /// published change of any of its names, at most `max`. Without notifications, a
+    /// plain sleep of `max`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future unregisters the waiter.
+    async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {
+        let max = max.min(crate::RedisLockStore::MAX_WAIT);
+        if !self.notifications() || request.members.is_empty() {
+            tokio::time::sleep(max).await;
+            return Ok(());
+        }
+        let keys: Vec<StoreKey> = request.members.iter().map(|member| member.key.clone()).collect();
+        let tag = common_tag(&keys)?;
+        let channel = self.group_release_channel(&tag);
+        let stems: Vec<String> = keys.iter().map(|key| self.group_key_stem(key)).collect();
+        let stems: Vec<&str> = stems.iter().map(String::as_str).collect();
+        let counted = AtomicBool::new(false);
+        let result = self
+            .registry()
+            .wait_any(&stems, max, || async {
+                self.subscribe(&channel).await?;
+                counted.store(true, Ordering::Relaxed);
+                let reply = self
+                    .run_acquire(&request, &tag, "P")
+                    .await
+                    .map_err(|err| Self::group_error("wait for a change of", &keys, err))?;
+                Ok(if reply >= 0 { KeyState::Free } else { KeyState::Held { expires_in: None } })
+            })
+            .await;
+        if counted.load(Ordering::Relaxed) {
+            self.unsubscribe(&channel);
+        }
+        result.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> StoreKey {
+        LockKey::new(name).unwrap().to_store_key()
+    }
+
+    #[test]
+    fn tags_follow_the_redis_rule() {
+        assert_eq!(hash_tag("{orders}:a"), Some("orders"));
+        assert_eq!(hash_tag("x{orders}:a{b}"), Some("orders"));
+        assert_eq!(hash_tag("a{}b{c}"), None);
+        assert_eq!(hash_tag("a}b{c"), None);
+        assert_eq!(group_tag(&key("doc")), "doc");
+        assert_eq!(group_tag(&key("a{}b")), "a%7B%7Db");
+        assert_eq!(group_tag(&key("{a{b}c")), "a{b");
+    }
+
+    #[test]
+    fn groups_across_tags_are_refused_before_any_io() {
+        assert!(common_tag(&[key("{o}:a"), key("{o}:b"), key("o")]).is_ok());
+        let err = common_tag(&[key("{o}:a"), key("{p}:b")]).unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{err}");
+        assert!(err.to_string().contains("`{orders}:a`, `{orders}:b`"), "{err}");
+    }
+
+    #[test]
+    fn the_sharded_group_scripts_publish_on_shard_channels_only() {
+        for script in [&SHARDED.release, &SHARDED.withdraw] {
+            assert!(!script.code().contains(r#"redis.call("PUBLISH""#));
+            assert!(script.code().contains(r#"redis.call("SPUBLISH""#));
+        }
+    }
+}
