@@ -51,12 +51,12 @@ static RELEASE: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| Lua
 ///   Otherwise the token is released on **every** master (also those that did not
 ///   answer) and the answer is "held" — or an error when too few masters answered to
 ///   decide, so an unreachable majority fails cleanly and never grants;
-/// * **early answers**: release and extend answer as soon as a majority decided the
+/// * **early answers**: a renewal (extend) answers as soon as a majority decided the
 ///   outcome, without waiting for the slowest master; its command still runs to the end
-///   in a background task. Both are token-checked, so running late, even after the
-///   client's next command to that master, changes nothing that is not theirs. An
-///   acquisition waits for every master (a late `SET` could land after the release
-///   that should have removed it);
+///   in a background task (token-checked, so running late changes nothing that is not
+///   its own). An acquisition and a release wait for every master: a late `SET` could
+///   land after the release meant to remove it, and a late release could leave the key
+///   held on a master that the caller's next acquisition needs;
 /// * **release**: on every master in parallel; `true` when a majority released;
 /// * **extend** (renewal): on every master in parallel; `true` only when a majority
 ///   extended within the new validity, so a lease kept by a minority fires the
@@ -366,22 +366,11 @@ impl LockStore for RedlockStore {
             granted.get(key.as_str()).filter(|(holder, _)| holder == token).map(|(_, fence)| *fence)
         };
         let timeout = self.master_timeout;
-        let quorum = self.quorum();
-        // Decided once a majority released, or when too few can still release.
-        let decided = |votes: &[Vote<bool>], outstanding: usize| {
-            let released = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
-            let failed = votes.iter().filter(|vote| matches!(vote, Vote::Failed(_))).count();
-            released >= quorum || released + failed + outstanding < quorum
-        };
-        let call = Arc::new((Arc::clone(&self.masters), key.clone(), token.clone()));
-        let op = |index: usize| {
-            let call = Arc::clone(&call);
-            async move {
-                let (masters, key, token) = &*call;
-                Self::release_on(&masters[index], key, token, fence).await
-            }
-        };
-        let votes = self.fan_out_until(timeout, op, decided).await;
+        // Every master's answer is awaited, as for an acquisition: a release answered at
+        // the majority could leave the token on a slower master for a moment (its script
+        // may still be on its way, e.g. loaded again after NOSCRIPT), and the caller's
+        // next acquisition with a master down would then find no majority.
+        let votes = self.fan_out(timeout, |master| Self::release_on(master, key, token, fence)).await;
         let released = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
         let failed = votes.iter().filter(|vote| matches!(vote, Vote::Failed(_))).count();
         if released >= self.quorum() || released + failed < self.quorum() {
