@@ -25,15 +25,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::waiters::KeyState;
 use distlock_api::{
-    GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockKey, LockMode, OwnerId,
-    StoreKey, Token, Ttl,
+    GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockMode, OwnerId, StoreKey, Token,
+    Ttl,
 };
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::Cmd;
 
 use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::cluster::RedisClusterStore;
-use crate::group::{check_keys, check_members, joined, mode_names, UnexpectedReply};
+use crate::group::{
+    check_keys, check_members, check_permits, count, entry_names, holder_info, joined, mode_names, owner_page_tokens,
+    owner_pattern, parse_permits, permits_command, HolderRow, UnexpectedReply,
+};
 use crate::group_scripts::GROUP_SCRIPTS;
 use crate::scripts::LuaScript;
 
@@ -140,11 +143,7 @@ impl RedisClusterStore {
     }
 
     fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlock_api::BoxError>) -> LockError {
-        let key = match keys {
-            [key] => Some(key.lock_key()),
-            _ => None,
-        };
-        LockError::store(Self::BACKEND, operation, key, err)
+        crate::group::group_error(Self::BACKEND, operation, keys, err)
     }
 
     fn error_on(operation: &'static str, key: &StoreKey, err: impl Into<distlock_api::BoxError>) -> LockError {
@@ -185,7 +184,7 @@ impl RedisClusterStore {
             })
             .await
             .map_err(|err| Self::group_error("release group", keys, err))?;
-        count("release group", keys, freed)
+        count(Self::BACKEND, "release group", keys, freed)
     }
 
     /// The acquire script (see the single-node store): `mode` is `F`, `N` or `P`.
@@ -279,13 +278,6 @@ impl RedisClusterStore {
     }
 }
 
-/// The script's count as a `usize`.
-fn count(operation: &'static str, keys: &[StoreKey], reply: i64) -> Result<usize, LockError> {
-    usize::try_from(reply).map_err(|_| {
-        RedisClusterStore::group_error(operation, keys, UnexpectedReply(format!("script returned {reply}")))
-    })
-}
-
 /// Lock groups on Redis Cluster: the single-node store's scripts, each in the one slot
 /// of the group's hash tag (see the crate README, "Redis Cluster").
 #[async_trait]
@@ -338,7 +330,7 @@ impl GroupLockStore for RedisClusterStore {
             })
             .await
             .map_err(|err| Self::group_error("extend group", keys, err))?;
-        count("extend group", keys, extended)
+        count(Self::BACKEND, "extend group", keys, extended)
     }
 
     /// The single-node release script, `SPUBLISH`ing the changed names' stems on the
@@ -385,14 +377,7 @@ impl GroupLockStore for RedisClusterStore {
     /// of the owner's groups and not others.
     async fn release_owner(&self, owner: &OwnerId) -> Result<u64, LockError> {
         let error = |err: redis::RedisError| Self::group_error("release the groups of an owner", &[], err);
-        let mut pattern = String::with_capacity(owner.as_str().len() + 3);
-        for c in owner.as_str().chars() {
-            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-                pattern.push('\\');
-            }
-            pattern.push(c);
-        }
-        pattern.push_str("\n*");
+        let pattern = owner_pattern(owner);
         let mut released = 0u64;
         for tag in self.owner_index_tags().await? {
             let (owners_key, index_key) = (self.group_owners_key(&tag), self.group_index_key(&tag));
@@ -405,11 +390,7 @@ impl GroupLockStore for RedisClusterStore {
                     .exec(&owners_key, |mut conn| async move { zscan.query_async(&mut conn).await })
                     .await
                     .map_err(error)?;
-                let tokens: Vec<&str> = page
-                    .iter()
-                    .step_by(2)
-                    .filter_map(|member| member.split_once('\n').map(|(_, token)| token))
-                    .collect();
+                let tokens = owner_page_tokens(&page);
                 let entries: Vec<Option<String>> = if tokens.is_empty() {
                     Vec::new()
                 } else {
@@ -425,18 +406,7 @@ impl GroupLockStore for RedisClusterStore {
                         tracing::debug!(owner = %owner, "skipping a malformed entry of a group owners index");
                         continue;
                     };
-                    let names: Vec<StoreKey> = entry
-                        .as_deref()
-                        .map(|entry| {
-                            entry
-                                .split('\n')
-                                .skip(2)
-                                .filter_map(|name| LockKey::new(name).ok())
-                                .map(|key| key.to_store_key())
-                        })
-                        .into_iter()
-                        .flatten()
-                        .collect();
+                    let names = entry_names(entry.as_deref());
                     released += self.release_tagged(&tag, &names, &token, Some(owner)).await? as u64;
                 }
                 if next == 0 {
@@ -454,19 +424,9 @@ impl GroupLockStore for RedisClusterStore {
     ///
     /// [`LockError::InvalidGroup`] for zero permits, before any I/O.
     async fn set_permits(&self, key: &StoreKey, mode: LockMode, permits: Option<u32>) -> Result<(), LockError> {
-        if permits == Some(0) {
-            return Err(LockError::InvalidGroup {
-                reason: InvalidGroup::ZeroPermits { key: key.lock_key().to_owned() },
-            });
-        }
+        check_permits(key, permits)?;
         let permits_key = format!("{}:p", self.group_key_stem(key));
-        let field = mode_names(mode).0;
-        let mut cmd = redis::cmd(if permits.is_some() { "HSET" } else { "HDEL" });
-        cmd.arg(&permits_key).arg(field);
-        if let Some(permits) = permits {
-            cmd.arg(permits);
-        }
-        let cmd = &cmd;
+        let cmd = &permits_command(&permits_key, mode, permits);
         let _: i64 = self
             .exec(&permits_key, |mut conn| async move { cmd.query_async(&mut conn).await })
             .await
@@ -488,33 +448,21 @@ impl GroupLockStore for RedisClusterStore {
             .exec(&permits_key, |mut conn| async move { cmd.query_async(&mut conn).await })
             .await
             .map_err(|err| Self::error_on("read permits", key, err))?;
-        value
-            .map(|text| {
-                text.parse::<u32>().map_err(|_| {
-                    Self::error_on("read permits", key, UnexpectedReply(format!("permits field holds {text:?}")))
-                })
-            })
-            .transpose()
+        parse_permits(value).map_err(|err| Self::error_on("read permits", key, err))
     }
 
     /// The single-node holders script, with the name's tag's index.
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
         let index = self.group_index_key(&group_tag(key));
         let h = format!("{}:h", self.group_key_stem(key));
-        let rows: Vec<(String, String, i64, u64, String)> = self
+        let rows: Vec<HolderRow> = self
             .run_script(&index, &GROUP_SCRIPTS.holders, |cmd| {
                 cmd.arg(2).arg(&index).arg(&h);
             })
             .await
             .map_err(|err| Self::error_on("list the holders of", key, err))?;
         rows.into_iter()
-            .map(|(mode, token, left, fence, owner)| {
-                let token = Token::parse(&token).map_err(|err| Self::error_on("list the holders of", key, err))?;
-                let mode = if mode == "S" { LockMode::Shared } else { LockMode::Exclusive };
-                let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
-                let info = LockInfo::new(token, (fence > 0).then_some(fence), left).with_mode(mode);
-                Ok(if owner.is_empty() { info } else { info.with_owner(owner) })
-            })
+            .map(|row| holder_info(row).map_err(|err| Self::error_on("list the holders of", key, err)))
             .collect()
     }
 
@@ -573,6 +521,7 @@ impl GroupLockStore for RedisClusterStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use distlock_api::LockKey;
 
     fn key(name: &str) -> StoreKey {
         LockKey::new(name).unwrap().to_store_key()

@@ -77,11 +77,7 @@ impl RedisLockStore {
     }
 
     fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlock_api::BoxError>) -> LockError {
-        let key = match keys {
-            [key] => Some(key.lock_key()),
-            _ => None,
-        };
-        LockError::store(Self::BACKEND, operation, key, err)
+        group_error(Self::BACKEND, operation, keys, err)
     }
 
     fn error_on(operation: &'static str, key: &StoreKey, err: impl Into<distlock_api::BoxError>) -> LockError {
@@ -117,7 +113,7 @@ impl RedisLockStore {
             })
             .await
             .map_err(|err| Self::group_error("release group", keys, err))?;
-        count("release group", keys, freed)
+        count(Self::BACKEND, "release group", keys, freed)
     }
 
     /// The acquire script for `request`: `mode` is `F` (grant, fencing), `N` (grant) or
@@ -232,9 +228,96 @@ pub(crate) fn mode_names(mode: LockMode) -> (&'static str, &'static str) {
     }
 }
 
-fn count(operation: &'static str, keys: &[StoreKey], reply: i64) -> Result<usize, LockError> {
+/// The error of a group operation on `keys` (named when there is one).
+pub(crate) fn group_error(
+    backend: &'static str,
+    operation: &'static str,
+    keys: &[StoreKey],
+    err: impl Into<distlock_api::BoxError>,
+) -> LockError {
+    let key = match keys {
+        [key] => Some(key.lock_key()),
+        _ => None,
+    };
+    LockError::store(backend, operation, key, err)
+}
+
+/// A script's count as a `usize`.
+pub(crate) fn count(
+    backend: &'static str,
+    operation: &'static str,
+    keys: &[StoreKey],
+    reply: i64,
+) -> Result<usize, LockError> {
     usize::try_from(reply)
-        .map_err(|_| RedisLockStore::group_error(operation, keys, UnexpectedReply(format!("script returned {reply}"))))
+        .map_err(|_| group_error(backend, operation, keys, UnexpectedReply(format!("script returned {reply}"))))
+}
+
+/// The `ZSCAN … MATCH` pattern of `owner`'s members (`<owner>\n<token>`) in a group
+/// owners index, glob characters escaped.
+pub(crate) fn owner_pattern(owner: &OwnerId) -> String {
+    let mut pattern = String::with_capacity(owner.as_str().len() + 3);
+    for c in owner.as_str().chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push_str("\n*");
+    pattern
+}
+
+/// The tokens of a `ZSCAN` page of an owners index (`member, score, member, score…`,
+/// members `<owner>\n<token>`).
+pub(crate) fn owner_page_tokens(page: &[String]) -> Vec<&str> {
+    page.iter().step_by(2).filter_map(|member| member.split_once('\n').map(|(_, token)| token)).collect()
+}
+
+/// The names of a group index entry (`<fence>\n<owner>\n<name>\n<name>…`; none for a
+/// missing entry).
+pub(crate) fn entry_names(entry: Option<&str>) -> Vec<StoreKey> {
+    entry
+        .map(|entry| entry.split('\n').skip(2).filter_map(|name| LockKey::new(name).ok()).map(|key| key.to_store_key()))
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Zero permits is refused, before any I/O.
+pub(crate) fn check_permits(key: &StoreKey, permits: Option<u32>) -> Result<(), LockError> {
+    if permits == Some(0) {
+        return Err(LockError::InvalidGroup { reason: InvalidGroup::ZeroPermits { key: key.lock_key().to_owned() } });
+    }
+    Ok(())
+}
+
+/// `HSET <permits key> <mode> <permits>`, or `HDEL` for `None`.
+pub(crate) fn permits_command(permits_key: &str, mode: LockMode, permits: Option<u32>) -> Cmd {
+    let mut cmd = redis::cmd(if permits.is_some() { "HSET" } else { "HDEL" });
+    cmd.arg(permits_key).arg(mode_names(mode).0);
+    if let Some(permits) = permits {
+        cmd.arg(permits);
+    }
+    cmd
+}
+
+/// A permits field as read (`None`: not recorded); the error is the text found.
+pub(crate) fn parse_permits(value: Option<String>) -> Result<Option<u32>, UnexpectedReply> {
+    value
+        .map(|text| text.parse::<u32>().map_err(|_| UnexpectedReply(format!("permits field holds {text:?}"))))
+        .transpose()
+}
+
+/// One row of the holders script: `(mode, token, ms left, fence, owner)`.
+pub(crate) type HolderRow = (String, String, i64, u64, String);
+
+/// A holder as the holders script reported it.
+pub(crate) fn holder_info((mode, token, left, fence, owner): HolderRow) -> Result<LockInfo, distlock_api::LockError> {
+    let token = Token::parse(&token)?;
+    let mode = if mode == "S" { LockMode::Shared } else { LockMode::Exclusive };
+    let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
+    let info = LockInfo::new(token, (fence > 0).then_some(fence), left).with_mode(mode);
+    Ok(if owner.is_empty() { info } else { info.with_owner(owner) })
 }
 
 /// Lock groups: every operation is one Lua script (`EVALSHA`, `EVAL` on `NOSCRIPT`)
@@ -302,7 +385,7 @@ impl GroupLockStore for RedisLockStore {
             })
             .await
             .map_err(|err| Self::group_error("extend group", keys, err))?;
-        count("extend group", keys, extended)
+        count(Self::BACKEND, "extend group", keys, extended)
     }
 
     /// One script: `ZREM` of the token from `{stem}:h` of every name (its hold or intent),
@@ -366,14 +449,7 @@ impl GroupLockStore for RedisLockStore {
         let (owners_key, index_key) = (self.group_owners_key(), self.group_index_key());
         let error =
             |err: redis::RedisError| LockError::store(Self::BACKEND, "release the groups of an owner", None, err);
-        let mut pattern = String::with_capacity(owner.as_str().len() + 3);
-        for c in owner.as_str().chars() {
-            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-                pattern.push('\\');
-            }
-            pattern.push(c);
-        }
-        pattern.push_str("\n*");
+        let pattern = owner_pattern(owner);
         let mut cursor = 0u64;
         let mut released = 0u64;
         loop {
@@ -388,9 +464,7 @@ impl GroupLockStore for RedisLockStore {
                 .query_async(&mut conn)
                 .await
                 .map_err(error)?;
-            // `member, score, member, score…`: the members are `<owner>\n<token>`.
-            let tokens: Vec<&str> =
-                page.iter().step_by(2).filter_map(|member| member.split_once('\n').map(|(_, token)| token)).collect();
+            let tokens = owner_page_tokens(&page);
             let entries: Vec<Option<String>> = if tokens.is_empty() {
                 Vec::new()
             } else {
@@ -401,18 +475,7 @@ impl GroupLockStore for RedisLockStore {
                     tracing::debug!(owner = %owner, "skipping a malformed entry of the group owners index");
                     continue;
                 };
-                let names: Vec<StoreKey> = entry
-                    .as_deref()
-                    .map(|entry| {
-                        entry
-                            .split('\n')
-                            .skip(2)
-                            .filter_map(|name| LockKey::new(name).ok())
-                            .map(|key| key.to_store_key())
-                    })
-                    .into_iter()
-                    .flatten()
-                    .collect();
+                let names = entry_names(entry.as_deref());
                 released += self.release_keys(&names, &token, Some(owner)).await? as u64;
             }
             if next == 0 {
@@ -430,25 +493,8 @@ impl GroupLockStore for RedisLockStore {
     ///
     /// [`LockError::InvalidGroup`] for zero permits, before any I/O.
     async fn set_permits(&self, key: &StoreKey, mode: LockMode, permits: Option<u32>) -> Result<(), LockError> {
-        if permits == Some(0) {
-            return Err(LockError::InvalidGroup {
-                reason: InvalidGroup::ZeroPermits { key: key.lock_key().to_owned() },
-            });
-        }
-        let permits_key = format!("{}:p", self.group_key_stem(key));
-        let field = mode_names(mode).0;
-        let cmd = match permits {
-            Some(permits) => {
-                let mut cmd = redis::cmd("HSET");
-                cmd.arg(&permits_key).arg(field).arg(permits);
-                cmd
-            }
-            None => {
-                let mut cmd = redis::cmd("HDEL");
-                cmd.arg(&permits_key).arg(field);
-                cmd
-            }
-        };
+        check_permits(key, permits)?;
+        let cmd = permits_command(&format!("{}:p", self.group_key_stem(key)), mode, permits);
         let mut conn = self.connection_manager().clone();
         let _: i64 = cmd.query_async(&mut conn).await.map_err(|err| Self::error_on("set permits", key, err))?;
         Ok(())
@@ -468,20 +514,14 @@ impl GroupLockStore for RedisLockStore {
             .query_async(&mut conn)
             .await
             .map_err(|err| Self::error_on("read permits", key, err))?;
-        value
-            .map(|text| {
-                text.parse::<u32>().map_err(|_| {
-                    Self::error_on("read permits", key, UnexpectedReply(format!("permits field holds {text:?}")))
-                })
-            })
-            .transpose()
+        parse_permits(value).map_err(|err| Self::error_on("read permits", key, err))
     }
 
     /// A read-only script: the unexpired holds of `{stem}:h` (both modes) with their
     /// expiries, and each one's fence and owner from the group index.
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
         let mut conn = self.connection_manager().clone();
-        let rows: Vec<(String, String, i64, u64, String)> = GROUP_SCRIPTS
+        let rows: Vec<HolderRow> = GROUP_SCRIPTS
             .holders
             .run(&mut conn, |cmd| {
                 let mut buffer = String::new();
@@ -491,13 +531,7 @@ impl GroupLockStore for RedisLockStore {
             .await
             .map_err(|err| Self::error_on("list the holders of", key, err))?;
         rows.into_iter()
-            .map(|(mode, token, left, fence, owner)| {
-                let token = Token::parse(&token).map_err(|err| Self::error_on("list the holders of", key, err))?;
-                let mode = if mode == "S" { LockMode::Shared } else { LockMode::Exclusive };
-                let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
-                let info = LockInfo::new(token, (fence > 0).then_some(fence), left).with_mode(mode);
-                Ok(if owner.is_empty() { info } else { info.with_owner(owner) })
-            })
+            .map(|row| holder_info(row).map_err(|err| Self::error_on("list the holders of", key, err)))
             .collect()
     }
 

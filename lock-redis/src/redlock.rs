@@ -157,21 +157,19 @@ impl RedlockStore {
         F: Fn(&'a RedisLockStore) -> Fut,
         Fut: std::future::Future<Output = Result<T, LockError>> + 'a,
     {
-        let calls = self.masters.iter().map(|master| {
-            let call = op(master);
-            async move {
-                match tokio::time::timeout(timeout, call).await {
-                    Ok(Ok(answer)) => Vote::Answer(answer),
-                    Ok(Err(err)) => Vote::Failed(err),
-                    Err(_) => Vote::Failed(Self::error(
-                        "master",
-                        None,
-                        QuorumError("the master did not answer in time".into()),
-                    )),
-                }
-            }
-        });
+        let calls = self.masters.iter().map(|master| Self::vote(timeout, op(master)));
         futures_util::future::join_all(calls).await
+    }
+
+    /// One master's answer to `call`, bounded by `timeout`.
+    async fn vote<T>(timeout: Duration, call: impl std::future::Future<Output = Result<T, LockError>>) -> Vote<T> {
+        match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(answer)) => Vote::Answer(answer),
+            Ok(Err(err)) => Vote::Failed(err),
+            Err(_) => {
+                Vote::Failed(Self::error("master", None, QuorumError("the master did not answer in time".into())))
+            }
+        }
     }
 
     /// Runs `op(master index)` on every master in parallel, each bounded by `timeout`, and
@@ -192,22 +190,8 @@ impl RedlockStore {
         F: Fn(usize) -> Fut,
         Fut: std::future::Future<Output = Result<T, LockError>> + Send + 'static,
     {
-        let mut calls: FuturesUnordered<_> = (0..self.masters.len())
-            .map(|index| {
-                let call = op(index);
-                async move {
-                    match tokio::time::timeout(timeout, call).await {
-                        Ok(Ok(answer)) => Vote::Answer(answer),
-                        Ok(Err(err)) => Vote::Failed(err),
-                        Err(_) => Vote::Failed(Self::error(
-                            "master",
-                            None,
-                            QuorumError("the master did not answer in time".into()),
-                        )),
-                    }
-                }
-            })
-            .collect();
+        let mut calls: FuturesUnordered<_> =
+            (0..self.masters.len()).map(|index| Self::vote(timeout, op(index))).collect();
         let mut votes = Vec::with_capacity(self.masters.len());
         while let Some(vote) = calls.next().await {
             votes.push(vote);
