@@ -34,8 +34,9 @@ use redis::Cmd;
 use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::cluster::RedisClusterStore;
 use crate::group::{
-    check_keys, check_members, check_permits, count, entry_names, holder_info, joined, mode_names, owner_page_tokens,
-    owner_pattern, parse_permits, permits_command, HolderRow, UnexpectedReply,
+    check_keys, check_members, check_permits, count, entry_names, glob_escaped, holder_info, joined, mode_names,
+    owner_page_tokens, owner_pattern, parse_permits, permits_command, push_member_spec, waiting_arg, HolderRow,
+    UnexpectedReply,
 };
 use crate::group_scripts::GROUP_SCRIPTS;
 use crate::scripts::LuaScript;
@@ -195,16 +196,7 @@ impl RedisClusterStore {
         let owners_member = joined([owner, request.token.as_str()]);
         let fence_counter = (mode == "F").then(|| self.group_fence_key(tag));
         let ttl = request.ttl.as_millis();
-        let waiting = match (request.intent_ttl, request.ticket) {
-            (None, None) => String::new(),
-            (intent_ttl, ticket) => {
-                let intent_ttl = intent_ttl.map(Ttl::as_millis);
-                let part = |value: Option<u64>| value.map(|value| value.to_string()).unwrap_or_default();
-                let barging = if request.fair { "" } else { ":b" };
-                let intent_ttl2 = intent_ttl.map(|ttl| ttl.saturating_mul(2));
-                format!("{}:{}:{}{barging}", part(intent_ttl), part(intent_ttl2), part(ticket))
-            }
-        };
+        let waiting = waiting_arg(request);
         let stems: Vec<String> = members.iter().map(|member| self.group_key_stem(&member.key)).collect();
         let index = self.group_index_key(tag);
         let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
@@ -226,12 +218,11 @@ impl RedisClusterStore {
                 .arg(ttl.saturating_mul(2))
                 .arg(&waiting)
                 .arg(mode);
+            let mut spec = String::new();
             for member in members {
-                let mut spec = mode_names(member.mode).1.to_owned();
-                if let Some(permits) = member.default_permits {
-                    spec.push_str(&permits.to_string());
-                }
-                cmd.arg(spec);
+                spec.clear();
+                push_member_spec(&mut spec, member);
+                cmd.arg(spec.as_str());
             }
         })
         .await
@@ -243,13 +234,7 @@ impl RedisClusterStore {
         let error = |err: redis::RedisError| Self::group_error("release the groups of an owner", &[], err);
         let parse_error = |err| Self::group_error("release the groups of an owner", &[], err);
         let head = format!("{}:group-owners:{{", self.key_prefix());
-        let mut pattern = String::with_capacity(head.len() + 1);
-        for c in head.chars() {
-            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-                pattern.push('\\');
-            }
-            pattern.push(c);
-        }
+        let mut pattern = glob_escaped(&head);
         pattern.push('*');
         let mut tags = Vec::new();
         for (host, port) in self.masters("release the groups of an owner").await? {

@@ -127,16 +127,7 @@ impl RedisLockStore {
         // The fence counter only when a fence is drawn.
         let fence_counter = (mode == "F").then(|| self.fence_counter_key());
         let ttl = request.ttl.as_millis();
-        let waiting = match (request.intent_ttl, request.ticket) {
-            (None, None) => String::new(),
-            (intent_ttl, ticket) => {
-                let intent_ttl = intent_ttl.map(Ttl::as_millis);
-                let part = |value: Option<u64>| value.map(|value| value.to_string()).unwrap_or_default();
-                let barging = if request.fair { "" } else { ":b" };
-                let intent_ttl2 = intent_ttl.map(|ttl| ttl.saturating_mul(2));
-                format!("{}:{}:{}{barging}", part(intent_ttl), part(intent_ttl2), part(ticket))
-            }
-        };
+        let waiting = waiting_arg(request);
         let mut conn = self.connection_manager().clone();
         let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
         script
@@ -161,10 +152,7 @@ impl RedisLockStore {
                     .arg(mode);
                 for member in members {
                     buffer.clear();
-                    buffer.push_str(mode_names(member.mode).1);
-                    if let Some(permits) = member.default_permits {
-                        buffer.push_str(&permits.to_string());
-                    }
+                    push_member_spec(&mut buffer, member);
                     cmd.arg(buffer.as_str());
                 }
             })
@@ -256,15 +244,45 @@ pub(crate) fn count(
 /// The `ZSCAN … MATCH` pattern of `owner`'s members (`<owner>\n<token>`) in a group
 /// owners index, glob characters escaped.
 pub(crate) fn owner_pattern(owner: &OwnerId) -> String {
-    let mut pattern = String::with_capacity(owner.as_str().len() + 3);
-    for c in owner.as_str().chars() {
+    let mut pattern = glob_escaped(owner.as_str());
+    pattern.push_str("\n*");
+    pattern
+}
+
+/// `text` as a literal in a Redis glob (`SCAN`/`ZSCAN … MATCH`): `*`, `?`, `[`, `]` and
+/// `\\` escaped.
+pub(crate) fn glob_escaped(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    for c in text.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {
             pattern.push('\\');
         }
         pattern.push(c);
     }
-    pattern.push_str("\n*");
     pattern
+}
+
+/// The acquire script's waiting argument: `<intent ms>:<2 × intent ms>:<ticket>` (and
+/// `:b` when barging), empty for a single attempt that neither waits nor has a ticket.
+pub(crate) fn waiting_arg(request: &GroupRequest<'_>) -> String {
+    match (request.intent_ttl, request.ticket) {
+        (None, None) => String::new(),
+        (intent_ttl, ticket) => {
+            let intent_ttl = intent_ttl.map(Ttl::as_millis);
+            let part = |value: Option<u64>| value.map(|value| value.to_string()).unwrap_or_default();
+            let barging = if request.fair { "" } else { ":b" };
+            let intent_ttl2 = intent_ttl.map(|ttl| ttl.saturating_mul(2));
+            format!("{}:{}:{}{barging}", part(intent_ttl), part(intent_ttl2), part(ticket))
+        }
+    }
+}
+
+/// A member's argument to the acquire script: its mode letter and its default permits.
+pub(crate) fn push_member_spec(out: &mut String, member: &StoreMember) {
+    out.push_str(mode_names(member.mode).1);
+    if let Some(permits) = member.default_permits {
+        out.push_str(&permits.to_string());
+    }
 }
 
 /// The tokens of a `ZSCAN` page of an owners index (`member, score, member, score…`,
