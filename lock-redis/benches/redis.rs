@@ -82,6 +82,18 @@ fn main() {
             fair_bench::compare(store, &prefix, "bench:", fair_plan).await;
             return;
         }
+        let group_plan = GroupPlan {
+            cycles: CYCLES / 2,
+            rounds: rounds.min(7),
+            hold: Duration::from_millis(5),
+            hot_cycles: 40,
+            writer_samples: 100,
+        };
+        // `cargo bench -p distlock-redis -- groups` runs the lock-group comparisons only.
+        if std::env::args().skip(1).any(|arg| arg == "groups") {
+            group_bench::compare(store, "bench:", GroupPlan { rounds, ..group_plan }).await;
+            return;
+        }
         let raw =
             RawRedis::new(conn.clone(), &prefix, RELEASE_SCRIPT, TTL, RETRY).await.expect("load the release script");
         let bench = SideBySide::new(raw, Arc::clone(&store), TTL, RETRY, "bench:").expect("bench");
@@ -120,14 +132,7 @@ fn main() {
         let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 4_000, polling_sections: 200, rounds: 1 };
         handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
 
-        let plan = GroupPlan {
-            cycles: CYCLES / 2,
-            rounds: rounds.min(7),
-            hold: Duration::from_millis(5),
-            hot_cycles: 40,
-            writer_samples: 100,
-        };
-        group_bench::compare(Arc::clone(&store), "bench:", plan).await;
+        group_bench::compare(Arc::clone(&store), "bench:", group_plan).await;
         fair_bench::compare(store, &prefix, "bench:", fair_plan).await;
     });
 }

@@ -52,7 +52,7 @@ pub(crate) fn clock_variant(script: &str, incr_call: &str, counter: &str) -> Opt
 /// The `INCR` calls the variants replace, as the scripts spell them.
 const FENCED_INCR: (&str, &str) = (r#"redis.call("incr", KEYS[2])"#, "KEYS[2]");
 const QUEUED_INCR: (&str, &str) = (r#"redis.call("incr", KEYS[4])"#, "KEYS[4]");
-const GROUP_INCR: (&str, &str) = (r#"redis.call("INCR", KEYS[3])"#, "KEYS[3]");
+const GROUP_INCR: (&str, &str) = (r#"redis.call("INCR", KEYS[2])"#, "KEYS[2]");
 
 /// The clock variants of the fence-issuing scripts, made once per process.
 #[derive(Debug)]

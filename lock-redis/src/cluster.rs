@@ -170,16 +170,16 @@ static SCRIPTS: LazyLock<ClusterScripts> = LazyLock::new(|| {
 /// A lock group is granted in one atomic script when **all its names share a hash tag**
 /// (`{orders}:a`, `{orders}:b`: Redis hashes only the text in the first braces), so the
 /// whole group lives in one slot; every key the group scripts touch — the names' holders
-/// and permits, the tag's own index, owners index and fence counter, the tag's shard
-/// channel — carries that tag (`{prefix}:group:{orders}:{orders}:a:h`,
-/// `{prefix}:group-index:{orders}`, …). A group whose names have different tags would span
+/// and permits, the groups' lease keys, the tag's fence counter and shard channel —
+/// carries that tag (`{prefix}:group:{orders}:{orders}:a:h`,
+/// `{prefix}:group-lease:{orders}:<token>`, …). A group whose names have different tags would span
 /// slots: it is refused with [`LockError::Config`] before any I/O. A name without a tag is
 /// its own tag (a one-name group always works). The capability
 /// [`group_hash_tag`](distlock_api::Capabilities::group_hash_tag) says so.
 ///
 /// [`release_owner`](distlock_api::GroupLockStore::release_owner) visits every master:
-/// a `SCAN` of each master's whole keyspace for the tags' owners indexes, then one
-/// `ZSCAN` per index and one script per group released.
+/// a `SCAN` of each master's whole keyspace for the groups' lease keys, a `GET` of each
+/// and one script per group released.
 #[derive(Clone)]
 pub struct RedisClusterStore {
     conn: ClusterConnection,

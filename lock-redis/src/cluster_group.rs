@@ -1,14 +1,13 @@
 //! Lock groups on Redis Cluster: [`GroupLockStore`] for [`RedisClusterStore`], the
 //! single-node group scripts (`group_scripts`) on a layout where every key a script
-//! touches — the names' sorted sets and permits, the index, the owners index, the fence
-//! counter and the release channel — carries the group's **hash tag**, so each script runs
-//! in one slot on one master.
+//! touches — the names' sorted sets and permits, the group's lease key, the fence counter
+//! and the release channel — carries the group's **hash tag**, so each script runs in one
+//! slot on one master.
 //!
 //! | key | purpose |
 //! |---|---|
 //! | `{prefix}:group:{<tag>}:<name>` + `:h`, `:p` | a name's holders, places and tickets; its permits |
-//! | `{prefix}:group-index:{<tag>}` | token → `fence \n owner \n name …` of the tag's groups |
-//! | `{prefix}:group-owners:{<tag>}` | `owner \n token` of the tag's groups, scored by expiry |
+//! | `{prefix}:group-lease:{<tag>}:<token>` | a live group's `fence \n expiry \n owner \n name …`, expiring with its holds |
 //! | `{prefix}:group-fence:{<tag>}` | the tag's fence counter (fencing mode) |
 //! | shard channel `{prefix}:group-released:{<tag>}` | `SPUBLISH`ed stems of changed names |
 //!
@@ -34,17 +33,11 @@ use redis::Cmd;
 use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::cluster::RedisClusterStore;
 use crate::group::{
-    check_keys, check_members, check_permits, count, entry_names, glob_escaped, holder_info, joined, mode_names,
-    owner_page_tokens, owner_pattern, parse_permits, permits_command, push_member_spec, waiting_arg, HolderRow,
-    UnexpectedReply,
+    check_keys, check_members, check_permits, count, glob_escaped, holder_info, joined, mode_names, owned_names,
+    parse_permits, permits_command, push_member_spec, waiting_arg, HolderRow, UnexpectedReply, SCAN_PAGE,
 };
 use crate::group_scripts::GROUP_SCRIPTS;
 use crate::scripts::LuaScript;
-
-/// Keys examined per `SCAN` page while looking for owners indexes.
-const SCAN_PAGE: usize = 1000;
-/// The owners index is read in pages of this many groups.
-const OWNER_PAGE: usize = 100;
 
 /// The group scripts that publish, publishing on the tag's shard channel.
 struct ShardedGroupScripts {
@@ -122,14 +115,18 @@ impl RedisClusterStore {
         format!("{}:group:{{{}}}:{}", self.key_prefix(), group_tag(key), key.lock_key())
     }
 
-    /// The index of the groups of one tag: `{key_prefix}:group-index:{<tag>}`.
-    pub fn group_index_key(&self, tag: &str) -> String {
-        format!("{}:group-index:{{{tag}}}", self.key_prefix())
+    /// The lease key of the group `token` took on names of tag `tag`:
+    /// `{key_prefix}:group-lease:{<tag>}:<token>`, which expires with the group's holds
+    /// (see [`RedisLockStore::group_lease_key`](crate::RedisLockStore::group_lease_key)).
+    pub fn group_lease_key(&self, tag: &str, token: &Token) -> String {
+        let mut key = self.group_lease_prefix(tag);
+        key.push_str(token.as_str());
+        key
     }
 
-    /// The owners index of one tag: `{key_prefix}:group-owners:{<tag>}`.
-    pub fn group_owners_key(&self, tag: &str) -> String {
-        format!("{}:group-owners:{{{tag}}}", self.key_prefix())
+    /// The lease keys of tag `tag` without their token: `{key_prefix}:group-lease:{<tag>}:`.
+    fn group_lease_prefix(&self, tag: &str) -> String {
+        format!("{}:group-lease:{{{tag}}}:", self.key_prefix())
     }
 
     /// The fence counter of one tag: `{key_prefix}:group-fence:{<tag>}`.
@@ -162,26 +159,18 @@ impl RedisClusterStore {
         self.exec(route, |mut conn| async move { script.run(&mut conn, args).await }).await
     }
 
-    /// The release script on `keys` (all of tag `tag`; possibly none: then it only cleans
-    /// the index).
-    async fn release_tagged(
-        &self,
-        tag: &str,
-        keys: &[StoreKey],
-        token: &Token,
-        owner: Option<&OwnerId>,
-    ) -> Result<usize, LockError> {
+    /// The release script on `keys` (all of tag `tag`).
+    async fn release_tagged(&self, tag: &str, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
         let channel = if self.notifications() { self.group_release_channel(tag) } else { String::new() };
-        let owner = owner.map_or("", OwnerId::as_str);
         let names = joined(keys.iter().map(StoreKey::lock_key));
-        let index = self.group_index_key(tag);
+        let lease = self.group_lease_key(tag, token);
         let freed: i64 = self
-            .run_script(&index, &SHARDED.release, |cmd| {
-                cmd.arg(2 + keys.len()).arg(&index).arg(self.group_owners_key(tag));
+            .run_script(&lease, &SHARDED.release, |cmd| {
+                cmd.arg(1 + keys.len()).arg(&lease);
                 for key in keys {
                     cmd.arg(format!("{}:h", self.group_key_stem(key)));
                 }
-                cmd.arg(token.as_str()).arg(&channel).arg(owner).arg(&names);
+                cmd.arg(token.as_str()).arg(&channel).arg(&names);
             })
             .await
             .map_err(|err| Self::group_error("release group", keys, err))?;
@@ -193,16 +182,15 @@ impl RedisClusterStore {
         let members = request.members;
         let owner = request.owner.as_str();
         let entry = joined(std::iter::once(owner).chain(members.iter().map(|member| member.key.lock_key())));
-        let owners_member = joined([owner, request.token.as_str()]);
         let fence_counter = (mode == "F").then(|| self.group_fence_key(tag));
         let ttl = request.ttl.as_millis();
         let waiting = waiting_arg(request);
         let stems: Vec<String> = members.iter().map(|member| self.group_key_stem(&member.key)).collect();
-        let index = self.group_index_key(tag);
+        let lease = self.group_lease_key(tag, request.token);
         let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
-        self.run_script(&index, script, |cmd| {
-            cmd.arg(2 + usize::from(fence_counter.is_some()) + 2 * members.len());
-            cmd.arg(&index).arg(self.group_owners_key(tag));
+        self.run_script(&lease, script, |cmd| {
+            cmd.arg(1 + usize::from(fence_counter.is_some()) + 2 * members.len());
+            cmd.arg(&lease);
             if let Some(counter) = &fence_counter {
                 cmd.arg(counter);
             }
@@ -211,13 +199,7 @@ impl RedisClusterStore {
                     cmd.arg(format!("{stem}{suffix}"));
                 }
             }
-            cmd.arg(request.token.as_str())
-                .arg(&entry)
-                .arg(&owners_member)
-                .arg(ttl)
-                .arg(ttl.saturating_mul(2))
-                .arg(&waiting)
-                .arg(mode);
+            cmd.arg(request.token.as_str()).arg(&entry).arg(ttl).arg(ttl.saturating_mul(2)).arg(&waiting).arg(mode);
             let mut spec = String::new();
             for member in members {
                 spec.clear();
@@ -226,40 +208,6 @@ impl RedisClusterStore {
             }
         })
         .await
-    }
-
-    /// The owners indexes on every master: `SCAN … MATCH {prefix}:group-owners:{* TYPE zset`
-    /// on each master in turn; returns each index's tag.
-    async fn owner_index_tags(&self) -> Result<Vec<String>, LockError> {
-        let error = |err: redis::RedisError| Self::group_error("release the groups of an owner", &[], err);
-        let parse_error = |err| Self::group_error("release the groups of an owner", &[], err);
-        let head = format!("{}:group-owners:{{", self.key_prefix());
-        let mut pattern = glob_escaped(&head);
-        pattern.push('*');
-        let mut tags = Vec::new();
-        for (host, port) in self.masters("release the groups of an owner").await? {
-            let mut cursor = 0u64;
-            loop {
-                let mut scan = redis::cmd("SCAN");
-                scan.arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(SCAN_PAGE).arg("TYPE").arg("zset");
-                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port });
-                let reply = self.cluster_connection().route_command(scan, routing).await.map_err(error)?;
-                let (next, keys): (u64, Vec<String>) =
-                    redis::FromRedisValue::from_redis_value(reply).map_err(parse_error)?;
-                for key in keys {
-                    if let Some(tag) = key.strip_prefix(&head).and_then(|rest| rest.strip_suffix('}')) {
-                        if !tags.iter().any(|known| known == tag) {
-                            tags.push(tag.to_owned());
-                        }
-                    }
-                }
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
-        }
-        Ok(tags)
     }
 }
 
@@ -304,10 +252,10 @@ impl GroupLockStore for RedisClusterStore {
             return Ok(0);
         }
         let tag = common_tag(keys)?;
-        let index = self.group_index_key(&tag);
+        let lease = self.group_lease_key(&tag, token);
         let extended: i64 = self
-            .run_script(&index, &GROUP_SCRIPTS.extend, |cmd| {
-                cmd.arg(2 + keys.len()).arg(&index).arg(self.group_owners_key(&tag));
+            .run_script(&lease, &GROUP_SCRIPTS.extend, |cmd| {
+                cmd.arg(1 + keys.len()).arg(&lease);
                 for key in keys {
                     cmd.arg(format!("{}:h", self.group_key_stem(key)));
                 }
@@ -326,7 +274,7 @@ impl GroupLockStore for RedisClusterStore {
             return Ok(0);
         }
         let tag = common_tag(keys)?;
-        self.release_tagged(&tag, keys, token, None).await
+        self.release_tagged(&tag, keys, token).await
     }
 
     /// The single-node withdraw script, `SPUBLISH`ing on the tag's shard channel.
@@ -347,12 +295,11 @@ impl GroupLockStore for RedisClusterStore {
         Ok(())
     }
 
-    /// Visits **every master**: `SCAN`s each one for the owners indexes
-    /// (`{prefix}:group-owners:{<tag>}`, one per tag that has held a group within about
-    /// twice the longest TTL), then for each index `ZSCAN … MATCH <owner>\n*`, `HMGET` of
-    /// the groups' names from the tag's index and one release script per group. The cost
-    /// grows with the whole keyspace (`SCAN` walks every key of every master, 1000 per
-    /// round trip) plus a round trip per tag index found and per group released: an
+    /// Visits **every master**: `SCAN … MATCH {prefix}:group-lease:{* TYPE string COUNT
+    /// 1000` on each one, reads each lease key found (`GET`, in its slot; fence, expiry,
+    /// owner, names) and releases every group of `owner` with the release script. The cost
+    /// grows with the whole keyspace (`SCAN` walks every key of every master, 1,000 per
+    /// round trip) plus a round trip per live group and per group released: an
     /// administrative operation for start-up and shutdown, not for a request path. Each
     /// group is released atomically; the whole is not.
     ///
@@ -362,37 +309,37 @@ impl GroupLockStore for RedisClusterStore {
     /// of the owner's groups and not others.
     async fn release_owner(&self, owner: &OwnerId) -> Result<u64, LockError> {
         let error = |err: redis::RedisError| Self::group_error("release the groups of an owner", &[], err);
-        let pattern = owner_pattern(owner);
+        let head = format!("{}:group-lease:{{", self.key_prefix());
+        let mut pattern = glob_escaped(&head);
+        pattern.push('*');
         let mut released = 0u64;
-        for tag in self.owner_index_tags().await? {
-            let (owners_key, index_key) = (self.group_owners_key(&tag), self.group_index_key(&tag));
+        for (host, port) in self.masters("release the groups of an owner").await? {
             let mut cursor = 0u64;
             loop {
-                let mut zscan = redis::cmd("ZSCAN");
-                zscan.arg(&owners_key).arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(OWNER_PAGE);
-                let zscan = &zscan;
-                let (next, page): (u64, Vec<String>) = self
-                    .exec(&owners_key, |mut conn| async move { zscan.query_async(&mut conn).await })
-                    .await
-                    .map_err(error)?;
-                let tokens = owner_page_tokens(&page);
-                let entries: Vec<Option<String>> = if tokens.is_empty() {
-                    Vec::new()
-                } else {
-                    let mut hmget = redis::cmd("HMGET");
-                    hmget.arg(&index_key).arg(&tokens);
-                    let hmget = &hmget;
-                    self.exec(&index_key, |mut conn| async move { hmget.query_async(&mut conn).await })
-                        .await
-                        .map_err(error)?
-                };
-                for (token, entry) in tokens.iter().zip(entries) {
-                    let Ok(token) = Token::parse(token) else {
-                        tracing::debug!(owner = %owner, "skipping a malformed entry of a group owners index");
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(cursor).arg("MATCH").arg(&pattern).arg("COUNT").arg(SCAN_PAGE).arg("TYPE").arg("string");
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port });
+                let reply = self.cluster_connection().route_command(scan, routing).await.map_err(error)?;
+                let (next, keys): (u64, Vec<String>) = redis::FromRedisValue::from_redis_value(reply)
+                    .map_err(|err| Self::group_error("release the groups of an owner", &[], err))?;
+                for key in keys {
+                    // `{prefix}:group-lease:{<tag>}:<token>`; a tag never holds `}`.
+                    let Some((tag, token)) = key.strip_prefix(&head).and_then(|rest| rest.split_once("}:")) else {
                         continue;
                     };
-                    let names = entry_names(entry.as_deref());
-                    released += self.release_tagged(&tag, &names, &token, Some(owner)).await? as u64;
+                    let Ok(token) = Token::parse(token) else {
+                        tracing::debug!(key = %key, "skipping a group lease key without a token");
+                        continue;
+                    };
+                    let mut get = redis::cmd("GET");
+                    get.arg(&key);
+                    let get = &get;
+                    let entry: Option<String> = self
+                        .exec(&key, |mut conn| async move { get.query_async(&mut conn).await })
+                        .await
+                        .map_err(error)?;
+                    let Some(names) = owned_names(entry.as_deref(), owner) else { continue };
+                    released += self.release_tagged(tag, &names, &token).await? as u64;
                 }
                 if next == 0 {
                     break;
@@ -436,13 +383,13 @@ impl GroupLockStore for RedisClusterStore {
         parse_permits(value).map_err(|err| Self::error_on("read permits", key, err))
     }
 
-    /// The single-node holders script, with the name's tag's index.
+    /// The single-node holders script, reading the lease keys of the name's tag.
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
-        let index = self.group_index_key(&group_tag(key));
+        let leases = self.group_lease_prefix(&group_tag(key));
         let h = format!("{}:h", self.group_key_stem(key));
         let rows: Vec<HolderRow> = self
-            .run_script(&index, &GROUP_SCRIPTS.holders, |cmd| {
-                cmd.arg(2).arg(&index).arg(&h);
+            .run_script(&h, &GROUP_SCRIPTS.holders, |cmd| {
+                cmd.arg(1).arg(&h).arg(&leases);
             })
             .await
             .map_err(|err| Self::error_on("list the holders of", key, err))?;

@@ -16,8 +16,8 @@ use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::group_scripts::GROUP_SCRIPTS;
 use crate::store::RedisLockStore;
 
-/// The owners index is read in pages of this many groups.
-const OWNER_PAGE: usize = 100;
+/// Keys examined per `SCAN` page while looking for an owner's lease keys.
+pub(crate) const SCAN_PAGE: usize = 1000;
 
 impl RedisLockStore {
     /// The common beginning of the keys of the group name `key`:
@@ -62,18 +62,19 @@ impl RedisLockStore {
         }
     }
 
-    /// What each group holds: `{key_prefix}:group-index`, a hash from the group's token
-    /// to `<fence>\n<owner>\n<name>\n<name>…` (fence `0` without fencing).
-    pub fn group_index_key(&self) -> String {
-        format!("{}:group-index", self.key_prefix())
+    /// The lease key of the group `token` took: `{key_prefix}:group-lease:<token>`, a
+    /// string `<fence>\n<expiry ms>\n<owner>\n<name>\n<name>…` (fence `0` without
+    /// fencing) that expires with the group's holds. It exists exactly while the group is
+    /// live; `release_owner` finds an owner's groups by `SCAN`ning these keys.
+    pub fn group_lease_key(&self, token: &Token) -> String {
+        let mut key = self.group_lease_prefix();
+        key.push_str(token.as_str());
+        key
     }
 
-    /// The groups of each owner: `{key_prefix}:group-owners`, a sorted set of
-    /// `<owner>\n<token>` scored by the expiry (ms, server clock) of the group's latest
-    /// lease: read by `ZSCAN … MATCH <owner>\n*` to release an owner's groups, and by score
-    /// to forget groups whose leases ran out without a release.
-    pub fn group_owners_key(&self) -> String {
-        format!("{}:group-owners", self.key_prefix())
+    /// The lease keys without their token: `{key_prefix}:group-lease:`.
+    fn group_lease_prefix(&self) -> String {
+        format!("{}:group-lease:", self.key_prefix())
     }
 
     fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlock_api::BoxError>) -> LockError {
@@ -84,32 +85,20 @@ impl RedisLockStore {
         LockError::store(Self::BACKEND, operation, Some(key.lock_key()), err)
     }
 
-    /// The index keys every script that changes holders declares first.
-    fn index_keys(&self, cmd: &mut Cmd) {
-        cmd.arg(self.group_index_key()).arg(self.group_owners_key());
-    }
-
-    /// The release script on `keys` (possibly none: then it only cleans the index).
-    async fn release_keys(
-        &self,
-        keys: &[StoreKey],
-        token: &Token,
-        owner: Option<&OwnerId>,
-    ) -> Result<usize, LockError> {
+    /// The release script on `keys`.
+    async fn release_keys(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
         let channel = self.release_channel().unwrap_or("");
-        let owner = owner.map_or("", OwnerId::as_str);
         let names = joined(keys.iter().map(StoreKey::lock_key));
         let mut conn = self.connection_manager().clone();
         let freed: i64 = GROUP_SCRIPTS
             .release
             .run(&mut conn, |cmd| {
                 let mut buffer = String::new();
-                cmd.arg(2 + keys.len());
-                self.index_keys(cmd);
+                cmd.arg(1 + keys.len()).arg(self.group_lease_key(token));
                 for key in keys {
                     self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
                 }
-                cmd.arg(token.as_str()).arg(channel).arg(owner).arg(&names);
+                cmd.arg(token.as_str()).arg(channel).arg(&names);
             })
             .await
             .map_err(|err| Self::group_error("release group", keys, err))?;
@@ -123,7 +112,6 @@ impl RedisLockStore {
         let members = request.members;
         let owner = request.owner.as_str();
         let entry = joined(std::iter::once(owner).chain(members.iter().map(|member| member.key.lock_key())));
-        let owners_member = joined([owner, request.token.as_str()]);
         // The fence counter only when a fence is drawn.
         let fence_counter = (mode == "F").then(|| self.fence_counter_key());
         let ttl = request.ttl.as_millis();
@@ -133,8 +121,8 @@ impl RedisLockStore {
         script
             .run(&mut conn, |cmd| {
                 let mut buffer = String::new();
-                cmd.arg(2 + usize::from(fence_counter.is_some()) + 2 * members.len());
-                self.index_keys(cmd);
+                cmd.arg(1 + usize::from(fence_counter.is_some()) + 2 * members.len());
+                cmd.arg(self.group_lease_key(request.token));
                 if let Some(counter) = &fence_counter {
                     cmd.arg(counter);
                 }
@@ -143,13 +131,7 @@ impl RedisLockStore {
                         self.push_group_keys(cmd, &mut buffer, &member.key, &[suffix]);
                     }
                 }
-                cmd.arg(request.token.as_str())
-                    .arg(&entry)
-                    .arg(&owners_member)
-                    .arg(ttl)
-                    .arg(ttl.saturating_mul(2))
-                    .arg(&waiting)
-                    .arg(mode);
+                cmd.arg(request.token.as_str()).arg(&entry).arg(ttl).arg(ttl.saturating_mul(2)).arg(&waiting).arg(mode);
                 for member in members {
                     buffer.clear();
                     push_member_spec(&mut buffer, member);
@@ -241,14 +223,6 @@ pub(crate) fn count(
         .map_err(|_| group_error(backend, operation, keys, UnexpectedReply(format!("script returned {reply}"))))
 }
 
-/// The `ZSCAN … MATCH` pattern of `owner`'s members (`<owner>\n<token>`) in a group
-/// owners index, glob characters escaped.
-pub(crate) fn owner_pattern(owner: &OwnerId) -> String {
-    let mut pattern = glob_escaped(owner.as_str());
-    pattern.push_str("\n*");
-    pattern
-}
-
 /// `text` as a literal in a Redis glob (`SCAN`/`ZSCAN … MATCH`): `*`, `?`, `[`, `]` and
 /// `\\` escaped.
 pub(crate) fn glob_escaped(text: &str) -> String {
@@ -285,20 +259,15 @@ pub(crate) fn push_member_spec(out: &mut String, member: &StoreMember) {
     }
 }
 
-/// The tokens of a `ZSCAN` page of an owners index (`member, score, member, score…`,
-/// members `<owner>\n<token>`).
-pub(crate) fn owner_page_tokens(page: &[String]) -> Vec<&str> {
-    page.iter().step_by(2).filter_map(|member| member.split_once('\n').map(|(_, token)| token)).collect()
-}
-
-/// The names of a group index entry (`<fence>\n<owner>\n<name>\n<name>…`; none for a
-/// missing entry).
-pub(crate) fn entry_names(entry: Option<&str>) -> Vec<StoreKey> {
-    entry
-        .map(|entry| entry.split('\n').skip(2).filter_map(|name| LockKey::new(name).ok()).map(|key| key.to_store_key()))
-        .into_iter()
-        .flatten()
-        .collect()
+/// The names of a group lease key's value (`<fence>\n<expiry>\n<owner>\n<name>…`) when
+/// it is `owner`'s; `None` for another owner's group or a missing (expired) key.
+pub(crate) fn owned_names(entry: Option<&str>, owner: &OwnerId) -> Option<Vec<StoreKey>> {
+    let mut parts = entry?.split('\n');
+    let (_fence, _expiry) = (parts.next()?, parts.next()?);
+    if parts.next()? != owner.as_str() {
+        return None;
+    }
+    Some(parts.filter_map(|name| LockKey::new(name).ok()).map(|key| key.to_store_key()).collect())
 }
 
 /// Zero permits is refused, before any I/O.
@@ -339,7 +308,7 @@ pub(crate) fn holder_info((mode, token, left, fence, owner): HolderRow) -> Resul
 }
 
 /// Lock groups: every operation is one Lua script (`EVALSHA`, `EVAL` on `NOSCRIPT`)
-/// over the keys of the names involved and the store's group index; see the crate
+/// over the keys of the names involved and the group's lease key; see the crate
 /// README, "Lock groups", for the layout and the costs.
 #[async_trait]
 impl GroupLockStore for RedisLockStore {
@@ -378,8 +347,8 @@ impl GroupLockStore for RedisLockStore {
     }
 
     /// One script: `ZADD XX` of the new expiry for every name whose `{stem}:h` holds the
-    /// token with an unexpired hold (an expired member stays expired), and of the group's
-    /// entry in `{key_prefix}:group-owners`.
+    /// token with an unexpired hold (an expired member stays expired), and a new `PX` for
+    /// the group's lease key; nothing when the lease key is gone (released or expired).
     ///
     /// # Cancel safety
     ///
@@ -394,8 +363,7 @@ impl GroupLockStore for RedisLockStore {
             .extend
             .run(&mut conn, |cmd| {
                 let mut buffer = String::new();
-                cmd.arg(2 + keys.len());
-                self.index_keys(cmd);
+                cmd.arg(1 + keys.len()).arg(self.group_lease_key(token));
                 for key in keys {
                     self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
                 }
@@ -407,7 +375,7 @@ impl GroupLockStore for RedisLockStore {
     }
 
     /// One script: `ZREM` of the token from `{stem}:h` of every name (its hold or intent),
-    /// and from the group index; one `PUBLISH {key_prefix}:released <stem>\n<stem>…`
+    /// `GETDEL` of the group's lease key (a hold was live while it existed); one `PUBLISH {key_prefix}:released <stem>\n<stem>…`
     /// (inside the script) naming every name whose holders or intents changed, when
     /// release notifications are on.
     ///
@@ -419,7 +387,7 @@ impl GroupLockStore for RedisLockStore {
         if keys.is_empty() {
             return Ok(0);
         }
-        self.release_keys(keys, token, None).await
+        self.release_keys(keys, token).await
     }
 
     /// One script: `ZREM` of the token's intents from `{stem}:h` (and `HDEL` of their
@@ -451,50 +419,53 @@ impl GroupLockStore for RedisLockStore {
         Ok(())
     }
 
-    /// Pages through `{key_prefix}:group-owners` with `ZSCAN … MATCH <owner>\n* COUNT 100`
-    /// (the owner's glob characters escaped), reads the names of each page's groups from
-    /// `{key_prefix}:group-index` (`HMGET`), then releases each group with the release
-    /// script: one round trip per page plus one per group. `ZSCAN` walks every group the
-    /// store holds, not only the owner's (a few hundred entries per page). Each group is
-    /// released atomically; the whole is not (a group taken by the owner while this runs
-    /// may or may not be released; one that `ZSCAN` reports twice is released once).
+    /// Walks the database with `SCAN … MATCH {key_prefix}:group-lease:* TYPE string COUNT
+    /// 1000`, reads each page's lease keys (`MGET`: fence, expiry, owner, names), then
+    /// releases every group of `owner` with the release script: one round trip per page
+    /// plus one per group released. The cost grows with the **whole database** (`SCAN`
+    /// visits every key, 1,000 per round trip), which keeps acquisitions and releases free
+    /// of any owner index: an administrative operation for start-up and shutdown, not for
+    /// a request path. Each group is released atomically; the whole is not (a group taken
+    /// by the owner while this runs may or may not be released; one that `SCAN` reports
+    /// twice is released once).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe in that every step is atomic; a cancelled call may have released some
     /// of the owner's groups and not others.
     async fn release_owner(&self, owner: &OwnerId) -> Result<u64, LockError> {
-        let (owners_key, index_key) = (self.group_owners_key(), self.group_index_key());
         let error =
             |err: redis::RedisError| LockError::store(Self::BACKEND, "release the groups of an owner", None, err);
-        let pattern = owner_pattern(owner);
+        let prefix = self.group_lease_prefix();
+        let mut pattern = glob_escaped(&prefix);
+        pattern.push('*');
         let mut cursor = 0u64;
         let mut released = 0u64;
         loop {
             let mut conn = self.connection_manager().clone();
-            let (next, page): (u64, Vec<String>) = redis::cmd("ZSCAN")
-                .arg(&owners_key)
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
                 .arg(&pattern)
                 .arg("COUNT")
-                .arg(OWNER_PAGE)
+                .arg(SCAN_PAGE)
+                .arg("TYPE")
+                .arg("string")
                 .query_async(&mut conn)
                 .await
                 .map_err(error)?;
-            let tokens = owner_page_tokens(&page);
-            let entries: Vec<Option<String>> = if tokens.is_empty() {
+            let entries: Vec<Option<String>> = if keys.is_empty() {
                 Vec::new()
             } else {
-                redis::cmd("HMGET").arg(&index_key).arg(&tokens).query_async(&mut conn).await.map_err(error)?
+                redis::cmd("MGET").arg(&keys).query_async(&mut conn).await.map_err(error)?
             };
-            for (token, entry) in tokens.iter().zip(entries) {
-                let Ok(token) = Token::parse(token) else {
-                    tracing::debug!(owner = %owner, "skipping a malformed entry of the group owners index");
+            for (key, entry) in keys.iter().zip(entries) {
+                let Some(names) = owned_names(entry.as_deref(), owner) else { continue };
+                let Ok(token) = Token::parse(&key[prefix.len().min(key.len())..]) else {
+                    tracing::debug!(key = %key, "skipping a group lease key without a token");
                     continue;
                 };
-                let names = entry_names(entry.as_deref());
-                released += self.release_keys(&names, &token, Some(owner)).await? as u64;
+                released += self.release_keys(&names, &token).await? as u64;
             }
             if next == 0 {
                 break;
@@ -536,15 +507,16 @@ impl GroupLockStore for RedisLockStore {
     }
 
     /// A read-only script: the unexpired holds of `{stem}:h` (both modes) with their
-    /// expiries, and each one's fence and owner from the group index.
+    /// expiries, and each one's fence and owner from its group's lease key.
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
         let mut conn = self.connection_manager().clone();
         let rows: Vec<HolderRow> = GROUP_SCRIPTS
             .holders
             .run(&mut conn, |cmd| {
                 let mut buffer = String::new();
-                cmd.arg(2).arg(self.group_index_key());
+                cmd.arg(1);
                 self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
+                cmd.arg(self.group_lease_prefix());
             })
             .await
             .map_err(|err| Self::error_on("list the holders of", key, err))?;

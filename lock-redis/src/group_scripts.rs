@@ -1,9 +1,11 @@
 //! The Lua scripts of lock groups (see the crate README, "Lock groups", for the key
 //! layout). A leaf beside `scripts`: it only borrows its `EVALSHA`/`EVAL` runner.
 //!
-//! Every script reads the server's clock (`TIME`, in milliseconds) and decides expiry by
-//! it; Redis 5 and later replicate a script's effects, not the script, so reading the
-//! clock before writing is allowed and replicas see the same writes.
+//! Every script that decides expiry reads the server's clock (`TIME`, in milliseconds);
+//! Redis 5 and later replicate a script's effects, not the script, so reading the clock
+//! before writing is allowed and replicas see the same writes. The release needs no
+//! clock: the group's lease key says whether its holds are live. Needs Redis 6.2
+//! (`GETDEL`, `SET … PXAT`).
 //!
 //! Per name `N` (the *stem* is `{prefix}:group:{N'}`, `N'` the name with `%`, `{` and `}`
 //! percent-encoded, so every key of a name shares one hash tag): `stem:h`, one sorted set
@@ -14,23 +16,23 @@
 //! `[3B, 4B)` (member = `#token`, score = band + ticket);
 //! so one `ZCOUNT` counts the live holders of a mode, one `ZSCORE` tells what a token has
 //! on the name, and a grant's `ZADD` replaces the group's own intent. `stem:p`, hash of the
-//! permits (`shared`, `exclusive`). Per store: `{prefix}:group-index` (hash, token →
-//! `fence \n owner \n name \n name …`) and `{prefix}:group-owners` (sorted set of
-//! `owner \n token`, score = the expiry of the group's latest lease: read by
-//! `ZSCAN … MATCH owner\n*` for `release_owner`, by score to forget groups that expired
-//! without a release).
-//!
-//! Both index keys hold a placeholder (field `""`, member `""` scored `+inf`) so that they
-//! outlive their last group until they expire.
+//! permits (`shared`, `exclusive`). Per granted group: its **lease key**
+//! `{prefix}:group-lease:<token>` (on Redis Cluster `{prefix}:group-lease:{<tag>}:<token>`),
+//! a string `fence \n expiry \n owner \n name \n name …` that expires with the group's
+//! holds (`PX` ttl at the grant, again at every extension): whether it still exists is
+//! whether the group is live, and it names the group's owner for `release_owner` (a `SCAN`
+//! of the lease keys) and `holders`. A group that expires leaves nothing to clean up.
 //!
 //! Costs, in `redis.call`s and arguments (a `redis.call` costs about as much on the server
 //! as a whole command sent by a client, an argument a fifth of that, so both are kept
-//! few): an acquire of a free name is one `ZCARD`, one `ZADD` and one `PEXPIRE`, plus the
-//! group's `TIME`, and `HSET`, `ZADD` and `PTTL` on the index; a release is one `ZSCORE`
-//! and one `ZREM` per name, one `PUBLISH`, and `TIME`, `HGET`, `HDEL`, `ZREM`. Key expiries only grow:
-//! a write that needs a key to live `ttl` more reads its `PTTL` and, when shorter, sets it
-//! to `2 × ttl` (so the next writes of the same TTL within `ttl` leave it alone). Nothing
-//! sets an expiry on release: keys only shrink, and an emptied key is gone.
+//! few): an acquire of free names is `TIME`, one `EXISTS` over the names, one `ZADD` and
+//! one `PEXPIRE` per name, and the lease key's `SET … PX`; a release is one `ZREM` per
+//! name (of the token and its ticket: 2 removed is a place, 1 a hold), the lease key's
+//! `GETDEL` (live or not) and one `PUBLISH` — no `TIME`, no score read. Key expiries of
+//! the names only grow: a write that needs a key to live `ttl` more reads its `PTTL` and,
+//! when shorter, sets it to `2 × ttl` (so the next writes of the same TTL within `ttl`
+//! leave it alone). Nothing sets an expiry on release: keys only shrink, and an emptied
+//! key is gone.
 
 use std::sync::LazyLock;
 
@@ -79,14 +81,14 @@ end
     };
 }
 
-/// `parse_entry(entry)`: an index entry `fence \n owner \n name …` → fence, owner, the
-/// names (one string).
+/// `parse_entry(entry)`: a lease key's value `fence \n expiry \n owner \n name …` →
+/// fence, expiry, owner, the names (one string).
 macro_rules! parse_entry {
     () => {
         r##"
 local function parse_entry(entry)
-    local fence, owner, names = string.match(entry, "^([^\n]*)\n([^\n]*)\n?(.*)$")
-    return fence or "0", owner or "", names or ""
+    local fence, expiry, owner, names = string.match(entry, "^([^\n]*)\n([^\n]*)\n([^\n]*)\n?(.*)$")
+    return fence or "0", expiry or "0", owner or "", names or ""
 end
 "##
     };
@@ -95,9 +97,9 @@ end
 /// Acquire: one atomic attempt at every member, or a read-only probe of whether the
 /// request could be granted now.
 ///
-/// `KEYS` = index, owners, the fence counter (fencing mode only), then every member's `h`,
-/// then every member's `p`. `ARGV` = token, `owner \n name \n name …` (the index entry
-/// without its fence), `owner \n token` (the owners member), ttl ms, 2 × ttl ms,
+/// `KEYS` = the group's lease key, the fence counter (fencing mode only), then every
+/// member's `h`, then every member's `p`. `ARGV` = token, `owner \n name \n name …` (the
+/// lease key's value without its fence and expiry), ttl ms, 2 × ttl ms,
 /// `intent ttl:2 × intent ttl:ticket` (`""` for a single attempt without a ticket; each
 /// part may be empty: no intents, no ticket yet), mode (`F`: grant with a fence, `N`:
 /// grant without, `P`: probe, writes nothing), then per member `S` or `X` followed by its
@@ -109,13 +111,13 @@ const ACQUIRE: &str = concat!(
     keep!(),
     r##"
 local token = ARGV[1]
-local ttl, ttl2 = tonumber(ARGV[4]), ARGV[5]
-local mode = ARGV[7]
-local n = #ARGV - 7
+local ttl, ttl2 = tonumber(ARGV[3]), ARGV[4]
+local mode = ARGV[6]
+local n = #ARGV - 6
 local hs = #KEYS - 2 * n -- KEYS[hs + i]: member i's `h`; KEYS[hs + n + i]: its `p`
 local intent_ttl, intent_ttl2, ticket_s, barging = "", "", "", ""
-if ARGV[6] ~= "" then
-    intent_ttl, intent_ttl2, ticket_s, barging = string.match(ARGV[6], "^(%d*):(%d*):(%d*):?(b?)$")
+if ARGV[5] ~= "" then
+    intent_ttl, intent_ttl2, ticket_s, barging = string.match(ARGV[5], "^(%d*):(%d*):(%d*):?(b?)$")
 end
 -- A first attempt (no ticket) comes after every intent already recorded, even one
 -- recorded in the same millisecond; a waiting group's retries compare tickets strictly,
@@ -169,7 +171,7 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
 
     -- Whether member i's name admits it now (reads only).
     local function grantable(i)
-        local h, p, spec = KEYS[hs + i], KEYS[hs + n + i], ARGV[7 + i]
+        local h, p, spec = KEYS[hs + i], KEYS[hs + n + i], ARGV[6 + i]
         local exclusive, default = string.byte(spec) == 88, string.sub(spec, 2)
         local mine, floor, other, field = "", 0, "1", "shared"
         if exclusive then
@@ -210,7 +212,7 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
         if mode ~= "P" and intent_ttl ~= "" then
             local until_s = tostring(now + tonumber(intent_ttl))
             for i = 1, n do
-                local exclusive = string.byte(ARGV[7 + i]) == 88
+                local exclusive = string.byte(ARGV[6 + i]) == 88
                 if exclusive or barging == "" then
                     local h = KEYS[hs + i]
                     local place = (exclusive and "2" or "4") .. until_s
@@ -237,12 +239,12 @@ end
 
 local fence = 0
 if mode == "F" then
-    fence = redis.call("INCR", KEYS[3])
+    fence = redis.call("INCR", KEYS[2])
 end
 local expiry_s = tostring(now + ttl)
 for i = 1, n do
     local h = KEYS[hs + i]
-    local exclusive = string.byte(ARGV[7 + i]) == 88
+    local exclusive = string.byte(ARGV[6 + i]) == 88
     -- Replaces this token's intent on the name, if it had one.
     redis.call("ZADD", h, exclusive and "1" .. expiry_s or expiry_s, token)
     if sizes and sizes[i] > 0 then
@@ -260,49 +262,32 @@ for i = 1, n do
         redis.call("PEXPIRE", h, ttl2)
     end
 end
-redis.call("HSET", KEYS[1], token, (fence == 0 and "0" or tostring(fence)) .. "\n" .. ARGV[2])
-redis.call("ZADD", KEYS[2], expiry_s, ARGV[3])
--- One grant in 16 (a token beginning with `0`: tokens are random) forgets up to 64 groups
--- whose leases all ran out without a release: 4 per grant on average, more than grants
--- can leave behind.
-if string.byte(token) == 48 then
-    local stale = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now_s, "LIMIT", "0", "64")
-    for _, entry in ipairs(stale) do
-        redis.call("HDEL", KEYS[1], string.match(entry, "\n(.*)$") or "")
-        redis.call("ZREM", KEYS[2], entry)
-    end
-end
--- The index keys keep a placeholder (field `""`, member `""` scored `+inf`), so that a
--- store holding one group at a time does not delete them and create them again, with
--- their expiries, at every grant; they expire like the other keys.
-local left = redis.call("PTTL", KEYS[2])
-if left < ttl then
-    if left == -1 then
-        redis.call("HSET", KEYS[1], "", "")
-        redis.call("ZADD", KEYS[2], "+inf", "")
-    end
-    redis.call("PEXPIRE", KEYS[2], ttl2)
-    redis.call("PEXPIRE", KEYS[1], ttl2)
-end
+-- The group's lease: expires with its holds.
+redis.call("SET", KEYS[1], (fence == 0 and "0" or tostring(fence)) .. "\n" .. expiry_s .. "\n" .. ARGV[2], "PX", ARGV[3])
 return fence
 "##
 );
 
-/// Extend: every member still held (unexpired) by the token gets `ttl` from now; an
-/// expired member is never revived.
+/// Extend: every member still held (unexpired) by the token gets `ttl` from now, and so
+/// does the group's lease key; an expired member is never revived, and a group whose lease
+/// key is gone (released or expired) is not extended at all.
 ///
-/// `KEYS[1..2]` = index, owners; then per name `h`. `ARGV` = token, ttl ms, 2 × ttl ms.
+/// `KEYS[1]` = the group's lease key; then per name `h`. `ARGV` = token, ttl ms, 2 × ttl ms.
 /// Returns how many members were extended.
 const EXTEND: &str = concat!(
     prelude!(),
     keep!(),
     parse_entry!(),
     r##"
+local entry = redis.call("GET", KEYS[1])
+if not entry then
+    return 0
+end
 local token = ARGV[1]
 local ttl, ttl2 = tonumber(ARGV[2]), ARGV[3]
 local expiry_s = tostring(now + ttl)
 local extended = 0
-for i = 3, #KEYS do
+for i = 2, #KEYS do
     local score = tonumber(redis.call("ZSCORE", KEYS[i], token))
     if score and score < INTENTS and score % B > now then
         redis.call("ZADD", KEYS[i], "XX", (score >= B and "1" or "") .. expiry_s, token)
@@ -311,64 +296,46 @@ for i = 3, #KEYS do
     end
 end
 if extended > 0 then
-    local entry = redis.call("HGET", KEYS[1], token)
-    if entry then
-        local _, owner = parse_entry(entry)
-        local member = owner .. "\n" .. token
-        local previous = tonumber(redis.call("ZSCORE", KEYS[2], member))
-        if previous and previous < now + ttl then
-            redis.call("ZADD", KEYS[2], "XX", expiry_s, member)
-        end
-        if keep(KEYS[2], ttl, ttl2) then
-            redis.call("PEXPIRE", KEYS[1], ttl2)
-        end
-    end
+    local fence, _, owner, names = parse_entry(entry)
+    redis.call("SET", KEYS[1], fence .. "\n" .. expiry_s .. "\n" .. owner .. "\n" .. names, "PX", ARGV[2])
 end
 return extended
 "##
 );
 
-/// Release: removes the token's holds and intents from every name, publishes the names
-/// whose holders or intents changed (one message, their stems joined by newlines), and
-/// updates the index.
+/// Release: removes the token's holds and places (with their tickets) from every name,
+/// publishes the names whose holders or places changed (one message, their stems joined
+/// by newlines), and deletes the group's lease key — or, when only some of its names are
+/// released, keeps it for the others.
 ///
-/// `KEYS[1..2]` = index, owners; then per name `h`. `ARGV` = token, channel (`""`: do not
-/// publish), owner (`""`: unknown; used when the index has no entry), the names joined by
-/// newlines. Returns how many unexpired holds were freed.
+/// `KEYS[1]` = the group's lease key; then per name `h`. `ARGV` = token, channel (`""`: do
+/// not publish), the names joined by newlines. Returns how many live holds were freed:
+/// a hold is live while the lease key exists.
 const RELEASE: &str = concat!(
-    prelude!(),
     parse_entry!(),
     r##"
-local token, channel, owner_hint = ARGV[1], ARGV[2], ARGV[3]
-local index, owners = KEYS[1], KEYS[2]
+local token, channel = ARGV[1], ARGV[2]
+local entry = redis.call("GETDEL", KEYS[1])
 local freed, changed = 0, {}
-for i = 3, #KEYS do
-    local h = KEYS[i]
-    local score = tonumber(redis.call("ZSCORE", h, token))
-    if score then
-        if score >= INTENTS then
-            redis.call("ZREM", h, token, "#" .. token)
-            changed[#changed + 1] = string.sub(h, 1, -3)
-        else
-            redis.call("ZREM", h, token)
-            if score % B > now then
-                freed = freed + 1
-                changed[#changed + 1] = string.sub(h, 1, -3)
-            end
+for i = 2, #KEYS do
+    -- 2: a place and its ticket; 1: a hold (a grant removes the ticket).
+    local removed = redis.call("ZREM", KEYS[i], token, "#" .. token)
+    if removed == 2 or (removed == 1 and entry) then
+        changed[#changed + 1] = string.sub(KEYS[i], 1, -3)
+        if removed == 1 then
+            freed = freed + 1
         end
     end
 end
 if #changed > 0 and channel ~= "" then
     redis.call("PUBLISH", channel, table.concat(changed, "\n"))
 end
-
-local entry = redis.call("HGET", index, token)
 if entry then
-    local fence, owner, names = parse_entry(entry)
-    local left = {}
-    if names ~= ARGV[4] then
-        local released = {}
-        for name in string.gmatch(ARGV[4], "[^\n]+") do
+    local fence, expiry, owner, names = parse_entry(entry)
+    if names ~= ARGV[3] then
+        -- Some of the group's names stay held: their lease stays, to the same expiry.
+        local released, left = {}, {}
+        for name in string.gmatch(ARGV[3], "[^\n]+") do
             released[name] = true
         end
         for name in string.gmatch(names, "[^\n]+") do
@@ -376,15 +343,10 @@ if entry then
                 left[#left + 1] = name
             end
         end
+        if #left > 0 then
+            redis.call("SET", KEYS[1], fence .. "\n" .. expiry .. "\n" .. owner .. "\n" .. table.concat(left, "\n"), "PXAT", expiry)
+        end
     end
-    if #left == 0 then
-        redis.call("HDEL", index, token)
-        redis.call("ZREM", owners, owner .. "\n" .. token)
-    else
-        redis.call("HSET", index, token, fence .. "\n" .. owner .. "\n" .. table.concat(left, "\n"))
-    end
-elseif owner_hint ~= "" then
-    redis.call("ZREM", owners, owner_hint .. "\n" .. token)
 end
 return freed
 "##
@@ -415,26 +377,27 @@ return #removed
 
 /// Holders of one name, read only: `{mode, token, ms left, fence, owner}` per live holder.
 ///
-/// `KEYS` = index, h.
+/// `KEYS` = h. `ARGV` = the beginning of the lease keys (the lease key without the
+/// token), which share the slot of `h` on Redis Cluster.
 const HOLDERS: &str = concat!(
     prelude!(),
     parse_entry!(),
     r##"
-local out, tokens = {}, {}
+local out, leases = {}, {}
 for _, band in ipairs({ { "S", 0, "(" .. now_s, "(10000000000000" }, { "X", B, "(1" .. now_s, "(20000000000000" } }) do
-    local live = redis.call("ZRANGEBYSCORE", KEYS[2], band[3], band[4], "WITHSCORES")
+    local live = redis.call("ZRANGEBYSCORE", KEYS[1], band[3], band[4], "WITHSCORES")
     for i = 1, #live, 2 do
         out[#out + 1] = { band[1], live[i], tonumber(live[i + 1]) - band[2] - now, "0", "" }
-        tokens[#tokens + 1] = live[i]
+        leases[#leases + 1] = ARGV[1] .. live[i]
     end
 end
-for i = 1, #tokens, 500 do
-    local last = math.min(i + 499, #tokens)
-    local entries = redis.call("HMGET", KEYS[1], unpack(tokens, i, last))
+for i = 1, #leases, 500 do
+    local last = math.min(i + 499, #leases)
+    local entries = redis.call("MGET", unpack(leases, i, last))
     for j = i, last do
         local entry = entries[j - i + 1]
         if entry then
-            local fence, owner = parse_entry(entry)
+            local fence, _, owner = parse_entry(entry)
             out[j][4], out[j][5] = fence, owner
         end
     end

@@ -89,8 +89,7 @@ async fn a_tagged_group_is_atomic_in_one_slot() {
     // Every key the group scripts touch is in the tag's slot.
     let slot = tokio::task::block_in_place(|| cluster.slot_of("orders"));
     let mut keys = vec![
-        store.group_index_key("orders"),
-        store.group_owners_key("orders"),
+        store.group_lease_key("orders", &distlock_api::Token::generate()),
         store.group_fence_key("orders"),
         store.group_release_channel("orders"),
     ];

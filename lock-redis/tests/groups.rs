@@ -113,13 +113,10 @@ async fn intents(store: &RedisLockStore, name: &str) -> i64 {
     i64::try_from(intents.len()).unwrap()
 }
 
-/// The groups in the store's index: (entries of `group-index`, of `group-owners`), not
-/// counting the placeholders that keep both keys alive between groups.
-async fn index_entries(store: &RedisLockStore) -> (usize, usize) {
-    let fields: Vec<String> = raw(store, &["HKEYS", &store.group_index_key()]).await;
-    let members: Vec<String> = raw(store, &["ZRANGE", &store.group_owners_key(), "0", "-1"]).await;
-    let count = |entries: Vec<String>| entries.iter().filter(|entry| !entry.is_empty()).count();
-    (count(fields), count(members))
+/// The groups' lease keys in the store: one per live group.
+async fn lease_keys(store: &RedisLockStore) -> usize {
+    let keys: Vec<String> = raw(store, &["KEYS", &format!("{}:group-lease:*", store.key_prefix())]).await;
+    keys.len()
 }
 
 async fn holder_modes(store: &dyn GroupLockStore, name: &str) -> Vec<LockMode> {
@@ -197,8 +194,8 @@ async fn a_blocked_group_takes_nothing() {
         let left: i64 = raw(&store, &["EXISTS", &format!("{stem}:h")]).await;
         assert_eq!(left, 0, "no key written for {name}");
     }
-    let index: i64 = raw(&store, &["HEXISTS", &store.group_index_key(), group.token.as_str()]).await;
-    assert_eq!(index, 0, "nothing indexed");
+    let lease: i64 = raw(&store, &["EXISTS", &store.group_lease_key(&group.token)]).await;
+    assert_eq!(lease, 0, "no lease key");
 
     assert_eq!(holder.release(groups).await, 1);
     assert!(granted(&group.try_once(groups, LONG).await), "all of it once b is free");
@@ -266,11 +263,9 @@ async fn release_and_extend_report_what_they_did() {
     assert_eq!(group.release(groups).await, 0, "the second release frees nothing");
     assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 0);
 
-    // Nothing is left but the index keys, without a group: no holders, intents or entries.
-    let mut left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
-    left.sort();
-    assert_eq!(left, [store.group_index_key(), store.group_owners_key()]);
-    assert_eq!(index_entries(&store).await, (0, 0));
+    // Nothing is left: no holders, intents or lease keys.
+    let left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    assert!(left.is_empty(), "{left:?}");
     cleanup(&store).await;
 }
 
@@ -319,6 +314,31 @@ async fn release_owner_frees_that_owner_only() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn releasing_some_names_keeps_the_others_held() {
+    let Some(store) = shared_store("groups_partial_release", RedisLockStore::builder().fencing(true)).await else {
+        return;
+    };
+    let groups = store.groups().unwrap();
+    let me = owner("partial");
+    let group = Group::new(vec![exclusive("p1"), shared("p2"), exclusive("p3")]).owned_by(me.clone());
+    assert!(granted(&group.try_once(groups, Duration::from_secs(20)).await));
+    let before: i64 = raw(&store, &["PTTL", &store.group_lease_key(&group.token)]).await;
+    assert_eq!(groups.release_group(&[store_key("p2")], &group.token).await.unwrap(), 1);
+    assert!(groups.holders(&store_key("p2")).await.unwrap().is_empty());
+    // The rest keeps its lease, its owner and its fence.
+    let after: i64 = raw(&store, &["PTTL", &store.group_lease_key(&group.token)]).await;
+    assert!(after > 0 && after <= before, "lease key PTTL {before} → {after}");
+    let held = groups.holders(&store_key("p3")).await.unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].owner.as_deref(), Some(me.as_str()));
+    assert!(held[0].fence.is_some_and(|fence| fence > 0), "{held:?}");
+    assert_eq!(groups.extend_group(&[store_key("p1"), store_key("p3")], &group.token, ttl(LONG)).await.unwrap(), 2);
+    assert_eq!(groups.release_owner(&me).await.unwrap(), 2, "release_owner finds the names left");
+    assert_eq!(lease_keys(&store).await, 0);
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn release_owner_pages_through_many_groups() {
     let Some(store) = shared_store("groups_release_owner_many", RedisLockStore::builder()).await else { return };
     let groups = store.groups().unwrap();
@@ -328,7 +348,7 @@ async fn release_owner_pages_through_many_groups() {
         assert!(granted(&group.try_once(groups, LONG).await));
     }
     assert_eq!(groups.release_owner(&me).await.unwrap(), 250);
-    assert_eq!(index_entries(&store).await, (0, 0));
+    assert_eq!(lease_keys(&store).await, 0);
     cleanup(&store).await;
 }
 
@@ -578,25 +598,21 @@ async fn keys_expire_with_their_last_lease() {
     let stem = store.group_key_stem(&store_key("gc"));
     // Expiries only grow, by twice the TTL when they must: at least the lease, at most
     // one TTL more.
-    for key in [format!("{stem}:h"), store.group_index_key(), store.group_owners_key()] {
-        let pttl: i64 = raw(&store, &["PTTL", &key]).await;
-        assert!((19_000..=40_000).contains(&pttl), "{key}: PTTL {pttl}");
-    }
-    // A group whose lease ran out is forgotten by a later grant; its keys are gone.
+    let pttl: i64 = raw(&store, &["PTTL", &format!("{stem}:h")]).await;
+    assert!((19_000..=40_000).contains(&pttl), "{stem}:h: PTTL {pttl}");
+    // The lease key lives exactly as long as the group's lease.
+    let pttl: i64 = raw(&store, &["PTTL", &store.group_lease_key(&group.token)]).await;
+    assert!((19_000..=20_000).contains(&pttl), "lease key: PTTL {pttl}");
+    // A group whose lease ran out leaves nothing: its name's key and its lease key are gone.
     let short = Group::new(vec![shared("gc2")]).owned_by(owner("gone"));
     assert!(granted(&short.try_once(groups, Duration::from_millis(100)).await));
     tokio::time::sleep(Duration::from_millis(250)).await;
     let gone: i64 = raw(&store, &["EXISTS", &format!("{}:h", store.group_key_stem(&store_key("gc2")))]).await;
     assert_eq!(gone, 0);
-    // One grant in 16 forgets expired groups: the one whose token begins with `0`.
-    let mut later = Group::new(vec![shared("gc3")]);
-    while !later.token.as_str().starts_with('0') {
-        later.token = Token::generate();
-    }
-    assert!(granted(&later.try_once(groups, LONG).await));
-    let indexed: i64 = raw(&store, &["HEXISTS", &store.group_index_key(), short.token.as_str()]).await;
-    assert_eq!(indexed, 0, "the expired group left the index");
+    let gone: i64 = raw(&store, &["EXISTS", &store.group_lease_key(&short.token)]).await;
+    assert_eq!(gone, 0, "the expired group's lease key");
     assert_eq!(groups.release_owner(&owner("gone")).await.unwrap(), 0);
+    assert_eq!(short.release(groups).await, 0, "an expired group frees nothing");
     cleanup(&store).await;
 }
 
@@ -726,20 +742,18 @@ async fn the_index_and_the_name_keys_do_not_grow_over_many_cycles() {
         assert!(granted(&cycle.try_once(groups, LONG).await));
         assert_eq!(cycle.release(groups).await, 2);
     }
-    assert_eq!(index_entries(&store).await, (1, 1), "only the keeper is indexed");
+    assert_eq!(lease_keys(&store).await, 1, "only the keeper has a lease key");
     let stem = store.group_key_stem(&store_key("k"));
     let entries: i64 = raw(&store, &["ZCARD", &format!("{stem}:h")]).await;
     assert_eq!(entries, 1, "only the keeper's hold is left on k: no intent, no ticket");
     let mut left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
     left.sort();
-    let mut expected = vec![format!("{stem}:h"), store.group_index_key(), store.group_owners_key()];
+    let mut expected = vec![format!("{stem}:h"), store.group_lease_key(&keeper.token)];
     expected.sort();
     assert_eq!(left, expected);
     assert_eq!(groups.release_owner(&me).await.unwrap(), 1);
-    let mut left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
-    left.sort();
-    assert_eq!(left, [store.group_index_key(), store.group_owners_key()], "the index keys, without a group");
-    assert_eq!(index_entries(&store).await, (0, 0));
+    let left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    assert!(left.is_empty(), "nothing left without a group: {left:?}");
     cleanup(&store).await;
 }
 
