@@ -189,15 +189,13 @@ impl RedisClusterStore {
         let lease = self.group_lease_key(tag, request.token);
         let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
         self.run_script(&lease, script, |cmd| {
-            cmd.arg(1 + usize::from(fence_counter.is_some()) + 2 * members.len());
+            cmd.arg(1 + usize::from(fence_counter.is_some()) + members.len());
             cmd.arg(&lease);
             if let Some(counter) = &fence_counter {
                 cmd.arg(counter);
             }
-            for suffix in [":h", ":p"] {
-                for stem in &stems {
-                    cmd.arg(format!("{stem}{suffix}"));
-                }
+            for stem in &stems {
+                cmd.arg(format!("{stem}:h"));
             }
             cmd.arg(request.token.as_str()).arg(&entry).arg(ttl).arg(ttl.saturating_mul(2)).arg(&waiting).arg(mode);
             let mut spec = String::new();

@@ -50,16 +50,12 @@ impl RedisLockStore {
         out.push('}');
     }
 
-    /// Appends the keys `{stem}{suffix}` of `key` to `cmd`, one per suffix.
-    fn push_group_keys(&self, cmd: &mut Cmd, buffer: &mut String, key: &StoreKey, suffixes: &[&str]) {
+    /// Appends the holders key `{stem}:h` of `key` to `cmd`.
+    fn push_holders_key(&self, cmd: &mut Cmd, buffer: &mut String, key: &StoreKey) {
         buffer.clear();
         self.push_group_key_stem(buffer, key);
-        let stem = buffer.len();
-        for suffix in suffixes {
-            buffer.truncate(stem);
-            buffer.push_str(suffix);
-            cmd.arg(buffer.as_str());
-        }
+        buffer.push_str(":h");
+        cmd.arg(buffer.as_str());
     }
 
     /// The lease key of the group `token` took: `{key_prefix}:group-lease:<token>`, a
@@ -96,7 +92,7 @@ impl RedisLockStore {
                 let mut buffer = String::new();
                 cmd.arg(1 + keys.len()).arg(self.group_lease_key(token));
                 for key in keys {
-                    self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
+                    self.push_holders_key(cmd, &mut buffer, key);
                 }
                 cmd.arg(token.as_str()).arg(channel).arg(&names);
             })
@@ -121,15 +117,13 @@ impl RedisLockStore {
         script
             .run(&mut conn, |cmd| {
                 let mut buffer = String::new();
-                cmd.arg(1 + usize::from(fence_counter.is_some()) + 2 * members.len());
+                cmd.arg(1 + usize::from(fence_counter.is_some()) + members.len());
                 cmd.arg(self.group_lease_key(request.token));
                 if let Some(counter) = &fence_counter {
                     cmd.arg(counter);
                 }
-                for suffix in [":h", ":p"] {
-                    for member in members {
-                        self.push_group_keys(cmd, &mut buffer, &member.key, &[suffix]);
-                    }
+                for member in members {
+                    self.push_holders_key(cmd, &mut buffer, &member.key);
                 }
                 cmd.arg(request.token.as_str()).arg(&entry).arg(ttl).arg(ttl.saturating_mul(2)).arg(&waiting).arg(mode);
                 for member in members {
@@ -365,7 +359,7 @@ impl GroupLockStore for RedisLockStore {
                 let mut buffer = String::new();
                 cmd.arg(1 + keys.len()).arg(self.group_lease_key(token));
                 for key in keys {
-                    self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
+                    self.push_holders_key(cmd, &mut buffer, key);
                 }
                 cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(ttl.as_millis().saturating_mul(2));
             })
@@ -410,7 +404,7 @@ impl GroupLockStore for RedisLockStore {
                 let mut buffer = String::new();
                 cmd.arg(keys.len());
                 for key in keys {
-                    self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
+                    self.push_holders_key(cmd, &mut buffer, key);
                 }
                 cmd.arg(token.as_str()).arg(channel);
             })
@@ -515,7 +509,7 @@ impl GroupLockStore for RedisLockStore {
             .run(&mut conn, |cmd| {
                 let mut buffer = String::new();
                 cmd.arg(1);
-                self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
+                self.push_holders_key(cmd, &mut buffer, key);
                 cmd.arg(self.group_lease_prefix());
             })
             .await
@@ -533,7 +527,7 @@ impl GroupLockStore for RedisLockStore {
             .run(&mut conn, |cmd| {
                 let mut buffer = String::new();
                 cmd.arg(1);
-                self.push_group_keys(cmd, &mut buffer, key, &[":h"]);
+                self.push_holders_key(cmd, &mut buffer, key);
             })
             .await
             .map_err(|err| Self::error_on("count the waiting groups of", key, err))?;

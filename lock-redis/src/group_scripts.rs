@@ -98,7 +98,8 @@ end
 /// request could be granted now.
 ///
 /// `KEYS` = the group's lease key, the fence counter (fencing mode only), then every
-/// member's `h`, then every member's `p`. `ARGV` = token, `owner \n name \n name …` (the
+/// member's `h` (its permits hash `p`, read only when the name is held, is found beside
+/// `h`: the same stem, so the same hash tag and slot). `ARGV` = token, `owner \n name \n name …` (the
 /// lease key's value without its fence and expiry), ttl ms, 2 × ttl ms,
 /// `intent ttl:2 × intent ttl:ticket` (`""` for a single attempt without a ticket; each
 /// part may be empty: no intents, no ticket yet), mode (`F`: grant with a fence, `N`:
@@ -114,7 +115,7 @@ local token = ARGV[1]
 local ttl, ttl2 = tonumber(ARGV[3]), ARGV[4]
 local mode = ARGV[6]
 local n = #ARGV - 6
-local hs = #KEYS - 2 * n -- KEYS[hs + i]: member i's `h`; KEYS[hs + n + i]: its `p`
+local hs = #KEYS - n -- KEYS[hs + i]: member i's `h`
 local intent_ttl, intent_ttl2, ticket_s, barging = "", "", "", ""
 if ARGV[5] ~= "" then
     intent_ttl, intent_ttl2, ticket_s, barging = string.match(ARGV[5], "^(%d*):(%d*):(%d*):?(b?)$")
@@ -171,7 +172,10 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
 
     -- Whether member i's name admits it now (reads only).
     local function grantable(i)
-        local h, p, spec = KEYS[hs + i], KEYS[hs + n + i], ARGV[6 + i]
+        -- The permits hash `stem:p` beside `stem:h` (same hash tag, same slot): read only
+        -- when a name is held, so it is not an argument of every attempt.
+        local h, spec = KEYS[hs + i], ARGV[6 + i]
+        local p = string.sub(h, 1, -2) .. "p"
         local exclusive, default = string.byte(spec) == 88, string.sub(spec, 2)
         local mine, floor, other, field = "", 0, "1", "shared"
         if exclusive then
