@@ -34,7 +34,7 @@ use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::cluster::RedisClusterStore;
 use crate::group::{
     check_keys, check_members, check_permits, count, glob_escaped, holder_info, joined, mode_names, owned_names,
-    parse_permits, permits_command, push_member_spec, waiting_arg, HolderRow, UnexpectedReply, SCAN_PAGE,
+    parse_permits, permits_command, AcquireArgs, HolderRow, UnexpectedReply, SCAN_PAGE,
 };
 use crate::group_scripts::GROUP_SCRIPTS;
 use crate::scripts::LuaScript;
@@ -180,11 +180,8 @@ impl RedisClusterStore {
     /// The acquire script (see the single-node store): `mode` is `F`, `N` or `P`.
     async fn run_acquire(&self, request: &GroupRequest<'_>, tag: &str, mode: &str) -> redis::RedisResult<i64> {
         let members = request.members;
-        let owner = request.owner.as_str();
-        let entry = joined(std::iter::once(owner).chain(members.iter().map(|member| member.key.lock_key())));
+        let args = AcquireArgs::new(request, mode);
         let fence_counter = (mode == "F").then(|| self.group_fence_key(tag));
-        let ttl = request.ttl.as_millis();
-        let waiting = waiting_arg(request);
         let stems: Vec<String> = members.iter().map(|member| self.group_key_stem(&member.key)).collect();
         let lease = self.group_lease_key(tag, request.token);
         let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
@@ -197,13 +194,7 @@ impl RedisClusterStore {
             for stem in &stems {
                 cmd.arg(format!("{stem}:h"));
             }
-            cmd.arg(request.token.as_str()).arg(&entry).arg(ttl).arg(ttl.saturating_mul(2)).arg(&waiting).arg(mode);
-            let mut spec = String::new();
-            for member in members {
-                spec.clear();
-                push_member_spec(&mut spec, member);
-                cmd.arg(spec.as_str());
-            }
+            args.push(cmd, request);
         })
         .await
     }

@@ -106,12 +106,9 @@ impl RedisLockStore {
     /// without fencing or for a probe) or, when blocked, minus the ticket.
     async fn run_acquire(&self, request: &GroupRequest<'_>, mode: &str) -> redis::RedisResult<i64> {
         let members = request.members;
-        let owner = request.owner.as_str();
-        let entry = joined(std::iter::once(owner).chain(members.iter().map(|member| member.key.lock_key())));
         // The fence counter only when a fence is drawn.
         let fence_counter = (mode == "F").then(|| self.fence_counter_key());
-        let ttl = request.ttl.as_millis();
-        let waiting = waiting_arg(request);
+        let args = AcquireArgs::new(request, mode);
         let mut conn = self.connection_manager().clone();
         let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
         script
@@ -125,12 +122,7 @@ impl RedisLockStore {
                 for member in members {
                     self.push_holders_key(cmd, &mut buffer, &member.key);
                 }
-                cmd.arg(request.token.as_str()).arg(&entry).arg(ttl).arg(ttl.saturating_mul(2)).arg(&waiting).arg(mode);
-                for member in members {
-                    buffer.clear();
-                    push_member_spec(&mut buffer, member);
-                    cmd.arg(buffer.as_str());
-                }
+                args.push(cmd, request);
             })
             .await
     }
@@ -230,26 +222,48 @@ pub(crate) fn glob_escaped(text: &str) -> String {
     pattern
 }
 
-/// The acquire script's waiting argument: `<intent ms>:<2 × intent ms>:<ticket>` (and
-/// `:b` when barging), empty for a single attempt that neither waits nor has a ticket.
-pub(crate) fn waiting_arg(request: &GroupRequest<'_>) -> String {
-    match (request.intent_ttl, request.ticket) {
-        (None, None) => String::new(),
-        (intent_ttl, ticket) => {
-            let intent_ttl = intent_ttl.map(Ttl::as_millis);
-            let part = |value: Option<u64>| value.map(|value| value.to_string()).unwrap_or_default();
-            let barging = if request.fair { "" } else { ":b" };
-            let intent_ttl2 = intent_ttl.map(|ttl| ttl.saturating_mul(2));
-            format!("{}:{}:{}{barging}", part(intent_ttl), part(intent_ttl2), part(ticket))
-        }
-    }
+/// The `ARGV` of the acquire script (single node and cluster alike): token, the lease
+/// key's value without fence and expiry, ttl, the mode letter followed by the waiting
+/// part, the members' mode letters, and the members' default permits only when one has
+/// some.
+pub(crate) struct AcquireArgs {
+    entry: String,
+    flags: String,
+    modes: String,
 }
 
-/// A member's argument to the acquire script: its mode letter and its default permits.
-pub(crate) fn push_member_spec(out: &mut String, member: &StoreMember) {
-    out.push_str(mode_names(member.mode).1);
-    if let Some(permits) = member.default_permits {
-        out.push_str(&permits.to_string());
+impl AcquireArgs {
+    pub(crate) fn new(request: &GroupRequest<'_>, mode: &str) -> Self {
+        let members = request.members;
+        let owner = request.owner.as_str();
+        let entry = joined(std::iter::once(owner).chain(members.iter().map(|member| member.key.lock_key())));
+        // `<mode>` alone for a single attempt; a waiting group's attempt adds
+        // `<intent ms>:<2 × intent ms>:<ticket>` (each part possibly empty) and `:b` when
+        // barging.
+        let mut flags = mode.to_owned();
+        if request.intent_ttl.is_some() || request.ticket.is_some() {
+            let intent_ttl = request.intent_ttl.map(Ttl::as_millis);
+            let part = |value: Option<u64>| value.map(|value| value.to_string()).unwrap_or_default();
+            let intent_ttl2 = intent_ttl.map(|ttl| ttl.saturating_mul(2));
+            flags.push_str(&format!("{}:{}:{}", part(intent_ttl), part(intent_ttl2), part(request.ticket)));
+            if !request.fair {
+                flags.push_str(":b");
+            }
+        }
+        let modes = members.iter().map(|member| mode_names(member.mode).1).collect();
+        Self { entry, flags, modes }
+    }
+
+    pub(crate) fn push(&self, cmd: &mut Cmd, request: &GroupRequest<'_>) {
+        cmd.arg(request.token.as_str()).arg(&self.entry).arg(request.ttl.as_millis()).arg(&self.flags).arg(&self.modes);
+        if request.members.iter().any(|member| member.default_permits.is_some()) {
+            for member in request.members {
+                match member.default_permits {
+                    Some(permits) => cmd.arg(permits),
+                    None => cmd.arg(""),
+                };
+            }
+        }
     }
 }
 
