@@ -496,8 +496,8 @@ impl RedisClusterStore {
     }
 }
 
-/// Hands a shard message to the waiters: the released lock's Redis key, or the stems of
-/// the group names that changed, one per line (keys have no control characters).
+/// Hands a shard message to the waiters: the released lock's Redis key, or the `h` keys
+/// of the group names that changed, one per line (keys have no control characters).
 fn dispatch(registry: &WaiterRegistry, push: &PushInfo) {
     if push.kind == PushKind::SMessage {
         if let Some(Value::BulkString(message)) = push.data.get(1) {

@@ -9,7 +9,7 @@
 //! | `{prefix}:group:{<tag>}:<name>` + `:h`, `:p` | a name's holders, places and tickets; its permits |
 //! | `{prefix}:group-lease:{<tag>}:<token>` | a live group's `fence \n expiry \n owner \n name …`, expiring with its holds |
 //! | `{prefix}:group-fence:{<tag>}` | the tag's fence counter (fencing mode) |
-//! | shard channel `{prefix}:group-released:{<tag>}` | `SPUBLISH`ed stems of changed names |
+//! | shard channel `{prefix}:group-released:{<tag>}` | `SPUBLISH`ed `h` keys of changed names |
 //!
 //! `<tag>` is the name's own hash tag (`orders` for `{orders}:a`) or, for a name without
 //! one, the whole name with `%`, `{` and `}` percent-encoded. A group is atomic because
@@ -255,7 +255,7 @@ impl GroupLockStore for RedisClusterStore {
         count(Self::BACKEND, "extend group", keys, extended)
     }
 
-    /// The single-node release script, `SPUBLISH`ing the changed names' stems on the
+    /// The single-node release script, `SPUBLISH`ing the changed names' `h` keys on the
     /// tag's shard channel.
     async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
         check_keys(keys.iter(), self.max_group())?;
@@ -417,7 +417,8 @@ impl GroupLockStore for RedisClusterStore {
         let keys: Vec<StoreKey> = request.members.iter().map(|member| member.key.clone()).collect();
         let tag = common_tag(&keys)?;
         let channel = self.group_release_channel(&tag);
-        let stems: Vec<String> = keys.iter().map(|key| self.group_key_stem(key)).collect();
+        // Releases publish the `h` keys of the names they changed.
+        let stems: Vec<String> = keys.iter().map(|key| format!("{}:h", self.group_key_stem(key))).collect();
         let stems: Vec<&str> = stems.iter().map(String::as_str).collect();
         let counted = AtomicBool::new(false);
         let result = self

@@ -24,9 +24,9 @@ impl RedisLockStore {
     /// `{key_prefix}:group:{<name>}`, e.g. `myapp:group:{order:1}`. The name is the
     /// application's key with `%`, `{` and `}` written `%25`, `%7B` and `%7D`, so the part
     /// in braces is a Redis Cluster hash tag shared by exactly the keys of that name. The
-    /// keys are the stem followed by `:h` (holders, waiting groups' places and their tickets, one
-    /// sorted set) and `:p` (permits); the stem itself is what a release publishes when
-    /// the name's holders change.
+    /// keys are the stem followed by `:h` (holders, waiting groups' places and their
+    /// tickets, one sorted set; also what a release publishes when the name's holders
+    /// change) and `:p` (permits).
     pub fn group_key_stem(&self, key: &StoreKey) -> String {
         let mut stem = String::new();
         self.push_group_key_stem(&mut stem, key);
@@ -59,7 +59,7 @@ impl RedisLockStore {
     }
 
     /// The lease key of the group `token` took: `{key_prefix}:group-lease:<token>`, a
-    /// string `<fence>\n<expiry ms>\n<owner>\n<name>\n<name>…` (fence `0` without
+    /// string `<name>\n<name>…\n\n<owner>\n<fence>\n<expiry ms>` (fence `0` without
     /// fencing) that expires with the group's holds. It exists exactly while the group is
     /// live; `release_owner` finds an owner's groups by `SCAN`ning these keys.
     pub fn group_lease_key(&self, token: &Token) -> String {
@@ -236,7 +236,9 @@ impl AcquireArgs {
     pub(crate) fn new(request: &GroupRequest<'_>, mode: &str) -> Self {
         let members = request.members;
         let owner = request.owner.as_str();
-        let entry = joined(std::iter::once(owner).chain(members.iter().map(|member| member.key.lock_key())));
+        let mut entry = joined(members.iter().map(|member| member.key.lock_key()));
+        entry.push_str("\n\n");
+        entry.push_str(owner);
         // `<mode>` alone for a single attempt; a waiting group's attempt adds
         // `<intent ms>:<2 × intent ms>:<ticket>` (each part possibly empty) and `:b` when
         // barging.
@@ -267,15 +269,14 @@ impl AcquireArgs {
     }
 }
 
-/// The names of a group lease key's value (`<fence>\n<expiry>\n<owner>\n<name>…`) when
-/// it is `owner`'s; `None` for another owner's group or a missing (expired) key.
+/// The names of a group lease key's value (`<name>\n<name>…\n\n<owner>\n<fence>\n<expiry>`)
+/// when it is `owner`'s; `None` for another owner's group or a missing (expired) key.
 pub(crate) fn owned_names(entry: Option<&str>, owner: &OwnerId) -> Option<Vec<StoreKey>> {
-    let mut parts = entry?.split('\n');
-    let (_fence, _expiry) = (parts.next()?, parts.next()?);
-    if parts.next()? != owner.as_str() {
+    let (names, rest) = entry?.split_once("\n\n")?;
+    if rest.split('\n').next()? != owner.as_str() {
         return None;
     }
-    Some(parts.filter_map(|name| LockKey::new(name).ok()).map(|key| key.to_store_key()).collect())
+    Some(names.split('\n').filter_map(|name| LockKey::new(name).ok()).map(|key| key.to_store_key()).collect())
 }
 
 /// Zero permits is refused, before any I/O.
@@ -382,10 +383,11 @@ impl GroupLockStore for RedisLockStore {
         count(Self::BACKEND, "extend group", keys, extended)
     }
 
-    /// One script: `ZREM` of the token from `{stem}:h` of every name (its hold or intent),
-    /// `GETDEL` of the group's lease key (a hold was live while it existed); one `PUBLISH {key_prefix}:released <stem>\n<stem>…`
-    /// (inside the script) naming every name whose holders or intents changed, when
-    /// release notifications are on.
+    /// One script: `GETDEL` of the group's lease key (a hold was live while it existed),
+    /// `ZREM` of the token from `{stem}:h` of every name (its hold or its place), and, when
+    /// that changed something and release notifications are on, one
+    /// `PUBLISH {key_prefix}:released <stem>:h\n<stem>:h…` (inside the script) naming the
+    /// names.
     ///
     /// # Cancel safety
     ///
@@ -570,10 +572,12 @@ impl GroupLockStore for RedisLockStore {
             tokio::time::sleep_until(deadline).await;
             return Ok(());
         };
-        let stems: Vec<String> = request.members.iter().map(|member| self.group_key_stem(&member.key)).collect();
-        let stems: Vec<&str> = stems.iter().map(String::as_str).collect();
+        // Releases publish the `h` keys of the names they changed.
+        let holders: Vec<String> =
+            request.members.iter().map(|member| format!("{}:h", self.group_key_stem(&member.key))).collect();
+        let holders: Vec<&str> = holders.iter().map(String::as_str).collect();
         waiters
-            .wait_any(&stems, max, || async {
+            .wait_any(&holders, max, || async {
                 Ok(if self.grantable_now(&request).await? {
                     KeyState::Free
                 } else {

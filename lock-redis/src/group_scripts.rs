@@ -18,7 +18,7 @@
 //! on the name, and a grant's `ZADD` replaces the group's own intent. `stem:p`, hash of the
 //! permits (`shared`, `exclusive`). Per granted group: its **lease key**
 //! `{prefix}:group-lease:<token>` (on Redis Cluster `{prefix}:group-lease:{<tag>}:<token>`),
-//! a string `fence \n expiry \n owner \n name \n name …` that expires with the group's
+//! a string `name \n name … \n\n owner \n fence \n expiry` that expires with the group's
 //! holds (`PX` ttl at the grant, again at every extension): whether it still exists is
 //! whether the group is live, and it names the group's owner for `release_owner` (a `SCAN`
 //! of the lease keys) and `holders`. A group that expires leaves nothing to clean up.
@@ -29,7 +29,8 @@
 //! one `PEXPIRE` per name, and the lease key's `SET … PX`; a release is the lease key's
 //! `GETDEL` (live or not), one `ZREM` per name (of the token's hold, or, for a group
 //! without a lease key, of its place and ticket) and one `PUBLISH` — no `TIME`, no score
-//! read. Key expiries of
+//! read; the message is the names' `h` keys joined by newlines (`KEYS` as they are). Key
+//! expiries of
 //! the names only grow: a write that needs a key to live `ttl` more reads its `PTTL` and,
 //! when shorter, sets it to `2 × ttl` (so the next writes of the same TTL within `ttl`
 //! leave it alone). Nothing sets an expiry on release: keys only shrink, and an emptied
@@ -82,14 +83,15 @@ end
     };
 }
 
-/// `parse_entry(entry)`: a lease key's value `fence \n expiry \n owner \n name …` →
-/// fence, expiry, owner, the names (one string).
+/// `parse_entry(entry)`: a lease key's value `name \n name … \n\n owner \n fence \n
+/// expiry` (names have no control characters and are never empty, so `\n\n` ends them)
+/// → the names (one string), owner, fence, expiry.
 macro_rules! parse_entry {
     () => {
         r##"
 local function parse_entry(entry)
-    local fence, expiry, owner, names = string.match(entry, "^([^\n]*)\n([^\n]*)\n([^\n]*)\n?(.*)$")
-    return fence or "0", expiry or "0", owner or "", names or ""
+    local names, owner, fence, expiry = string.match(entry, "^(.-)\n\n([^\n]*)\n([^\n]*)\n([^\n]*)$")
+    return names or "", owner or "", fence or "0", expiry or "0"
 end
 "##
     };
@@ -101,7 +103,7 @@ end
 /// `KEYS` = the group's lease key, the fence counter (fencing mode only), then every
 /// member's `h` (its permits hash `p`, read only when the name is held, is found beside
 /// `h`: the same stem, so the same hash tag and slot). `ARGV` = token,
-/// `owner \n name \n name …` (the lease key's value without its fence and expiry), ttl
+/// `name \n name … \n\n owner` (the lease key's value without its fence and expiry), ttl
 /// ms, the mode (`F`: grant with a fence, `N`: grant without, `P`: probe, writes nothing)
 /// followed, for a waiting group, by `intent ttl:2 × intent ttl:ticket` (each part may be
 /// empty: no intents, no ticket yet; `:b` after it when barging), the members' modes as
@@ -275,7 +277,7 @@ for i = 1, n do
     end
 end
 -- The group's lease: expires with its holds.
-redis.call("SET", KEYS[1], (fence == 0 and "0" or fmt(fence)) .. "\n" .. expiry_s .. "\n" .. ARGV[2], "PX", ARGV[3])
+redis.call("SET", KEYS[1], ARGV[2] .. "\n" .. (fence == 0 and "0" or fmt(fence)) .. "\n" .. expiry_s, "PX", ARGV[3])
 return fence
 "##
 );
@@ -308,16 +310,17 @@ for i = 2, #KEYS do
     end
 end
 if extended > 0 then
-    local fence, _, owner, names = parse_entry(entry)
-    redis.call("SET", KEYS[1], fence .. "\n" .. expiry_s .. "\n" .. owner .. "\n" .. names, "PX", ARGV[2])
+    -- The value with its last line, the expiry, replaced.
+    redis.call("SET", KEYS[1], string.match(entry, "^(.*\n)") .. expiry_s, "PX", ARGV[2])
 end
 return extended
 "##
 );
 
 /// Release: removes the token's holds and places (with their tickets) from every name,
-/// publishes the names whose holders or places changed (one message, their stems joined
-/// by newlines), and deletes the group's lease key — or, when only some of its names are
+/// publishes the names' `h` keys when it changed anything (one message, the keys joined
+/// by newlines; a name whose hold had expired is named too, and its waiters merely look
+/// again), and deletes the group's lease key — or, when only some of its names are
 /// released, keeps it for the others.
 ///
 /// `KEYS[1]` = the group's lease key; then per name `h`. `ARGV` = token, channel (`""`: do
@@ -328,39 +331,38 @@ const RELEASE: &str = concat!(
     r##"
 local token, channel = ARGV[1], ARGV[2]
 local entry = redis.call("GETDEL", KEYS[1])
-local freed, changed = 0, {}
 -- A live group has holds (its grant replaced its places and removed their tickets);
 -- otherwise the token may have places, each with its ticket (2 removed), or expired
 -- holds (1 removed: nothing changes for anyone).
+local freed, changed = 0, false
 for i = 2, #KEYS do
     if entry then
         if redis.call("ZREM", KEYS[i], token) == 1 then
             freed = freed + 1
-            changed[#changed + 1] = string.sub(KEYS[i], 1, -3)
         end
     elseif redis.call("ZREM", KEYS[i], token, "#" .. token) == 2 then
-        changed[#changed + 1] = string.sub(KEYS[i], 1, -3)
+        changed = true
     end
 end
-if #changed > 0 and channel ~= "" then
-    redis.call("PUBLISH", channel, table.concat(changed, "\n"))
+if (freed > 0 or changed) and channel ~= "" then
+    redis.call("PUBLISH", channel, table.concat(KEYS, "\n", 2))
 end
-if entry then
-    local fence, expiry, owner, names = parse_entry(entry)
-    if names ~= ARGV[3] then
-        -- Some of the group's names stay held: their lease stays, to the same expiry.
-        local released, left = {}, {}
-        for name in string.gmatch(ARGV[3], "[^\n]+") do
-            released[name] = true
+-- The lease key's value begins with the group's names and `\n\n`: releasing them all is
+-- the common case, recognised without parsing.
+if entry and string.sub(entry, 1, #ARGV[3] + 2) ~= ARGV[3] .. "\n\n" then
+    -- Some of the group's names stay held: their lease stays, to the same expiry.
+    local names, owner, fence, expiry = parse_entry(entry)
+    local released, left = {}, {}
+    for name in string.gmatch(ARGV[3], "[^\n]+") do
+        released[name] = true
+    end
+    for name in string.gmatch(names, "[^\n]+") do
+        if not released[name] then
+            left[#left + 1] = name
         end
-        for name in string.gmatch(names, "[^\n]+") do
-            if not released[name] then
-                left[#left + 1] = name
-            end
-        end
-        if #left > 0 then
-            redis.call("SET", KEYS[1], fence .. "\n" .. expiry .. "\n" .. owner .. "\n" .. table.concat(left, "\n"), "PXAT", expiry)
-        end
+    end
+    if #left > 0 then
+        redis.call("SET", KEYS[1], table.concat(left, "\n") .. "\n\n" .. owner .. "\n" .. fence .. "\n" .. expiry, "PXAT", expiry)
     end
 end
 return freed
@@ -380,7 +382,7 @@ for i = 1, #KEYS do
     local score = tonumber(redis.call("ZSCORE", KEYS[i], token))
     if score and score >= INTENTS then
         redis.call("ZREM", KEYS[i], token, "#" .. token)
-        removed[#removed + 1] = string.sub(KEYS[i], 1, -3)
+        removed[#removed + 1] = KEYS[i]
     end
 end
 if #removed > 0 and channel ~= "" then
@@ -413,7 +415,7 @@ for i = 1, #leases, 500 do
     for j = i, last do
         local entry = entries[j - i + 1]
         if entry then
-            local fence, _, owner = parse_entry(entry)
+            local _, owner, fence = parse_entry(entry)
             out[j][4], out[j][5] = fence, owner
         end
     end
