@@ -7,16 +7,18 @@
 //! be dead run again on another connection, as the lock operations do; running any of
 //! them twice is harmless (a grant run again recognises the group its first run took).
 
+use std::future::{poll_fn, Future};
+use std::task::Poll;
 use std::time::Duration;
 
-use distlock_api::waiters::{deadline_after, KeyState};
+use distlock_api::waiters::{deadline_after, Registration, Woken};
 use distlock_api::{
     async_trait, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockMode, LockStore,
     OwnerId, StoreKey, StoreMember, Token, Ttl,
 };
 
 use crate::error::{is_connection_lost, UnexpectedAnswer, BACKEND};
-use crate::group_sql::{GroupStatements, GROUP_PAYLOAD_PREFIX};
+use crate::group_sql::{GroupStatements, GROUP_PAYLOAD_PREFIX, SHARED_PAYLOAD_PREFIX};
 use crate::sql::millis;
 use crate::store::PostgresLockStore;
 
@@ -37,6 +39,11 @@ fn mode_code(mode: LockMode) -> &'static str {
 /// register under.
 fn payload(key: &StoreKey) -> String {
     format!("{GROUP_PAYLOAD_PREFIX}{}", key.as_str())
+}
+
+/// The payload a freed shared hold or place of `key` is notified with.
+fn shared_payload(key: &StoreKey) -> String {
+    format!("{SHARED_PAYLOAD_PREFIX}{}", key.as_str())
 }
 
 /// Permits as the table stores them (`integer`): beyond `i32::MAX` is as good as
@@ -87,12 +94,12 @@ impl PostgresLockStore {
     /// After the waiter registered: whether `request` could be granted now (`None`: the
     /// caller returns at once, also when a row that blocks it could not be flagged), else
     /// flags the rows that block it, so that their releases notify, and returns the time
-    /// until the first of them ends.
-    async fn flag_blockers(&self, request: &GroupRequest<'_>) -> Result<Option<Duration>, LockError> {
+    /// until the first of them ends and whether a shared hold or place is among them.
+    async fn flag_blockers(&self, request: &GroupRequest<'_>) -> Result<Option<(Duration, bool)>, LockError> {
         const OPERATION: &str = "wait for group change";
         let columns = Columns::of(request);
         let ticket = request.ticket.map(|ticket| i64::try_from(ticket).unwrap_or(i64::MAX));
-        let (unflagged, blocking, micros_left): (i64, i64, Option<i64>) = self
+        let (unflagged, blocking, micros_left, shared): (i64, i64, Option<i64>, bool) = self
             .retrying(OPERATION, || {
                 sqlx::query_as(&self.group_sql().wait)
                     .bind(&columns.names)
@@ -107,7 +114,65 @@ impl PostgresLockStore {
         if blocking == 0 || unflagged > 0 {
             return Ok(None);
         }
-        Ok(micros_left.map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(1))))
+        Ok(micros_left.map(|micros| (Duration::from_micros(u64::try_from(micros).unwrap_or(1)), shared)))
+    }
+
+    /// The wait of [`wait_for_change`](GroupLockStore::wait_for_change), as
+    /// [`WaiterRegistry::wait_any`](distlock_api::waiters::WaiterRegistry::wait_any) does it
+    /// (register, wait for the listener, check, sleep), except that it registers for both
+    /// payloads of every name and, when no shared row blocks the request, stops listening
+    /// to the `group-shared:` ones after the check: only the rows that blocked the request
+    /// when it checked matter, and none of those is shared (a permits change notifies
+    /// `group:`).
+    async fn wait_for_blockers(
+        &self,
+        request: &GroupRequest<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Woken, LockError> {
+        let waiters = self.notifier.waiters();
+        let register = |key: String| waiters.register(&key);
+        let exclusive: Vec<Registration> = request.members.iter().map(|m| register(payload(&m.key))).collect();
+        let shared: Vec<Registration> = request.members.iter().map(|m| register(shared_payload(&m.key))).collect();
+        let mut released: Vec<_> = exclusive.iter().map(|r| Box::pin(r.notified())).collect();
+        let mut shared_released: Vec<_> = shared.iter().map(|r| Box::pin(r.notified())).collect();
+        for notified in released.iter_mut().chain(shared_released.iter_mut()) {
+            notified.as_mut().enable();
+        }
+        let mut listening = waiters.listening();
+        // Until the listener listens no release would reach this waiter: a plain sleep
+        // (the caller polls), cut short if the listener comes up.
+        if !matches!(tokio::time::timeout_at(deadline, listening.wait_for(|up| *up)).await, Ok(Ok(_))) {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(Woken::TimedOut);
+        }
+        let Ok(checked) = tokio::time::timeout_at(deadline, self.flag_blockers(request)).await else {
+            return Ok(Woken::TimedOut);
+        };
+        let Some((left, shared_blocks)) = checked? else {
+            return Ok(Woken::AlreadyFree);
+        };
+        let wake_at = deadline.min(deadline_after(left.saturating_add(EXPIRY_MARGIN)));
+        if shared_blocks {
+            released.append(&mut shared_released);
+        } else {
+            // Unregistered from their keys' wake-ups; the keys' entries go with `shared`.
+            shared_released.clear();
+        }
+        // Until one is ready, every registration is polled, so each keeps this waker.
+        let any_released = poll_fn(|cx| {
+            if released.iter_mut().any(|r| r.as_mut().poll(cx).is_ready()) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        });
+        tokio::select! {
+            () = any_released => Ok(Woken::Notified),
+            _ = listening.changed() => Ok(Woken::ListenerChanged),
+            () = tokio::time::sleep_until(wake_at) => {
+                Ok(if wake_at < deadline { Woken::LeaseEnded } else { Woken::TimedOut })
+            }
+        }
     }
 }
 
@@ -131,7 +196,7 @@ impl<'a> Columns<'a> {
 }
 
 /// Lock groups in two tables beside the lease table (`<table>_holders`,
-/// `<table>_permits`) and one function (`<table>_acquire_group_v3`), created by
+/// `<table>_permits`) and one function (`<table>_acquire_group_v4`), created by
 /// [`ensure_schema`](PostgresLockStore::ensure_schema) or at the first group operation
 /// (checked only, with [`GroupSchemaMissing`](crate::GroupSchemaMissing) when missing, on a
 /// store that may not create); see "Lock groups" in the crate documentation. Group names
@@ -392,7 +457,10 @@ impl GroupLockStore for PostgresLockStore {
     /// its own intents do not count) — and flags the rows that block it: it returns at
     /// once when nothing blocks (a release between the caller's blocked attempt and this
     /// wait is not slept through) or when a blocking row was freed before it could be
-    /// flagged; a later release of a flagged row is notified. While the listener is not
+    /// flagged; a later release of a flagged row is notified (a freed shared row as
+    /// `group-shared:<name>`, which a waiter that no shared row blocks does not wait for,
+    /// so readers queued behind a writer sleep through the releases of the readers the
+    /// writer waits for). While the listener is not
     /// connected it sleeps, so the caller polls.
     ///
     /// # Errors
@@ -410,18 +478,7 @@ impl GroupLockStore for PostgresLockStore {
             return Ok(());
         }
         self.ensure_group_schema().await?;
-        let names: Vec<String> = request.members.iter().map(|member| payload(&member.key)).collect();
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let woken = self
-            .notifier
-            .waiters()
-            .wait_any(&names, max, || async {
-                Ok(match self.flag_blockers(&request).await? {
-                    None => KeyState::Free,
-                    Some(left) => KeyState::Held { expires_in: Some(left.saturating_add(EXPIRY_MARGIN)) },
-                })
-            })
-            .await?;
+        let woken = self.wait_for_blockers(&request, deadline).await?;
         tracing::trace!(?woken, "group wait ended");
         Ok(())
     }
@@ -469,5 +526,6 @@ mod tests {
         assert_eq!((mode_code(LockMode::Shared), mode_code(LockMode::Exclusive)), ("R", "W"));
         assert_eq!((permits_value(3), permits_value(u32::MAX)), (3, i32::MAX));
         assert_eq!(payload(&LockKey::new("job").unwrap().to_store_key()), "group:lock:job");
+        assert_eq!(shared_payload(&LockKey::new("job").unwrap().to_store_key()), "group-shared:lock:job");
     }
 }

@@ -12,6 +12,11 @@
 //! committed by a concurrent acquirer while it waited stays invisible and both are
 //! granted. So the function, in one transaction:
 //!
+//! 0. answers a waiting group's retry without any lock when a live hold or an older live
+//!    place of the other mode blocks one of its members and its places have more than
+//!    half their time left: the locked check would block it too, and nothing needs
+//!    writing. Queued readers' retries then do not queue for a name's advisory lock ahead
+//!    of the writer they wait for (nor that writer's retries while readers hold it);
 //! 1. takes `pg_advisory_xact_lock(hashtextextended(name, 0))` for every name, in the
 //!    order of the lock keys (one global order: no deadlocks, also when two names hash
 //!    alike; a collision only serialises two names more than needed). Acquirers of a
@@ -48,19 +53,32 @@
 //! # Release notifications
 //!
 //! Holds carry the `waiting` flag of the lease table's protocol (see `sql.rs`): a
-//! waiter registers for `group:<name>` of each of its names, then, in one statement
-//! ([`GroupStatements::wait`]), checks whether its request could be granted now and flags
-//! the rows that keep it from being granted; a release, a withdrawal or `release_owner`
-//! notifies `group:<name>` for the flagged rows it frees. A grant carries the flag of its
-//! own intent over to its new hold (the same row), so readers that waited on a writer's
-//! intent are woken when that writer releases. Permit changes always notify.
+//! waiter registers for `group:<name>` and `group-shared:<name>` of each of its names,
+//! then, in one statement ([`GroupStatements::wait`]), checks whether its request could be
+//! granted now and flags the rows that keep it from being granted; a release, a
+//! withdrawal or `release_owner` notifies for the flagged rows it frees: `group:<name>`
+//! for exclusive holds and places, `group-shared:<name>` for shared ones. A waiter that
+//! no shared row blocks drops its `group-shared:` registrations after the check: readers
+//! queued behind a writer's place sleep through the releases of the readers the writer
+//! waits for (each woke every queued reader, whose retries then competed with the
+//! writer's for the name's advisory lock). A grant carries the flag of its own intent over
+//! to its new hold (the same row), so readers that waited on a writer's intent are woken
+//! when that writer releases. Permit changes always notify `group:<name>`, which every
+//! waiter keeps.
 
 use crate::config::{Identifier, Layout};
 use crate::notify::channel_name;
 
-/// The payload prefix of group notifications: `group:<store key>` never equals a single
-/// lock's payload (a store key, `lock:<key>`).
+/// The payload prefix of group notifications for a freed exclusive hold or place and for
+/// a permits change, which any waiter of the name may wait for: `group:<store key>` never
+/// equals a single lock's payload (a store key, `lock:<key>`).
 pub(crate) const GROUP_PAYLOAD_PREFIX: &str = "group:";
+
+/// The payload prefix of group notifications for a freed shared hold or place
+/// (`group-shared:<store key>`): only waiters that a shared row blocks (exclusive members,
+/// members with permits) wait for it, so readers queued behind a writer's place are not
+/// woken by every release of the readers the writer waits for.
+pub(crate) const SHARED_PAYLOAD_PREFIX: &str = "group-shared:";
 
 /// The columns the group statements use, per table.
 pub(crate) const HOLDER_COLUMNS: [&str; 9] =
@@ -114,7 +132,7 @@ impl GroupStatements {
     }
 
     /// The grant function, qualified and quoted, e.g.
-    /// `"public"."distlock_locks_acquire_group_v3"`.
+    /// `"public"."distlock_locks_acquire_group_v4"`.
     pub fn function(&self) -> &str {
         &self.function
     }
@@ -176,9 +194,10 @@ impl GroupStatements {
 
     /// Run by a waiter after it registered, with its request: `$1` names, `$2` modes, `$3`
     /// default permits, `$4` token, `$5` ticket or NULL → one row `(blocking rows that may
-    /// not be flagged, blocking rows, µs until the first blocking row ends)`: the rows of
-    /// other groups that keep the request from being granted now, flagging those not
-    /// flagged yet. No blocking row: the request could be granted now.
+    /// not be flagged, blocking rows, µs until the first blocking row ends, whether a
+    /// shared hold or place blocks)`: the rows of other groups that keep the request from
+    /// being granted now, flagging those not flagged yet. No blocking row: the request
+    /// could be granted now.
     pub fn wait(&self) -> &str {
         &self.wait
     }
@@ -194,7 +213,7 @@ impl GroupStatements {
         let schema = layout.schema.quoted();
         let holders_name = layout.table.derived("holders");
         let permits_name = layout.table.derived("permits");
-        let function_name = layout.table.derived("acquire_group_v3");
+        let function_name = layout.table.derived("acquire_group_v4");
         let owner_index = layout.table.derived("holders_owner");
         let holders = format!("{schema}.{}", holders_name.quoted());
         let permits = format!("{schema}.{}", permits_name.quoted());
@@ -212,7 +231,9 @@ impl GroupStatements {
         let free_and_notify = |which: &str| {
             let notify = if layout.notify {
                 format!(
-                    "count(CASE WHEN waiting THEN pg_notify('{channel}', '{GROUP_PAYLOAD_PREFIX}' || name)::text END)"
+                    "count(CASE WHEN waiting THEN pg_notify('{channel}', \
+                         CASE WHEN mode IN ('R', 'J') THEN '{SHARED_PAYLOAD_PREFIX}' ELSE '{GROUP_PAYLOAD_PREFIX}' END \
+                         || name)::text END)"
                 )
             } else {
                 "0::bigint".to_owned()
@@ -232,16 +253,22 @@ impl GroupStatements {
                 format!("SELECT count(*) FROM {source}")
             }
         };
+        // `$1`, the names, read through a scalar subquery, which the planner does not look
+        // into: a custom plan for the actual (mostly one-element) array looks cheaper than
+        // the generic plan, so PostgreSQL would plan the statement again at every call;
+        // this way both cost the same and it keeps the generic plan after five calls.
+        let names = "(SELECT $1::text[])::text[]";
         Self {
             acquire: format!(
                 "SELECT granted_fence, blocked_ticket FROM {function}($1, $2, $3, $4::uuid, $5, $6, $7, $8, $9, $10)"
             ),
             extend: format!(
                 "UPDATE {holders} SET expires_at = clock_timestamp() + $3 * interval '1 millisecond' \
-                 WHERE name = ANY($1) AND token = $2::uuid AND mode NOT IN ('I', 'J') AND expires_at > clock_timestamp()"
+                 WHERE name = ANY({names}) AND token = $2::uuid AND mode NOT IN ('I', 'J') \
+                   AND expires_at > clock_timestamp()"
             ),
-            release: free_and_notify("name = ANY($1) AND token = $2::uuid"),
-            withdraw: free_and_notify("name = ANY($1) AND token = $2::uuid AND mode IN ('I', 'J')"),
+            release: free_and_notify(&format!("name = ANY({names}) AND token = $2::uuid")),
+            withdraw: free_and_notify(&format!("name = ANY({names}) AND token = $2::uuid AND mode IN ('I', 'J')")),
             release_owner: free_and_notify("owner = $1 AND token IS NOT NULL"),
             set_permits: format!(
                 "WITH changed AS ( \
@@ -266,7 +293,8 @@ impl GroupStatements {
                 "SELECT count(*) FROM {holders} \
                  WHERE name = $1 AND token IS NOT NULL AND mode IN ('I', 'J') AND expires_at > clock_timestamp()"
             ),
-            // The request's members with their permits; the live rows of other groups on
+            // The arrays are read through scalar subqueries, as `names` (see there): the
+            // statement is planned once per connection, not at every wait. The request's members with their permits; the live rows of other groups on
             // their names; of those, the ones that keep the request from being granted now
             // (the grant function's check, read without its locks: a stale answer only
             // costs a spurious or a later wake-up, never a missed one, because the waiter
@@ -282,7 +310,8 @@ impl GroupStatements {
                      SELECT d.name, d.mode, \
                          coalesce((SELECT p.permits FROM {permits} AS p WHERE p.name = d.name AND p.mode = d.mode), \
                                   d.default_permits) AS permits \
-                     FROM unnest($1::text[], $2::\"char\"[], $3::int4[]) AS d(name, mode, default_permits)), \
+                     FROM unnest((SELECT $1::text[]), (SELECT $2::\"char\"[]), (SELECT $3::int4[])) \
+                         AS d(name, mode, default_permits)), \
                  now AS MATERIALIZED ( \
                      SELECT clock_timestamp() AS at, \
                          coalesce($5, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ticket), \
@@ -292,9 +321,9 @@ impl GroupStatements {
                          h.mode NOT IN ('I', 'J') \
                              OR h.ticket < now.ticket OR ($5 IS NULL AND h.ticket = now.ticket) AS counts \
                      FROM {holders} AS h, now \
-                     WHERE h.name = ANY($1) AND h.token <> $4::uuid AND h.expires_at > now.at), \
+                     WHERE h.name = ANY({names}) AND h.token <> $4::uuid AND h.expires_at > now.at), \
                  blocking AS MATERIALIZED ( \
-                     SELECT l.name, l.slot, l.token, l.expires_at, l.waiting \
+                     SELECT l.name, l.slot, l.token, l.expires_at, l.waiting, l.mode \
                      FROM m JOIN live AS l ON l.name = m.name \
                      WHERE l.counts \
                        AND (l.mode <> m.mode \
@@ -310,7 +339,8 @@ impl GroupStatements {
                      UPDATE {holders} AS h SET waiting = true FROM lockable AS k \
                      WHERE h.ctid = k.row_id AND NOT h.waiting AND h.expires_at > clock_timestamp() \
                      RETURNING h.name, h.slot) \
-                 SELECT count(*) FILTER (WHERE NOT b.waiting AND f.name IS NULL), count(*), {} \
+                 SELECT count(*) FILTER (WHERE NOT b.waiting AND f.name IS NULL), count(*), {}, \
+                     coalesce(bool_or(b.mode = 'R'), false) \
                  FROM blocking AS b LEFT JOIN flagged AS f ON f.name = b.name AND f.slot = b.slot",
                 micros_left("min(b.expires_at)")
             ),
@@ -501,6 +531,36 @@ DECLARE
     v_intent_slots integer[];
     v_intent_modes "char"[];
 BEGIN
+    -- A waiting group's retry, its places recorded and none of them past half its time,
+    -- that a live hold or an older live place of the other mode blocks, is answered
+    -- without the advisory locks: that row keeps it from being granted whatever else
+    -- changes, so the locked check would block it too, and its places need no refresh yet.
+    -- Queued readers' retries then do not queue for the name's lock ahead of the writer
+    -- they wait for, nor does that writer's retry while readers hold the name. (A row
+    -- freed since this snapshot only delays the group: the wait that follows checks again
+    -- after it registered.)
+    -- (Two IFs: the first is a plain expression, so an uncontended call runs no query.)
+    IF p_ticket IS NOT NULL AND NOT p_again AND p_intent_ttl_ms IS NOT NULL THEN
+        IF NOT EXISTS (
+               SELECT 1 FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
+               WHERE (p_fair OR m.mode = 'W')
+                 AND NOT EXISTS (
+                     SELECT 1 FROM {holders} AS h
+                     WHERE h.name = m.name AND h.token = p_token AND h.mode IN ('I', 'J')
+                       AND h.expires_at > clock_timestamp() + p_intent_ttl_ms * interval '0.5 millisecond'))
+           AND EXISTS (
+               SELECT 1 FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
+               JOIN {holders} AS h ON h.name = m.name
+               WHERE h.token <> p_token AND h.expires_at > clock_timestamp()
+                 AND (h.mode = CASE m.mode WHEN 'W' THEN 'R'::"char" ELSE 'W'::"char" END
+                      OR (h.mode = CASE m.mode WHEN 'W' THEN 'J'::"char" ELSE 'I'::"char" END
+                          AND h.ticket < p_ticket)))
+        THEN
+            blocked_ticket := p_ticket;
+            RETURN;
+        END IF;
+    END IF;
+
     -- One global order of lock keys. One or two names (the common cases) are plain
     -- expressions, evaluated without a query.
     IF cardinality(p_names) = 1 THEN
@@ -640,12 +700,12 @@ mod tests {
         assert!(sql.create_permits.contains("\"s\".\"t_permits\""), "{}", sql.create_permits);
         assert_eq!(
             (sql.holders_table(), sql.permits_table(), sql.function()),
-            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v3\"")
+            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v4\"")
         );
-        assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v3\"("), "{}", sql.create_function);
+        assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v4\"("), "{}", sql.create_function);
         assert!(sql.create_function.contains("nextval('\"s\".\"q\"')"), "{}", sql.create_function);
-        assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v3\"($1"), "{}", sql.acquire);
-        assert!(sql.release.contains("pg_notify('distlock:s.t', 'group:' || name)"), "{}", sql.release);
+        assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v4\"($1"), "{}", sql.acquire);
+        assert!(sql.release.contains("pg_notify('distlock:s.t', CASE WHEN mode IN ('R', 'J') THEN 'group-shared:' ELSE 'group:' END || name)"), "{}", sql.release);
         assert!(sql.set_permits.contains("pg_notify("), "{}", sql.set_permits);
         let unlogged = GroupStatements::new(&layout(true, false));
         assert!(unlogged.create_holders.starts_with("CREATE UNLOGGED TABLE"), "{}", unlogged.create_holders);
