@@ -256,20 +256,38 @@ impl WaiterRegistry {
                 KeyState::Held { expires_in: None } => deadline,
             },
         };
-        // Until one is ready, every registration is polled, so each keeps this waker.
-        let any_released = poll_fn(|cx| {
-            if released.iter_mut().any(|r| r.as_mut().poll(cx).is_ready()) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        });
-        tokio::select! {
-            () = any_released => Ok(Woken::Notified),
-            _ = listening.changed() => Ok(Woken::ListenerChanged),
-            () = tokio::time::sleep_until(wake_at) => {
-                Ok(if wake_at < deadline { Woken::LeaseEnded } else { Woken::TimedOut })
-            }
+        Ok(first_wake(&mut released, &mut listening, wake_at, deadline).await)
+    }
+}
+
+/// The end of a wait whose waiter registered and checked: the first of `released` to be
+/// notified ([`Woken::Notified`]), a change of the listener ([`Woken::ListenerChanged`]),
+/// or `wake_at` ([`Woken::LeaseEnded`] when it is before `deadline`, else
+/// [`Woken::TimedOut`]). For a store that waits as
+/// [`WaiterRegistry::wait_any`] does but registers and checks its own way.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only waits.
+pub async fn first_wake(
+    released: &mut [Pin<Box<Notified<'_>>>],
+    listening: &mut watch::Receiver<bool>,
+    wake_at: Instant,
+    deadline: Instant,
+) -> Woken {
+    // Until one is ready, every registration is polled, so each keeps this waker.
+    let any_released = poll_fn(|cx| {
+        if released.iter_mut().any(|r| r.as_mut().poll(cx).is_ready()) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    });
+    tokio::select! {
+        () = any_released => Woken::Notified,
+        _ = listening.changed() => Woken::ListenerChanged,
+        () = tokio::time::sleep_until(wake_at) => {
+            if wake_at < deadline { Woken::LeaseEnded } else { Woken::TimedOut }
         }
     }
 }

@@ -7,11 +7,9 @@
 //! be dead run again on another connection, as the lock operations do; running any of
 //! them twice is harmless (a grant run again recognises the group its first run took).
 
-use std::future::{poll_fn, Future};
-use std::task::Poll;
 use std::time::Duration;
 
-use distlock_api::waiters::{deadline_after, Registration, Woken};
+use distlock_api::waiters::{deadline_after, first_wake, Registration, Woken};
 use distlock_api::{
     async_trait, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockMode, LockStore,
     OwnerId, StoreKey, StoreMember, Token, Ttl,
@@ -158,21 +156,7 @@ impl PostgresLockStore {
             // Unregistered from their keys' wake-ups; the keys' entries go with `shared`.
             shared_released.clear();
         }
-        // Until one is ready, every registration is polled, so each keeps this waker.
-        let any_released = poll_fn(|cx| {
-            if released.iter_mut().any(|r| r.as_mut().poll(cx).is_ready()) {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        });
-        tokio::select! {
-            () = any_released => Ok(Woken::Notified),
-            _ = listening.changed() => Ok(Woken::ListenerChanged),
-            () = tokio::time::sleep_until(wake_at) => {
-                Ok(if wake_at < deadline { Woken::LeaseEnded } else { Woken::TimedOut })
-            }
-        }
+        Ok(first_wake(&mut released, &mut listening, wake_at, deadline).await)
     }
 }
 
