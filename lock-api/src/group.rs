@@ -284,6 +284,45 @@ impl StoreMember {
     }
 }
 
+/// The checks a [`GroupLockStore`] makes of a request's members before any I/O: not
+/// empty, at most `max` (the store's [`max_group`](GroupLockStore::max_group)), each name
+/// once, no zero default permits.
+///
+/// # Errors
+///
+/// [`LockError::InvalidGroup`] saying which check failed, in that order.
+pub fn check_group_members(members: &[StoreMember], max: usize) -> Result<(), LockError> {
+    if members.is_empty() {
+        return Err(LockError::InvalidGroup { reason: InvalidGroup::Empty });
+    }
+    check_group_names(members.iter().map(|member| &member.key), max)?;
+    if let Some(member) = members.iter().find(|member| member.default_permits == Some(0)) {
+        return Err(LockError::InvalidGroup {
+            reason: InvalidGroup::ZeroPermits { key: member.key.lock_key().to_owned() },
+        });
+    }
+    Ok(())
+}
+
+/// The checks a [`GroupLockStore`] makes of the names of a group it extends or releases
+/// (possibly none) before any I/O: at most `max`, each once.
+///
+/// # Errors
+///
+/// [`LockError::InvalidGroup`]: [`InvalidGroup::TooLarge`] or
+/// [`InvalidGroup::DuplicateName`] (the application's name).
+pub fn check_group_names<'a>(keys: impl ExactSizeIterator<Item = &'a StoreKey>, max: usize) -> Result<(), LockError> {
+    if keys.len() > max {
+        return Err(LockError::InvalidGroup { reason: InvalidGroup::TooLarge { len: keys.len(), max } });
+    }
+    let mut names: Vec<&str> = keys.map(StoreKey::lock_key).collect();
+    names.sort_unstable();
+    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(LockError::InvalidGroup { reason: InvalidGroup::DuplicateName { key: pair[0].to_owned() } });
+    }
+    Ok(())
+}
+
 /// One attempt to take a group, as a [`GroupLockStore`] receives it.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]

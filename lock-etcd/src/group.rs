@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, KeyState, Woken};
 use distlock_api::{
-    async_trait, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockKey, LockMode,
-    OwnerId, StoreKey, StoreMember, Token, Ttl,
+    async_trait, check_group_members, check_group_names, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup,
+    LockError, LockInfo, LockKey, LockMode, OwnerId, StoreKey, StoreMember, Token, Ttl,
 };
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
@@ -216,32 +216,6 @@ fn parse_holder(value: &str) -> Result<(LockMode, i64, &str), Malformed> {
 
 fn holder_value(mode: LockMode, secs: i64, owner: &str) -> String {
     format!("{}\n{secs}\n{owner}", mode_letter(mode))
-}
-
-/// Checks a list of names: at most `max`, each once.
-fn check_keys<'a>(keys: impl ExactSizeIterator<Item = &'a StoreKey>, max: usize) -> Result<(), LockError> {
-    if keys.len() > max {
-        return Err(LockError::InvalidGroup { reason: InvalidGroup::TooLarge { len: keys.len(), max } });
-    }
-    let mut names: Vec<&str> = keys.map(StoreKey::lock_key).collect();
-    names.sort_unstable();
-    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
-        return Err(LockError::InvalidGroup { reason: InvalidGroup::DuplicateName { key: pair[0].to_owned() } });
-    }
-    Ok(())
-}
-
-fn check_members(members: &[StoreMember], max: usize) -> Result<(), LockError> {
-    if members.is_empty() {
-        return Err(LockError::InvalidGroup { reason: InvalidGroup::Empty });
-    }
-    check_keys(members.iter().map(|member| &member.key), max)?;
-    if let Some(member) = members.iter().find(|member| member.default_permits == Some(0)) {
-        return Err(LockError::InvalidGroup {
-            reason: InvalidGroup::ZeroPermits { key: member.key.lock_key().to_owned() },
-        });
-    }
-    Ok(())
 }
 
 fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlock_api::BoxError>) -> LockError {
@@ -590,7 +564,7 @@ impl GroupLockStore for EtcdLockStore {
     /// Each transaction commits whole or not at all; the lease of an attempt in flight is
     /// recorded for its token, so the manager's release with the token revokes it.
     async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
-        check_members(request.members, self.max_group())?;
+        check_group_members(request.members, self.max_group())?;
         let keys = member_keys(request.members);
         let prefixes = self.group_prefixes(keys.iter());
         let secs = lease_seconds(request.ttl.as_duration());
@@ -658,7 +632,7 @@ impl GroupLockStore for EtcdLockStore {
     /// lease and one transaction that moves the holds (guarded by their old lease) and
     /// the owner index entry to it. An ended lease is not revived.
     async fn extend_group(&self, keys: &[StoreKey], token: &Token, ttl: Ttl) -> Result<usize, LockError> {
-        check_keys(keys.iter(), self.max_group())?;
+        check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
             return Ok(0);
         }
@@ -747,7 +721,7 @@ impl GroupLockStore for EtcdLockStore {
     /// and the lease of an attempt of the token still in flight before returning. The
     /// watch delivers the deletes to the names' waiters.
     async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
-        check_keys(keys.iter(), self.max_group())?;
+        check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
             return Ok(0);
         }
@@ -757,7 +731,7 @@ impl GroupLockStore for EtcdLockStore {
     /// One transaction deleting the token's places; their lease and the lease kept for
     /// the group's next attempt are revoked in the background.
     async fn withdraw_intents(&self, keys: &[StoreKey], token: &Token) -> Result<(), LockError> {
-        check_keys(keys.iter(), self.max_group())?;
+        check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
             return Ok(());
         }

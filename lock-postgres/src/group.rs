@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, first_wake, Registration, Woken};
 use distlock_api::{
-    async_trait, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockMode, LockStore,
-    OwnerId, StoreKey, StoreMember, Token, Ttl,
+    async_trait, check_group_members, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo,
+    LockMode, LockStore, OwnerId, StoreKey, Token, Ttl,
 };
 
 use crate::error::{is_connection_lost, UnexpectedAnswer, BACKEND};
@@ -52,27 +52,6 @@ fn permits_value(permits: u32) -> i32 {
 
 fn names(keys: &[StoreKey]) -> Vec<&str> {
     keys.iter().map(StoreKey::as_str).collect()
-}
-
-/// The checks of a request that need no I/O.
-fn validate(members: &[StoreMember], max: usize) -> Result<(), LockError> {
-    let invalid = |reason| Err(LockError::InvalidGroup { reason });
-    if members.is_empty() {
-        return invalid(InvalidGroup::Empty);
-    }
-    if members.len() > max {
-        return invalid(InvalidGroup::TooLarge { len: members.len(), max });
-    }
-    let mut sorted: Vec<&str> = members.iter().map(|member| member.key.as_str()).collect();
-    sorted.sort_unstable();
-    if let Some(pair) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
-        let key = pair[0].strip_prefix(distlock_api::LOCK_NAMESPACE).unwrap_or(pair[0]);
-        return invalid(InvalidGroup::DuplicateName { key: key.to_owned() });
-    }
-    if let Some(member) = members.iter().find(|member| member.default_permits == Some(0)) {
-        return invalid(InvalidGroup::ZeroPermits { key: member.key.lock_key().to_owned() });
-    }
-    Ok(())
 }
 
 impl PostgresLockStore {
@@ -207,7 +186,7 @@ impl GroupLockStore for PostgresLockStore {
     /// waits until it has been answered.
     async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
         const OPERATION: &str = "acquire group";
-        validate(request.members, self.max_group())?;
+        check_group_members(request.members, self.max_group())?;
         self.ensure_group_schema().await?;
         let Columns { names, modes, permits } = Columns::of(&request);
         let intent_ttl = request.intent_ttl.map(|ttl| millis(ttl.as_duration()));
@@ -471,7 +450,7 @@ impl GroupLockStore for PostgresLockStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use distlock_api::LockKey;
+    use distlock_api::{LockKey, StoreMember};
 
     fn member(key: &str, mode: LockMode, permits: Option<u32>) -> StoreMember {
         StoreMember::new(LockKey::new(key).unwrap().to_store_key(), mode, permits)
@@ -480,7 +459,7 @@ mod tests {
     #[test]
     fn requests_are_checked_before_any_io() {
         let ok = [member("a", LockMode::Shared, Some(2)), member("b", LockMode::Exclusive, None)];
-        assert!(validate(&ok, 64).is_ok());
+        assert!(check_group_members(&ok, 64).is_ok());
         let cases: [(&[StoreMember], usize); 4] = [
             (&[], 64),
             (&ok, 1),
@@ -489,7 +468,7 @@ mod tests {
         ];
         let reasons: Vec<InvalidGroup> = cases
             .iter()
-            .map(|(members, max)| match validate(members, *max) {
+            .map(|(members, max)| match check_group_members(members, *max) {
                 Err(LockError::InvalidGroup { reason }) => reason,
                 other => panic!("{other:?}"),
             })

@@ -24,8 +24,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::waiters::KeyState;
 use distlock_api::{
-    GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockMode, OwnerId, StoreKey, Token,
-    Ttl,
+    check_group_members, check_group_names, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError,
+    LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl,
 };
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::Cmd;
@@ -33,8 +33,8 @@ use redis::Cmd;
 use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::cluster::RedisClusterStore;
 use crate::group::{
-    check_keys, check_members, check_permits, count, glob_escaped, holder_info, joined, mode_names, owned_names,
-    parse_permits, permits_command, AcquireArgs, HolderRow, UnexpectedReply, SCAN_PAGE,
+    check_permits, count, glob_escaped, holder_info, joined, mode_names, owned_names, parse_permits, permits_command,
+    AcquireArgs, HolderRow, UnexpectedReply, SCAN_PAGE,
 };
 use crate::group_scripts::GROUP_SCRIPTS;
 use crate::scripts::LuaScript;
@@ -218,7 +218,7 @@ impl GroupLockStore for RedisClusterStore {
     ///
     /// Cancel safe: the script runs atomically or not at all.
     async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
-        check_members(request.members, self.max_group())?;
+        check_group_members(request.members, self.max_group())?;
         let keys: Vec<StoreKey> = request.members.iter().map(|member| member.key.clone()).collect();
         let tag = common_tag(&keys)?;
         let error = |err: distlock_api::BoxError| Self::group_error("acquire group", &keys, err);
@@ -236,7 +236,7 @@ impl GroupLockStore for RedisClusterStore {
 
     /// The single-node extend script, in the slot of the group's tag.
     async fn extend_group(&self, keys: &[StoreKey], token: &Token, ttl: Ttl) -> Result<usize, LockError> {
-        check_keys(keys.iter(), self.max_group())?;
+        check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
             return Ok(0);
         }
@@ -258,7 +258,7 @@ impl GroupLockStore for RedisClusterStore {
     /// The single-node release script, `SPUBLISH`ing the changed names' `h` keys on the
     /// tag's shard channel.
     async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
-        check_keys(keys.iter(), self.max_group())?;
+        check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
             return Ok(0);
         }
@@ -268,7 +268,7 @@ impl GroupLockStore for RedisClusterStore {
 
     /// The single-node withdraw script, `SPUBLISH`ing on the tag's shard channel.
     async fn withdraw_intents(&self, keys: &[StoreKey], token: &Token) -> Result<(), LockError> {
-        check_keys(keys.iter(), self.max_group())?;
+        check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
             return Ok(());
         }

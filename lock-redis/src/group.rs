@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::waiters::{deadline_after, KeyState};
 use distlock_api::{
-    GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo, LockKey, LockMode, OwnerId,
-    StoreKey, StoreMember, Token, Ttl,
+    check_group_members, check_group_names, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError,
+    LockInfo, LockKey, LockMode, OwnerId, StoreKey, Token, Ttl,
 };
 use redis::Cmd;
 
@@ -148,32 +148,6 @@ pub(crate) fn joined<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
         out.push_str(part);
     }
     out
-}
-
-/// Checks a list of names: at most `max`, each once.
-pub(crate) fn check_keys<'a>(keys: impl ExactSizeIterator<Item = &'a StoreKey>, max: usize) -> Result<(), LockError> {
-    if keys.len() > max {
-        return Err(LockError::InvalidGroup { reason: InvalidGroup::TooLarge { len: keys.len(), max } });
-    }
-    let mut names: Vec<&str> = keys.map(StoreKey::lock_key).collect();
-    names.sort_unstable();
-    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
-        return Err(LockError::InvalidGroup { reason: InvalidGroup::DuplicateName { key: pair[0].to_owned() } });
-    }
-    Ok(())
-}
-
-pub(crate) fn check_members(members: &[StoreMember], max: usize) -> Result<(), LockError> {
-    if members.is_empty() {
-        return Err(LockError::InvalidGroup { reason: InvalidGroup::Empty });
-    }
-    check_keys(members.iter().map(|member| &member.key), max)?;
-    if let Some(member) = members.iter().find(|member| member.default_permits == Some(0)) {
-        return Err(LockError::InvalidGroup {
-            reason: InvalidGroup::ZeroPermits { key: member.key.lock_key().to_owned() },
-        });
-    }
-    Ok(())
 }
 
 /// The field of a mode in a name's permits hash, and its letter in the scripts.
@@ -338,7 +312,7 @@ impl GroupLockStore for RedisLockStore {
     ///
     /// Cancel safe: the script runs atomically or not at all.
     async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
-        check_members(request.members, self.max_group())?;
+        check_group_members(request.members, self.max_group())?;
         let error = |err: distlock_api::BoxError| {
             let keys: Vec<StoreKey> = request.members.iter().map(|member| member.key.clone()).collect();
             Self::group_error("acquire group", &keys, err)
@@ -363,7 +337,7 @@ impl GroupLockStore for RedisLockStore {
     ///
     /// Cancel safe: the script runs atomically or not at all.
     async fn extend_group(&self, keys: &[StoreKey], token: &Token, ttl: Ttl) -> Result<usize, LockError> {
-        check_keys(keys.iter(), self.max_group())?;
+        check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
             return Ok(0);
         }
@@ -393,7 +367,7 @@ impl GroupLockStore for RedisLockStore {
     ///
     /// Cancel safe: the script runs atomically or not at all.
     async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
-        check_keys(keys.iter(), self.max_group())?;
+        check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
             return Ok(0);
         }
@@ -408,7 +382,7 @@ impl GroupLockStore for RedisLockStore {
     ///
     /// Cancel safe: the script runs atomically or not at all.
     async fn withdraw_intents(&self, keys: &[StoreKey], token: &Token) -> Result<(), LockError> {
-        check_keys(keys.iter(), self.max_group())?;
+        check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
             return Ok(());
         }
