@@ -445,7 +445,7 @@ impl GroupLockStore for RedisLockStore {
             };
             for (key, entry) in keys.iter().zip(entries) {
                 let Some(names) = owned_names(entry.as_deref(), owner) else { continue };
-                let Ok(token) = Token::parse(&key[prefix.len().min(key.len())..]) else {
+                let Some(Ok(token)) = key.strip_prefix(prefix.as_str()).map(Token::parse) else {
                     tracing::debug!(key = %key, "skipping a group lease key without a token");
                     continue;
                 };
