@@ -63,14 +63,16 @@ impl RedisLockStore {
     /// fencing) that expires with the group's holds. It exists exactly while the group is
     /// live; `release_owner` finds an owner's groups by `SCAN`ning these keys.
     pub fn group_lease_key(&self, token: &Token) -> String {
-        let mut key = self.group_lease_prefix();
+        let mut key = String::with_capacity(self.key_prefix().len() + LEASE_SEGMENT.len() + token.as_str().len());
+        key.push_str(self.key_prefix());
+        key.push_str(LEASE_SEGMENT);
         key.push_str(token.as_str());
         key
     }
 
     /// The lease keys without their token: `{key_prefix}:group-lease:`.
     fn group_lease_prefix(&self) -> String {
-        format!("{}:group-lease:", self.key_prefix())
+        format!("{}{LEASE_SEGMENT}", self.key_prefix())
     }
 
     fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlock_api::BoxError>) -> LockError {
@@ -89,7 +91,7 @@ impl RedisLockStore {
         let freed: i64 = GROUP_SCRIPTS
             .release
             .run(&mut conn, |cmd| {
-                let mut buffer = String::new();
+                let mut buffer = String::with_capacity(64);
                 cmd.arg(1 + keys.len()).arg(self.group_lease_key(token));
                 for key in keys {
                     self.push_holders_key(cmd, &mut buffer, key);
@@ -113,7 +115,7 @@ impl RedisLockStore {
         let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
         script
             .run(&mut conn, |cmd| {
-                let mut buffer = String::new();
+                let mut buffer = String::with_capacity(64);
                 cmd.arg(1 + usize::from(fence_counter.is_some()) + members.len());
                 cmd.arg(self.group_lease_key(request.token));
                 if let Some(counter) = &fence_counter {
@@ -138,9 +140,12 @@ impl RedisLockStore {
     }
 }
 
+/// What follows the key prefix in a group's lease key, before the token.
+const LEASE_SEGMENT: &str = ":group-lease:";
+
 /// The parts joined by newlines.
 pub(crate) fn joined<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(64);
     for (i, part) in parts.into_iter().enumerate() {
         if i > 0 {
             out.push('\n');
@@ -197,13 +202,12 @@ pub(crate) fn glob_escaped(text: &str) -> String {
 }
 
 /// The `ARGV` of the acquire script (single node and cluster alike): token, the lease
-/// key's value without fence and expiry, ttl, the mode letter followed by the waiting
-/// part, the members' mode letters, and the members' default permits only when one has
-/// some.
+/// key's value without fence and expiry, ttl, the flags (the mode letter, the members'
+/// mode letters, then the waiting part), and the members' default permits only when one
+/// has some.
 pub(crate) struct AcquireArgs {
     entry: String,
     flags: String,
-    modes: String,
 }
 
 impl AcquireArgs {
@@ -213,10 +217,12 @@ impl AcquireArgs {
         let mut entry = joined(members.iter().map(|member| member.key.lock_key()));
         entry.push_str("\n\n");
         entry.push_str(owner);
-        // `<mode>` alone for a single attempt; a waiting group's attempt adds
+        // `<mode><member modes>` for a single attempt; a waiting group's attempt adds
         // `<intent ms>:<2 × intent ms>:<ticket>` (each part possibly empty) and `:b` when
         // barging.
-        let mut flags = mode.to_owned();
+        let mut flags = String::with_capacity(1 + members.len() + 48);
+        flags.push_str(mode);
+        flags.extend(members.iter().map(|member| mode_names(member.mode).1));
         if request.intent_ttl.is_some() || request.ticket.is_some() {
             let intent_ttl = request.intent_ttl.map(Ttl::as_millis);
             let part = |value: Option<u64>| value.map(|value| value.to_string()).unwrap_or_default();
@@ -226,12 +232,11 @@ impl AcquireArgs {
                 flags.push_str(":b");
             }
         }
-        let modes = members.iter().map(|member| mode_names(member.mode).1).collect();
-        Self { entry, flags, modes }
+        Self { entry, flags }
     }
 
     pub(crate) fn push(&self, cmd: &mut Cmd, request: &GroupRequest<'_>) {
-        cmd.arg(request.token.as_str()).arg(&self.entry).arg(request.ttl.as_millis()).arg(&self.flags).arg(&self.modes);
+        cmd.arg(request.token.as_str()).arg(&self.entry).arg(request.ttl.as_millis()).arg(&self.flags);
         if request.members.iter().any(|member| member.default_permits.is_some()) {
             for member in request.members {
                 match member.default_permits {
@@ -345,7 +350,7 @@ impl GroupLockStore for RedisLockStore {
         let extended: i64 = GROUP_SCRIPTS
             .extend
             .run(&mut conn, |cmd| {
-                let mut buffer = String::new();
+                let mut buffer = String::with_capacity(64);
                 cmd.arg(1 + keys.len()).arg(self.group_lease_key(token));
                 for key in keys {
                     self.push_holders_key(cmd, &mut buffer, key);
@@ -391,7 +396,7 @@ impl GroupLockStore for RedisLockStore {
         let _: i64 = GROUP_SCRIPTS
             .withdraw
             .run(&mut conn, |cmd| {
-                let mut buffer = String::new();
+                let mut buffer = String::with_capacity(64);
                 cmd.arg(keys.len());
                 for key in keys {
                     self.push_holders_key(cmd, &mut buffer, key);
@@ -497,7 +502,7 @@ impl GroupLockStore for RedisLockStore {
         let rows: Vec<HolderRow> = GROUP_SCRIPTS
             .holders
             .run(&mut conn, |cmd| {
-                let mut buffer = String::new();
+                let mut buffer = String::with_capacity(64);
                 cmd.arg(1);
                 self.push_holders_key(cmd, &mut buffer, key);
                 cmd.arg(self.group_lease_prefix());
@@ -515,7 +520,7 @@ impl GroupLockStore for RedisLockStore {
         let count: u64 = GROUP_SCRIPTS
             .waiting
             .run(&mut conn, |cmd| {
-                let mut buffer = String::new();
+                let mut buffer = String::with_capacity(64);
                 cmd.arg(1);
                 self.push_holders_key(cmd, &mut buffer, key);
             })

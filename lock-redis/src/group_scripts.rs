@@ -104,12 +104,13 @@ end
 /// member's `h` (its permits hash `p`, read only when the name is held, is found beside
 /// `h`: the same stem, so the same hash tag and slot). `ARGV` = token,
 /// `name \n name … \n\n owner` (the lease key's value without its fence and expiry), ttl
-/// ms, the mode (`F`: grant with a fence, `N`: grant without, `P`: probe, writes nothing)
-/// followed, for a waiting group, by `intent ttl:2 × intent ttl:ticket` (each part may be
-/// empty: no intents, no ticket yet; `:b` after it when barging), the members' modes as
-/// one letter each (`S` or `X`, in `KEYS` order), then — only when some member has
-/// default permits — each member's default permits (`""`: unlimited). Every argument
-/// costs the server about a fifth of a `redis.call`, so there are few.
+/// ms, the *flags* — the mode (`F`: grant with a fence, `N`: grant without, `P`: probe,
+/// writes nothing), the members' modes as one letter each (`S` or `X`, in `KEYS` order)
+/// and, for a waiting group, `intent ttl:2 × intent ttl:ticket` (each part may be empty:
+/// no intents, no ticket yet; `:b` after it when barging), say `NXS` or `NXS30000:60000:`
+/// — then, only when some member has default permits, each member's default permits
+/// (`""`: unlimited). Every argument costs the server about a third of a `redis.call`
+/// (the script's `KEYS` and `ARGV` tables are built anew for each call), so there are few.
 /// Returns the fence (0 without fencing, and for a probe that could be granted) or, when
 /// blocked, minus the ticket.
 const ACQUIRE: &str = concat!(
@@ -118,13 +119,15 @@ const ACQUIRE: &str = concat!(
     r##"
 local token = ARGV[1]
 local ttl = tonumber(ARGV[3])
-local mode = string.sub(ARGV[4], 1, 1)
-local modes = ARGV[5]
-local n = #modes
-local hs = #KEYS - n -- KEYS[hs + i]: member i's `h`
+-- ARGV[4]: the mode letter, one letter per member (`S` or `X`; member i's at byte
+-- `1 + i`), then the waiting part, if any.
+local flags = ARGV[4]
+local mode = string.sub(flags, 1, 1)
+local hs = mode == "F" and 2 or 1 -- KEYS[hs + i]: member i's `h`
+local n = #KEYS - hs
 local intent_ttl, intent_ttl2, ticket_s, barging = "", "", "", ""
-if #ARGV[4] > 1 then
-    intent_ttl, intent_ttl2, ticket_s, barging = string.match(ARGV[4], "^.(%d*):(%d*):(%d*):?(b?)$")
+if #flags > n + 1 then
+    intent_ttl, intent_ttl2, ticket_s, barging = string.match(flags, "^(%d*):(%d*):(%d*):?(b?)$", n + 2)
 end
 -- A first attempt (no ticket) comes after every intent already recorded, even one
 -- recorded in the same millisecond; a waiting group's retries compare tickets strictly,
@@ -185,7 +188,7 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
         -- when a name is held, so it is not an argument of every attempt.
         local h = KEYS[hs + i]
         local p = string.sub(h, 1, -2) .. "p"
-        local exclusive, default = string.byte(modes, i) == 88, ARGV[5 + i] or ""
+        local exclusive, default = string.byte(flags, 1 + i) == 88, ARGV[4 + i] or ""
         local mine, floor, other, field = "", 0, "1", "shared"
         if exclusive then
             mine, floor, other, field = "1", B, "", "exclusive"
@@ -225,7 +228,7 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
         if mode ~= "P" and intent_ttl ~= "" then
             local until_s = fmt(now + tonumber(intent_ttl))
             for i = 1, n do
-                local exclusive = string.byte(modes, i) == 88
+                local exclusive = string.byte(flags, 1 + i) == 88
                 if exclusive or barging == "" then
                     local h = KEYS[hs + i]
                     local place = (exclusive and "2" or "4") .. until_s
@@ -257,7 +260,7 @@ end
 local expiry_s = fmt(now + ttl)
 for i = 1, n do
     local h = KEYS[hs + i]
-    local exclusive = string.byte(modes, i) == 88
+    local exclusive = string.byte(flags, 1 + i) == 88
     -- Replaces this token's intent on the name, if it had one.
     redis.call("ZADD", h, exclusive and "1" .. expiry_s or expiry_s, token)
     if sizes and sizes[i] > 0 then
