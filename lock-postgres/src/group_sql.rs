@@ -31,11 +31,12 @@
 //!    `INSERT … ON CONFLICT (name, slot) DO UPDATE … WHERE token IS NULL` (the common,
 //!    uncontended case: one small statement, a HOT update; one or two names are read
 //!    element by element, not through `unnest`);
-//! 5. blocked for certain — a live hold, or an older live place, of the other mode on one
-//!    of its names — it records its places as in step 7 and returns the ticket, without
-//!    the full check (which would not pass it either): blocked attempts, such as the
-//!    readers that return while a writer waits, hold the names' locks for less time,
-//!    and the writer's granting retry queues for less behind them;
+//! 5. a first attempt blocked for certain — by a live hold, or an older live place, of the
+//!    other mode on one of its names — records its places as in step 7 and returns the
+//!    ticket, without the full check (which would not pass it either): blocked attempts,
+//!    such as the readers that return while a writer waits, hold the names' locks for
+//!    less time, and the writer's granting retry queues for less behind them (a retry
+//!    that gets this far was not blocked so in step 0 a moment before);
 //! 6. otherwise checks every member and takes the slots in one statement — the function
 //!    is `VOLATILE`, so each statement takes a fresh snapshot, which includes every grant
 //!    committed before the advisory locks were ours — against the live holders, the live
@@ -50,12 +51,6 @@
 //!    an ended hold is never counted free and revived at the same time;
 //! 7. blocked: records or refreshes the places of its members (of its exclusive members
 //!    only when barging; when asked) in slots as above, and returns the ticket.
-//!
-//! The function has no `SET` clauses (each would cost every call a save and a restore of
-//! the setting): its statements read their arrays through scalar subqueries, or element
-//! by element, so that a custom plan looks no cheaper than the generic one and
-//! PostgreSQL keeps the generic plan after five calls of a session, as it does for the
-//! store's other statements.
 //!
 //! Rows are never deleted by these operations: releases free them (`token = NULL`) and
 //! grants take them again, so the table holds one row per slot a name ever needed at
@@ -495,8 +490,7 @@ fn acquire_function(function: &str, holders: &str, permits: &str, sequence: &str
         "SELECT d.name, d.mode, coalesce(a.own, a.free, a.top + 1, 0) AS slot, \
                 a.other = 0 AND NOT a.yields AND (p.permits IS NULL OR a.same + a.queued < p.permits) AS ok, \
                 a.stale \
-         FROM unnest((SELECT p_names), (SELECT p_modes)::\"char\"[], (SELECT p_permits)) \
-             AS d(name, mode, default_permits), \
+         FROM unnest(p_names, p_modes::\"char\"[], p_permits) AS d(name, mode, default_permits), \
               LATERAL (SELECT coalesce((SELECT p.permits FROM {permits} AS p \
                                         WHERE p.name = d.name AND p.mode = d.mode), \
                                        d.default_permits) AS permits) AS p, \
@@ -539,12 +533,14 @@ fn acquire_function(function: &str, holders: &str, permits: &str, sequence: &str
     p_ttl_ms bigint, p_intent_ttl_ms bigint, p_ticket bigint, p_again boolean, p_fair boolean,
     OUT granted_fence bigint, OUT blocked_ticket bigint)
 LANGUAGE plpgsql VOLATILE
--- No SET clauses: they cost every call a save and a restore of the settings. The
--- statements keep their generic plans (made once per session, after five custom ones)
--- because their arrays are read through scalar subqueries, whose size the planner does
--- not look into, or element by element: a custom plan is then no cheaper than the
--- generic one. Plans are made again when the tables' statistics change (ANALYZE), as
--- those of every other statement of the store on these tables.
+-- Custom plans would be made again at every call (for a one-element array, or a ticket
+-- beyond the statistics, they look cheaper than the generic plan); a generic plan is
+-- made once per session. Every lookup is an equality on the primary key's first column,
+-- so the index is always the right path, also for a generic plan made while the table
+-- was empty or small.
+SET plan_cache_mode = force_generic_plan
+SET enable_bitmapscan = off
+SET enable_seqscan = off
 AS $distlock$
 DECLARE
     v_now timestamptz;
@@ -569,14 +565,14 @@ BEGIN
     -- (Two IFs: the first is a plain expression, so an uncontended call runs no query.)
     IF p_ticket IS NOT NULL AND NOT p_again AND p_intent_ttl_ms IS NOT NULL THEN
         IF NOT EXISTS (
-               SELECT 1 FROM unnest((SELECT p_names), (SELECT p_modes)::"char"[]) AS m(name, mode)
+               SELECT 1 FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
                WHERE (p_fair OR m.mode = 'W')
                  AND NOT EXISTS (
                      SELECT 1 FROM {holders} AS h
                      WHERE h.name = m.name AND h.token = p_token AND h.mode IN ('I', 'J')
                        AND h.expires_at > clock_timestamp() + p_intent_ttl_ms * interval '0.5 millisecond'))
            AND EXISTS (
-               SELECT 1 FROM unnest((SELECT p_names), (SELECT p_modes)::"char"[]) AS m(name, mode)
+               SELECT 1 FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
                JOIN {holders} AS h ON h.name = m.name
                WHERE h.token <> p_token AND h.expires_at > clock_timestamp()
                  AND (h.mode = CASE m.mode WHEN 'W' THEN 'R'::"char" ELSE 'W'::"char" END
@@ -602,7 +598,7 @@ BEGIN
     ELSE
         -- unnest yields the sorted array in order, so the locks are taken in that order.
         PERFORM pg_advisory_xact_lock(k)
-        FROM unnest(ARRAY(SELECT DISTINCT hashtextextended(n, 0) FROM unnest((SELECT p_names)) AS n ORDER BY 1)) AS k;
+        FROM unnest(ARRAY(SELECT DISTINCT hashtextextended(n, 0) FROM unnest(p_names) AS n ORDER BY 1)) AS k;
     END IF;
 
     IF p_again THEN
@@ -611,7 +607,7 @@ BEGIN
         FROM (SELECT (SELECT h.fence FROM {holders} AS h
                       WHERE h.name = m.name AND h.token = p_token AND h.mode = m.mode
                         AND h.expires_at > clock_timestamp()) AS f
-              FROM unnest((SELECT p_names), (SELECT p_modes)::"char"[]) AS m(name, mode)) AS held;
+              FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)) AS held;
         IF v_held = cardinality(p_names) AND v_held > 0 THEN
             RETURN;
         END IF;
@@ -644,9 +640,9 @@ BEGIN
             INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
             SELECT m.name, 0, m.mode, p_token, p_owner, granted_fence, NULL,
                    clock_timestamp() + p_ttl_ms * interval '1 millisecond', false
-            FROM unnest((SELECT p_names), (SELECT p_modes)::"char"[]) AS m(name, mode)
+            FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
             WHERE NOT EXISTS (SELECT 1 FROM {holders} AS x
-                              WHERE x.name = ANY((SELECT p_names)::text[]) AND x.token IS NOT NULL)
+                              WHERE x.name = ANY(p_names) AND x.token IS NOT NULL)
             {take_free};
         END IF;
         GET DIAGNOSTICS v_written = ROW_COUNT;
@@ -660,18 +656,19 @@ BEGIN
     v_now := clock_timestamp();
     blocked_ticket := coalesce(p_ticket, floor(extract(epoch FROM v_now) * 1000)::bigint);
 
-    -- Blocked for certain: a live hold, or an older live place, of the other mode on one
-    -- of its names (the check below would not pass it either). Only its places are
-    -- written, without the full check: less time under the names' locks, for which the
-    -- other acquirers of the names queue (readers that return after their release while
-    -- a writer waits, then that writer's granting retry).
-    IF NOT p_again AND EXISTS (
-           SELECT 1 FROM unnest((SELECT p_names), (SELECT p_modes)::"char"[]) AS m(name, mode)
+    -- A first attempt blocked for certain: a live hold, or a live place of this
+    -- millisecond or older, of the other mode on one of its names (the check below would
+    -- not pass it either). Only its places are written, without the full check: less time
+    -- under the names' locks, for which the other acquirers of the names queue (readers
+    -- that return after their release while a writer waits, then that writer's granting
+    -- retry). A retry that gets here was not blocked so in step 0 a moment ago.
+    IF p_ticket IS NULL AND NOT p_again AND EXISTS (
+           SELECT 1 FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
            JOIN {holders} AS h ON h.name = m.name
            WHERE h.token <> p_token AND h.expires_at > v_now
              AND (h.mode = CASE m.mode WHEN 'W' THEN 'R'::"char" ELSE 'W'::"char" END
                   OR (h.mode = CASE m.mode WHEN 'W' THEN 'J'::"char" ELSE 'I'::"char" END
-                      AND (h.ticket < blocked_ticket OR (p_ticket IS NULL AND h.ticket = blocked_ticket)))))
+                      AND h.ticket <= blocked_ticket)))
     THEN
         granted_fence := NULL;
         IF p_intent_ttl_ms IS NOT NULL THEN
@@ -679,7 +676,7 @@ BEGIN
             SELECT m.name, coalesce(s.own, s.free, s.top + 1, 0),
                    CASE m.mode WHEN 'W' THEN 'I'::"char" ELSE 'J'::"char" END, p_token, p_owner, NULL,
                    blocked_ticket, clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond', false
-            FROM unnest((SELECT p_names), (SELECT p_modes)::"char"[]) AS m(name, mode),
+            FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode),
                  LATERAL (SELECT min(f.slot) FILTER (WHERE f.token = p_token) AS own,
                                  min(f.slot) FILTER (WHERE f.token IS NULL
                                                        OR (f.mode IN ('I', 'J') AND f.expires_at <= v_now)) AS free,
@@ -718,7 +715,7 @@ BEGIN
         FROM c;
         EXIT WHEN NOT v_stale OR v_pass = 2;
         UPDATE {holders} SET token = NULL
-        WHERE name = ANY((SELECT p_names)::text[]) AND token IS NOT NULL AND mode NOT IN ('I', 'J') AND expires_at <= v_now;
+        WHERE name = ANY(p_names) AND token IS NOT NULL AND mode NOT IN ('I', 'J') AND expires_at <= v_now;
     END LOOP;
 
     IF v_written > 0 THEN
@@ -735,7 +732,7 @@ BEGIN
         INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
         SELECT i.name, i.slot, i.mode, p_token, p_owner, NULL, blocked_ticket,
                clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond', false
-        FROM unnest((SELECT v_intent_names), (SELECT v_intent_slots), (SELECT v_intent_modes)) AS i(name, slot, mode)
+        FROM unnest(v_intent_names, v_intent_slots, v_intent_modes) AS i(name, slot, mode)
         {place};
     END IF;
 END
@@ -796,12 +793,14 @@ mod tests {
         assert!(sql.contains("WHERE NOT EXISTS (SELECT 1 FROM \"s\".\"t_holders\" AS x"), "the fast path: {sql}");
         assert!(!sql.contains("DELETE"), "slots are freed and taken again, never deleted: {sql}");
         assert!(sql.contains("coalesce(bool_and("), "an empty group grants nothing");
-        assert!(!sql.contains("\nSET "), "no SET clauses: each costs every call: {sql}");
-        let certain = sql.find("IF NOT p_again AND EXISTS (").unwrap();
-        assert!(lock < certain && certain < check, "blocked for certain, under the locks, before the check: {sql}");
         assert!(
-            sql.contains("FROM unnest((SELECT p_names)) AS n ORDER BY 1)) AS k"),
-            "advisory locks in one global order"
+            sql.contains(
+                "SET plan_cache_mode = force_generic_plan\nSET enable_bitmapscan = off\nSET enable_seqscan = off"
+            ),
+            "generic index plans, whatever the table's size or statistics when planned: {sql}"
         );
+        let certain = sql.find("IF p_ticket IS NULL AND NOT p_again AND EXISTS (").unwrap();
+        assert!(lock < certain && certain < check, "blocked for certain, under the locks, before the check: {sql}");
+        assert!(sql.contains("FROM unnest(p_names) AS n ORDER BY 1)) AS k"), "advisory locks in one global order");
     }
 }
