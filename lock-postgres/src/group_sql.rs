@@ -27,10 +27,17 @@
 //!    fence;
 //! 3. draws one fence from the store's sequence (after every earlier grant of these names
 //!    committed, so it is larger than their fences; a blocked attempt leaves a gap);
-//! 4. a first attempt on names whose rows are all free takes the lowest slot of each in
-//!    one `INSERT … ON CONFLICT (name, slot) DO UPDATE … WHERE token IS NULL` (the common,
-//!    uncontended case: one small statement, a HOT update);
-//! 5. otherwise checks every member and takes the slots in one statement — the function
+//! 4. a first attempt on names whose rows are all free takes slot 0 of each in one
+//!    `INSERT … ON CONFLICT (name, slot) DO UPDATE … WHERE token IS NULL` (the common,
+//!    uncontended case: one small statement, a HOT update; one or two names are read
+//!    element by element, not through `unnest`);
+//! 5. a first attempt blocked for certain — by a live hold, or an older live place, of the
+//!    other mode on one of its names — records its places as in step 7 and returns the
+//!    ticket, without the full check (which would not pass it either): blocked attempts,
+//!    such as the readers that return while a writer waits, hold the names' locks for
+//!    less time, and the writer's granting retry queues for less behind them (a retry
+//!    that gets this far was not blocked so in step 0 a moment before);
+//! 6. otherwise checks every member and takes the slots in one statement — the function
 //!    is `VOLATILE`, so each statement takes a fresh snapshot, which includes every grant
 //!    committed before the advisory locks were ours — against the live holders, the live
 //!    older places of waiting groups (counted as holders of their mode) and the permits
@@ -42,7 +49,7 @@
 //!    is waited for and re-checked (it either committed first, and the hold is live and
 //!    counts, or finds the row freed and reports it not held) — and the check runs again:
 //!    an ended hold is never counted free and revived at the same time;
-//! 6. blocked: records or refreshes the places of its members (of its exclusive members
+//! 7. blocked: records or refreshes the places of its members (of its exclusive members
 //!    only when barging; when asked) in slots as above, and returns the ticket.
 //!
 //! Rows are never deleted by these operations: releases free them (`token = NULL`) and
@@ -132,7 +139,7 @@ impl GroupStatements {
     }
 
     /// The grant function, qualified and quoted, e.g.
-    /// `"public"."distlock_locks_acquire_group_v4"`.
+    /// `"public"."distlock_locks_acquire_group_v5"`.
     pub fn function(&self) -> &str {
         &self.function
     }
@@ -213,7 +220,7 @@ impl GroupStatements {
         let schema = layout.schema.quoted();
         let holders_name = layout.table.derived("holders");
         let permits_name = layout.table.derived("permits");
-        let function_name = layout.table.derived("acquire_group_v4");
+        let function_name = layout.table.derived("acquire_group_v5");
         let owner_index = layout.table.derived("holders_owner");
         let holders = format!("{schema}.{}", holders_name.quoted());
         let permits = format!("{schema}.{}", permits_name.quoted());
@@ -502,19 +509,35 @@ fn acquire_function(function: &str, holders: &str, permits: &str, sequence: &str
                   max(h.slot) AS top \
                   FROM {holders} AS h WHERE h.name = d.name) AS a"
     );
+    // The fast path's slot 0: taken only when free.
+    let take_free = "ON CONFLICT (name, slot) DO UPDATE \
+                     SET mode = EXCLUDED.mode, token = EXCLUDED.token, owner = EXCLUDED.owner, \
+                         fence = EXCLUDED.fence, ticket = NULL, expires_at = EXCLUDED.expires_at, waiting = false \
+                     WHERE h.token IS NULL";
     // Taking a slot: free, the group's own, or an intent that ended (intents are only
     // written under the names' locks, so no one else can revive it).
     let take = "WHERE h.token IS NULL OR h.token = EXCLUDED.token OR (h.mode IN ('I', 'J') AND h.expires_at <= v_now)";
+    // Recording a place in a slot taken as above; a place of its own keeps its older ticket.
+    let place = format!(
+        "ON CONFLICT (name, slot) DO UPDATE \
+         SET mode = EXCLUDED.mode, token = EXCLUDED.token, owner = EXCLUDED.owner, fence = NULL, \
+             ticket = CASE WHEN h.token = EXCLUDED.token AND h.mode IN ('I', 'J') \
+                           THEN LEAST(h.ticket, EXCLUDED.ticket) ELSE EXCLUDED.ticket END, \
+             expires_at = EXCLUDED.expires_at, \
+             waiting = h.waiting AND h.token IS NOT DISTINCT FROM EXCLUDED.token \
+         {take}"
+    );
     format!(
         r#"CREATE OR REPLACE FUNCTION {function}(
     p_names text[], p_modes text[], p_permits integer[], p_token uuid, p_owner text,
     p_ttl_ms bigint, p_intent_ttl_ms bigint, p_ticket bigint, p_again boolean, p_fair boolean,
     OUT granted_fence bigint, OUT blocked_ticket bigint)
 LANGUAGE plpgsql VOLATILE
--- Custom plans would be made again at every call (for a one-element array they look
--- cheaper than the generic plan); a generic plan is made once per session. Every lookup
--- is an equality on the primary key's first column, so the index is always the right
--- path, also for a generic plan made while the table was empty.
+-- Custom plans would be made again at every call (for a one-element array, or a ticket
+-- beyond the statistics, they look cheaper than the generic plan); a generic plan is
+-- made once per session. Every lookup is an equality on the primary key's first column,
+-- so the index is always the right path, also for a generic plan made while the table
+-- was empty or small.
 SET plan_cache_mode = force_generic_plan
 SET enable_bitmapscan = off
 SET enable_seqscan = off
@@ -590,31 +613,79 @@ BEGIN
         END IF;
     END IF;
 
-    v_now := clock_timestamp();
-    blocked_ticket := coalesce(p_ticket, floor(extract(epoch FROM v_now) * 1000)::bigint);
     -- Drawn now that the locks are ours, so larger than the fence of every earlier grant
     -- of these names; a blocked attempt leaves a gap, which fencing allows.
     granted_fence := nextval('{sequence}');
 
     -- A first attempt on names that no one holds, waits for or left stale (all their
-    -- rows free; intents of its own cannot exist yet): take the lowest slot of each.
+    -- rows free; intents of its own cannot exist yet): take slot 0 of each (free, or
+    -- inserted when it never existed or was purged). One or two names (the common cases)
+    -- are read element by element.
     IF p_ticket IS NULL AND NOT p_again THEN
-        INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
-        SELECT m.name, coalesce((SELECT min(f.slot) FROM {holders} AS f WHERE f.name = m.name), 0), m.mode,
-               p_token, p_owner, granted_fence, NULL, clock_timestamp() + p_ttl_ms * interval '1 millisecond', false
-        FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
-        WHERE NOT EXISTS (SELECT 1 FROM {holders} AS x WHERE x.name = ANY(p_names) AND x.token IS NOT NULL)
-        ON CONFLICT (name, slot) DO UPDATE
-        SET mode = EXCLUDED.mode, token = EXCLUDED.token, owner = EXCLUDED.owner, fence = EXCLUDED.fence,
-            ticket = NULL, expires_at = EXCLUDED.expires_at, waiting = false
-        WHERE h.token IS NULL;
+        IF cardinality(p_names) = 1 THEN
+            INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
+            SELECT p_names[1], 0, p_modes[1]::"char", p_token, p_owner, granted_fence, NULL,
+                   clock_timestamp() + p_ttl_ms * interval '1 millisecond', false
+            WHERE NOT EXISTS (SELECT 1 FROM {holders} AS x WHERE x.name = p_names[1] AND x.token IS NOT NULL)
+            {take_free};
+        ELSIF cardinality(p_names) = 2 THEN
+            INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
+            SELECT m.name, 0, m.mode::"char", p_token, p_owner, granted_fence, NULL,
+                   clock_timestamp() + p_ttl_ms * interval '1 millisecond', false
+            FROM (VALUES (p_names[1], p_modes[1]), (p_names[2], p_modes[2])) AS m(name, mode)
+            WHERE NOT EXISTS (SELECT 1 FROM {holders} AS x
+                              WHERE x.name IN (p_names[1], p_names[2]) AND x.token IS NOT NULL)
+            {take_free};
+        ELSE
+            INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
+            SELECT m.name, 0, m.mode, p_token, p_owner, granted_fence, NULL,
+                   clock_timestamp() + p_ttl_ms * interval '1 millisecond', false
+            FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
+            WHERE NOT EXISTS (SELECT 1 FROM {holders} AS x
+                              WHERE x.name = ANY(p_names) AND x.token IS NOT NULL)
+            {take_free};
+        END IF;
         GET DIAGNOSTICS v_written = ROW_COUNT;
         IF v_written = cardinality(p_names) THEN
-            blocked_ticket := NULL;
             RETURN;
         ELSIF v_written > 0 THEN
             RAISE EXCEPTION 'distlock: a group grant took % of % slots', v_written, cardinality(p_names);
         END IF;
+    END IF;
+
+    v_now := clock_timestamp();
+    blocked_ticket := coalesce(p_ticket, floor(extract(epoch FROM v_now) * 1000)::bigint);
+
+    -- A first attempt blocked for certain: a live hold, or a live place of this
+    -- millisecond or older, of the other mode on one of its names (the check below would
+    -- not pass it either). Only its places are written, without the full check: less time
+    -- under the names' locks, for which the other acquirers of the names queue (readers
+    -- that return after their release while a writer waits, then that writer's granting
+    -- retry). A retry that gets here was not blocked so in step 0 a moment ago.
+    IF p_ticket IS NULL AND NOT p_again AND EXISTS (
+           SELECT 1 FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode)
+           JOIN {holders} AS h ON h.name = m.name
+           WHERE h.token <> p_token AND h.expires_at > v_now
+             AND (h.mode = CASE m.mode WHEN 'W' THEN 'R'::"char" ELSE 'W'::"char" END
+                  OR (h.mode = CASE m.mode WHEN 'W' THEN 'J'::"char" ELSE 'I'::"char" END
+                      AND h.ticket <= blocked_ticket)))
+    THEN
+        granted_fence := NULL;
+        IF p_intent_ttl_ms IS NOT NULL THEN
+            INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
+            SELECT m.name, coalesce(s.own, s.free, s.top + 1, 0),
+                   CASE m.mode WHEN 'W' THEN 'I'::"char" ELSE 'J'::"char" END, p_token, p_owner, NULL,
+                   blocked_ticket, clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond', false
+            FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode),
+                 LATERAL (SELECT min(f.slot) FILTER (WHERE f.token = p_token) AS own,
+                                 min(f.slot) FILTER (WHERE f.token IS NULL
+                                                       OR (f.mode IN ('I', 'J') AND f.expires_at <= v_now)) AS free,
+                                 max(f.slot) AS top
+                          FROM {holders} AS f WHERE f.name = m.name) AS s
+            WHERE p_fair OR m.mode = 'W'
+            {place};
+        END IF;
+        RETURN;
     END IF;
 
     -- Check and take, in one statement on a snapshot taken now that the locks are ours.
@@ -662,13 +733,7 @@ BEGIN
         SELECT i.name, i.slot, i.mode, p_token, p_owner, NULL, blocked_ticket,
                clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond', false
         FROM unnest(v_intent_names, v_intent_slots, v_intent_modes) AS i(name, slot, mode)
-        ON CONFLICT (name, slot) DO UPDATE
-        SET mode = EXCLUDED.mode, token = EXCLUDED.token, owner = EXCLUDED.owner, fence = NULL,
-            ticket = CASE WHEN h.token = EXCLUDED.token AND h.mode IN ('I', 'J') THEN LEAST(h.ticket, EXCLUDED.ticket)
-                          ELSE EXCLUDED.ticket END,
-            expires_at = EXCLUDED.expires_at,
-            waiting = h.waiting AND h.token IS NOT DISTINCT FROM EXCLUDED.token
-        {take};
+        {place};
     END IF;
 END
 $distlock$"#
@@ -700,11 +765,11 @@ mod tests {
         assert!(sql.create_permits.contains("\"s\".\"t_permits\""), "{}", sql.create_permits);
         assert_eq!(
             (sql.holders_table(), sql.permits_table(), sql.function()),
-            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v4\"")
+            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v5\"")
         );
-        assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v4\"("), "{}", sql.create_function);
+        assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v5\"("), "{}", sql.create_function);
         assert!(sql.create_function.contains("nextval('\"s\".\"q\"')"), "{}", sql.create_function);
-        assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v4\"($1"), "{}", sql.acquire);
+        assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v5\"($1"), "{}", sql.acquire);
         assert!(sql.release.contains("pg_notify('distlock:s.t', CASE WHEN mode IN ('R', 'J') THEN 'group-shared:' ELSE 'group:' END || name)"), "{}", sql.release);
         assert!(sql.set_permits.contains("pg_notify("), "{}", sql.set_permits);
         let unlogged = GroupStatements::new(&layout(true, false));
@@ -728,6 +793,14 @@ mod tests {
         assert!(sql.contains("WHERE NOT EXISTS (SELECT 1 FROM \"s\".\"t_holders\" AS x"), "the fast path: {sql}");
         assert!(!sql.contains("DELETE"), "slots are freed and taken again, never deleted: {sql}");
         assert!(sql.contains("coalesce(bool_and("), "an empty group grants nothing");
+        assert!(
+            sql.contains(
+                "SET plan_cache_mode = force_generic_plan\nSET enable_bitmapscan = off\nSET enable_seqscan = off"
+            ),
+            "generic index plans, whatever the table's size or statistics when planned: {sql}"
+        );
+        let certain = sql.find("IF p_ticket IS NULL AND NOT p_again AND EXISTS (").unwrap();
+        assert!(lock < certain && certain < check, "blocked for certain, under the locks, before the check: {sql}");
         assert!(sql.contains("FROM unnest(p_names) AS n ORDER BY 1)) AS k"), "advisory locks in one global order");
     }
 }
