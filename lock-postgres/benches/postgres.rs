@@ -183,7 +183,7 @@ fn main() {
                     rounds,
                     hold: Duration::from_millis(5),
                     hot_cycles: 20,
-                    writer_samples: 50,
+                    writer_samples: 100,
                 };
                 group_bench::compare(Arc::clone(&dyn_store), &format!("{prefix}groups:"), plan).await;
             }
