@@ -24,7 +24,7 @@
 //! of the lease keys) and `holders`. A group that expires leaves nothing to clean up.
 //!
 //! Costs, in `redis.call`s and arguments (a `redis.call` costs about as much on the server
-//! as a whole command sent by a client, an argument a fifth of that, so both are kept
+//! as a whole command sent by a client, an argument about a third of that, so both are kept
 //! few): an acquire of free names is `TIME`, one `EXISTS` over the names, one `ZADD` and
 //! one `PEXPIRE` per name, and the lease key's `SET … PX`; a release is the lease key's
 //! `GETDEL` (live or not), one `ZREM` per name (of the token's hold, or, for a group
