@@ -32,7 +32,8 @@
 //!    uncontended case: one small statement, a HOT update; one or two names are read
 //!    element by element, not through `unnest`);
 //! 5. a first attempt blocked for certain — by a live hold, or an older live place, of the
-//!    other mode on one of its names — records its places as in step 7 and returns the
+//!    other mode on one of its names — records its places as in step 7 (in its own, a free
+//!    or a new slot; stale holds stay for a later full check to free) and returns the
 //!    ticket, without the full check (which would not pass it either): blocked attempts,
 //!    such as the readers that return while a writer waits, hold the names' locks for
 //!    less time, and the writer's granting retry queues for less behind them (a retry

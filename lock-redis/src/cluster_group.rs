@@ -7,7 +7,7 @@
 //! | key | purpose |
 //! |---|---|
 //! | `{prefix}:group:{<tag>}:<name>` + `:h`, `:p` | a name's holders, places and tickets; its permits |
-//! | `{prefix}:group-lease:{<tag>}:<token>` | a live group's `fence \n expiry \n owner \n name …`, expiring with its holds |
+//! | `{prefix}:group-lease:{<tag>}:<token>` | a live group's `name \n name … \n\n owner \n fence \n expiry`, expiring with its holds |
 //! | `{prefix}:group-fence:{<tag>}` | the tag's fence counter (fencing mode) |
 //! | shard channel `{prefix}:group-released:{<tag>}` | `SPUBLISH`ed `h` keys of changed names |
 //!

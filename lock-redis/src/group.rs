@@ -108,7 +108,8 @@ impl RedisLockStore {
     /// without fencing or for a probe) or, when blocked, minus the ticket.
     async fn run_acquire(&self, request: &GroupRequest<'_>, mode: &str) -> redis::RedisResult<i64> {
         let members = request.members;
-        // The fence counter only when a fence is drawn.
+        // The fence counter only when a fence is drawn: the script finds the members' keys
+        // after it exactly when the mode is `F`.
         let fence_counter = (mode == "F").then(|| self.fence_counter_key());
         let args = AcquireArgs::new(request, mode);
         let mut conn = self.connection_manager().clone();

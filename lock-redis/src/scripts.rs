@@ -195,8 +195,6 @@ fn is_noscript(err: &RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
-/// Sends `first` and `then` in one pipeline; a connection error fails the whole call, a
-/// server error fails only the command it answers.
 /// `EVALSHA <sha>` or `EVAL <code>`, its buffers sized for a script call's usual keys
 /// and arguments, so that adding them does not grow them step by step (that growing was
 /// a sixth of the client's work in a lock-group cycle).
@@ -206,6 +204,8 @@ fn script_cmd(command: &str, script: &str) -> Cmd {
     cmd
 }
 
+/// Sends `first` and `then` in one pipeline; a connection error fails the whole call, a
+/// server error fails only the command it answers.
 async fn pipelined<T: FromRedisValue>(
     conn: &mut ConnectionManager,
     first: Cmd,
