@@ -63,16 +63,21 @@ impl RedisLockStore {
     /// fencing) that expires with the group's holds. It exists exactly while the group is
     /// live; `release_owner` finds an owner's groups by `SCAN`ning these keys.
     pub fn group_lease_key(&self, token: &Token) -> String {
-        let mut key = String::with_capacity(self.key_prefix().len() + LEASE_SEGMENT.len() + token.as_str().len());
-        key.push_str(self.key_prefix());
-        key.push_str(LEASE_SEGMENT);
-        key.push_str(token.as_str());
-        key
+        self.lease_key_ending(token.as_str())
     }
 
     /// The lease keys without their token: `{key_prefix}:group-lease:`.
     fn group_lease_prefix(&self) -> String {
-        format!("{}{LEASE_SEGMENT}", self.key_prefix())
+        self.lease_key_ending("")
+    }
+
+    /// `{key_prefix}:group-lease:<end>`, built at its size.
+    fn lease_key_ending(&self, end: &str) -> String {
+        let mut key = String::with_capacity(self.key_prefix().len() + LEASE_SEGMENT.len() + end.len());
+        key.push_str(self.key_prefix());
+        key.push_str(LEASE_SEGMENT);
+        key.push_str(end);
+        key
     }
 
     fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlock_api::BoxError>) -> LockError {
@@ -91,7 +96,7 @@ impl RedisLockStore {
         let freed: i64 = GROUP_SCRIPTS
             .release
             .run(&mut conn, |cmd| {
-                let mut buffer = String::with_capacity(64);
+                let mut buffer = key_buffer();
                 cmd.arg(1 + keys.len()).arg(self.group_lease_key(token));
                 for key in keys {
                     self.push_holders_key(cmd, &mut buffer, key);
@@ -116,7 +121,7 @@ impl RedisLockStore {
         let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
         script
             .run(&mut conn, |cmd| {
-                let mut buffer = String::with_capacity(64);
+                let mut buffer = key_buffer();
                 cmd.arg(1 + usize::from(fence_counter.is_some()) + members.len());
                 cmd.arg(self.group_lease_key(request.token));
                 if let Some(counter) = &fence_counter {
@@ -144,9 +149,15 @@ impl RedisLockStore {
 /// What follows the key prefix in a group's lease key, before the token.
 const LEASE_SEGMENT: &str = ":group-lease:";
 
+/// A buffer for one key or a few names at a time: sized so that the usual ones do not
+/// grow it step by step.
+fn key_buffer() -> String {
+    String::with_capacity(64)
+}
+
 /// The parts joined by newlines.
 pub(crate) fn joined<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
-    let mut out = String::with_capacity(64);
+    let mut out = key_buffer();
     for (i, part) in parts.into_iter().enumerate() {
         if i > 0 {
             out.push('\n');
@@ -351,7 +362,7 @@ impl GroupLockStore for RedisLockStore {
         let extended: i64 = GROUP_SCRIPTS
             .extend
             .run(&mut conn, |cmd| {
-                let mut buffer = String::with_capacity(64);
+                let mut buffer = key_buffer();
                 cmd.arg(1 + keys.len()).arg(self.group_lease_key(token));
                 for key in keys {
                     self.push_holders_key(cmd, &mut buffer, key);
@@ -397,7 +408,7 @@ impl GroupLockStore for RedisLockStore {
         let _: i64 = GROUP_SCRIPTS
             .withdraw
             .run(&mut conn, |cmd| {
-                let mut buffer = String::with_capacity(64);
+                let mut buffer = key_buffer();
                 cmd.arg(keys.len());
                 for key in keys {
                     self.push_holders_key(cmd, &mut buffer, key);
@@ -503,7 +514,7 @@ impl GroupLockStore for RedisLockStore {
         let rows: Vec<HolderRow> = GROUP_SCRIPTS
             .holders
             .run(&mut conn, |cmd| {
-                let mut buffer = String::with_capacity(64);
+                let mut buffer = key_buffer();
                 cmd.arg(1);
                 self.push_holders_key(cmd, &mut buffer, key);
                 cmd.arg(self.group_lease_prefix());
@@ -521,7 +532,7 @@ impl GroupLockStore for RedisLockStore {
         let count: u64 = GROUP_SCRIPTS
             .waiting
             .run(&mut conn, |cmd| {
-                let mut buffer = String::with_capacity(64);
+                let mut buffer = key_buffer();
                 cmd.arg(1);
                 self.push_holders_key(cmd, &mut buffer, key);
             })
