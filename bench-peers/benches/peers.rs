@@ -3,8 +3,11 @@
 //! ```text
 //! DISTLOCK_REDIS_URL=redis://127.0.0.1:6379 \
 //! DISTLOCK_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres \
-//!   cargo bench -p distlock-cli --bench peers
+//!   cargo bench --manifest-path bench-peers/Cargo.toml
 //! ```
+//!
+//! A workspace of its own (`bench-peers/`): the peers, and the TLS and macro features they
+//! turn on in `redis` and `sqlx`, are built for this benchmark only.
 //!
 //! Scenarios (each an acquire + release cycle of a free key, 30 s TTL):
 //! - uncontended: one task cycling one key;
