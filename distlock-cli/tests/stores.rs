@@ -220,15 +220,27 @@ async fn sigterm_to_distlock_reaches_the_command_and_the_lock_is_released(url: &
     assert_eq!(inspect(url, &key).await["state"], "free");
 }
 
-/// The command's script: a background child, and a daemon that double-forks into a
-/// session of its own (so it leaves the process group and is orphaned), whose pid it
-/// waits for; then it prints `$$ $PPID CHILD DAEMON` and waits.
+/// Script lines that start a daemon: it double-forks into a session of its own (so it
+/// leaves the process group and is orphaned) and writes its pid to `daemon`, which the
+/// script waits for. The pid is written by the shell's own `echo` (one `write` of a few
+/// bytes) and the daemon then `exec`s `sleep`, so from the moment the file has its pid the
+/// daemon is exactly one process: a helper such as `mv` could still be exiting when the
+/// script reads the file and be counted as one more process left behind.
+fn daemon_start(daemon: &str) -> String {
+    format!(
+        r#"( setsid sh -c 'echo $$ > "$1"; exec sleep 300' sh '{daemon}' & )
+while [ ! -s '{daemon}' ]; do sleep 0.01; done"#
+    )
+}
+
+/// The command's script: a background child, and a daemon (see [`daemon_start`]), whose
+/// pid it waits for; then it prints `$$ $PPID CHILD DAEMON` and waits.
 fn tree_script(dir: &TempDir) -> String {
     let daemon = dir.path("daemon");
+    let daemon_start = daemon_start(&daemon);
     format!(
         r#"sleep 300 & child=$!
-( setsid sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 300' sh '{daemon}' & )
-while [ ! -s '{daemon}' ]; do sleep 0.01; done
+{daemon_start}
 echo "$$ $PPID $child $(cat '{daemon}')"
 wait"#
     )
@@ -272,10 +284,10 @@ async fn processes_the_command_leaves_behind_are_stopped_before_the_release(url:
     let key = key("leftovers");
     let dir = TempDir::new("leftovers");
     let daemon = dir.path("daemon");
+    let daemon_start = daemon_start(&daemon);
     let script = format!(
         r#"sleep 300 & child=$!
-( setsid sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 300' sh '{daemon}' & )
-while [ ! -s '{daemon}' ]; do sleep 0.01; done
+{daemon_start}
 echo "$child $(cat '{daemon}')"
 exit 3"#
     );
