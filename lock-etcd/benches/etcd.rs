@@ -139,7 +139,14 @@ fn main() {
 
 async fn groups(store: Arc<DynLockStore>, rounds: usize) {
     println!("lock groups:");
-    let plan = GroupPlan { cycles: 200, rounds, hold: Duration::from_millis(5), hot_cycles: 20, writer_samples: 50 };
+    let plan = GroupPlan {
+        cycles: 200,
+        rounds,
+        hold: Duration::from_millis(5),
+        hot_cycles: 20,
+        writer_samples: 50,
+        longer_holds: &[],
+    };
     group_bench::compare(store, "bench:groups:", plan).await;
 }
 

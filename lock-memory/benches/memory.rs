@@ -110,6 +110,7 @@ fn main() {
             hold: Duration::from_millis(5),
             hot_cycles: 40,
             writer_samples: 100,
+            longer_holds: &[],
         };
         group_bench::compare(Arc::clone(&store), "bench:", plan).await;
 

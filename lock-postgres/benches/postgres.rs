@@ -46,6 +46,8 @@ use distlock_conformance::kit::handoff::{self, Plan};
 use distlock_postgres::sqlx;
 use distlock_postgres::PostgresLockStore;
 
+/// The writer among continuous readers again with these longer holds (see `GroupPlan`).
+const LONGER_HOLDS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(20)];
 const CYCLES: u64 = 300;
 const TASKS: usize = 8;
 const TASK_CYCLES: u64 = 100;
@@ -184,6 +186,7 @@ fn main() {
                     hold: Duration::from_millis(5),
                     hot_cycles: 20,
                     writer_samples: 100,
+                    longer_holds: &LONGER_HOLDS,
                 };
                 group_bench::compare(Arc::clone(&dyn_store), &format!("{prefix}groups:"), plan).await;
             }

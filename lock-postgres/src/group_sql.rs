@@ -140,7 +140,7 @@ impl GroupStatements {
     }
 
     /// The grant function, qualified and quoted, e.g.
-    /// `"public"."distlock_locks_acquire_group_v5"`.
+    /// `"public"."distlock_locks_acquire_group_v6"`.
     pub fn function(&self) -> &str {
         &self.function
     }
@@ -221,7 +221,7 @@ impl GroupStatements {
         let schema = layout.schema.quoted();
         let holders_name = layout.table.derived("holders");
         let permits_name = layout.table.derived("permits");
-        let function_name = layout.table.derived("acquire_group_v5");
+        let function_name = layout.table.derived("acquire_group_v6");
         let owner_index = layout.table.derived("holders_owner");
         let holders = format!("{schema}.{}", holders_name.quoted());
         let permits = format!("{schema}.{}", permits_name.quoted());
@@ -320,14 +320,12 @@ impl GroupStatements {
                                   d.default_permits) AS permits \
                      FROM unnest((SELECT $1::text[]), (SELECT $2::\"char\"[]), (SELECT $3::int4[])) \
                          AS d(name, mode, default_permits)), \
-                 now AS MATERIALIZED ( \
-                     SELECT clock_timestamp() AS at, \
-                         coalesce($5, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ticket), \
+                 now AS MATERIALIZED (SELECT clock_timestamp() AS at), \
                  live AS MATERIALIZED ( \
                      SELECT h.name, h.slot, h.token, h.expires_at, h.waiting, \
                          CASE h.mode WHEN 'I' THEN 'W'::\"char\" WHEN 'J' THEN 'R'::\"char\" ELSE h.mode END AS mode, \
                          h.mode NOT IN ('I', 'J') \
-                             OR h.ticket < now.ticket OR ($5 IS NULL AND h.ticket = now.ticket) AS counts \
+                             OR $5 IS NULL OR h.ticket < $5 AS counts \
                      FROM {holders} AS h, now \
                      WHERE h.name = ANY({names}) AND h.token <> $4::uuid AND h.expires_at > now.at), \
                  blocking AS MATERIALIZED ( \
@@ -483,10 +481,10 @@ fn acquire_function(function: &str, holders: &str, permits: &str, sequence: &str
     // groups of its mode and whether one is of the other mode, holds that ended by
     // `v_now`), whether it can be granted, and the slot its row goes to: the group's own
     // row of the name (a place), else the lowest free slot, else a new one. A first
-    // attempt (no ticket yet) also yields to a place of this very millisecond. Older places
+    // attempt (no ticket yet) yields to every place recorded before it. Older places
     // count as holders of their mode ('I' exclusive, 'J' shared).
     let older = "AND h.token <> p_token AND h.expires_at > v_now \
-                 AND (h.ticket < blocked_ticket OR (p_ticket IS NULL AND h.ticket = blocked_ticket))";
+                 AND h.ticket < blocked_ticket";
     let members = format!(
         "SELECT d.name, d.mode, coalesce(a.own, a.free, a.top + 1, 0) AS slot, \
                 a.other = 0 AND NOT a.yields AND (p.permits IS NULL OR a.same + a.queued < p.permits) AS ok, \
@@ -655,10 +653,14 @@ BEGIN
     END IF;
 
     v_now := clock_timestamp();
-    blocked_ticket := coalesce(p_ticket, floor(extract(epoch FROM v_now) * 1000)::bigint);
+    -- A first attempt's ticket is the number it drew from the sequence: unique, and larger
+    -- than the ticket of every place recorded before it under these names' locks, so a
+    -- group that arrives after another (a reader a moment after a writer, both blocked)
+    -- stays behind it at every later attempt, not only within the same millisecond.
+    blocked_ticket := coalesce(p_ticket, granted_fence);
 
-    -- A first attempt blocked for certain: a live hold, or a live place of this
-    -- millisecond or older, of the other mode on one of its names (the check below would
+    -- A first attempt blocked for certain: a live hold, or an older live place, of the
+    -- other mode on one of its names (the check below would
     -- not pass it either). Only its places are written, without the full check: less time
     -- under the names' locks, for which the other acquirers of the names queue (readers
     -- that return after their release while a writer waits, then that writer's granting
@@ -766,11 +768,11 @@ mod tests {
         assert!(sql.create_permits.contains("\"s\".\"t_permits\""), "{}", sql.create_permits);
         assert_eq!(
             (sql.holders_table(), sql.permits_table(), sql.function()),
-            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v5\"")
+            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group_v6\"")
         );
-        assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v5\"("), "{}", sql.create_function);
+        assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group_v6\"("), "{}", sql.create_function);
         assert!(sql.create_function.contains("nextval('\"s\".\"q\"')"), "{}", sql.create_function);
-        assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v5\"($1"), "{}", sql.acquire);
+        assert!(sql.acquire.contains("FROM \"s\".\"t_acquire_group_v6\"($1"), "{}", sql.acquire);
         assert!(sql.release.contains("pg_notify('distlock:s.t', CASE WHEN mode IN ('R', 'J') THEN 'group-shared:' ELSE 'group:' END || name)"), "{}", sql.release);
         assert!(sql.set_permits.contains("pg_notify("), "{}", sql.set_permits);
         let unlogged = GroupStatements::new(&layout(true, false));

@@ -187,6 +187,36 @@ async fn writers_are_preferred_over_new_readers() {
     f.drop().await;
 }
 
+/// A reader blocked a moment after a waiting writer stays behind it at every later
+/// attempt, also when both came within one millisecond (tickets were milliseconds once, and
+/// such a reader's retry, its ticket equal to the writer's, was granted ahead of the
+/// writer: the writer then waited for one more read hold). Tickets of first attempts are
+/// unique and increase.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_blocked_after_a_writer_stays_behind_it_within_the_same_millisecond() {
+    let Some(f) = Fixture::new("reader_behind_writer_same_ms").await else { return };
+    let store = f.groups();
+    let mut inside = Group::new(vec![f.member("doc", LockMode::Shared)]);
+    inside.take(store).await;
+    let mut last_ticket = 0;
+    // Back to back, most pairs of attempts fall within one millisecond.
+    for round in 0..40 {
+        let mut writer = Group::new(vec![f.member("doc", LockMode::Exclusive)]);
+        let mut reader = Group::new(vec![f.member("doc", LockMode::Shared)]);
+        assert!(!granted(&writer.attempt(store, true).await), "a reader holds");
+        assert!(!granted(&reader.attempt(store, true).await), "the writer's place refuses new readers");
+        let (w, r) = (writer.ticket.unwrap(), reader.ticket.unwrap());
+        assert!(last_ticket < w && w < r, "round {round}: tickets {last_ticket}, {w}, {r} increase");
+        last_ticket = r;
+        // The reader's retry still yields to the writer's place.
+        assert!(!granted(&reader.attempt(store, true).await), "round {round}: the reader overtook the writer");
+        store.withdraw_intents(&reader.keys(), &reader.token).await.unwrap();
+        store.withdraw_intents(&writer.keys(), &writer.token).await.unwrap();
+    }
+    assert_eq!(inside.release(store).await, 1);
+    f.drop().await;
+}
+
 impl Group {
     /// An attempt of a waiting group that must be granted.
     async fn take_waiting(&mut self, store: &dyn GroupLockStore) -> u64 {

@@ -39,6 +39,8 @@ use distlock_conformance::kit::handoff::{self, Plan};
 use distlock_redis::redis::{self, aio::ConnectionManager};
 use distlock_redis::{RedisLockStore, RELEASE_SCRIPT};
 
+/// The writer among continuous readers again with these longer holds (see `GroupPlan`).
+const LONGER_HOLDS: [Duration; 1] = [Duration::from_millis(20)];
 const CYCLES: u64 = 1_000;
 const TASKS: usize = 8;
 const TASK_CYCLES: u64 = 250;
@@ -88,6 +90,7 @@ fn main() {
             hold: Duration::from_millis(5),
             hot_cycles: 40,
             writer_samples: 100,
+            longer_holds: &LONGER_HOLDS,
         };
         // `cargo bench -p distlock-redis -- groups` runs the lock-group comparisons only.
         if std::env::args().skip(1).any(|arg| arg == "groups") {

@@ -31,6 +31,10 @@ pub struct GroupPlan {
     pub hot_cycles: u64,
     /// Writer acquisitions measured in comparison 4.
     pub writer_samples: usize,
+    /// Comparison 4 again with these longer holds (readers' and the writer's), printed
+    /// only: how the writer's wait ÷ the longest hold changes once the eight readers no
+    /// longer keep the machine's cores busy. Empty: only `hold`.
+    pub longer_holds: &'static [Duration],
 }
 
 const TTL: Duration = Duration::from_secs(30);
@@ -128,7 +132,22 @@ pub async fn compare(store: Arc<DynLockStore>, prefix: &str, plan: GroupPlan) ->
     let wait_ratio = writer_among_readers(&locks, &read, &write, plan, waiting, "retry interval 5 ms").await;
     let default_waiting = LockOptions::new().wait(Duration::from_secs(60));
     writer_among_readers(&locks, &read, &write, plan, default_waiting, "default waiting options").await;
+    for &hold in plan.longer_holds {
+        let longer = GroupPlan { hold, ..plan };
+        writer_among_readers(&locks, &read, &write, longer, waiting, "retry interval 5 ms").await;
+        writer_among_readers(&locks, &read, &write, longer, default_waiting, "default waiting options").await;
+    }
     [group_ratio, read_ratio, throughput_ratio, wait_ratio]
+}
+
+/// The machine's CPU time so far from `/proc/stat` (Linux): `(busy, total)` in ticks,
+/// busy being everything but idle and I/O wait; `None` elsewhere.
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: Vec<u64> = stat.lines().next()?.split_whitespace().skip(1).filter_map(|t| t.parse().ok()).collect();
+    let total: u64 = ticks.iter().sum();
+    let idle = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
 }
 
 /// Comparison 4: readers arriving continuously ([`TASKS`] tasks, holds spread over
@@ -159,6 +178,7 @@ async fn writer_among_readers(
         })
         .collect();
     tokio::time::sleep(plan.hold * 2).await; // the readers are in
+    let cpu_before = cpu_ticks();
     let mut waits = Vec::with_capacity(plan.writer_samples);
     for _ in 0..plan.writer_samples {
         let started = Instant::now();
@@ -167,6 +187,11 @@ async fn writer_among_readers(
         held.release().await.expect("release");
         tokio::time::sleep(plan.hold).await; // let the readers back in
     }
+    let cpu = cpu_before.zip(cpu_ticks()).map_or_else(String::new, |((busy0, total0), (busy1, total1))| {
+        #[allow(clippy::cast_precision_loss)]
+        let busy = (busy1 - busy0) as f64 * 100.0 / (total1 - total0).max(1) as f64;
+        format!(", machine CPU {busy:.0} % busy")
+    });
     stop.store(true, Ordering::Relaxed);
     for reader in readers {
         reader.await.expect("reader");
@@ -177,7 +202,7 @@ async fn writer_among_readers(
     let hold_ms = plan.hold.as_secs_f64() * 1e3;
     let wait_ratio = p99 / hold_ms;
     println!(
-        "writer among continuous readers, {label} ({TASKS} readers, holds up to {hold_ms:.0} ms, {} writes): wait p50 {p50:.1} ms, p99 {p99:.1} ms = {wait_ratio:.2}× the longest read hold",
+        "writer among continuous readers, {label} ({TASKS} readers, holds up to {hold_ms:.0} ms, {} writes): wait p50 {p50:.1} ms, p99 {p99:.1} ms = {wait_ratio:.2}× the longest read hold{cpu}",
         plan.writer_samples
     );
     wait_ratio
