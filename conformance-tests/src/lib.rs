@@ -84,6 +84,7 @@ macro_rules! __with_every_case {
             group_many_readers_one_writer,
             group_writer_beats_later_readers,
             group_waiters_are_served_in_arrival_order,
+            group_later_waiter_stays_behind,
             group_semaphore_waiters_are_served_in_arrival_order,
             group_cancelled_waiter_leaves_its_places,
             group_semaphore_max_count,

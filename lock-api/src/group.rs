@@ -11,8 +11,9 @@
 //! Waiting is one queue per name, the same mechanism as a single lock's fair waiting: a
 //! waiting group leaves a *place* (an *intent*) on each of its names, ordered by its
 //! *ticket* — a store-defined number that grows with time, taken at its first blocked
-//! attempt (the server's clock in milliseconds on Redis and PostgreSQL, a revision on
-//! etcd). To every request that
+//! attempt and larger than the ticket of every place already on its names (a number
+//! from the store's sequence on PostgreSQL, a revision on etcd, the clock in milliseconds
+//! or one more than the names' last ticket on Redis and in memory). To every request that
 //! arrived later, a place counts as a holder of its mode: a waiting writer holds back new
 //! readers (writer preference: a stream of overlapping readers cannot starve a writer),
 //! a waiting reader holds back new writers, and semaphore waiters get their slots in
@@ -387,8 +388,9 @@ pub enum GroupAcquire {
     /// At least one member could not be granted; nothing was taken.
     Blocked {
         /// The group's ticket (a store-defined number that grows with time, taken at its
-        /// first blocked attempt: the store's clock in milliseconds, or a revision on
-        /// etcd): pass it back in the next attempt's [`GroupRequest::ticket`].
+        /// first blocked attempt and larger than the ticket of every place already on its
+        /// names, see [`GroupLockStore`]): pass it back in the next
+        /// attempt's [`GroupRequest::ticket`].
         ticket: u64,
     },
 }
@@ -411,8 +413,9 @@ pub enum GroupAcquire {
 ///    `intent_ttl` records a place (intent) for each member ([`GroupRequest::places`]:
 ///    only the exclusive ones when barging), with the group's ticket. The *older places*
 ///    of a request are the live places of other tokens whose ticket is older than the
-///    request's own — on a first attempt (no ticket yet), any place up to the ticket
-///    it would get now (the same millisecond, or revision, included). They count like holders: a member of
+///    request's own — on a first attempt (no ticket yet), every place already recorded;
+///    a first attempt's ticket is larger than theirs, so a group blocked after another
+///    stays behind it at every later attempt. They count like holders: a member of
 ///    mode M is refused while the name has an older place of the other mode, and the
 ///    name's live holders of M plus its older places of M must stay below
 ///    `permits(name, M)`. A granted group's places are removed.

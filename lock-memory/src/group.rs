@@ -57,8 +57,7 @@ impl Name {
     }
 
     /// Whether `mode` can be granted to `token` at `now` (whose group has `ticket`;
-    /// `first`: its first attempt, which also yields to a place recorded in the same
-    /// millisecond). Holders and places expired by `now` do not count; the older places
+    /// `first`: its first attempt, which also yields to a place with its own ticket). Holders and places expired by `now` do not count; the older places
     /// of other groups count as holders of their mode.
     fn grants(
         &self,
@@ -97,6 +96,8 @@ pub(crate) struct Groups {
     changed: Notify,
     /// The origin of tickets (milliseconds on tokio's clock).
     epoch: std::sync::OnceLock<Instant>,
+    /// The last ticket given (written under the `names` lock).
+    last_ticket: std::sync::atomic::AtomicU64,
 }
 
 impl Groups {
@@ -109,6 +110,17 @@ impl Groups {
         let epoch = *self.epoch.get_or_init(|| now);
         u64::try_from(now.saturating_duration_since(epoch).as_millis()).unwrap_or(u64::MAX)
     }
+
+    /// A first attempt's ticket: the time in ms, or one more than the last ticket given
+    /// when that is larger, so that tickets are unique and a group that comes after
+    /// another (even within one millisecond) stays behind it at every later attempt.
+    /// Called under the `names` lock.
+    fn next_ticket(&self, now: Instant) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let ticket = self.now_ms(now).max(self.last_ticket.load(Relaxed).saturating_add(1));
+        self.last_ticket.store(ticket, Relaxed);
+        ticket
+    }
 }
 
 #[async_trait]
@@ -116,8 +128,8 @@ impl GroupLockStore for MemoryLockStore {
     async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
         let groups = self.groups_state();
         let now = Instant::now();
-        let ticket = request.ticket.unwrap_or_else(|| groups.now_ms(now));
         let mut names = groups.names();
+        let ticket = request.ticket.unwrap_or_else(|| groups.next_ticket(now));
         let mut granted = true;
         for member in request.members {
             if !names.contains_key(member.key.as_str()) {
@@ -282,7 +294,8 @@ impl GroupLockStore for MemoryLockStore {
         let now = Instant::now();
         let wake_at = {
             let names = groups.names();
-            let ticket = request.ticket.unwrap_or_else(|| groups.now_ms(now));
+            // No ticket yet: every place counts as older, as for a first attempt.
+            let ticket = request.ticket.unwrap_or(u64::MAX);
             let grantable = request.members.iter().all(|member| {
                 names.get(member.key.as_str()).is_none_or(|name| {
                     name.grants(

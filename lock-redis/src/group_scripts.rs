@@ -160,7 +160,7 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
     -- the other mode than `exclusive`, else how many of the same mode there are. Tickets
     -- are the `#token` entries; a token's place is its entry in the intent bands.
     local function ahead(h, exclusive)
-        local older = redis.call("ZRANGEBYSCORE", h, "30000000000000", (first_attempt and "3" or "(3") .. ticket_s)
+        local older = redis.call("ZRANGEBYSCORE", h, "30000000000000", first_attempt and "(40000000000000" or "(3" .. ticket_s)
         local same = 0
         for _, entry in ipairs(older) do
             local other = string.sub(entry, 2)
@@ -226,6 +226,19 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
 
     if blocked then
         if mode ~= "P" and intent_ttl ~= "" then
+            if first_attempt then
+                -- The ticket: now, or one more than the last ticket on its names when that
+                -- is larger, so that a group blocked after another, even within one
+                -- millisecond, stays behind it at every later attempt.
+                local ticket = now
+                for i = 1, n do
+                    local last = redis.call("ZREVRANGEBYSCORE", KEYS[hs + i], "(40000000000000", "30000000000000", "WITHSCORES", "LIMIT", "0", "1")
+                    if last[2] and tonumber(last[2]) - 3 * B >= ticket then
+                        ticket = tonumber(last[2]) - 3 * B + 1
+                    end
+                end
+                ticket_s = fmt(ticket)
+            end
             local until_s = fmt(now + tonumber(intent_ttl))
             for i = 1, n do
                 local exclusive = string.byte(flags, 1 + i) == 88

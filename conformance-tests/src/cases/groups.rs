@@ -194,6 +194,40 @@ pub async fn group_waiters_are_served_in_arrival_order(store: Arc<DynLockStore>)
     places_reach(&store, &keys, "doc", 0).await;
 }
 
+/// A group blocked right after another stays behind it at every later attempt, also when
+/// both come within one clock tick: a reader blocked by a waiting writer's place gets a
+/// later ticket than the writer, so its retries keep yielding to that place (with equal
+/// tickets, such a reader's retry was granted ahead of the writer, which then waited one
+/// more read hold).
+pub async fn group_later_waiter_stays_behind(store: Arc<DynLockStore>) {
+    let keys = Keys::for_groups("group-behind", &store);
+    let locks = manager(&store);
+    let groups = store.groups().unwrap();
+    let inside = try_take(&locks, &read(&keys.key("doc"))).await.unwrap();
+    let doc = keys.store_key("doc");
+    let ttl = Ttl::new(LONG_TTL).unwrap();
+    let (owner, place) = (OwnerId::new("test", "behind").unwrap(), Some(ttl));
+    let member = |mode| [StoreMember::new(doc.clone(), mode, Permits::DEFAULT.of(mode))];
+    let (exclusive, shared) = (member(LockMode::Exclusive), member(LockMode::Shared));
+    let ticket = |answer| match answer {
+        GroupAcquire::Blocked { ticket } => ticket,
+        granted => panic!("expected a blocked attempt, got {granted:?}"),
+    };
+    // Back to back, most pairs of attempts fall within one millisecond.
+    for round in 0..20 {
+        let (writer, reader) = (Token::generate(), Token::generate());
+        let attempt = |members, token, given| GroupRequest::new(members, token, &owner, ttl, place, given);
+        let w = ticket(groups.try_acquire_group(attempt(&exclusive, &writer, None)).await.unwrap());
+        let r = ticket(groups.try_acquire_group(attempt(&shared, &reader, None)).await.unwrap());
+        assert!(w < r, "round {round}: the reader's ticket {r} is not after the writer's {w}");
+        let again = groups.try_acquire_group(attempt(&shared, &reader, Some(r))).await.unwrap();
+        assert!(matches!(again, GroupAcquire::Blocked { .. }), "round {round}: the reader overtook the writer");
+        groups.withdraw_intents(std::slice::from_ref(&doc), &reader).await.unwrap();
+        groups.withdraw_intents(std::slice::from_ref(&doc), &writer).await.unwrap();
+    }
+    inside.release().await.unwrap();
+}
+
 /// Waiters for a semaphore's slot get it in arrival order — an older waiter's place
 /// counts as a holder for every later one, so none overtakes it however its retries and
 /// wake-ups are timed — and a barging request leaves places only for its exclusive members.
