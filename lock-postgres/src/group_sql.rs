@@ -660,8 +660,8 @@ BEGIN
     blocked_ticket := coalesce(p_ticket, granted_fence);
 
     -- A first attempt blocked for certain: a live hold, or an older live place, of the
-    -- other mode on one of its names (the check below would
-    -- not pass it either). Only its places are written, without the full check: less time
+    -- other mode on one of its names (the check below would not pass it either). Only
+    -- its places are written, without the full check: less time
     -- under the names' locks, for which the other acquirers of the names queue (readers
     -- that return after their release while a writer waits, then that writer's granting
     -- retry). A retry that gets here was not blocked so in step 0 a moment ago.

@@ -1,1 +1,0 @@
-//! Nothing here: the benchmark is `benches/peers.rs`.
