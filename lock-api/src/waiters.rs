@@ -47,6 +47,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
@@ -85,6 +86,8 @@ struct Inner {
 
 struct Slot {
     notify: Arc<Notify>,
+    /// How many times the key was woken while someone waited on it.
+    wakes: Arc<AtomicU64>,
     waiters: usize,
 }
 
@@ -151,6 +154,8 @@ impl WaiterRegistry {
     /// is ignored.
     pub fn wake(&self, key: &str) {
         if let Some(slot) = self.inner.keys().get(key) {
+            // Counted first: a waiter woken by this call sees it in `wakes`.
+            slot.wakes.fetch_add(1, Ordering::SeqCst);
             slot.notify.notify_waiters();
         }
     }
@@ -183,13 +188,17 @@ impl WaiterRegistry {
     /// registration's [`notified`](Registration::notified) futures. Dropping the
     /// registration unregisters. [`wait`](Self::wait) does this for you.
     pub fn register(&self, key: &str) -> Registration {
-        let notify = {
+        let (notify, wakes) = {
             let mut keys = self.inner.keys();
-            let slot = keys.entry(key.to_owned()).or_insert_with(|| Slot { notify: Arc::default(), waiters: 0 });
+            let slot = keys.entry(key.to_owned()).or_insert_with(|| Slot {
+                notify: Arc::default(),
+                wakes: Arc::default(),
+                waiters: 0,
+            });
             slot.waiters += 1;
-            Arc::clone(&slot.notify)
+            (Arc::clone(&slot.notify), Arc::clone(&slot.wakes))
         };
-        Registration { inner: Arc::clone(&self.inner), key: key.to_owned(), notify }
+        Registration { inner: Arc::clone(&self.inner), key: key.to_owned(), notify, wakes }
     }
 
     /// Waits until `key` is released, at most `max` (any `Duration`, saturated).
@@ -292,12 +301,55 @@ pub async fn first_wake(
     }
 }
 
+/// The sum of [`Registration::wakes`] over `registrations`: take it before the check,
+/// and pass it to [`wakes_reach`] as `since`.
+pub fn wakes_of<'a>(registrations: impl IntoIterator<Item = &'a Registration>) -> u64 {
+    registrations.into_iter().fold(0, |sum, registration| sum.wrapping_add(registration.wakes()))
+}
+
+/// As [`first_wake`], except that notifications end the wait only once the keys of
+/// `registrations` were woken `needed` times in all since `since` (their
+/// [`wakes_of`] taken before the check): a waiter that the check found blocked by
+/// `needed` holders, each of which notifies its release, sleeps through all but the last
+/// of those releases instead of looking again after each. Other wakes of the keys count
+/// too (the waiter then looks early, as after any spurious wake-up); a holder that ends
+/// without a release is covered by `wake_at`, as in [`first_wake`].
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only waits.
+pub async fn wakes_reach(
+    registrations: &[&Registration],
+    since: u64,
+    needed: u64,
+    listening: &mut watch::Receiver<bool>,
+    wake_at: Instant,
+    deadline: Instant,
+) -> Woken {
+    loop {
+        // Armed before counting: a wake after the count completes one of these.
+        let mut released: Vec<Pin<Box<Notified<'_>>>> =
+            registrations.iter().map(|registration| Box::pin(registration.notified())).collect();
+        for release in &mut released {
+            release.as_mut().enable();
+        }
+        if wakes_of(registrations.iter().copied()).wrapping_sub(since) >= needed {
+            return Woken::Notified;
+        }
+        match first_wake(&mut released, listening, wake_at, deadline).await {
+            Woken::Notified => {}
+            other => return other,
+        }
+    }
+}
+
 /// One waiter's interest in one key; dropping it unregisters (the key's entry goes with
 /// its last waiter).
 pub struct Registration {
     inner: Arc<Inner>,
     key: String,
     notify: Arc<Notify>,
+    wakes: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for Registration {
@@ -317,6 +369,15 @@ impl Registration {
     /// arriving in between is not lost.
     pub fn notified(&self) -> Notified<'_> {
         self.notify.notified()
+    }
+
+    /// How many times the key was [woken](WaiterRegistry::wake) since it was first
+    /// registered (by this or another waiter still registered). Only differences mean
+    /// something: take it before a check and compare later, as [`wakes_reach`] does. Unlike
+    /// a [`notified`](Self::notified) future, the count misses no wake that comes while
+    /// the waiter is busy.
+    pub fn wakes(&self) -> u64 {
+        self.wakes.load(Ordering::SeqCst)
     }
 }
 
@@ -414,6 +475,39 @@ mod tests {
         waiters.wake("a");
         assert_eq!(waiting.await.unwrap().unwrap(), Woken::Notified);
         assert_eq!(waiters.waited_keys(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wakes_reach_ends_after_the_needed_wakes_counting_those_that_came_back_to_back() {
+        let waiters = WaiterRegistry::new();
+        waiters.set_listening(true);
+        let (a, b) = (waiters.register("a"), waiters.register("b"));
+        let since = wakes_of([&a, &b]);
+        // Two wakes before the wait starts (while the waiter checks) count.
+        waiters.wake("a");
+        waiters.wake("a");
+        let mut listening = waiters.listening();
+        let deadline = deadline_after(Duration::from_secs(3_600));
+        let both = [&a, &b];
+        let mut wait = pin!(wakes_reach(&both, since, 4, &mut listening, deadline, deadline));
+        assert!(!is_ready(wait.as_mut()).await, "2 of 4");
+        // Back to back, with no poll of the waiter in between: both count.
+        waiters.wake("b");
+        waiters.wake("unknown");
+        waiters.wake("a");
+        assert_eq!(wait.await, Woken::Notified);
+        assert_eq!(a.wakes(), 3);
+        assert_eq!(b.wakes(), 1);
+
+        // Without enough wakes, the wait ends at `wake_at` (a holder ended without a release).
+        let since = wakes_of([&a, &b]);
+        let mut listening = waiters.listening();
+        let wake_at = deadline_after(Duration::from_secs(5));
+        let started = Instant::now();
+        waiters.wake("b");
+        let woken = wakes_reach(&both, since, 2, &mut listening, wake_at, deadline).await;
+        assert_eq!(woken, Woken::LeaseEnded);
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
     }
 
     #[tokio::test(start_paused = true)]

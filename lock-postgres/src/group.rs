@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use distlock_api::waiters::{deadline_after, first_wake, Registration, Woken};
+use distlock_api::waiters::{deadline_after, wakes_of, wakes_reach, Registration, Woken};
 use distlock_api::{
     async_trait, check_group_members, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo,
     LockMode, LockStore, OwnerId, StoreKey, Token, Ttl,
@@ -70,9 +70,10 @@ impl PostgresLockStore {
 
     /// After the waiter registered: whether `request` could be granted now (`None`: the
     /// caller returns at once, also when a row that blocks it could not be flagged), else
-    /// flags the rows that block it, so that their releases notify, and returns the time
-    /// until the first of them ends and whether a shared hold or place is among them.
-    async fn flag_blockers(&self, request: &GroupRequest<'_>) -> Result<Option<(Duration, bool)>, LockError> {
+    /// flags the rows that block it, so that their releases notify, and returns how many
+    /// they are, the time until the first of them ends and whether a shared hold or place
+    /// is among them.
+    async fn flag_blockers(&self, request: &GroupRequest<'_>) -> Result<Option<Blockers>, LockError> {
         const OPERATION: &str = "wait for group change";
         let columns = Columns::of(request);
         let ticket = request.ticket.map(|ticket| i64::try_from(ticket).unwrap_or(i64::MAX));
@@ -91,16 +92,26 @@ impl PostgresLockStore {
         if blocking == 0 || unflagged > 0 {
             return Ok(None);
         }
-        Ok(micros_left.map(|micros| (Duration::from_micros(u64::try_from(micros).unwrap_or(1)), shared)))
+        Ok(micros_left.map(|micros| Blockers {
+            rows: u64::try_from(blocking).unwrap_or(1),
+            left: Duration::from_micros(u64::try_from(micros).unwrap_or(1)),
+            shared,
+        }))
     }
 
     /// The wait of [`wait_for_change`](GroupLockStore::wait_for_change), as
     /// [`WaiterRegistry::wait_any`](distlock_api::waiters::WaiterRegistry::wait_any) does it
-    /// (register, wait for the listener, check, sleep), except that it registers for both
-    /// payloads of every name and, when no shared row blocks the request, stops listening
-    /// to the `group-shared:` ones after the check: only the rows that blocked the request
-    /// when it checked matter, and none of those is shared (a permits change notifies
-    /// `group:`).
+    /// (register, wait for the listener, check, sleep), except that:
+    ///
+    /// - it registers for both payloads of every name and, when no shared row blocks the
+    ///   request, stops listening to the `group-shared:` ones after the check: only the
+    ///   rows that blocked the request when it checked matter, and none of those is shared
+    ///   (a permits change notifies `group:`);
+    /// - it sleeps until as many releases were notified as rows blocked it
+    ///   ([`wakes_reach`]): a writer that waits for eight readers looks again once, after
+    ///   the last of them released, not after each (every look is a retry and a check,
+    ///   which would also compete with the readers' releases). A blocking row that ends
+    ///   without a release ends the sleep when the first of them runs out, as before.
     async fn wait_for_blockers(
         &self,
         request: &GroupRequest<'_>,
@@ -110,11 +121,6 @@ impl PostgresLockStore {
         let register = |key: String| waiters.register(&key);
         let exclusive: Vec<Registration> = request.members.iter().map(|m| register(payload(&m.key))).collect();
         let shared: Vec<Registration> = request.members.iter().map(|m| register(shared_payload(&m.key))).collect();
-        let mut released: Vec<_> = exclusive.iter().map(|r| Box::pin(r.notified())).collect();
-        let mut shared_released: Vec<_> = shared.iter().map(|r| Box::pin(r.notified())).collect();
-        for notified in released.iter_mut().chain(shared_released.iter_mut()) {
-            notified.as_mut().enable();
-        }
         let mut listening = waiters.listening();
         // Until the listener listens no release would reach this waiter: a plain sleep
         // (the caller polls), cut short if the listener comes up.
@@ -122,21 +128,36 @@ impl PostgresLockStore {
             tokio::time::sleep_until(deadline).await;
             return Ok(Woken::TimedOut);
         }
+        // Counted before the check: a release after it is counted, one before it is seen
+        // by the check.
+        let since_exclusive = wakes_of(&exclusive);
+        let since_shared = wakes_of(&shared);
         let Ok(checked) = tokio::time::timeout_at(deadline, self.flag_blockers(request)).await else {
             return Ok(Woken::TimedOut);
         };
-        let Some((left, shared_blocks)) = checked? else {
+        let Some(blockers) = checked? else {
             return Ok(Woken::AlreadyFree);
         };
-        let wake_at = deadline.min(deadline_after(left.saturating_add(EXPIRY_MARGIN)));
-        if shared_blocks {
-            released.append(&mut shared_released);
+        let wake_at = deadline.min(deadline_after(blockers.left.saturating_add(EXPIRY_MARGIN)));
+        let (watched, since): (Vec<&Registration>, u64) = if blockers.shared {
+            (exclusive.iter().chain(&shared).collect(), since_exclusive.wrapping_add(since_shared))
         } else {
             // Unregistered from their keys' wake-ups; the keys' entries go with `shared`.
-            shared_released.clear();
-        }
-        Ok(first_wake(&mut released, &mut listening, wake_at, deadline).await)
+            drop(shared);
+            (exclusive.iter().collect(), since_exclusive)
+        };
+        Ok(wakes_reach(&watched, since, blockers.rows, &mut listening, wake_at, deadline).await)
     }
+}
+
+/// What [`PostgresLockStore::flag_blockers`] found blocking a request.
+struct Blockers {
+    /// How many rows block it (each notifies its release).
+    rows: u64,
+    /// Time until the first of them runs out.
+    left: Duration,
+    /// Whether a shared hold or place is among them.
+    shared: bool,
 }
 
 /// A request's members as the statements bind them: names, modes (`'R'`/`'W'`) and

@@ -516,6 +516,52 @@ async fn a_release_wakes_a_waiting_group() {
     f.drop().await;
 }
 
+/// A writer that three readers block sleeps through the releases of the first two and is
+/// woken by the last: it looks again once, not after each release (each look is a retry
+/// and a check that compete with the readers' own statements).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_blocked_by_several_holders_is_woken_by_the_last_release() {
+    let Some(f) = Fixture::new("woken_by_the_last_release").await else { return };
+    let store = f.groups();
+    let mut readers: Vec<Group> = (0..3).map(|_| Group::new(vec![f.member("a", LockMode::Shared)])).collect();
+    for reader in &mut readers {
+        reader.take(store).await;
+    }
+    let mut writer = Group::new(vec![f.member("a", LockMode::Exclusive)]);
+    assert!(!granted(&writer.attempt(store, true).await));
+    let waiting = tokio::spawn({
+        let (store, writer) = (f.store.clone(), writer.clone());
+        async move { store.wait_for_change(writer.request(), Duration::from_secs(60)).await }
+    });
+    for reader in &readers {
+        until_flagged(&f, &reader.token).await;
+    }
+    // A probe waiting on another name, woken after the two releases: the listener, which
+    // delivers notifications in order, has handed both to the writer's wait by then.
+    let mut other = Group::new(vec![f.member("b", LockMode::Exclusive)]);
+    other.take(store).await;
+    let mut probe = Group::new(vec![f.member("b", LockMode::Exclusive)]);
+    assert!(!granted(&probe.attempt(store, true).await));
+    let probing = tokio::spawn({
+        let (store, probe) = (f.store.clone(), probe.clone());
+        async move { store.wait_for_change(probe.request(), Duration::from_secs(60)).await }
+    });
+    until_flagged(&f, &other.token).await;
+    for reader in &readers[..2] {
+        assert_eq!(reader.release(store).await, 1);
+    }
+    assert_eq!(other.release(store).await, 1);
+    tokio::time::timeout(Duration::from_secs(10), probing).await.expect("the probe is woken").unwrap().unwrap();
+    // Room for a woken writer's task to finish, had it been woken.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "two of the three readers released: the writer sleeps on");
+    assert_eq!(readers[2].release(store).await, 1);
+    tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("woken by the last release").unwrap().unwrap();
+    writer.take_waiting(store).await;
+    probe.take_waiting(store).await;
+    f.drop().await;
+}
+
 /// Releases free a slot (`token = NULL`) and the next grant of the name takes it again:
 /// a name keeps as many rows as it had holders at once, however many grants it saw.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
