@@ -10,8 +10,9 @@
 //! DISTLOCK_BENCH_ROUNDS=15 scripts/test.sh cargo bench -p distlock-redis --bench group_floor
 //! ```
 //!
-//! Ratios are against the store's single-key cycle (median round, and the median of the
-//! per-round ratios). With `DISTLOCK_FLOOR_VARIANT=<index>` (0–7, in the order printed)
+//! The variants take turns cycle by cycle (`kit::bench::interleaved_cycles`). Ratios are
+//! against the store's single-key cycle (median round, and the median of the per-round
+//! ratios). With `DISTLOCK_FLOOR_VARIANT=<index>` (0–7, in the order printed)
 //! it runs only that variant, `DISTLOCK_FLOOR_CYCLES` cycles, and prints nothing: for
 //! counting the server's instructions under `valgrind --tool=callgrind` (BENCHMARKS.md,
 //! "Redis lock groups: a lease key per group").
@@ -23,7 +24,7 @@ use distlock_api::{
     DynLockStore, GroupLockStore, GroupMember, GroupRequest, LockGroup, LockKey, LockManager, LockMode, LockStore,
     StoreKey, StoreMember, Token, Ttl,
 };
-use distlock_conformance::kit::bench::{interleaved_rounds, report_against_first, rounds};
+use distlock_conformance::kit::bench::{interleaved_cycles, report_against_first, rounds};
 use distlock_redis::redis::{self, aio::ConnectionManager};
 use distlock_redis::RedisLockStore;
 
@@ -183,10 +184,10 @@ fn main() {
         }
         println!("distlock-redis lock groups against their floor, {url}: {rounds} rounds, median round");
         let variants: Vec<usize> = (0..NAMES.len()).collect();
-        let samples = interleaved_rounds(&variants, rounds, |variant| bench.cycles(variant, CYCLES)).await;
+        let samples = interleaved_cycles(&variants, rounds, CYCLES, |variant| bench.cycles(variant, 1)).await;
         #[allow(clippy::cast_precision_loss)]
         let medians = report_against_first(
-            &format!("one task, {CYCLES} uncontended cycles/round"),
+            &format!("one task, {CYCLES} uncontended cycles/round, taking turns cycle by cycle"),
             "µs/cycle",
             CYCLES as f64,
             &NAMES,

@@ -7,7 +7,9 @@
 //!   workers handing one hot key to each other ([`Scenario`]);
 //! - [`interleaved_rounds`] and [`report_against_first`]: variants run back to back in
 //!   rotating order, so load that drifts during a run hits them alike, and are reported as
-//!   ratios to the first; [`SideBySide`] does both for raw / store / manager.
+//!   ratios to the first; [`SideBySide`] does both for raw / store / manager;
+//!   [`interleaved_cycles`] interleaves one-task cycles one by one instead, for variants
+//!   whose cost differs by less than the load drifts within a round.
 //!
 //! The hand-off comparison (release notifications vs polling) is in
 //! [`handoff`](super::handoff).
@@ -59,6 +61,44 @@ where
             let started = Instant::now();
             scenario(variants[index]).await;
             samples[index].push(started.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    samples
+}
+
+/// Runs one cycle of each variant as a warm-up, then `rounds` rounds of `cycles` cycles
+/// per variant, the variants taking turns cycle by cycle (in an order that rotates every
+/// cycle), each cycle timed on its own. Returns each variant's round totals in µs, in the
+/// order of `variants`, as [`interleaved_rounds`] does.
+///
+/// A round of [`interleaved_rounds`] runs one variant's cycles back to back, so a slower
+/// stretch of a shared machine (a neighbour's burst, lasting a round) lands on one
+/// variant; here every variant's cycles are spread over the whole round and meet the same
+/// stretches. For one-task cycles of a few hundred µs whose costs differ by 10–30 %.
+pub async fn interleaved_cycles<V, F, Fut>(variants: &[V], rounds: usize, cycles: u64, cycle: F) -> Vec<Vec<f64>>
+where
+    V: Copy,
+    F: Fn(V) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for &variant in variants {
+        cycle(variant).await;
+    }
+    let mut samples = vec![Vec::with_capacity(rounds); variants.len()];
+    let mut turn = 0usize;
+    for _ in 0..rounds {
+        let mut totals = vec![Duration::ZERO; variants.len()];
+        for _ in 0..cycles {
+            for i in 0..variants.len() {
+                let index = (i + turn) % variants.len();
+                let started = Instant::now();
+                cycle(variants[index]).await;
+                totals[index] += started.elapsed();
+            }
+            turn = turn.wrapping_add(1);
+        }
+        for (sample, total) in samples.iter_mut().zip(totals) {
+            sample.push(total.as_secs_f64() * 1e6);
         }
     }
     samples
@@ -204,5 +244,36 @@ impl<R: Locker> SideBySide<R> {
             println!("  throughput: {} cycles/s", throughput.join(", "));
         }
         per_cycle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn interleaved_cycles_takes_turns_cycle_by_cycle_and_times_each_variant_apart() {
+        let order = RefCell::new(Vec::new());
+        let samples = interleaved_cycles(&[0usize, 1, 2], 2, 3, |variant| {
+            order.borrow_mut().push(variant);
+            async move {
+                if variant == 2 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        })
+        .await;
+        let order = order.into_inner();
+        // One warm-up cycle each, then 2 rounds × 3 cycles × 3 variants, rotating.
+        assert_eq!(&order[..3], &[0, 1, 2]);
+        assert_eq!(&order[3..12], &[0, 1, 2, 1, 2, 0, 2, 0, 1]);
+        assert_eq!(order.len(), 3 + 2 * 3 * 3);
+        assert_eq!(samples.len(), 3);
+        assert!(samples.iter().all(|rounds| rounds.len() == 2));
+        // Only variant 2's cycles sleep: 3 × 20 ms per round, counted to it alone.
+        assert!(samples[2].iter().all(|&us| us >= 60_000.0), "{samples:?}");
+        assert!(samples[0].iter().chain(&samples[1]).all(|&us| us < 60_000.0), "{samples:?}");
     }
 }

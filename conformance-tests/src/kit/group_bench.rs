@@ -1,7 +1,8 @@
 //! Lock-group benchmarks, each beside its baseline in the same run, reported as ratios:
 //!
 //! 1. a two-name group cycle (both exclusive) vs a single-key lock cycle (one task);
-//! 2. a read-lock cycle vs a single-key lock cycle (one task);
+//! 2. a read-lock cycle vs a single-key lock cycle (one task) — 1 and 2 take turns cycle
+//!    by cycle ([`interleaved_cycles`]);
 //! 3. 8 tasks reading one name vs 8 tasks writing it, each holding it `hold` per cycle:
 //!    throughput of the readers ÷ the writers';
 //! 4. readers arriving continuously (8 tasks, holds up to `hold`) and one writer taking
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use distlock_api::{DynLockStore, GroupMember, LockGroup, LockManager, LockOptions};
 
-use super::bench::{interleaved_rounds, median, report_against_first};
+use super::bench::{interleaved_cycles, interleaved_rounds, median, report_against_first};
 
 /// What [`compare`] runs.
 #[derive(Debug, Clone, Copy)]
@@ -58,24 +59,22 @@ pub async fn compare(store: Arc<DynLockStore>, prefix: &str, plan: GroupPlan) ->
     let read = group([GroupMember::shared(&a).expect("key")]);
     let write = group([GroupMember::exclusive(&a).expect("key")]);
 
-    // 1 and 2: one task, uncontended.
-    let samples = interleaved_rounds(&[0, 1, 2], plan.rounds, |variant| {
+    // 1 and 2: one task, uncontended; the three cycles take turns one by one.
+    let samples = interleaved_cycles(&[0, 1, 2], plan.rounds, plan.cycles, |variant| {
         let (locks, single, pair, read) = (&locks, &single, &pair, &read);
         async move {
-            for _ in 0..plan.cycles {
-                match variant {
-                    0 => {
-                        let held = locks.try_lock(single, TTL).await.expect("single").expect("free");
-                        assert!(held.release().await.expect("release"));
-                    }
-                    1 => {
-                        let held = locks.try_lock_group(pair, TTL).await.expect("group").expect("free");
-                        held.release().await.expect("release");
-                    }
-                    _ => {
-                        let held = locks.try_lock_group(read, TTL).await.expect("read").expect("free");
-                        held.release().await.expect("release");
-                    }
+            match variant {
+                0 => {
+                    let held = locks.try_lock(single, TTL).await.expect("single").expect("free");
+                    assert!(held.release().await.expect("release"));
+                }
+                1 => {
+                    let held = locks.try_lock_group(pair, TTL).await.expect("group").expect("free");
+                    held.release().await.expect("release");
+                }
+                _ => {
+                    let held = locks.try_lock_group(read, TTL).await.expect("read").expect("free");
+                    held.release().await.expect("release");
                 }
             }
         }
@@ -83,7 +82,7 @@ pub async fn compare(store: Arc<DynLockStore>, prefix: &str, plan: GroupPlan) ->
     .await;
     #[allow(clippy::cast_precision_loss)]
     let medians = report_against_first(
-        &format!("lock groups: one task, {} cycles/round", plan.cycles),
+        &format!("lock groups: one task, {} cycles/round, taking turns cycle by cycle", plan.cycles),
         "µs/cycle",
         plan.cycles as f64,
         &["single-key lock", "two-name group", "read lock"],
