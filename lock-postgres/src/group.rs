@@ -71,13 +71,13 @@ impl PostgresLockStore {
     /// After the waiter registered: whether `request` could be granted now (`None`: the
     /// caller returns at once, also when a row that blocks it could not be flagged), else
     /// flags the rows that block it, so that their releases notify, and returns how many
-    /// they are, the time until the first of them ends and whether a shared hold or place
-    /// is among them.
+    /// of them must be released before it could be granted, the time until the first of
+    /// them ends and whether a shared hold or place is among them.
     async fn flag_blockers(&self, request: &GroupRequest<'_>) -> Result<Option<Blockers>, LockError> {
         const OPERATION: &str = "wait for group change";
         let columns = Columns::of(request);
         let ticket = request.ticket.map(|ticket| i64::try_from(ticket).unwrap_or(i64::MAX));
-        let (unflagged, blocking, micros_left, shared): (i64, i64, Option<i64>, bool) = self
+        let (unflagged, blocking, micros_left, shared, releases): (i64, i64, Option<i64>, bool, i64) = self
             .retrying(OPERATION, || {
                 sqlx::query_as(&self.group_sql().wait)
                     .bind(&columns.names)
@@ -93,7 +93,7 @@ impl PostgresLockStore {
             return Ok(None);
         }
         Ok(micros_left.map(|micros| Blockers {
-            rows: u64::try_from(blocking).unwrap_or(1),
+            releases: u64::try_from(releases).unwrap_or(0).max(1),
             left: Duration::from_micros(u64::try_from(micros).unwrap_or(1)),
             shared,
         }))
@@ -107,11 +107,14 @@ impl PostgresLockStore {
     ///   request, stops listening to the `group-shared:` ones after the check: only the
     ///   rows that blocked the request when it checked matter, and none of those is shared
     ///   (a permits change notifies `group:`);
-    /// - it sleeps until as many releases were notified as rows blocked it
-    ///   ([`wakes_reach`]): a writer that waits for eight readers looks again once, after
-    ///   the last of them released, not after each (every look is a retry and a check,
-    ///   which would also compete with the readers' releases). A blocking row that ends
-    ///   without a release ends the sleep when the first of them runs out, as before.
+    /// - it sleeps until as many releases were notified as must come before the request
+    ///   could be granted ([`wakes_reach`]): every blocking row of the other mode, and of
+    ///   its own mode as many as keep the holders at or above the permits. A writer that
+    ///   waits for eight readers looks again once, after the last of them released, not
+    ///   after each (every look is a retry and a check, which would also compete with the
+    ///   readers' releases); a semaphore's waiter looks again at the first release. A
+    ///   blocking row that ends without a release ends the sleep when the first of them
+    ///   runs out, as before.
     async fn wait_for_blockers(
         &self,
         request: &GroupRequest<'_>,
@@ -146,14 +149,15 @@ impl PostgresLockStore {
             drop(shared);
             (exclusive.iter().collect(), since_exclusive)
         };
-        Ok(wakes_reach(&watched, since, blockers.rows, &mut listening, wake_at, deadline).await)
+        Ok(wakes_reach(&watched, since, blockers.releases, &mut listening, wake_at, deadline).await)
     }
 }
 
 /// What [`PostgresLockStore::flag_blockers`] found blocking a request.
 struct Blockers {
-    /// How many rows block it (each notifies its release).
-    rows: u64,
+    /// How many of them must be released before it could be granted (each release of a
+    /// blocking row notifies); at least 1.
+    releases: u64,
     /// Time until the first of them runs out.
     left: Duration,
     /// Whether a shared hold or place is among them.

@@ -306,7 +306,9 @@ impl GroupStatements {
             // their names; of those, the ones that keep the request from being granted now
             // (the grant function's check, read without its locks: a stale answer only
             // costs a spurious or a later wake-up, never a missed one, because the waiter
-            // registered first). The UPDATE flags the blocking rows not flagged yet; a
+            // registered first), and how many of them must be released before it could be
+            // (every row of the other mode; of its own mode, as many as keep the holders at
+            // or above the permits). The UPDATE flags the blocking rows not flagged yet; a
             // blocking row of the snapshot that is neither flagged there nor by the UPDATE
             // was freed meanwhile (or flagged by a waiter this snapshot cannot see): the
             // caller returns at once, as it does when nothing blocks. A row another
@@ -346,7 +348,14 @@ impl GroupStatements {
                      WHERE h.ctid = k.row_id AND NOT h.waiting AND h.expires_at > clock_timestamp() \
                      RETURNING h.name, h.slot) \
                  SELECT count(*) FILTER (WHERE NOT b.waiting AND f.name IS NULL), count(*), {}, \
-                     coalesce(bool_or(b.mode = 'R'), false) \
+                     coalesce(bool_or(b.mode = 'R'), false), \
+                     (SELECT coalesce(sum(n.other + CASE WHEN n.permits IS NOT NULL AND n.same >= n.permits \
+                                                         THEN n.same - n.permits + 1 ELSE 0 END), 0)::bigint \
+                      FROM (SELECT m.permits, \
+                                   count(*) FILTER (WHERE l.counts AND l.mode <> m.mode) AS other, \
+                                   count(*) FILTER (WHERE l.counts AND l.mode = m.mode) AS same \
+                            FROM m LEFT JOIN live AS l ON l.name = m.name \
+                            GROUP BY m.name, m.permits) AS n) \
                  FROM blocking AS b LEFT JOIN flagged AS f ON f.name = b.name AND f.slot = b.slot",
                 micros_left("min(b.expires_at)")
             ),

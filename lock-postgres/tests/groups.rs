@@ -562,6 +562,38 @@ async fn a_waiter_blocked_by_several_holders_is_woken_by_the_last_release() {
     f.drop().await;
 }
 
+/// A waiter of a semaphore that its holders fill is woken by the first release, which
+/// frees a permit: it does not wait for every holder to go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_waiter_is_woken_by_the_release_that_frees_a_permit() {
+    let Some(f) = Fixture::new("semaphore_waiter_woken_by_one_release").await else { return };
+    let store = f.groups();
+    let slot = || StoreMember::new(f.key("pool"), LockMode::Shared, Some(2));
+    let mut holders = [Group::new(vec![slot()]), Group::new(vec![slot()])];
+    for holder in &mut holders {
+        holder.take(store).await;
+    }
+    let mut waiter = Group::new(vec![slot()]);
+    assert!(!granted(&waiter.attempt(store, true).await), "both permits are taken");
+    let waiting = tokio::spawn({
+        let (store, waiter) = (f.store.clone(), waiter.clone());
+        async move { store.wait_for_change(waiter.request(), Duration::from_secs(60)).await }
+    });
+    for holder in &holders {
+        until_flagged(&f, &holder.token).await;
+    }
+    assert_eq!(holders[0].release(store).await, 1);
+    tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("woken by the release that freed a permit")
+        .unwrap()
+        .unwrap();
+    waiter.take_waiting(store).await;
+    assert_eq!(holders[1].release(store).await, 1);
+    assert_eq!(waiter.release(store).await, 1);
+    f.drop().await;
+}
+
 /// Releases free a slot (`token = NULL`) and the next grant of the name takes it again:
 /// a name keeps as many rows as it had holders at once, however many grants it saw.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
