@@ -57,8 +57,9 @@ impl Name {
     }
 
     /// Whether `mode` can be granted to `token` at `now` (whose group has `ticket`;
-    /// `first`: its first attempt, which also yields to a place with its own ticket). Holders and places expired by `now` do not count; the older places
-    /// of other groups count as holders of their mode.
+    /// `first`: its first attempt, which also yields to a place with its own ticket).
+    /// Holders and places expired by `now` do not count; the older places of other groups
+    /// count as holders of their mode.
     fn grants(
         &self,
         now: Instant,

@@ -330,14 +330,17 @@ impl GroupStatements {
                              OR $5 IS NULL OR h.ticket < $5 AS counts \
                      FROM {holders} AS h, now \
                      WHERE h.name = ANY({names}) AND h.token <> $4::uuid AND h.expires_at > now.at), \
+                 tally AS MATERIALIZED ( \
+                     SELECT m.name, m.mode, m.permits, \
+                         count(*) FILTER (WHERE l.counts AND l.mode <> m.mode) AS other, \
+                         count(*) FILTER (WHERE l.counts AND l.mode = m.mode) AS same \
+                     FROM m LEFT JOIN live AS l ON l.name = m.name \
+                     GROUP BY m.name, m.mode, m.permits), \
                  blocking AS MATERIALIZED ( \
                      SELECT l.name, l.slot, l.token, l.expires_at, l.waiting, l.mode \
-                     FROM m JOIN live AS l ON l.name = m.name \
+                     FROM tally AS t JOIN live AS l ON l.name = t.name \
                      WHERE l.counts \
-                       AND (l.mode <> m.mode \
-                            OR (m.permits IS NOT NULL \
-                                AND (SELECT count(*) FROM live AS s \
-                                     WHERE s.name = m.name AND s.mode = m.mode AND s.counts) >= m.permits))), \
+                       AND (l.mode <> t.mode OR (t.permits IS NOT NULL AND t.same >= t.permits))), \
                  lockable AS ( \
                      SELECT h.ctid AS row_id FROM {holders} AS h JOIN blocking AS b \
                          ON h.name = b.name AND h.slot = b.slot AND h.token = b.token \
@@ -349,13 +352,9 @@ impl GroupStatements {
                      RETURNING h.name, h.slot) \
                  SELECT count(*) FILTER (WHERE NOT b.waiting AND f.name IS NULL), count(*), {}, \
                      coalesce(bool_or(b.mode = 'R'), false), \
-                     (SELECT coalesce(sum(n.other + CASE WHEN n.permits IS NOT NULL AND n.same >= n.permits \
-                                                         THEN n.same - n.permits + 1 ELSE 0 END), 0)::bigint \
-                      FROM (SELECT m.permits, \
-                                   count(*) FILTER (WHERE l.counts AND l.mode <> m.mode) AS other, \
-                                   count(*) FILTER (WHERE l.counts AND l.mode = m.mode) AS same \
-                            FROM m LEFT JOIN live AS l ON l.name = m.name \
-                            GROUP BY m.name, m.permits) AS n) \
+                     (SELECT coalesce(sum(t.other + CASE WHEN t.permits IS NOT NULL AND t.same >= t.permits \
+                                                         THEN t.same - t.permits + 1 ELSE 0 END), 0)::bigint \
+                      FROM tally AS t) \
                  FROM blocking AS b LEFT JOIN flagged AS f ON f.name = b.name AND f.slot = b.slot",
                 micros_left("min(b.expires_at)")
             ),

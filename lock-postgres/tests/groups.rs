@@ -100,6 +100,13 @@ impl Group {
         answer
     }
 
+    /// `wait_for_change` for the next waiting attempt (at most a minute), in a task of its
+    /// own.
+    fn wait_in_background(&self, store: &PostgresLockStore) -> tokio::task::JoinHandle<Result<(), LockError>> {
+        let (store, group) = (store.clone(), self.clone());
+        tokio::spawn(async move { store.wait_for_change(group.request(), Duration::from_secs(60)).await })
+    }
+
     /// The request of the next waiting attempt (what `wait_for_change` checks).
     fn request(&self) -> GroupRequest<'_> {
         GroupRequest::new(&self.members, &self.token, &self.owner, ttl(LONG), Some(ttl(LONG)), self.ticket)
@@ -496,10 +503,7 @@ async fn a_release_wakes_a_waiting_group() {
     let mut waiter = Group::new(vec![f.member("a", LockMode::Shared), f.member("z", LockMode::Exclusive)]);
     assert!(!granted(&waiter.attempt(store, true).await));
     let started = Instant::now();
-    let waiting = tokio::spawn({
-        let (store, waiter) = (f.store.clone(), waiter.clone());
-        async move { store.wait_for_change(waiter.request(), Duration::from_secs(60)).await }
-    });
+    let waiting = waiter.wait_in_background(&f.store);
     // The waiter flags the holder's row once it is registered; then the release notifies.
     until_flagged(&f, &holder.token).await;
     assert!(!waiting.is_finished());
@@ -529,10 +533,7 @@ async fn a_waiter_blocked_by_several_holders_is_woken_by_the_last_release() {
     }
     let mut writer = Group::new(vec![f.member("a", LockMode::Exclusive)]);
     assert!(!granted(&writer.attempt(store, true).await));
-    let waiting = tokio::spawn({
-        let (store, writer) = (f.store.clone(), writer.clone());
-        async move { store.wait_for_change(writer.request(), Duration::from_secs(60)).await }
-    });
+    let waiting = writer.wait_in_background(&f.store);
     for reader in &readers {
         until_flagged(&f, &reader.token).await;
     }
@@ -542,10 +543,7 @@ async fn a_waiter_blocked_by_several_holders_is_woken_by_the_last_release() {
     other.take(store).await;
     let mut probe = Group::new(vec![f.member("b", LockMode::Exclusive)]);
     assert!(!granted(&probe.attempt(store, true).await));
-    let probing = tokio::spawn({
-        let (store, probe) = (f.store.clone(), probe.clone());
-        async move { store.wait_for_change(probe.request(), Duration::from_secs(60)).await }
-    });
+    let probing = probe.wait_in_background(&f.store);
     until_flagged(&f, &other.token).await;
     for reader in &readers[..2] {
         assert_eq!(reader.release(store).await, 1);
@@ -575,10 +573,7 @@ async fn a_semaphore_waiter_is_woken_by_the_release_that_frees_a_permit() {
     }
     let mut waiter = Group::new(vec![slot()]);
     assert!(!granted(&waiter.attempt(store, true).await), "both permits are taken");
-    let waiting = tokio::spawn({
-        let (store, waiter) = (f.store.clone(), waiter.clone());
-        async move { store.wait_for_change(waiter.request(), Duration::from_secs(60)).await }
-    });
+    let waiting = waiter.wait_in_background(&f.store);
     for holder in &holders {
         until_flagged(&f, &holder.token).await;
     }
@@ -671,10 +666,7 @@ async fn a_wait_returns_at_once_when_the_request_could_be_granted() {
     }
     let mut newer = Group::new(vec![f.member("c", LockMode::Shared)]);
     assert!(!granted(&newer.attempt(store, true).await), "held back by the older intent");
-    let waiting = tokio::spawn({
-        let (store, newer) = (f.store.clone(), newer.clone());
-        async move { store.wait_for_change(newer.request(), Duration::from_secs(60)).await }
-    });
+    let waiting = newer.wait_in_background(&f.store);
     // The wait flags the intent (the one row that blocks it), then sleeps.
     until_flagged(&f, &older.token).await;
     assert!(!waiting.is_finished(), "an older intent holds the reader back");

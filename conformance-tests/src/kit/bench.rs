@@ -51,19 +51,8 @@ where
     F: Fn(V) -> Fut,
     Fut: Future<Output = ()>,
 {
-    for &variant in variants {
-        scenario(variant).await;
-    }
-    let mut samples = vec![Vec::with_capacity(rounds); variants.len()];
-    for round in 0..rounds {
-        for i in 0..variants.len() {
-            let index = (i + round) % variants.len();
-            let started = Instant::now();
-            scenario(variants[index]).await;
-            samples[index].push(started.elapsed().as_secs_f64() * 1e6);
-        }
-    }
-    samples
+    // A round of one "cycle" per variant: the same warm-up, rotation and timing.
+    interleaved_cycles(variants, rounds, 1, scenario).await
 }
 
 /// Runs one cycle of each variant as a warm-up, then `rounds` rounds of `cycles` cycles
