@@ -1,9 +1,11 @@
 //! Lock groups on Redis against their floor, side by side in one run: what a two-name
 //! group cycle and a read-lock cycle cost through the store and through the manager,
-//! beside a single-key lock cycle, and beside the least any group with per-holder leases
-//! must send — a **raw minimal** script pair written for this benchmark (`TIME`, one
-//! `EXISTS` over the names, `ZADD` + `PEXPIRE` per name; then `ZREM` per name and
-//! `PUBLISH`), with no owner, fence, permits, queue or writer preference.
+//! beside a single-key lock cycle, and beside the least a group kept in sorted sets with
+//! per-holder leases must send — a **raw minimal** script pair written for this benchmark
+//! (`TIME`, one `EXISTS` over the names, `ZADD` + `PEXPIRE` per name; then `ZREM` per name
+//! and `PUBLISH`), with no owner, fence, permits, queue or writer preference. (A group of
+//! free names whose members are all exclusive is written as strings instead, with fewer
+//! calls than that pair; the read lock is the sorted-set case.)
 //!
 //! ```text
 //! scripts/test.sh cargo bench -p distlock-redis --bench group_floor

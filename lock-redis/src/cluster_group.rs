@@ -33,8 +33,8 @@ use redis::Cmd;
 use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::cluster::RedisClusterStore;
 use crate::group::{
-    check_permits, count, glob_escaped, holder_info, joined, mode_names, owned_names, parse_permits, permits_command,
-    AcquireArgs, HolderRow, UnexpectedReply, SCAN_PAGE,
+    check_permits, count, glob_escaped, holder_info, mode_names, owned_names, parse_permits, permits_command,
+    released_names, AcquireArgs, HolderRow, UnexpectedReply, SCAN_PAGE,
 };
 use crate::group_scripts::GROUP_SCRIPTS;
 use crate::scripts::LuaScript;
@@ -162,7 +162,7 @@ impl RedisClusterStore {
     /// The release script on `keys` (all of tag `tag`).
     async fn release_tagged(&self, tag: &str, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
         let channel = if self.notifications() { self.group_release_channel(tag) } else { String::new() };
-        let names = joined(keys.iter().map(StoreKey::lock_key));
+        let names = released_names(keys);
         let lease = self.group_lease_key(tag, token);
         let freed: i64 = self
             .run_script(&lease, &SHARDED.release, |cmd| {

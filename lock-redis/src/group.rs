@@ -91,7 +91,7 @@ impl RedisLockStore {
     /// The release script on `keys`.
     async fn release_keys(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
         let channel = self.release_channel().unwrap_or("");
-        let names = joined(keys.iter().map(StoreKey::lock_key));
+        let names = released_names(keys);
         let mut conn = self.connection_manager().clone();
         let freed: i64 = GROUP_SCRIPTS
             .release
@@ -153,6 +153,14 @@ const LEASE_SEGMENT: &str = ":group-lease:";
 /// grow it step by step.
 fn key_buffer() -> String {
     String::with_capacity(64)
+}
+
+/// The release script's names argument: the names each followed by a newline, and one
+/// more newline (the lease value's beginning when they are all the group's names).
+pub(crate) fn released_names(keys: &[StoreKey]) -> String {
+    let mut out = joined(keys.iter().map(StoreKey::lock_key));
+    out.push_str("\n\n");
+    out
 }
 
 /// The parts joined by newlines.

@@ -8,7 +8,10 @@
 //! (`GETDEL`, `SET … PXAT`).
 //!
 //! Per name `N` (the *stem* is `{prefix}:group:{N'}`, `N'` the name with `%`, `{` and `}`
-//! percent-encoded, so every key of a name shares one hash tag): `stem:h`, one sorted set
+//! percent-encoded, so every key of a name shares one hash tag): `stem:h`, either a
+//! **string**, the token of the name's one exclusive holder with the hold's expiry (a grant
+//! of free names whose members are all exclusive writes that; the first script that finds
+//! the name held turns it into the sorted set of that hold, same expiry), or one sorted set
 //! of everything a name has but its permits, in score bands of `B` = 10^13 ms (year
 //! 2286): shared holds `[0, B)` and exclusive holds `[B, 2B)` (member = the group's token,
 //! score = band + expiry), the places of waiting groups — exclusive `[2B, 3B)` and shared
@@ -18,23 +21,24 @@
 //! on the name, and a grant's `ZADD` replaces the group's own intent. `stem:p`, hash of the
 //! permits (`shared`, `exclusive`). Per granted group: its **lease key**
 //! `{prefix}:group-lease:<token>` (on Redis Cluster `{prefix}:group-lease:{<tag>}:<token>`),
-//! a string `name \n name … \n\n owner \n fence \n expiry` that expires with the group's
+//! a string `name \n name … \n\n owner \n fence \n expiry` (expiry `-` for a group granted
+//! as strings: a release then tries `GETDEL` on its names first) that expires with the group's
 //! holds (`PX` ttl at the grant, again at every extension): whether it still exists is
 //! whether the group is live, and it names the group's owner for `release_owner` (a `SCAN`
 //! of the lease keys) and `holders`. A group that expires leaves nothing to clean up.
 //!
 //! Costs, in `redis.call`s and arguments (a `redis.call` costs about as much on the server
 //! as a whole command sent by a client, an argument about a third of that, so both are kept
-//! few): an acquire of free names is `TIME`, one `EXISTS` over the names, one `ZADD` and
-//! one `PEXPIRE` per name, and the lease key's `SET … PX`; a release is the lease key's
-//! `GETDEL` (live or not), one `ZREM` per name (of the token's hold, or, for a group
-//! without a lease key, of its place and ticket) and one `PUBLISH` — no `TIME`, no score
-//! read; the message is the names' `h` keys joined by newlines (`KEYS` as they are). Key
-//! expiries of
-//! the names only grow: a write that needs a key to live `ttl` more reads its `PTTL` and,
-//! when shorter, sets it to `2 × ttl` (so the next writes of the same TTL within `ttl`
-//! leave it alone). Nothing sets an expiry on release: keys only shrink, and an emptied
-//! key is gone.
+//! few): an acquire of free names is one `EXISTS` over the names and, when every member is
+//! exclusive, one `SET … PX` per name (no clock read), else `TIME`, one `ZADD` and one
+//! `PEXPIRE` per name; then the lease key's `SET … PX`. A release is the lease key's
+//! `GETDEL` (live or not), one `GETDEL` (a string) or `ZREM` per name (of the token's hold,
+//! or, for a group without a lease key, of its place and ticket) and one `PUBLISH` — no
+//! `TIME`, no score read; the message is the names' `h` keys joined by newlines (`KEYS` as
+//! they are). Key expiries of the names only grow: a write that needs a key to live `ttl`
+//! more reads its `PTTL` and, when shorter, sets it to `2 × ttl` (so the next writes of the
+//! same TTL within `ttl` leave it alone). Nothing sets an expiry on release: keys only
+//! shrink, and an emptied key is gone.
 
 use std::sync::LazyLock;
 
@@ -50,15 +54,33 @@ use crate::scripts::LuaScript;
 /// intents `2<expiry>`.
 macro_rules! prelude {
     () => {
+        concat!(
+            bands!(),
+            r##"
+local clock = redis.call("TIME")
+local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+"##
+        )
+    };
+}
+
+/// The score bands alone (the acquire reads the clock only when it needs it).
+macro_rules! bands {
+    () => {
         r##"
 -- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
 -- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).
 local B = 10000000000000
 local INTENTS = 2 * B
 local SHARED_INTENTS = 4 * B
+"##
+    };
+}
 
-local clock = redis.call("TIME")
-local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+/// `fmt(ms)`: a number as text, `string.format("%d")`.
+macro_rules! fmt {
+    () => {
+        r##"
 local function fmt(ms)
     return string.format("%d", ms)
 end
@@ -68,11 +90,12 @@ end
 
 /// `keep(key, ttl, ttl2)`: makes `key` live at least `ttl` ms more, never shortening it:
 /// when shorter, sets it to `ttl2` = 2 × ttl (text; made from `ttl` when not given).
-/// Returns whether it did.
+/// Returns whether it did. An assignment to a `local keep` the script declares (the
+/// acquire makes the closure only when a name is held), after `fmt`.
 macro_rules! keep {
     () => {
         r##"
-local function keep(key, ttl, ttl2)
+keep = function(key, ttl, ttl2)
     if redis.call("PTTL", key) < ttl then
         redis.call("PEXPIRE", key, ttl2 or fmt(2 * ttl))
         return true
@@ -105,7 +128,7 @@ end
 /// `h`: the same stem, so the same hash tag and slot). `ARGV` = token,
 /// `name \n name … \n\n owner` (the lease key's value without its fence and expiry), ttl
 /// ms, the *flags* — the mode (`F`: grant with a fence, `N`: grant without, `P`: probe,
-/// writes nothing), the members' modes as one letter each (`S` or `X`, in `KEYS` order)
+/// writes nothing but, for a name held as a string, its sorted set of the same hold), the members' modes as one letter each (`S` or `X`, in `KEYS` order)
 /// and, for a waiting group, `intent ttl:2 × intent ttl:ticket` (each part may be empty:
 /// no intents, no ticket yet; `:b` after it when barging), say `NXS` or `NXS30000:60000:`
 /// — then, only when some member has default permits, each member's default permits
@@ -114,16 +137,16 @@ end
 /// Returns the fence (0 without fencing, and for a probe that could be granted) or, when
 /// blocked, minus the ticket.
 const ACQUIRE: &str = concat!(
-    prelude!(),
-    keep!(),
+    bands!(),
     r##"
 local token = ARGV[1]
 local ttl = tonumber(ARGV[3])
 -- ARGV[4]: the mode letter, one letter per member (`S` or `X`; member i's at byte
--- `1 + i`), then the waiting part, if any.
+-- `1 + i`), then the waiting part, if any. Letters are compared as bytes: `F` 70, `P` 80,
+-- `X` 88.
 local flags = ARGV[4]
-local mode = string.sub(flags, 1, 1)
-local hs = mode == "F" and 2 or 1 -- KEYS[hs + i]: member i's `h`
+local mode = string.byte(flags, 1)
+local hs = mode == 70 and 2 or 1 -- KEYS[hs + i]: member i's `h`
 local n = #KEYS - hs
 local intent_ttl, intent_ttl2, ticket_s, barging = "", "", "", ""
 if #flags > n + 1 then
@@ -136,9 +159,24 @@ local first_attempt = ticket_s == ""
 
 -- `sizes[i]`: the entries of member i's `h`; nil while every name is free (one `EXISTS`).
 local sizes = nil
--- `now` as text: only a held name needs it (bounds, tickets).
+-- `now` as text: only a held name needs it (bounds, tickets); so does `keep`, made with
+-- `fmt` only then (a grant of free names formats its numbers itself).
 local now_s = nil
-if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
+local keep
+local free = redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) == 0
+-- Every name free and every member exclusive (no `S` among the member letters; the
+-- waiting part has none): the grant writes each name as a string, with no clock read.
+local strings = free and not string.find(flags, "S", 2, true)
+local now = 0
+if not strings then
+    local clock = redis.call("TIME")
+    now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+end
+if not free then
+"##,
+    fmt!(),
+    keep!(),
+    r##"
     now_s = fmt(now)
     if first_attempt then
         ticket_s = now_s
@@ -215,17 +253,33 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
         return true
     end
 
+    -- The entries of `h`. A name held as a string (its one exclusive holder's token, from
+    -- a grant of free names) first becomes the sorted set of that holder, expiring as it
+    -- did: the same meaning, so even a probe may make it.
+    local function size(h)
+        local entries = redis.pcall("ZCARD", h)
+        if type(entries) == "number" then
+            return entries
+        end
+        local holder = redis.call("GET", h)
+        local left = math.max(redis.call("PTTL", h), 1)
+        redis.call("DEL", h)
+        redis.call("ZADD", h, "1" .. fmt(now + left), holder)
+        redis.call("PEXPIRE", h, left)
+        return 1
+    end
+
     sizes = {}
     local blocked = false
     for i = 1, n do
-        sizes[i] = redis.call("ZCARD", KEYS[hs + i])
+        sizes[i] = size(KEYS[hs + i])
         if not blocked and sizes[i] > 0 and not grantable(i) then
             blocked = true
         end
     end
 
     if blocked then
-        if mode ~= "P" and intent_ttl ~= "" then
+        if mode ~= 80 and intent_ttl ~= "" then
             if first_attempt then
                 -- The ticket: now, or one more than the last ticket on its names when that
                 -- is larger, so that a group blocked after another, even within one
@@ -262,23 +316,32 @@ if redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) > 0 then
         return -tonumber(ticket_s)
     end
 end
-if mode == "P" then
+if mode == 80 then
     return 0
 end
 
 local fence = 0
-if mode == "F" then
+if mode == 70 then
     fence = redis.call("INCR", KEYS[2])
 end
-local expiry_s = fmt(now + ttl)
+local fence_s = fence == 0 and "0" or string.format("%d", fence)
+if strings then
+    -- Each name a string, its holder's token, expiring with the hold (one `SET` each, as
+    -- a single-key lock); the lease's expiry is `-`: its own `PTTL` tells it.
+    for i = 1, n do
+        redis.call("SET", KEYS[hs + i], token, "PX", ARGV[3])
+    end
+    redis.call("SET", KEYS[1], ARGV[2] .. "\n" .. fence_s .. "\n-", "PX", ARGV[3])
+    return fence
+end
+local expiry_s = string.format("%d", now + ttl)
 for i = 1, n do
     local h = KEYS[hs + i]
-    local exclusive = string.byte(flags, 1 + i) == 88
     -- Replaces this token's intent on the name, if it had one.
-    redis.call("ZADD", h, exclusive and "1" .. expiry_s or expiry_s, token)
+    redis.call("ZADD", h, string.byte(flags, 1 + i) == 88 and "1" .. expiry_s or expiry_s, token)
     if sizes and sizes[i] > 0 then
         -- Expired holds of the mode, and this token's ticket.
-        if exclusive then
+        if string.byte(flags, 1 + i) == 88 then
             redis.call("ZREMRANGEBYSCORE", h, "10000000000000", "1" .. now_s)
         else
             redis.call("ZREMRANGEBYSCORE", h, "-inf", now_s)
@@ -293,7 +356,7 @@ for i = 1, n do
     end
 end
 -- The group's lease: expires with its holds.
-redis.call("SET", KEYS[1], ARGV[2] .. "\n" .. (fence == 0 and "0" or fmt(fence)) .. "\n" .. expiry_s, "PX", ARGV[3])
+redis.call("SET", KEYS[1], ARGV[2] .. "\n" .. fence_s .. "\n" .. expiry_s, "PX", ARGV[3])
 return fence
 "##
 );
@@ -306,6 +369,8 @@ return fence
 /// Returns how many members were extended.
 const EXTEND: &str = concat!(
     prelude!(),
+    fmt!(),
+    "local keep\n",
     keep!(),
     parse_entry!(),
     r##"
@@ -318,16 +383,30 @@ local ttl, ttl2 = tonumber(ARGV[2]), ARGV[3]
 local expiry_s = fmt(now + ttl)
 local extended = 0
 for i = 2, #KEYS do
-    local score = tonumber(redis.call("ZSCORE", KEYS[i], token))
-    if score and score < INTENTS and score % B > now then
-        redis.call("ZADD", KEYS[i], "XX", (score >= B and "1" or "") .. expiry_s, token)
-        keep(KEYS[i], ttl, ttl2)
-        extended = extended + 1
+    local score = redis.pcall("ZSCORE", KEYS[i], token)
+    if type(score) == "table" then
+        -- A string: the token of the name's one exclusive holder.
+        if redis.call("GET", KEYS[i]) == token then
+            redis.call("PEXPIRE", KEYS[i], ARGV[2])
+            extended = extended + 1
+        end
+    else
+        score = tonumber(score)
+        if score and score < INTENTS and score % B > now then
+            redis.call("ZADD", KEYS[i], "XX", (score >= B and "1" or "") .. expiry_s, token)
+            keep(KEYS[i], ttl, ttl2)
+            extended = extended + 1
+        end
     end
 end
 if extended > 0 then
-    -- The value with its last line, the expiry, replaced.
-    redis.call("SET", KEYS[1], string.match(entry, "^(.*\n)") .. expiry_s, "PX", ARGV[2])
+    if string.byte(entry, -1) == 45 then
+        -- Granted as strings (expiry `-`): the value stays.
+        redis.call("PEXPIRE", KEYS[1], ARGV[2])
+    else
+        -- The value with its last line, the expiry, replaced.
+        redis.call("SET", KEYS[1], string.match(entry, "^(.*\n)") .. expiry_s, "PX", ARGV[2])
+    end
 end
 return extended
 "##
@@ -340,46 +419,84 @@ return extended
 /// released, keeps it for the others.
 ///
 /// `KEYS[1]` = the group's lease key; then per name `h`. `ARGV` = token, channel (`""`: do
-/// not publish), the names joined by newlines. Returns how many live holds were freed:
-/// a hold is live while the lease key exists.
+/// not publish), the names each followed by a newline and one more newline (the lease
+/// value's beginning when they are all its names). Returns how many live holds were
+/// freed: a hold is live while the lease key exists.
 const RELEASE: &str = concat!(
-    parse_entry!(),
     r##"
 local token, channel = ARGV[1], ARGV[2]
 local entry = redis.call("GETDEL", KEYS[1])
--- A live group has holds (its grant replaced its places and removed their tickets);
--- otherwise the token may have places, each with its ticket (2 removed), or expired
--- holds (1 removed: nothing changes for anyone).
 local freed, changed = 0, false
-for i = 2, #KEYS do
-    if entry then
-        if redis.call("ZREM", KEYS[i], token) == 1 then
-            freed = freed + 1
+if not entry then
+    -- No live group: the token may have places, each with its ticket (2 removed), or
+    -- expired holds (1 removed: nothing changes for anyone); a string is another group's.
+    for i = 2, #KEYS do
+        if redis.pcall("ZREM", KEYS[i], token, "#" .. token) == 2 then
+            changed = true
         end
-    elseif redis.call("ZREM", KEYS[i], token, "#" .. token) == 2 then
-        changed = true
+    end
+else
+    -- A live group holds each of its names (its grant replaced its places and removed
+    -- their tickets). Granted as strings (the lease's expiry is `-`), a name is still the
+    -- token's string, or became a sorted set since: then `GETDEL`/`GET` fail, and `ZREM`.
+    local strings = string.byte(entry, -1) == 45
+    if string.sub(entry, 1, #ARGV[3]) == ARGV[3] then
+        -- The lease value begins with the names released: all of the group's, the common
+        -- case, recognised without parsing.
+        for i = 2, #KEYS do
+            local held = strings and redis.pcall("GETDEL", KEYS[i])
+            if held == token or ((not strings or type(held) == "table") and redis.call("ZREM", KEYS[i], token) == 1) then
+                freed = freed + 1
+            end
+        end
+    else
+        -- Some of the group's names: the others keep their lease, to the same expiry (the
+        -- lease value's, or what a released name of the group had left).
+"##,
+    parse_entry!(),
+    r##"
+        local names, owner, fence, expiry = parse_entry(entry)
+        local expire, at = "PXAT", expiry
+        local found = not strings
+        for i = 2, #KEYS do
+            local h = KEYS[i]
+            local held = strings and redis.pcall("GET", h)
+            if held == token then
+                if not found then
+                    expire, at, found = "PX", math.max(redis.call("PTTL", h), 1), true
+                end
+                redis.call("DEL", h)
+                freed = freed + 1
+            elseif not strings or type(held) == "table" then
+                if not found then
+                    local score = redis.call("ZSCORE", h, token)
+                    if score then
+                        expire, at, found = "PXAT", string.format("%d", tonumber(score) % 10000000000000), true
+                    end
+                end
+                if redis.call("ZREM", h, token) == 1 then
+                    freed = freed + 1
+                end
+            end
+        end
+        local released, left = {}, {}
+        for name in string.gmatch(ARGV[3], "[^\n]+") do
+            released[name] = true
+        end
+        for name in string.gmatch(names, "[^\n]+") do
+            if not released[name] then
+                left[#left + 1] = name
+            end
+        end
+        -- (A group granted as strings none of whose names was released keeps no lease:
+        -- its holds end with their TTL, and extending it fails.)
+        if #left > 0 and found then
+            redis.call("SET", KEYS[1], table.concat(left, "\n") .. "\n\n" .. owner .. "\n" .. fence .. "\n" .. expiry, expire, at)
+        end
     end
 end
 if (freed > 0 or changed) and channel ~= "" then
     redis.call("PUBLISH", channel, table.concat(KEYS, "\n", 2))
-end
--- The lease key's value begins with the group's names and `\n\n`: releasing them all is
--- the common case, recognised without parsing.
-if entry and string.sub(entry, 1, #ARGV[3] + 2) ~= ARGV[3] .. "\n\n" then
-    -- Some of the group's names stay held: their lease stays, to the same expiry.
-    local names, owner, fence, expiry = parse_entry(entry)
-    local released, left = {}, {}
-    for name in string.gmatch(ARGV[3], "[^\n]+") do
-        released[name] = true
-    end
-    for name in string.gmatch(names, "[^\n]+") do
-        if not released[name] then
-            left[#left + 1] = name
-        end
-    end
-    if #left > 0 then
-        redis.call("SET", KEYS[1], table.concat(left, "\n") .. "\n\n" .. owner .. "\n" .. fence .. "\n" .. expiry, "PXAT", expiry)
-    end
 end
 return freed
 "##
@@ -395,7 +512,8 @@ const WITHDRAW: &str = concat!(
 local token, channel = ARGV[1], ARGV[2]
 local removed = {}
 for i = 1, #KEYS do
-    local score = tonumber(redis.call("ZSCORE", KEYS[i], token))
+    -- (A name held as a string has no places: `ZSCORE` fails, and is skipped.)
+    local score = tonumber(redis.pcall("ZSCORE", KEYS[i], token))
     if score and score >= INTENTS then
         redis.call("ZREM", KEYS[i], token, "#" .. token)
         removed[#removed + 1] = KEYS[i]
@@ -414,11 +532,20 @@ return #removed
 /// token), which share the slot of `h` on Redis Cluster.
 const HOLDERS: &str = concat!(
     prelude!(),
+    fmt!(),
     parse_entry!(),
     r##"
 local now_s = fmt(now)
 local out, leases = {}, {}
-for _, band in ipairs({ { "S", 0, "(" .. now_s, "(10000000000000" }, { "X", B, "(1" .. now_s, "(20000000000000" } }) do
+local bands = { { "S", 0, "(" .. now_s, "(10000000000000" }, { "X", B, "(1" .. now_s, "(20000000000000" } }
+if redis.call("TYPE", KEYS[1]).ok == "string" then
+    -- Held as a string: the token of its one exclusive holder, expiring with the hold.
+    local holder = redis.call("GET", KEYS[1])
+    out[1] = { "X", holder, redis.call("PTTL", KEYS[1]), "0", "" }
+    leases[1] = ARGV[1] .. holder
+    bands = {}
+end
+for _, band in ipairs(bands) do
     local live = redis.call("ZRANGEBYSCORE", KEYS[1], band[3], band[4], "WITHSCORES")
     for i = 1, #live, 2 do
         out[#out + 1] = { band[1], live[i], tonumber(live[i + 1]) - band[2] - now, "0", "" }
@@ -443,10 +570,15 @@ return out
 /// The live places (of waiting groups) on one name, read only. `KEYS` = h.
 const WAITING: &str = concat!(
     prelude!(),
+    fmt!(),
     r##"
 local now_s = fmt(now)
-return redis.call("ZCOUNT", KEYS[1], "(2" .. now_s, "(30000000000000")
-    + redis.call("ZCOUNT", KEYS[1], "(4" .. now_s, "(50000000000000")
+-- A name held as a string has no places (`ZCOUNT` fails).
+local places = redis.pcall("ZCOUNT", KEYS[1], "(2" .. now_s, "(30000000000000")
+if type(places) ~= "number" then
+    return 0
+end
+return places + redis.call("ZCOUNT", KEYS[1], "(4" .. now_s, "(50000000000000")
 "##
 );
 

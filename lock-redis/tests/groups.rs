@@ -774,3 +774,139 @@ async fn release_owner_matches_the_owner_exactly() {
     assert_eq!(groups.release_owner(&other).await.unwrap(), 1);
     cleanup(&store).await;
 }
+
+/// `name`'s `:h` key.
+fn h_key(store: &RedisLockStore, name: &str) -> String {
+    format!("{}:h", store.group_key_stem(&store_key(name)))
+}
+
+async fn key_type(store: &RedisLockStore, key: &str) -> String {
+    raw(store, &["TYPE", key]).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_of_free_names_all_exclusive_holds_each_as_a_string() {
+    let Some(store) = shared_store("groups_strings", RedisLockStore::builder().fencing(true)).await else { return };
+    let groups = store.groups().unwrap();
+    let me = owner("strings");
+    let group = Group::new(vec![exclusive("s1"), exclusive("s2")]).owned_by(me.clone());
+    assert!(granted(&group.try_once(groups, Duration::from_secs(5)).await));
+    for name in ["s1", "s2"] {
+        let h = h_key(&store, name);
+        assert_eq!(key_type(&store, &h).await, "string", "{name}");
+        let holder: String = raw(&store, &["GET", &h]).await;
+        assert_eq!(holder, group.token.as_str());
+        let left: i64 = raw(&store, &["PTTL", &h]).await;
+        assert!(left > 0 && left <= 5_000, "{name}: PTTL {left}");
+        let held = groups.holders(&store_key(name)).await.unwrap();
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!((held[0].mode, held[0].owner.as_deref()), (LockMode::Exclusive, Some(me.as_str())));
+        assert!(held[0].fence.is_some_and(|fence| fence > 0), "{held:?}");
+        assert!(held[0].ttl_left <= Duration::from_secs(5), "{held:?}");
+    }
+    let entry: String = raw(&store, &["GET", &store.group_lease_key(&group.token)]).await;
+    assert!(entry.ends_with("\n-"), "the lease of a group held as strings has no expiry of its own: {entry:?}");
+
+    // Extending moves both strings and the lease; another group is refused meanwhile.
+    assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 2);
+    for key in [h_key(&store, "s1"), h_key(&store, "s2"), store.group_lease_key(&group.token)] {
+        let left: i64 = raw(&store, &["PTTL", &key]).await;
+        assert!(left > 5_000 && left <= 30_000, "{key}: PTTL {left} after extending to 30 s");
+    }
+    assert!(!granted(&Group::new(vec![exclusive("s2")]).try_once(groups, LONG).await));
+    assert_eq!(group.release(groups).await, 2);
+    for name in ["s1", "s2"] {
+        let exists: i64 = raw(&store, &["EXISTS", &h_key(&store, name)]).await;
+        assert_eq!(exists, 0, "{name} is free again");
+    }
+    assert_eq!(lease_keys(&store).await, 0);
+    assert_eq!(group.release(groups).await, 0, "a second release frees nothing");
+    assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 0);
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_name_held_as_a_string_becomes_a_sorted_set_when_another_group_queues_on_it() {
+    let Some(store) = shared_store("groups_strings_convert", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let holder = Group::new(vec![exclusive("c1"), exclusive("c2")]);
+    assert!(granted(&holder.try_once(groups, LONG).await));
+    // A reader trying once is refused (and the name it looked at is converted: same meaning).
+    assert!(!granted(&Group::new(vec![shared("c2")]).try_once(groups, LONG).await));
+    let mut writer = Group::new(vec![exclusive("c1")]);
+    assert!(!granted(&writer.attempt(groups, LONG).await), "the holder's string keeps the writer out");
+    for name in ["c1", "c2"] {
+        assert_eq!(key_type(&store, &h_key(&store, name)).await, "zset", "{name}");
+        let held = groups.holders(&store_key(name)).await.unwrap();
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!((held[0].token.as_str(), held[0].mode), (holder.token.as_str(), LockMode::Exclusive));
+        assert!(held[0].ttl_left > LONG - SOON && held[0].ttl_left <= LONG, "{held:?}: it expires as it did");
+    }
+    assert_eq!(intents(&store, "c1").await, 1, "the writer's place is recorded beside the holder");
+    let h_left: i64 = raw(&store, &["PTTL", &h_key(&store, "c1")]).await;
+    assert!(h_left > 0, "the converted key still expires: {h_left}");
+
+    assert_eq!(groups.extend_group(&holder.keys(), &holder.token, ttl(LONG)).await.unwrap(), 2);
+    assert_eq!(holder.release(groups).await, 2, "the holds are freed from the sorted sets");
+    assert!(granted(&writer.attempt(groups, LONG).await), "the writer gets the name");
+    assert_eq!(holder_modes(groups, "c1").await, [LockMode::Exclusive]);
+    assert_eq!(writer.release(groups).await, 1);
+    assert_eq!(lease_keys(&store).await, 0);
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn releasing_some_names_of_a_group_held_as_strings_keeps_the_others_and_their_lease() {
+    let Some(store) = shared_store("groups_strings_partial", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let me = owner("strings-partial");
+    let group = Group::new(vec![exclusive("q1"), exclusive("q2"), exclusive("q3")]).owned_by(me.clone());
+    assert!(granted(&group.try_once(groups, Duration::from_secs(20)).await));
+    let lease = store.group_lease_key(&group.token);
+    let before: i64 = raw(&store, &["PTTL", &lease]).await;
+
+    // A name still a string: the lease comes back with what that name had left.
+    assert_eq!(groups.release_group(&[store_key("q2")], &group.token).await.unwrap(), 1);
+    let exists: i64 = raw(&store, &["EXISTS", &h_key(&store, "q2")]).await;
+    assert_eq!(exists, 0);
+    let after: i64 = raw(&store, &["PTTL", &lease]).await;
+    assert!(after > 0 && after <= before, "lease PTTL {before} → {after}");
+
+    // A name made a sorted set by a queued writer: the lease comes back to its hold's expiry.
+    let mut writer = Group::new(vec![exclusive("q1")]);
+    assert!(!granted(&writer.attempt(groups, LONG).await));
+    assert_eq!(groups.release_group(&[store_key("q1")], &group.token).await.unwrap(), 1);
+    let last: i64 = raw(&store, &["PTTL", &lease]).await;
+    assert!(last > 0 && last <= after + 1, "lease PTTL {after} → {last}");
+    assert!(granted(&writer.attempt(groups, LONG).await));
+
+    let held = groups.holders(&store_key("q3")).await.unwrap();
+    assert_eq!((held.len(), held[0].owner.as_deref()), (1, Some(me.as_str())), "{held:?}");
+    assert_eq!(groups.release_owner(&me).await.unwrap(), 1, "release_owner finds the name left");
+    assert_eq!(writer.release(groups).await, 1);
+    assert_eq!(lease_keys(&store).await, 0);
+    cleanup(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_late_release_of_an_expired_group_held_as_strings_leaves_the_next_holder_alone() {
+    let Some(store) = shared_store("groups_strings_late", RedisLockStore::builder()).await else { return };
+    let groups = store.groups().unwrap();
+    let first = Group::new(vec![exclusive("l1"), exclusive("l2")]);
+    assert!(granted(&first.try_once(groups, Duration::from_millis(200)).await));
+    let deadline = std::time::Instant::now() + SOON;
+    while lease_keys(&store).await > 0 {
+        assert!(std::time::Instant::now() < deadline, "the 200 ms lease never expired");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let next = Group::new(vec![exclusive("l1"), exclusive("l2")]);
+    assert!(granted(&next.try_once(groups, LONG).await), "the names expired with the first group");
+    assert_eq!(first.release(groups).await, 0, "the first group's release frees nothing");
+    assert_eq!(groups.extend_group(&first.keys(), &first.token, ttl(LONG)).await.unwrap(), 0);
+    for name in ["l1", "l2"] {
+        let holder: String = raw(&store, &["GET", &h_key(&store, name)]).await;
+        assert_eq!(holder, next.token.as_str(), "{name} is still the next group's");
+    }
+    assert_eq!(next.release(groups).await, 2);
+    cleanup(&store).await;
+}
