@@ -3,9 +3,9 @@
 //! beside a single-key lock cycle, and beside the least a group kept in sorted sets with
 //! per-holder leases must send — a **raw minimal** script pair written for this benchmark
 //! (`TIME`, one `EXISTS` over the names, `ZADD` + `PEXPIRE` per name; then `ZREM` per name
-//! and `PUBLISH`), with no owner, fence, permits, queue or writer preference. (A group of
-//! free names whose members are all exclusive is written as strings instead, with fewer
-//! calls than that pair; the read lock is the sorted-set case.)
+//! and `PUBLISH`), with no owner, fence, permits, queue or writer preference. (The store
+//! writes a group of free names as strings instead, with fewer calls than that pair: the
+//! pair is now the sorted sets' floor, no longer the store's.)
 //!
 //! ```text
 //! scripts/test.sh cargo bench -p distlock-redis --bench group_floor

@@ -9,9 +9,9 @@
 //!
 //! Per name `N` (the *stem* is `{prefix}:group:{N'}`, `N'` the name with `%`, `{` and `}`
 //! percent-encoded, so every key of a name shares one hash tag): `stem:h`, either a
-//! **string**, the token of the name's one exclusive holder with the hold's expiry (a grant
-//! of free names whose members are all exclusive writes that; the first script that finds
-//! the name held turns it into the sorted set of that hold, same expiry), or one sorted set
+//! **string**, the token of the name's one holder (`+token` for a shared hold) with the
+//! hold's expiry (a grant of free names writes that; the first script that finds the name
+//! held turns it into the sorted set of that hold, same expiry), or one sorted set
 //! of everything a name has but its permits, in score bands of `B` = 10^13 ms (year
 //! 2286): shared holds `[0, B)` and exclusive holds `[B, 2B)` (member = the group's token,
 //! score = band + expiry), the places of waiting groups — exclusive `[2B, 3B)` and shared
@@ -29,9 +29,9 @@
 //!
 //! Costs, in `redis.call`s and arguments (a `redis.call` costs about as much on the server
 //! as a whole command sent by a client, an argument about a third of that, so both are kept
-//! few): an acquire of free names is one `EXISTS` over the names and, when every member is
-//! exclusive, one `SET … PX` per name (no clock read), else `TIME`, one `ZADD` and one
-//! `PEXPIRE` per name; then the lease key's `SET … PX`. A release is the lease key's
+//! few): an acquire of free names is one `EXISTS` over the names, one `SET … PX` per name
+//! and the lease key's `SET … PX`, with no clock read (a held name costs `TIME` and a
+//! `ZADD` per name, and the checks). A release is the lease key's
 //! `GETDEL` (live or not), one `GETDEL` (a string) or `ZREM` per name (of the token's hold,
 //! or, for a group without a lease key, of its place and ticket) and one `PUBLISH` — no
 //! `TIME`, no score read; the message is the names' `h` keys joined by newlines (`KEYS` as
@@ -163,16 +163,12 @@ local sizes = nil
 -- `fmt` only then (a grant of free names formats its numbers itself).
 local now_s = nil
 local keep
+-- Every name free: the grant writes each name as a string, with no clock read.
 local free = redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) == 0
--- Every name free and every member exclusive (no `S` among the member letters; the
--- waiting part has none): the grant writes each name as a string, with no clock read.
-local strings = free and not string.find(flags, "S", 2, true)
 local now = 0
-if not strings then
+if not free then
     local clock = redis.call("TIME")
     now = clock[1] * 1000 + math.floor(clock[2] / 1000)
-end
-if not free then
 "##,
     fmt!(),
     keep!(),
@@ -253,9 +249,9 @@ if not free then
         return true
     end
 
-    -- The entries of `h`. A name held as a string (its one exclusive holder's token, from
-    -- a grant of free names) first becomes the sorted set of that holder, expiring as it
-    -- did: the same meaning, so even a probe may make it.
+    -- The entries of `h`. A name held as a string (its one holder's token, `+` before it
+    -- for a shared hold, from a grant of free names) first becomes the sorted set of that
+    -- hold, expiring as it did: the same meaning, so even a probe may make it.
     local function size(h)
         local entries = redis.pcall("ZCARD", h)
         if type(entries) == "number" then
@@ -264,7 +260,11 @@ if not free then
         local holder = redis.call("GET", h)
         local left = math.max(redis.call("PTTL", h), 1)
         redis.call("DEL", h)
-        redis.call("ZADD", h, "1" .. fmt(now + left), holder)
+        if string.byte(holder, 1) == 43 then
+            redis.call("ZADD", h, fmt(now + left), string.sub(holder, 2))
+        else
+            redis.call("ZADD", h, "1" .. fmt(now + left), holder)
+        end
         redis.call("PEXPIRE", h, left)
         return 1
     end
@@ -325,11 +325,12 @@ if mode == 70 then
     fence = redis.call("INCR", KEYS[2])
 end
 local fence_s = fence == 0 and "0" or string.format("%d", fence)
-if strings then
-    -- Each name a string, its holder's token, expiring with the hold (one `SET` each, as
-    -- a single-key lock); the lease's expiry is `-`: its own `PTTL` tells it.
+if free then
+    -- Each name a string, its holder's token (`+token` for a shared member), expiring with
+    -- the hold (one `SET` each, as a single-key lock); the lease's expiry is `-`: its own
+    -- `PTTL` tells it.
     for i = 1, n do
-        redis.call("SET", KEYS[hs + i], token, "PX", ARGV[3])
+        redis.call("SET", KEYS[hs + i], string.byte(flags, 1 + i) == 88 and token or "+" .. token, "PX", ARGV[3])
     end
     redis.call("SET", KEYS[1], ARGV[2] .. "\n" .. fence_s .. "\n-", "PX", ARGV[3])
     return fence
@@ -385,8 +386,9 @@ local extended = 0
 for i = 2, #KEYS do
     local score = redis.pcall("ZSCORE", KEYS[i], token)
     if type(score) == "table" then
-        -- A string: the token of the name's one exclusive holder.
-        if redis.call("GET", KEYS[i]) == token then
+        -- A string: the token of the name's one holder (`+token`: shared).
+        local holder = redis.call("GET", KEYS[i])
+        if holder == token or holder == "+" .. token then
             redis.call("PEXPIRE", KEYS[i], ARGV[2])
             extended = extended + 1
         end
@@ -438,14 +440,20 @@ if not entry then
 else
     -- A live group holds each of its names (its grant replaced its places and removed
     -- their tickets). Granted as strings (the lease's expiry is `-`), a name is still the
-    -- token's string, or became a sorted set since: then `GETDEL`/`GET` fail, and `ZREM`.
+    -- token's string (`+token` when shared), or became a sorted set since: then
+    -- `GETDEL`/`GET` fail, and `ZREM`.
     local strings = string.byte(entry, -1) == 45
+    -- (nil unless strings: `held` is then `false`, never equal to it)
+    local shared = nil
+    if strings then
+        shared = "+" .. token
+    end
     if string.sub(entry, 1, #ARGV[3]) == ARGV[3] then
         -- The lease value begins with the names released: all of the group's, the common
         -- case, recognised without parsing.
         for i = 2, #KEYS do
             local held = strings and redis.pcall("GETDEL", KEYS[i])
-            if held == token or ((not strings or type(held) == "table") and redis.call("ZREM", KEYS[i], token) == 1) then
+            if held == token or held == shared or ((not strings or type(held) == "table") and redis.call("ZREM", KEYS[i], token) == 1) then
                 freed = freed + 1
             end
         end
@@ -461,7 +469,7 @@ else
         for i = 2, #KEYS do
             local h = KEYS[i]
             local held = strings and redis.pcall("GET", h)
-            if held == token then
+            if held == token or held == shared then
                 if not found then
                     expire, at, found = "PX", math.max(redis.call("PTTL", h), 1), true
                 end
@@ -539,9 +547,14 @@ local now_s = fmt(now)
 local out, leases = {}, {}
 local bands = { { "S", 0, "(" .. now_s, "(10000000000000" }, { "X", B, "(1" .. now_s, "(20000000000000" } }
 if redis.call("TYPE", KEYS[1]).ok == "string" then
-    -- Held as a string: the token of its one exclusive holder, expiring with the hold.
+    -- Held as a string: the token of its one holder (`+token`: shared), expiring with the
+    -- hold.
     local holder = redis.call("GET", KEYS[1])
-    out[1] = { "X", holder, redis.call("PTTL", KEYS[1]), "0", "" }
+    local mode = "X"
+    if string.byte(holder, 1) == 43 then
+        mode, holder = "S", string.sub(holder, 2)
+    end
+    out[1] = { mode, holder, redis.call("PTTL", KEYS[1]), "0", "" }
     leases[1] = ARGV[1] .. holder
     bands = {}
 end

@@ -101,9 +101,13 @@ const INTENT_BAND: &str = "20000000000000";
 const TICKET_BAND: std::ops::Range<f64> = 3e13..4e13;
 
 /// The places of waiting groups recorded on `name` (live or not yet purged), checking
-/// that each has its ticket.
+/// that each has its ticket; none while the name is a string (one holder, nothing else).
 async fn intents(store: &RedisLockStore, name: &str) -> i64 {
     let h = format!("{}:h", store.group_key_stem(&store_key(name)));
+    let kind: String = raw(store, &["TYPE", &h]).await;
+    if kind == "string" {
+        return 0;
+    }
     let entries: Vec<(String, f64)> = raw(store, &["ZRANGEBYSCORE", &h, INTENT_BAND, "+inf", "WITHSCORES"]).await;
     let (tickets, intents): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, score)| TICKET_BAND.contains(score));
     assert_eq!(intents.len(), tickets.len(), "{name}: one ticket per intent: {entries:?}");
@@ -785,22 +789,26 @@ async fn key_type(store: &RedisLockStore, key: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_group_of_free_names_all_exclusive_holds_each_as_a_string() {
+async fn a_group_of_free_names_holds_each_as_a_string() {
     let Some(store) = shared_store("groups_strings", RedisLockStore::builder().fencing(true)).await else { return };
     let groups = store.groups().unwrap();
     let me = owner("strings");
-    let group = Group::new(vec![exclusive("s1"), exclusive("s2")]).owned_by(me.clone());
+    let group = Group::new(vec![exclusive("s1"), shared("s2")]).owned_by(me.clone());
     assert!(granted(&group.try_once(groups, Duration::from_secs(5)).await));
-    for name in ["s1", "s2"] {
+    for (name, mode, value) in [
+        ("s1", LockMode::Exclusive, group.token.as_str().to_owned()),
+        ("s2", LockMode::Shared, format!("+{}", group.token.as_str())),
+    ] {
         let h = h_key(&store, name);
         assert_eq!(key_type(&store, &h).await, "string", "{name}");
         let holder: String = raw(&store, &["GET", &h]).await;
-        assert_eq!(holder, group.token.as_str());
+        assert_eq!(holder, value, "{name}: the token, `+` before it for a shared hold");
         let left: i64 = raw(&store, &["PTTL", &h]).await;
         assert!(left > 0 && left <= 5_000, "{name}: PTTL {left}");
         let held = groups.holders(&store_key(name)).await.unwrap();
         assert_eq!(held.len(), 1, "{held:?}");
-        assert_eq!((held[0].mode, held[0].owner.as_deref()), (LockMode::Exclusive, Some(me.as_str())));
+        assert_eq!(held[0].token.as_str(), group.token.as_str());
+        assert_eq!((held[0].mode, held[0].owner.as_deref()), (mode, Some(me.as_str())));
         assert!(held[0].fence.is_some_and(|fence| fence > 0), "{held:?}");
         assert!(held[0].ttl_left <= Duration::from_secs(5), "{held:?}");
     }
@@ -813,7 +821,7 @@ async fn a_group_of_free_names_all_exclusive_holds_each_as_a_string() {
         let left: i64 = raw(&store, &["PTTL", &key]).await;
         assert!(left > 5_000 && left <= 30_000, "{key}: PTTL {left} after extending to 30 s");
     }
-    assert!(!granted(&Group::new(vec![exclusive("s2")]).try_once(groups, LONG).await));
+    assert!(!granted(&Group::new(vec![exclusive("s1")]).try_once(groups, LONG).await));
     assert_eq!(group.release(groups).await, 2);
     for name in ["s1", "s2"] {
         let exists: i64 = raw(&store, &["EXISTS", &h_key(&store, name)]).await;
@@ -851,6 +859,16 @@ async fn a_name_held_as_a_string_becomes_a_sorted_set_when_another_group_queues_
     assert!(granted(&writer.attempt(groups, LONG).await), "the writer gets the name");
     assert_eq!(holder_modes(groups, "c1").await, [LockMode::Exclusive]);
     assert_eq!(writer.release(groups).await, 1);
+
+    // A reader's string becomes a set of two readers when another joins.
+    let (first, second) = (Group::new(vec![shared("c3")]), Group::new(vec![shared("c3")]));
+    assert!(granted(&first.try_once(groups, LONG).await));
+    assert_eq!(key_type(&store, &h_key(&store, "c3")).await, "string");
+    assert!(granted(&second.try_once(groups, LONG).await), "readers share");
+    assert_eq!(key_type(&store, &h_key(&store, "c3")).await, "zset");
+    assert_eq!(holder_modes(groups, "c3").await, [LockMode::Shared, LockMode::Shared]);
+    assert_eq!(groups.extend_group(&first.keys(), &first.token, ttl(LONG)).await.unwrap(), 1);
+    assert_eq!((first.release(groups).await, second.release(groups).await), (1, 1));
     assert_eq!(lease_keys(&store).await, 0);
     cleanup(&store).await;
 }
@@ -860,12 +878,12 @@ async fn releasing_some_names_of_a_group_held_as_strings_keeps_the_others_and_th
     let Some(store) = shared_store("groups_strings_partial", RedisLockStore::builder()).await else { return };
     let groups = store.groups().unwrap();
     let me = owner("strings-partial");
-    let group = Group::new(vec![exclusive("q1"), exclusive("q2"), exclusive("q3")]).owned_by(me.clone());
+    let group = Group::new(vec![exclusive("q1"), shared("q2"), exclusive("q3")]).owned_by(me.clone());
     assert!(granted(&group.try_once(groups, Duration::from_secs(20)).await));
     let lease = store.group_lease_key(&group.token);
     let before: i64 = raw(&store, &["PTTL", &lease]).await;
 
-    // A name still a string: the lease comes back with what that name had left.
+    // A name still a string (a shared hold): the lease comes back with what it had left.
     assert_eq!(groups.release_group(&[store_key("q2")], &group.token).await.unwrap(), 1);
     let exists: i64 = raw(&store, &["EXISTS", &h_key(&store, "q2")]).await;
     assert_eq!(exists, 0);
