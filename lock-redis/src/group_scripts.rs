@@ -22,8 +22,8 @@
 //! permits (`shared`, `exclusive`). Per granted group: its **lease key**
 //! `{prefix}:group-lease:<token>` (on Redis Cluster `{prefix}:group-lease:{<tag>}:<token>`),
 //! a string `name \n name … \n\n owner \n fence \n expiry` (expiry `-` for a group granted
-//! as strings: a release then tries `GETDEL` on its names first) that expires with the group's
-//! holds (`PX` ttl at the grant, again at every extension): whether it still exists is
+//! as strings: a release then tries `GETDEL` on its names first) that expires with the
+//! group's holds (`PX` ttl at the grant, again at every extension): whether it still exists is
 //! whether the group is live, and it names the group's owner for `release_owner` (a `SCAN`
 //! of the lease keys) and `holders`. A group that expires leaves nothing to clean up.
 //!
@@ -31,9 +31,9 @@
 //! as a whole command sent by a client, an argument about a third of that, so both are kept
 //! few): an acquire of free names is one `EXISTS` over the names, one `SET … PX` per name
 //! and the lease key's `SET … PX`, with no clock read (a held name costs `TIME` and a
-//! `ZADD` per name, and the checks). A release is the lease key's
-//! `GETDEL` (live or not), one `GETDEL` (a string) or `ZREM` per name (of the token's hold,
-//! or, for a group without a lease key, of its place and ticket) and one `PUBLISH` — no
+//! `ZADD` per name, and the checks). A release is the lease key's `GETDEL` (live or not),
+//! one `GETDEL` (a string) or `ZREM` per name (of the token's hold, or, for a group
+//! without a lease key, of its place and ticket) and one `PUBLISH` — no
 //! `TIME`, no score read; the message is the names' `h` keys joined by newlines (`KEYS` as
 //! they are). Key expiries of the names only grow: a write that needs a key to live `ttl`
 //! more reads its `PTTL` and, when shorter, sets it to `2 × ttl` (so the next writes of the
@@ -128,8 +128,8 @@ end
 /// `h`: the same stem, so the same hash tag and slot). `ARGV` = token,
 /// `name \n name … \n\n owner` (the lease key's value without its fence and expiry), ttl
 /// ms, the *flags* — the mode (`F`: grant with a fence, `N`: grant without, `P`: probe,
-/// writes nothing but, for a name held as a string, its sorted set of the same hold), the members' modes as one letter each (`S` or `X`, in `KEYS` order)
-/// and, for a waiting group, `intent ttl:2 × intent ttl:ticket` (each part may be empty:
+/// writes nothing but, for a name held as a string, its sorted set of the same hold), the
+/// members' modes as one letter each (`S` or `X`, in `KEYS` order) and, for a waiting group, `intent ttl:2 × intent ttl:ticket` (each part may be empty:
 /// no intents, no ticket yet; `:b` after it when barging), say `NXS` or `NXS30000:60000:`
 /// — then, only when some member has default permits, each member's default permits
 /// (`""`: unlimited). Every argument costs the server about a third of a `redis.call`
