@@ -159,6 +159,17 @@ impl RedisClusterStore {
         self.exec(route, |mut conn| async move { script.run(&mut conn, args).await }).await
     }
 
+    /// Appends the names' keys as the acquire, extend and release scripts take them: every
+    /// `{stem}:h`, then every `{stem}:s`.
+    fn push_name_keys<'k>(&self, cmd: &mut Cmd, keys: impl Iterator<Item = &'k StoreKey> + Clone) {
+        for key in keys.clone() {
+            cmd.arg(format!("{}:h", self.group_key_stem(key)));
+        }
+        for key in keys {
+            cmd.arg(format!("{}:s", self.group_key_stem(key)));
+        }
+    }
+
     /// The release script on `keys` (all of tag `tag`).
     async fn release_tagged(&self, tag: &str, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
         let channel = if self.notifications() { self.group_release_channel(tag) } else { String::new() };
@@ -166,10 +177,8 @@ impl RedisClusterStore {
         let lease = self.group_lease_key(tag, token);
         let freed: i64 = self
             .run_script(&lease, &SHARDED.release, |cmd| {
-                cmd.arg(1 + keys.len()).arg(&lease);
-                for key in keys {
-                    cmd.arg(format!("{}:h", self.group_key_stem(key)));
-                }
+                cmd.arg(1 + 2 * keys.len()).arg(&lease);
+                self.push_name_keys(cmd, keys.iter());
                 cmd.arg(token.as_str()).arg(&channel).arg(&names);
             })
             .await
@@ -182,18 +191,15 @@ impl RedisClusterStore {
         let members = request.members;
         let args = AcquireArgs::new(request, mode);
         let fence_counter = (mode == "F").then(|| self.group_fence_key(tag));
-        let stems: Vec<String> = members.iter().map(|member| self.group_key_stem(&member.key)).collect();
         let lease = self.group_lease_key(tag, request.token);
         let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
         self.run_script(&lease, script, |cmd| {
-            cmd.arg(1 + usize::from(fence_counter.is_some()) + members.len());
+            cmd.arg(1 + usize::from(fence_counter.is_some()) + 2 * members.len());
             cmd.arg(&lease);
             if let Some(counter) = &fence_counter {
                 cmd.arg(counter);
             }
-            for stem in &stems {
-                cmd.arg(format!("{stem}:h"));
-            }
+            self.push_name_keys(cmd, members.iter().map(|member| &member.key));
             args.push(cmd, request);
         })
         .await
@@ -244,10 +250,8 @@ impl GroupLockStore for RedisClusterStore {
         let lease = self.group_lease_key(&tag, token);
         let extended: i64 = self
             .run_script(&lease, &GROUP_SCRIPTS.extend, |cmd| {
-                cmd.arg(1 + keys.len()).arg(&lease);
-                for key in keys {
-                    cmd.arg(format!("{}:h", self.group_key_stem(key)));
-                }
+                cmd.arg(1 + 2 * keys.len()).arg(&lease);
+                self.push_name_keys(cmd, keys.iter());
                 cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(ttl.as_millis().saturating_mul(2));
             })
             .await
@@ -378,7 +382,9 @@ impl GroupLockStore for RedisClusterStore {
         let h = format!("{}:h", self.group_key_stem(key));
         let rows: Vec<HolderRow> = self
             .run_script(&h, &GROUP_SCRIPTS.holders, |cmd| {
-                cmd.arg(1).arg(&h).arg(&leases);
+                cmd.arg(2);
+                self.push_name_keys(cmd, std::iter::once(key));
+                cmd.arg(&leases);
             })
             .await
             .map_err(|err| Self::error_on("list the holders of", key, err))?;

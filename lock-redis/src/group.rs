@@ -52,10 +52,27 @@ impl RedisLockStore {
 
     /// Appends the holders key `{stem}:h` of `key` to `cmd`.
     fn push_holders_key(&self, cmd: &mut Cmd, buffer: &mut String, key: &StoreKey) {
+        self.push_name_key(cmd, buffer, key, ":h");
+    }
+
+    /// Appends `{stem}<part>` of `key` to `cmd`.
+    fn push_name_key(&self, cmd: &mut Cmd, buffer: &mut String, key: &StoreKey, part: &str) {
         buffer.clear();
         self.push_group_key_stem(buffer, key);
-        buffer.push_str(":h");
+        buffer.push_str(part);
         cmd.arg(buffer.as_str());
+    }
+
+    /// Appends the names' keys as the acquire, extend and release scripts take them: every
+    /// `{stem}:h`, then every `{stem}:s`.
+    fn push_name_keys<'k>(&self, cmd: &mut Cmd, keys: impl Iterator<Item = &'k StoreKey> + Clone) {
+        let mut buffer = key_buffer();
+        for key in keys.clone() {
+            self.push_name_key(cmd, &mut buffer, key, ":h");
+        }
+        for key in keys {
+            self.push_name_key(cmd, &mut buffer, key, ":s");
+        }
     }
 
     /// The lease key of the group `token` took: `{key_prefix}:group-lease:<token>`, a
@@ -96,11 +113,8 @@ impl RedisLockStore {
         let freed: i64 = GROUP_SCRIPTS
             .release
             .run(&mut conn, |cmd| {
-                let mut buffer = key_buffer();
-                cmd.arg(1 + keys.len()).arg(self.group_lease_key(token));
-                for key in keys {
-                    self.push_holders_key(cmd, &mut buffer, key);
-                }
+                cmd.arg(1 + 2 * keys.len()).arg(self.group_lease_key(token));
+                self.push_name_keys(cmd, keys.iter());
                 cmd.arg(token.as_str()).arg(channel).arg(&names);
             })
             .await
@@ -121,15 +135,12 @@ impl RedisLockStore {
         let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
         script
             .run(&mut conn, |cmd| {
-                let mut buffer = key_buffer();
-                cmd.arg(1 + usize::from(fence_counter.is_some()) + members.len());
+                cmd.arg(1 + usize::from(fence_counter.is_some()) + 2 * members.len());
                 cmd.arg(self.group_lease_key(request.token));
                 if let Some(counter) = &fence_counter {
                     cmd.arg(counter);
                 }
-                for member in members {
-                    self.push_holders_key(cmd, &mut buffer, &member.key);
-                }
+                self.push_name_keys(cmd, members.iter().map(|member| &member.key));
                 args.push(cmd, request);
             })
             .await
@@ -370,11 +381,8 @@ impl GroupLockStore for RedisLockStore {
         let extended: i64 = GROUP_SCRIPTS
             .extend
             .run(&mut conn, |cmd| {
-                let mut buffer = key_buffer();
-                cmd.arg(1 + keys.len()).arg(self.group_lease_key(token));
-                for key in keys {
-                    self.push_holders_key(cmd, &mut buffer, key);
-                }
+                cmd.arg(1 + 2 * keys.len()).arg(self.group_lease_key(token));
+                self.push_name_keys(cmd, keys.iter());
                 cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(ttl.as_millis().saturating_mul(2));
             })
             .await
@@ -522,9 +530,8 @@ impl GroupLockStore for RedisLockStore {
         let rows: Vec<HolderRow> = GROUP_SCRIPTS
             .holders
             .run(&mut conn, |cmd| {
-                let mut buffer = key_buffer();
-                cmd.arg(1);
-                self.push_holders_key(cmd, &mut buffer, key);
+                cmd.arg(2);
+                self.push_name_keys(cmd, std::iter::once(key));
                 cmd.arg(self.group_lease_prefix());
             })
             .await

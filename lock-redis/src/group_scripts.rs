@@ -146,8 +146,8 @@ local ttl = tonumber(ARGV[3])
 -- `X` 88.
 local flags = ARGV[4]
 local mode = string.byte(flags, 1)
-local hs = mode == 70 and 2 or 1 -- KEYS[hs + i]: member i's `h`
-local n = #KEYS - hs
+local hs = mode == 70 and 2 or 1 -- KEYS[hs + i]: member i's `h`; KEYS[hs + n + i]: its `s`
+local n = (#KEYS - hs) / 2
 local intent_ttl, intent_ttl2, ticket_s, barging = "", "", "", ""
 if #flags > n + 1 then
     intent_ttl, intent_ttl2, ticket_s, barging = string.match(flags, "^(%d*):(%d*):(%d*):?(b?)$", n + 2)
@@ -163,8 +163,8 @@ local sizes = nil
 -- `fmt` only then (a grant of free names formats its numbers itself).
 local now_s = nil
 local keep
--- Every name free: the grant writes each name as a string, with no clock read.
-local free = redis.call("EXISTS", unpack(KEYS, hs + 1, hs + n)) == 0
+-- Every name free (no `h`, no `s`): the grant writes each name's `s`, with no clock read.
+local free = redis.call("EXISTS", unpack(KEYS, hs + 1, hs + 2 * n)) == 0
 local now = 0
 if not free then
     local clock = redis.call("TIME")
@@ -177,14 +177,23 @@ if not free then
     if first_attempt then
         ticket_s = now_s
     end
-    -- Live entries of band `prefix` (`""` shared, `1` exclusive) other than this token's.
-    local function others(h, prefix, floor)
+    -- Member i's `s` read once: the token of the holder that took the name free (nil: none)
+    -- and whether that hold is shared (the value begins with `+`).
+    local string_holder, string_shared = {}, {}
+    -- Live holds of band `prefix` (`""` shared, `1` exclusive) on member i's name other
+    -- than this token's: in `h`, and the one `s` records.
+    local function others(i, prefix, floor)
+        local h = KEYS[hs + i]
         local held = redis.call("ZCOUNT", h, "(" .. prefix .. now_s, "(" .. (prefix == "" and "1" or "2") .. "0000000000000")
         if held > 0 then
             local own = tonumber(redis.call("ZSCORE", h, token))
             if own and own > floor + now and own < floor + B then
                 held = held - 1
             end
+        end
+        local holder = string_holder[i]
+        if holder and holder ~= token and string_shared[i] == (prefix == "") then
+            held = held + 1
         end
         return held
     end
@@ -227,14 +236,14 @@ if not free then
         if exclusive then
             mine, floor, other, field = "1", B, "", "exclusive"
         end
-        if others(h, other, B - floor) > 0 then
+        if others(i, other, B - floor) > 0 then
             return false
         end
         local queued = ahead(h, exclusive)
         if queued == nil then
             return false
         end
-        local held = others(h, mine, floor) + queued
+        local held = others(i, mine, floor) + queued
         if default == "" then
             -- Unlimited unless the permits hash says otherwise.
             local permits = redis.call("HGET", p, field)
@@ -249,31 +258,16 @@ if not free then
         return true
     end
 
-    -- The entries of `h`. A name held as a string (its one holder's token, `+` before it
-    -- for a shared hold, from a grant of free names) first becomes the sorted set of that
-    -- hold, expiring as it did: the same meaning, so even a probe may make it.
-    local function size(h)
-        local entries = redis.pcall("ZCARD", h)
-        if type(entries) == "number" then
-            return entries
-        end
-        local holder = redis.call("GET", h)
-        local left = math.max(redis.call("PTTL", h), 1)
-        redis.call("DEL", h)
-        if string.byte(holder, 1) == 43 then
-            redis.call("ZADD", h, fmt(now + left), string.sub(holder, 2))
-        else
-            redis.call("ZADD", h, "1" .. fmt(now + left), holder)
-        end
-        redis.call("PEXPIRE", h, left)
-        return 1
-    end
-
     sizes = {}
     local blocked = false
     for i = 1, n do
-        sizes[i] = size(KEYS[hs + i])
-        if not blocked and sizes[i] > 0 and not grantable(i) then
+        sizes[i] = redis.call("ZCARD", KEYS[hs + i])
+        local holder = redis.call("GET", KEYS[hs + n + i])
+        if holder then
+            string_shared[i] = string.byte(holder, 1) == 43
+            string_holder[i] = string_shared[i] and string.sub(holder, 2) or holder
+        end
+        if not blocked and (sizes[i] > 0 or holder) and not grantable(i) then
             blocked = true
         end
     end
@@ -326,11 +320,11 @@ if mode == 70 then
 end
 local fence_s = fence == 0 and "0" or string.format("%d", fence)
 if free then
-    -- Each name a string, its holder's token (`+token` for a shared member), expiring with
-    -- the hold (one `SET` each, as a single-key lock); the lease's expiry is `-`: its own
-    -- `PTTL` tells it.
+    -- Each name's `s`: the token (`+token` for a shared member), expiring with the hold
+    -- (one `SET` each, as a single-key lock); the lease's expiry is `-`: its own `PTTL`
+    -- tells it.
     for i = 1, n do
-        redis.call("SET", KEYS[hs + i], string.byte(flags, 1 + i) == 88 and token or "+" .. token, "PX", ARGV[3])
+        redis.call("SET", KEYS[hs + n + i], string.byte(flags, 1 + i) == 88 and token or "+" .. token, "PX", ARGV[3])
     end
     redis.call("SET", KEYS[1], ARGV[2] .. "\n" .. fence_s .. "\n-", "PX", ARGV[3])
     return fence
@@ -383,26 +377,28 @@ local token = ARGV[1]
 local ttl, ttl2 = tonumber(ARGV[2]), ARGV[3]
 local expiry_s = fmt(now + ttl)
 local extended = 0
-for i = 2, #KEYS do
-    local score = redis.pcall("ZSCORE", KEYS[i], token)
-    if type(score) == "table" then
-        -- A string: the token of the name's one holder (`+token`: shared).
-        local holder = redis.call("GET", KEYS[i])
+-- Granted as strings (the lease's expiry is `-`): each hold is in the name's `s`.
+local strings = string.byte(entry, -1) == 45
+local n = (#KEYS - 1) / 2
+for i = 1, n do
+    local h, s = KEYS[1 + i], KEYS[1 + n + i]
+    if strings then
+        local holder = redis.call("GET", s)
         if holder == token or holder == "+" .. token then
-            redis.call("PEXPIRE", KEYS[i], ARGV[2])
+            redis.call("PEXPIRE", s, ARGV[2])
             extended = extended + 1
         end
     else
-        score = tonumber(score)
+        local score = tonumber(redis.call("ZSCORE", h, token))
         if score and score < INTENTS and score % B > now then
-            redis.call("ZADD", KEYS[i], "XX", (score >= B and "1" or "") .. expiry_s, token)
-            keep(KEYS[i], ttl, ttl2)
+            redis.call("ZADD", h, "XX", (score >= B and "1" or "") .. expiry_s, token)
+            keep(h, ttl, ttl2)
             extended = extended + 1
         end
     end
 end
 if extended > 0 then
-    if string.byte(entry, -1) == 45 then
+    if strings then
         -- Granted as strings (expiry `-`): the value stays.
         redis.call("PEXPIRE", KEYS[1], ARGV[2])
     else
@@ -427,65 +423,53 @@ return extended
 const RELEASE: &str = concat!(
     r##"
 local token, channel = ARGV[1], ARGV[2]
+-- KEYS[1 + i]: name i's `h`, KEYS[1 + n + i]: its `s`.
+local n = (#KEYS - 1) / 2
 local entry = redis.call("GETDEL", KEYS[1])
 local freed, changed = 0, false
 if not entry then
     -- No live group: the token may have places, each with its ticket (2 removed), or
-    -- expired holds (1 removed: nothing changes for anyone); a string is another group's.
-    for i = 2, #KEYS do
-        if redis.pcall("ZREM", KEYS[i], token, "#" .. token) == 2 then
+    -- expired holds (1 removed: nothing changes for anyone). An `s` is another group's.
+    for i = 1, n do
+        if redis.call("ZREM", KEYS[1 + i], token, "#" .. token) == 2 then
             changed = true
         end
     end
 else
     -- A live group holds each of its names (its grant replaced its places and removed
-    -- their tickets). Granted as strings (the lease's expiry is `-`), a name is still the
-    -- token's string (`+token` when shared), or became a sorted set since: then
-    -- `GETDEL`/`GET` fail, and `ZREM`.
+    -- their tickets): in `h`, or, granted as strings (the lease's expiry is `-`), in `s`,
+    -- which is then its own (`token`, `+token` when shared) for as long as the lease lives.
     local strings = string.byte(entry, -1) == 45
-    -- (nil unless strings: `held` is then `false`, never equal to it)
-    local shared = nil
-    if strings then
-        shared = "+" .. token
-    end
-    if string.sub(entry, 1, #ARGV[3]) == ARGV[3] then
-        -- The lease value begins with the names released: all of the group's, the common
-        -- case, recognised without parsing.
-        for i = 2, #KEYS do
-            local held = strings and redis.pcall("GETDEL", KEYS[i])
-            if held == token or held == shared or ((not strings or type(held) == "table") and redis.call("ZREM", KEYS[i], token) == 1) then
+    local whole = string.sub(entry, 1, #ARGV[3]) == ARGV[3]
+    local expire, at = "PXAT", nil
+    for i = 1, n do
+        if strings then
+            local s = KEYS[1 + n + i]
+            -- All the group's names (the lease value begins with them, the common case):
+            -- `s` is the group's. Some: only a name of the group is.
+            local held = redis.call(whole and "GETDEL" or "GET", s)
+            if held == token or held == "+" .. token then
+                if not whole then
+                    at = at or math.max(redis.call("PTTL", s), 1)
+                    redis.call("DEL", s)
+                end
                 freed = freed + 1
             end
+        elseif redis.call("ZREM", KEYS[1 + i], token) == 1 then
+            freed = freed + 1
         end
-    else
+    end
+    if not whole then
         -- Some of the group's names: the others keep their lease, to the same expiry (the
-        -- lease value's, or what a released name of the group had left).
+        -- lease value's, or what a released name had left).
 "##,
     parse_entry!(),
     r##"
         local names, owner, fence, expiry = parse_entry(entry)
-        local expire, at = "PXAT", expiry
-        local found = not strings
-        for i = 2, #KEYS do
-            local h = KEYS[i]
-            local held = strings and redis.pcall("GET", h)
-            if held == token or held == shared then
-                if not found then
-                    expire, at, found = "PX", math.max(redis.call("PTTL", h), 1), true
-                end
-                redis.call("DEL", h)
-                freed = freed + 1
-            elseif not strings or type(held) == "table" then
-                if not found then
-                    local score = redis.call("ZSCORE", h, token)
-                    if score then
-                        expire, at, found = "PXAT", string.format("%d", tonumber(score) % 10000000000000), true
-                    end
-                end
-                if redis.call("ZREM", h, token) == 1 then
-                    freed = freed + 1
-                end
-            end
+        if strings then
+            expire = "PX"
+        else
+            at = expiry
         end
         local released, left = {}, {}
         for name in string.gmatch(ARGV[3], "[^\n]+") do
@@ -497,14 +481,14 @@ else
             end
         end
         -- (A group granted as strings none of whose names was released keeps no lease:
-        -- its holds end with their TTL, and extending it fails.)
-        if #left > 0 and found then
+        -- its expiry is unknown; its holds end with their TTL, and extending it fails.)
+        if #left > 0 and at then
             redis.call("SET", KEYS[1], table.concat(left, "\n") .. "\n\n" .. owner .. "\n" .. fence .. "\n" .. expiry, expire, at)
         end
     end
 end
 if (freed > 0 or changed) and channel ~= "" then
-    redis.call("PUBLISH", channel, table.concat(KEYS, "\n", 2))
+    redis.call("PUBLISH", channel, table.concat(KEYS, "\n", 2, n + 1))
 end
 return freed
 "##
@@ -520,8 +504,7 @@ const WITHDRAW: &str = concat!(
 local token, channel = ARGV[1], ARGV[2]
 local removed = {}
 for i = 1, #KEYS do
-    -- (A name held as a string has no places: `ZSCORE` fails, and is skipped.)
-    local score = tonumber(redis.pcall("ZSCORE", KEYS[i], token))
+    local score = tonumber(redis.call("ZSCORE", KEYS[i], token))
     if score and score >= INTENTS then
         redis.call("ZREM", KEYS[i], token, "#" .. token)
         removed[#removed + 1] = KEYS[i]
@@ -545,20 +528,17 @@ const HOLDERS: &str = concat!(
     r##"
 local now_s = fmt(now)
 local out, leases = {}, {}
-local bands = { { "S", 0, "(" .. now_s, "(10000000000000" }, { "X", B, "(1" .. now_s, "(20000000000000" } }
-if redis.call("TYPE", KEYS[1]).ok == "string" then
-    -- Held as a string: the token of its one holder (`+token`: shared), expiring with the
-    -- hold.
-    local holder = redis.call("GET", KEYS[1])
+local holder = redis.call("GET", KEYS[2])
+if holder then
+    -- The holder that took the name free (`+token`: shared), expiring with its hold.
     local mode = "X"
     if string.byte(holder, 1) == 43 then
         mode, holder = "S", string.sub(holder, 2)
     end
-    out[1] = { mode, holder, redis.call("PTTL", KEYS[1]), "0", "" }
+    out[1] = { mode, holder, redis.call("PTTL", KEYS[2]), "0", "" }
     leases[1] = ARGV[1] .. holder
-    bands = {}
 end
-for _, band in ipairs(bands) do
+for _, band in ipairs({ { "S", 0, "(" .. now_s, "(10000000000000" }, { "X", B, "(1" .. now_s, "(20000000000000" } }) do
     local live = redis.call("ZRANGEBYSCORE", KEYS[1], band[3], band[4], "WITHSCORES")
     for i = 1, #live, 2 do
         out[#out + 1] = { band[1], live[i], tonumber(live[i + 1]) - band[2] - now, "0", "" }
@@ -586,12 +566,8 @@ const WAITING: &str = concat!(
     fmt!(),
     r##"
 local now_s = fmt(now)
--- A name held as a string has no places (`ZCOUNT` fails).
-local places = redis.pcall("ZCOUNT", KEYS[1], "(2" .. now_s, "(30000000000000")
-if type(places) ~= "number" then
-    return 0
-end
-return places + redis.call("ZCOUNT", KEYS[1], "(4" .. now_s, "(50000000000000")
+return redis.call("ZCOUNT", KEYS[1], "(2" .. now_s, "(30000000000000")
+    + redis.call("ZCOUNT", KEYS[1], "(4" .. now_s, "(50000000000000")
 "##
 );
 

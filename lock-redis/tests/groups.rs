@@ -101,13 +101,9 @@ const INTENT_BAND: &str = "20000000000000";
 const TICKET_BAND: std::ops::Range<f64> = 3e13..4e13;
 
 /// The places of waiting groups recorded on `name` (live or not yet purged), checking
-/// that each has its ticket; none while the name is a string (one holder, nothing else).
+/// that each has its ticket.
 async fn intents(store: &RedisLockStore, name: &str) -> i64 {
     let h = format!("{}:h", store.group_key_stem(&store_key(name)));
-    let kind: String = raw(store, &["TYPE", &h]).await;
-    if kind == "string" {
-        return 0;
-    }
     let entries: Vec<(String, f64)> = raw(store, &["ZRANGEBYSCORE", &h, INTENT_BAND, "+inf", "WITHSCORES"]).await;
     let (tickets, intents): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, score)| TICKET_BAND.contains(score));
     assert_eq!(intents.len(), tickets.len(), "{name}: one ticket per intent: {entries:?}");
@@ -385,7 +381,8 @@ async fn names_with_braces_keep_their_keys_in_one_hash_slot() {
         groups.set_permits(&key, LockMode::Shared, Some(5)).await.unwrap();
         let found: Vec<String> = raw(&store, &["KEYS", &format!("{}*", redis_glob_escape(&stem))]).await;
         let found: BTreeSet<String> = found.into_iter().collect();
-        let expected: BTreeSet<String> = [":h", ":p"].iter().map(|part| format!("{stem}{part}")).collect();
+        // The reader's hold (it found the name free), the writer's place, the permits.
+        let expected: BTreeSet<String> = [":s", ":h", ":p"].iter().map(|part| format!("{stem}{part}")).collect();
         assert_eq!(found, expected, "{name}");
         let tag = hash_tag(&stem);
         for key in &found {
@@ -600,10 +597,18 @@ async fn keys_expire_with_their_last_lease() {
     let group = Group::new(vec![exclusive("gc")]);
     assert!(granted(&group.try_once(groups, Duration::from_secs(20)).await));
     let stem = store.group_key_stem(&store_key("gc"));
-    // Expiries only grow, by twice the TTL when they must: at least the lease, at most
-    // one TTL more.
-    let pttl: i64 = raw(&store, &["PTTL", &format!("{stem}:h")]).await;
-    assert!((19_000..=40_000).contains(&pttl), "{stem}:h: PTTL {pttl}");
+    // A name taken free is a string that lives exactly as long as its hold.
+    let pttl: i64 = raw(&store, &["PTTL", &format!("{stem}:s")]).await;
+    assert!((19_000..=20_000).contains(&pttl), "{stem}:s: PTTL {pttl}");
+    // A sorted set's expiry only grows, by twice the TTL when it must: at least the lease,
+    // at most one TTL more.
+    let (first, second) = (Group::new(vec![shared("gc")]), Group::new(vec![shared("gc3")]));
+    assert!(granted(&second.try_once(groups, Duration::from_secs(20)).await));
+    assert!(granted(&Group::new(vec![shared("gc3")]).try_once(groups, Duration::from_secs(20)).await));
+    assert!(!granted(&first.try_once(groups, Duration::from_secs(20)).await), "gc is held exclusively");
+    let gc3 = store.group_key_stem(&store_key("gc3"));
+    let pttl: i64 = raw(&store, &["PTTL", &format!("{gc3}:h")]).await;
+    assert!((19_000..=40_000).contains(&pttl), "{gc3}:h: PTTL {pttl}");
     // The lease key lives exactly as long as the group's lease.
     let pttl: i64 = raw(&store, &["PTTL", &store.group_lease_key(&group.token)]).await;
     assert!((19_000..=20_000).contains(&pttl), "lease key: PTTL {pttl}");
@@ -611,8 +616,10 @@ async fn keys_expire_with_their_last_lease() {
     let short = Group::new(vec![shared("gc2")]).owned_by(owner("gone"));
     assert!(granted(&short.try_once(groups, Duration::from_millis(100)).await));
     tokio::time::sleep(Duration::from_millis(250)).await;
-    let gone: i64 = raw(&store, &["EXISTS", &format!("{}:h", store.group_key_stem(&store_key("gc2")))]).await;
-    assert_eq!(gone, 0);
+    for part in [":h", ":s"] {
+        let gone: i64 = raw(&store, &["EXISTS", &format!("{}{part}", store.group_key_stem(&store_key("gc2")))]).await;
+        assert_eq!(gone, 0, "{part}");
+    }
     let gone: i64 = raw(&store, &["EXISTS", &store.group_lease_key(&short.token)]).await;
     assert_eq!(gone, 0, "the expired group's lease key");
     assert_eq!(groups.release_owner(&owner("gone")).await.unwrap(), 0);
@@ -748,11 +755,10 @@ async fn the_index_and_the_name_keys_do_not_grow_over_many_cycles() {
     }
     assert_eq!(lease_keys(&store).await, 1, "only the keeper has a lease key");
     let stem = store.group_key_stem(&store_key("k"));
-    let entries: i64 = raw(&store, &["ZCARD", &format!("{stem}:h")]).await;
-    assert_eq!(entries, 1, "only the keeper's hold is left on k: no intent, no ticket");
+    // Only the keeper's hold is left on k (in `s`: it found k free): no intent, no ticket.
     let mut left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
     left.sort();
-    let mut expected = vec![format!("{stem}:h"), store.group_lease_key(&keeper.token)];
+    let mut expected = vec![format!("{stem}:s"), store.group_lease_key(&keeper.token)];
     expected.sort();
     assert_eq!(left, expected);
     assert_eq!(groups.release_owner(&me).await.unwrap(), 1);
@@ -779,17 +785,21 @@ async fn release_owner_matches_the_owner_exactly() {
     cleanup(&store).await;
 }
 
-/// `name`'s `:h` key.
+/// `name`'s `:h` key (a sorted set) and `:s` key (the string of a holder that took it free).
 fn h_key(store: &RedisLockStore, name: &str) -> String {
     format!("{}:h", store.group_key_stem(&store_key(name)))
 }
 
-async fn key_type(store: &RedisLockStore, key: &str) -> String {
-    raw(store, &["TYPE", key]).await
+fn s_key(store: &RedisLockStore, name: &str) -> String {
+    format!("{}:s", store.group_key_stem(&store_key(name)))
+}
+
+async fn exists(store: &RedisLockStore, key: &str) -> bool {
+    raw::<i64>(store, &["EXISTS", key]).await == 1
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_group_of_free_names_holds_each_as_a_string() {
+async fn a_group_of_free_names_holds_each_in_a_string() {
     let Some(store) = shared_store("groups_strings", RedisLockStore::builder().fencing(true)).await else { return };
     let groups = store.groups().unwrap();
     let me = owner("strings");
@@ -799,11 +809,10 @@ async fn a_group_of_free_names_holds_each_as_a_string() {
         ("s1", LockMode::Exclusive, group.token.as_str().to_owned()),
         ("s2", LockMode::Shared, format!("+{}", group.token.as_str())),
     ] {
-        let h = h_key(&store, name);
-        assert_eq!(key_type(&store, &h).await, "string", "{name}");
-        let holder: String = raw(&store, &["GET", &h]).await;
+        assert!(!exists(&store, &h_key(&store, name)).await, "{name}: no sorted set");
+        let holder: String = raw(&store, &["GET", &s_key(&store, name)]).await;
         assert_eq!(holder, value, "{name}: the token, `+` before it for a shared hold");
-        let left: i64 = raw(&store, &["PTTL", &h]).await;
+        let left: i64 = raw(&store, &["PTTL", &s_key(&store, name)]).await;
         assert!(left > 0 && left <= 5_000, "{name}: PTTL {left}");
         let held = groups.holders(&store_key(name)).await.unwrap();
         assert_eq!(held.len(), 1, "{held:?}");
@@ -813,19 +822,20 @@ async fn a_group_of_free_names_holds_each_as_a_string() {
         assert!(held[0].ttl_left <= Duration::from_secs(5), "{held:?}");
     }
     let entry: String = raw(&store, &["GET", &store.group_lease_key(&group.token)]).await;
-    assert!(entry.ends_with("\n-"), "the lease of a group held as strings has no expiry of its own: {entry:?}");
+    assert!(entry.ends_with("\n-"), "the lease of a group held in strings has no expiry of its own: {entry:?}");
 
     // Extending moves both strings and the lease; another group is refused meanwhile.
     assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 2);
-    for key in [h_key(&store, "s1"), h_key(&store, "s2"), store.group_lease_key(&group.token)] {
+    for key in [s_key(&store, "s1"), s_key(&store, "s2"), store.group_lease_key(&group.token)] {
         let left: i64 = raw(&store, &["PTTL", &key]).await;
         assert!(left > 5_000 && left <= 30_000, "{key}: PTTL {left} after extending to 30 s");
     }
     assert!(!granted(&Group::new(vec![exclusive("s1")]).try_once(groups, LONG).await));
+    assert!(!granted(&Group::new(vec![exclusive("s2")]).try_once(groups, LONG).await));
     assert_eq!(group.release(groups).await, 2);
     for name in ["s1", "s2"] {
-        let exists: i64 = raw(&store, &["EXISTS", &h_key(&store, name)]).await;
-        assert_eq!(exists, 0, "{name} is free again");
+        assert!(!exists(&store, &s_key(&store, name)).await, "{name} is free again");
+        assert!(!exists(&store, &h_key(&store, name)).await, "{name} is free again");
     }
     assert_eq!(lease_keys(&store).await, 0);
     assert_eq!(group.release(groups).await, 0, "a second release frees nothing");
@@ -834,39 +844,39 @@ async fn a_group_of_free_names_holds_each_as_a_string() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_name_held_as_a_string_becomes_a_sorted_set_when_another_group_queues_on_it() {
-    let Some(store) = shared_store("groups_strings_convert", RedisLockStore::builder()).await else { return };
+async fn a_holder_in_a_string_counts_beside_the_sorted_set_of_the_others() {
+    let Some(store) = shared_store("groups_strings_beside", RedisLockStore::builder()).await else { return };
     let groups = store.groups().unwrap();
     let holder = Group::new(vec![exclusive("c1"), exclusive("c2")]);
     assert!(granted(&holder.try_once(groups, LONG).await));
-    // A reader trying once is refused (and the name it looked at is converted: same meaning).
-    assert!(!granted(&Group::new(vec![shared("c2")]).try_once(groups, LONG).await));
+    assert!(
+        !granted(&Group::new(vec![shared("c2")]).try_once(groups, LONG).await),
+        "the writer's string keeps readers out"
+    );
     let mut writer = Group::new(vec![exclusive("c1")]);
     assert!(!granted(&writer.attempt(groups, LONG).await), "the holder's string keeps the writer out");
-    for name in ["c1", "c2"] {
-        assert_eq!(key_type(&store, &h_key(&store, name)).await, "zset", "{name}");
-        let held = groups.holders(&store_key(name)).await.unwrap();
-        assert_eq!(held.len(), 1, "{held:?}");
-        assert_eq!((held[0].token.as_str(), held[0].mode), (holder.token.as_str(), LockMode::Exclusive));
-        assert!(held[0].ttl_left > LONG - SOON && held[0].ttl_left <= LONG, "{held:?}: it expires as it did");
-    }
-    assert_eq!(intents(&store, "c1").await, 1, "the writer's place is recorded beside the holder");
-    let h_left: i64 = raw(&store, &["PTTL", &h_key(&store, "c1")]).await;
-    assert!(h_left > 0, "the converted key still expires: {h_left}");
+    assert_eq!(intents(&store, "c1").await, 1, "the writer's place is recorded beside the holder's string");
+    let held = groups.holders(&store_key("c1")).await.unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!((held[0].token.as_str(), held[0].mode), (holder.token.as_str(), LockMode::Exclusive));
+    assert!(held[0].ttl_left > LONG - SOON && held[0].ttl_left <= LONG, "{held:?}");
 
     assert_eq!(groups.extend_group(&holder.keys(), &holder.token, ttl(LONG)).await.unwrap(), 2);
-    assert_eq!(holder.release(groups).await, 2, "the holds are freed from the sorted sets");
+    assert_eq!(holder.release(groups).await, 2);
     assert!(granted(&writer.attempt(groups, LONG).await), "the writer gets the name");
+    assert!(!exists(&store, &s_key(&store, "c1")).await, "a name that was not free is granted in its sorted set");
     assert_eq!(holder_modes(groups, "c1").await, [LockMode::Exclusive]);
     assert_eq!(writer.release(groups).await, 1);
 
-    // A reader's string becomes a set of two readers when another joins.
+    // A reader in `s`, a second reader in `h`: both count, for writers and for permits.
     let (first, second) = (Group::new(vec![shared("c3")]), Group::new(vec![shared("c3")]));
     assert!(granted(&first.try_once(groups, LONG).await));
-    assert_eq!(key_type(&store, &h_key(&store, "c3")).await, "string");
     assert!(granted(&second.try_once(groups, LONG).await), "readers share");
-    assert_eq!(key_type(&store, &h_key(&store, "c3")).await, "zset");
+    assert!(exists(&store, &s_key(&store, "c3")).await && exists(&store, &h_key(&store, "c3")).await);
     assert_eq!(holder_modes(groups, "c3").await, [LockMode::Shared, LockMode::Shared]);
+    assert!(!granted(&Group::new(vec![exclusive("c3")]).try_once(groups, LONG).await), "no writer beside readers");
+    groups.set_permits(&store_key("c3"), LockMode::Shared, Some(2)).await.unwrap();
+    assert!(!granted(&Group::new(vec![shared("c3")]).try_once(groups, LONG).await), "two permits, two readers");
     assert_eq!(groups.extend_group(&first.keys(), &first.token, ttl(LONG)).await.unwrap(), 1);
     assert_eq!((first.release(groups).await, second.release(groups).await), (1, 1));
     assert_eq!(lease_keys(&store).await, 0);
@@ -874,7 +884,7 @@ async fn a_name_held_as_a_string_becomes_a_sorted_set_when_another_group_queues_
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn releasing_some_names_of_a_group_held_as_strings_keeps_the_others_and_their_lease() {
+async fn releasing_some_names_of_a_group_held_in_strings_keeps_the_others_and_their_lease() {
     let Some(store) = shared_store("groups_strings_partial", RedisLockStore::builder()).await else { return };
     let groups = store.groups().unwrap();
     let me = owner("strings-partial");
@@ -882,49 +892,41 @@ async fn releasing_some_names_of_a_group_held_as_strings_keeps_the_others_and_th
     assert!(granted(&group.try_once(groups, Duration::from_secs(20)).await));
     let lease = store.group_lease_key(&group.token);
     let before: i64 = raw(&store, &["PTTL", &lease]).await;
-
-    // A name still a string (a shared hold): the lease comes back with what it had left.
+    // The lease comes back with what the released name had left.
     assert_eq!(groups.release_group(&[store_key("q2")], &group.token).await.unwrap(), 1);
-    let exists: i64 = raw(&store, &["EXISTS", &h_key(&store, "q2")]).await;
-    assert_eq!(exists, 0);
+    assert!(!exists(&store, &s_key(&store, "q2")).await);
     let after: i64 = raw(&store, &["PTTL", &lease]).await;
     assert!(after > 0 && after <= before, "lease PTTL {before} → {after}");
-
-    // A name made a sorted set by a queued writer: the lease comes back to its hold's expiry.
-    let mut writer = Group::new(vec![exclusive("q1")]);
-    assert!(!granted(&writer.attempt(groups, LONG).await));
-    assert_eq!(groups.release_group(&[store_key("q1")], &group.token).await.unwrap(), 1);
-    let last: i64 = raw(&store, &["PTTL", &lease]).await;
-    assert!(last > 0 && last <= after + 1, "lease PTTL {after} → {last}");
-    assert!(granted(&writer.attempt(groups, LONG).await));
-
+    // A name of another group is not released by this one's token.
+    let other = Group::new(vec![exclusive("q4")]);
+    assert!(granted(&other.try_once(groups, LONG).await));
+    assert_eq!(groups.release_group(&[store_key("q1"), store_key("q4")], &group.token).await.unwrap(), 1);
+    assert!(exists(&store, &s_key(&store, "q4")).await, "q4 is still the other group's");
     let held = groups.holders(&store_key("q3")).await.unwrap();
     assert_eq!((held.len(), held[0].owner.as_deref()), (1, Some(me.as_str())), "{held:?}");
     assert_eq!(groups.release_owner(&me).await.unwrap(), 1, "release_owner finds the name left");
-    assert_eq!(writer.release(groups).await, 1);
+    assert_eq!(other.release(groups).await, 1);
     assert_eq!(lease_keys(&store).await, 0);
     cleanup(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_late_release_of_an_expired_group_held_as_strings_leaves_the_next_holder_alone() {
+async fn a_late_release_of_an_expired_group_held_in_strings_leaves_the_next_holder_alone() {
     let Some(store) = shared_store("groups_strings_late", RedisLockStore::builder()).await else { return };
     let groups = store.groups().unwrap();
-    let first = Group::new(vec![exclusive("l1"), exclusive("l2")]);
+    let first = Group::new(vec![exclusive("l1"), shared("l2")]);
     assert!(granted(&first.try_once(groups, Duration::from_millis(200)).await));
     let deadline = std::time::Instant::now() + SOON;
     while lease_keys(&store).await > 0 {
         assert!(std::time::Instant::now() < deadline, "the 200 ms lease never expired");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let next = Group::new(vec![exclusive("l1"), exclusive("l2")]);
+    let next = Group::new(vec![exclusive("l1"), shared("l2")]);
     assert!(granted(&next.try_once(groups, LONG).await), "the names expired with the first group");
     assert_eq!(first.release(groups).await, 0, "the first group's release frees nothing");
     assert_eq!(groups.extend_group(&first.keys(), &first.token, ttl(LONG)).await.unwrap(), 0);
-    for name in ["l1", "l2"] {
-        let holder: String = raw(&store, &["GET", &h_key(&store, name)]).await;
-        assert_eq!(holder, next.token.as_str(), "{name} is still the next group's");
-    }
+    let holder: String = raw(&store, &["GET", &s_key(&store, "l1")]).await;
+    assert_eq!(holder, next.token.as_str(), "l1 is still the next group's");
     assert_eq!(next.release(groups).await, 2);
     cleanup(&store).await;
 }
