@@ -6,7 +6,7 @@
 //!
 //! | key | purpose |
 //! |---|---|
-//! | `{prefix}:group:{<tag>}:<name>` + `:h`, `:p` | a name's holders, places and tickets; its permits |
+//! | `{prefix}:group:{<tag>}:<name>` + `:s`, `:h`, `:p` | a name's holder that found it free; its other holders, places and tickets; its permits |
 //! | `{prefix}:group-lease:{<tag>}:<token>` | a live group's `name \n name … \n\n owner \n fence \n expiry`, expiring with its holds |
 //! | `{prefix}:group-fence:{<tag>}` | the tag's fence counter (fencing mode) |
 //! | shard channel `{prefix}:group-released:{<tag>}` | `SPUBLISH`ed `h` keys of changed names |
@@ -109,8 +109,8 @@ impl RedisClusterStore {
     /// The common beginning of the keys of the group name `key`:
     /// `{key_prefix}:group:{<tag>}:<name>`, where `<tag>` is the name's hash tag (`orders`
     /// for `{orders}:a`) or, for a name without one, the whole name (`%`, `{`, `}`
-    /// percent-encoded). The keys are the stem followed by `:h` (holders, places, tickets)
-    /// and `:p` (permits).
+    /// percent-encoded). The keys are the stem followed by `:s` (the holder that found the
+    /// name free), `:h` (other holders, places, tickets) and `:p` (permits).
     pub fn group_key_stem(&self, key: &StoreKey) -> String {
         format!("{}:group:{{{}}}:{}", self.key_prefix(), group_tag(key), key.lock_key())
     }

@@ -24,9 +24,9 @@ impl RedisLockStore {
     /// `{key_prefix}:group:{<name>}`, e.g. `myapp:group:{order:1}`. The name is the
     /// application's key with `%`, `{` and `}` written `%25`, `%7B` and `%7D`, so the part
     /// in braces is a Redis Cluster hash tag shared by exactly the keys of that name. The
-    /// keys are the stem followed by `:h` (holders, waiting groups' places and their
-    /// tickets, one sorted set; also what a release publishes when the name's holders
-    /// change) and `:p` (permits).
+    /// keys are the stem followed by `:s` (the holder that found the name free, a string),
+    /// `:h` (every other holder, waiting groups' places and their tickets, one sorted set;
+    /// also what a release publishes when the name's holders change) and `:p` (permits).
     pub fn group_key_stem(&self, key: &StoreKey) -> String {
         let mut stem = String::new();
         self.push_group_key_stem(&mut stem, key);

@@ -8,22 +8,23 @@
 //! (`GETDEL`, `SET … PXAT`).
 //!
 //! Per name `N` (the *stem* is `{prefix}:group:{N'}`, `N'` the name with `%`, `{` and `}`
-//! percent-encoded, so every key of a name shares one hash tag): `stem:h`, either a
-//! **string**, the token of the name's one holder (`+token` for a shared hold) with the
-//! hold's expiry (a grant of free names writes that; the first script that finds the name
-//! held turns it into the sorted set of that hold, same expiry), or one sorted set
-//! of everything a name has but its permits, in score bands of `B` = 10^13 ms (year
+//! percent-encoded, so every key of a name shares one hash tag): `stem:s`, a **string**: the
+//! token of the holder that found the name free (`+token` for a shared hold), expiring with
+//! that hold (a grant of free names writes only these: one `SET … PX` per name, as a single
+//! lock); and `stem:h`, one sorted set of everything else a name has but its permits, in
+//! score bands of `B` = 10^13 ms (year
 //! 2286): shared holds `[0, B)` and exclusive holds `[B, 2B)` (member = the group's token,
 //! score = band + expiry), the places of waiting groups — exclusive `[2B, 3B)` and shared
 //! `[4B, 5B)` (member = token, score = band + place expiry) — and their tickets
 //! `[3B, 4B)` (member = `#token`, score = band + ticket);
-//! so one `ZCOUNT` counts the live holders of a mode, one `ZSCORE` tells what a token has
-//! on the name, and a grant's `ZADD` replaces the group's own intent. `stem:p`, hash of the
+//! so one `ZCOUNT` (and the `s` holder) counts the live holders of a mode, one `ZSCORE`
+//! tells what a token has on the name, and a grant's `ZADD` replaces the group's own intent.
+//! Scripts that take names get every `h`, then every `s` (`KEYS[… + i]`, `KEYS[… + n + i]`). `stem:p`, hash of the
 //! permits (`shared`, `exclusive`). Per granted group: its **lease key**
 //! `{prefix}:group-lease:<token>` (on Redis Cluster `{prefix}:group-lease:{<tag>}:<token>`),
 //! a string `name \n name … \n\n owner \n fence \n expiry` (expiry `-` for a group granted
-//! as strings: a release then tries `GETDEL` on its names first) that expires with the
-//! group's holds (`PX` ttl at the grant, again at every extension): whether it still exists is
+//! in strings: its holds are its names' `s`, which stay its own while the lease lives) that
+//! expires with the group's holds (`PX` ttl at the grant, again at every extension): whether it still exists is
 //! whether the group is live, and it names the group's owner for `release_owner` (a `SCAN`
 //! of the lease keys) and `holders`. A group that expires leaves nothing to clean up.
 //!
@@ -32,7 +33,7 @@
 //! few): an acquire of free names is one `EXISTS` over the names, one `SET … PX` per name
 //! and the lease key's `SET … PX`, with no clock read (a held name costs `TIME` and a
 //! `ZADD` per name, and the checks). A release is the lease key's `GETDEL` (live or not),
-//! one `GETDEL` (a string) or `ZREM` per name (of the token's hold, or, for a group
+//! one `GETDEL` of `s` or `ZREM` from `h` per name (of the token's hold, or, for a group
 //! without a lease key, of its place and ticket) and one `PUBLISH` — no
 //! `TIME`, no score read; the message is the names' `h` keys joined by newlines (`KEYS` as
 //! they are). Key expiries of the names only grow: a write that needs a key to live `ttl`
@@ -124,12 +125,11 @@ end
 /// request could be granted now.
 ///
 /// `KEYS` = the group's lease key, the fence counter (fencing mode only), then every
-/// member's `h` (its permits hash `p`, read only when the name is held, is found beside
-/// `h`: the same stem, so the same hash tag and slot). `ARGV` = token,
+/// member's `h`, then every member's `s` (its permits hash `p`, read only when the name is
+/// held, is found beside `h`: the same stem, so the same hash tag and slot). `ARGV` = token,
 /// `name \n name … \n\n owner` (the lease key's value without its fence and expiry), ttl
 /// ms, the *flags* — the mode (`F`: grant with a fence, `N`: grant without, `P`: probe,
-/// writes nothing but, for a name held as a string, its sorted set of the same hold), the
-/// members' modes as one letter each (`S` or `X`, in `KEYS` order) and, for a waiting group, `intent ttl:2 × intent ttl:ticket` (each part may be empty:
+/// writes nothing), the members' modes as one letter each (`S` or `X`, in `KEYS` order) and, for a waiting group, `intent ttl:2 × intent ttl:ticket` (each part may be empty:
 /// no intents, no ticket yet; `:b` after it when barging), say `NXS` or `NXS30000:60000:`
 /// — then, only when some member has default permits, each member's default permits
 /// (`""`: unlimited). Every argument costs the server about a third of a `redis.call`
@@ -360,7 +360,8 @@ return fence
 /// does the group's lease key; an expired member is never revived, and a group whose lease
 /// key is gone (released or expired) is not extended at all.
 ///
-/// `KEYS[1]` = the group's lease key; then per name `h`. `ARGV` = token, ttl ms, 2 × ttl ms.
+/// `KEYS[1]` = the group's lease key; then every name's `h`, then every name's `s`.
+/// `ARGV` = token, ttl ms, 2 × ttl ms.
 /// Returns how many members were extended.
 const EXTEND: &str = concat!(
     prelude!(),
@@ -416,10 +417,10 @@ return extended
 /// again), and deletes the group's lease key — or, when only some of its names are
 /// released, keeps it for the others.
 ///
-/// `KEYS[1]` = the group's lease key; then per name `h`. `ARGV` = token, channel (`""`: do
-/// not publish), the names each followed by a newline and one more newline (the lease
-/// value's beginning when they are all its names). Returns how many live holds were
-/// freed: a hold is live while the lease key exists.
+/// `KEYS[1]` = the group's lease key; then every name's `h`, then every name's `s`. `ARGV` =
+/// token, channel (`""`: do not publish), the names each followed by a newline and one more
+/// newline (the lease value's beginning when they are all its names). Returns how many
+/// live holds were freed: a hold is live while the lease key exists.
 const RELEASE: &str = concat!(
     r##"
 local token, channel = ARGV[1], ARGV[2]
@@ -519,7 +520,7 @@ return #removed
 
 /// Holders of one name, read only: `{mode, token, ms left, fence, owner}` per live holder.
 ///
-/// `KEYS` = h. `ARGV` = the beginning of the lease keys (the lease key without the
+/// `KEYS` = h, s. `ARGV` = the beginning of the lease keys (the lease key without the
 /// token), which share the slot of `h` on Redis Cluster.
 const HOLDERS: &str = concat!(
     prelude!(),
