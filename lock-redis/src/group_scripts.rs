@@ -89,6 +89,21 @@ end
     };
 }
 
+/// `holder_of(value)`: a name's `s` value → the holder's token and whether its hold is
+/// shared (`+token`).
+macro_rules! holder_of {
+    () => {
+        r##"
+local function holder_of(value)
+    if string.byte(value, 1) == 43 then
+        return string.sub(value, 2), true
+    end
+    return value, false
+end
+"##
+    };
+}
+
 /// `keep(key, ttl, ttl2)`: makes `key` live at least `ttl` ms more, never shortening it:
 /// when shorter, sets it to `ttl2` = 2 × ttl (text; made from `ttl` when not given).
 /// Returns whether it did. An assignment to a `local keep` the script declares (the
@@ -157,7 +172,8 @@ end
 -- so the oldest waiting group is never held back by an intent.
 local first_attempt = ticket_s == ""
 
--- `sizes[i]`: the entries of member i's `h`; nil while every name is free (one `EXISTS`).
+-- `sizes[i]`: the entries of member i's `h`, read when some name is held (a grant of free
+-- names needs none).
 local sizes = nil
 -- `now` as text: only a held name needs it (bounds, tickets); so does `keep`, made with
 -- `fmt` only then (a grant of free names formats its numbers itself).
@@ -172,6 +188,7 @@ if not free then
 "##,
     fmt!(),
     keep!(),
+    holder_of!(),
     r##"
     now_s = fmt(now)
     if first_attempt then
@@ -264,8 +281,7 @@ if not free then
         sizes[i] = redis.call("ZCARD", KEYS[hs + i])
         local holder = redis.call("GET", KEYS[hs + n + i])
         if holder then
-            string_shared[i] = string.byte(holder, 1) == 43
-            string_holder[i] = string_shared[i] and string.sub(holder, 2) or holder
+            string_holder[i], string_shared[i] = holder_of(holder)
         end
         if not blocked and (sizes[i] > 0 or holder) and not grantable(i) then
             blocked = true
@@ -334,7 +350,7 @@ for i = 1, n do
     local h = KEYS[hs + i]
     -- Replaces this token's intent on the name, if it had one.
     redis.call("ZADD", h, string.byte(flags, 1 + i) == 88 and "1" .. expiry_s or expiry_s, token)
-    if sizes and sizes[i] > 0 then
+    if sizes[i] > 0 then
         -- Expired holds of the mode, and this token's ticket.
         if string.byte(flags, 1 + i) == 88 then
             redis.call("ZREMRANGEBYSCORE", h, "10000000000000", "1" .. now_s)
@@ -442,7 +458,8 @@ else
     -- which is then its own (`token`, `+token` when shared) for as long as the lease lives.
     local strings = string.byte(entry, -1) == 45
     local whole = string.sub(entry, 1, #ARGV[3]) == ARGV[3]
-    local expire, at = "PXAT", nil
+    -- For a part release of a group in strings: what a released name had left.
+    local left_ms = nil
     for i = 1, n do
         if strings then
             local s = KEYS[1 + n + i]
@@ -451,7 +468,7 @@ else
             local held = redis.call(whole and "GETDEL" or "GET", s)
             if held == token or held == "+" .. token then
                 if not whole then
-                    at = at or math.max(redis.call("PTTL", s), 1)
+                    left_ms = left_ms or math.max(redis.call("PTTL", s), 1)
                     redis.call("DEL", s)
                 end
                 freed = freed + 1
@@ -467,10 +484,9 @@ else
     parse_entry!(),
     r##"
         local names, owner, fence, expiry = parse_entry(entry)
+        local expire, at = "PXAT", expiry
         if strings then
-            expire = "PX"
-        else
-            at = expiry
+            expire, at = "PX", left_ms
         end
         local released, left = {}, {}
         for name in string.gmatch(ARGV[3], "[^\n]+") do
@@ -500,7 +516,7 @@ return freed
 /// `KEYS` = per name `h`. `ARGV` = token, channel (`""`: do not publish).
 /// Returns how many intents were removed.
 const WITHDRAW: &str = concat!(
-    prelude!(),
+    bands!(),
     r##"
 local token, channel = ARGV[1], ARGV[2]
 local removed = {}
@@ -526,18 +542,16 @@ const HOLDERS: &str = concat!(
     prelude!(),
     fmt!(),
     parse_entry!(),
+    holder_of!(),
     r##"
 local now_s = fmt(now)
 local out, leases = {}, {}
 local holder = redis.call("GET", KEYS[2])
 if holder then
-    -- The holder that took the name free (`+token`: shared), expiring with its hold.
-    local mode = "X"
-    if string.byte(holder, 1) == 43 then
-        mode, holder = "S", string.sub(holder, 2)
-    end
-    out[1] = { mode, holder, redis.call("PTTL", KEYS[2]), "0", "" }
-    leases[1] = ARGV[1] .. holder
+    -- The holder that took the name free, expiring with its hold.
+    local token, shared = holder_of(holder)
+    out[1] = { shared and "S" or "X", token, redis.call("PTTL", KEYS[2]), "0", "" }
+    leases[1] = ARGV[1] .. token
 end
 for _, band in ipairs({ { "S", 0, "(" .. now_s, "(10000000000000" }, { "X", B, "(1" .. now_s, "(20000000000000" } }) do
     local live = redis.call("ZRANGEBYSCORE", KEYS[1], band[3], band[4], "WITHSCORES")
