@@ -82,7 +82,7 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
                 #krate::VersionedUpdate::table(#table)
                     #schema
                     .key(#key_column, &self.#key_ident)
-                    .version(#version_column, ::core::convert::Into::<i64>::into(self.#version_ident))
+                    .version(#version_column, self.#version_ident)
                     #(#sets)*
             }
 

@@ -8,9 +8,11 @@ mod error;
 mod http;
 mod ident;
 mod update;
+mod version;
 
 pub use error::{FencedOut, OptimisticError, StaleRecord};
 pub use update::VersionedUpdate;
+pub use version::Version;
 
 /// `#[derive(Versioned)]` (feature `derive`): `update_by_id`, `update_by_id_returning`,
 /// `update_by_id_force` and `update_by_id_force_returning` for a struct with one integer

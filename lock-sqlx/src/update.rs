@@ -9,6 +9,7 @@ use sqlx::{Acquire, Arguments as _, Encode, FromRow, Postgres, Row as _, Type};
 
 use crate::error::{FencedOut, OptimisticError, StaleRecord};
 use crate::ident::Identifier;
+use crate::version::{self, Expected, Version};
 
 /// The alias of the new version the update returns (when it returns one); chosen so that
 /// no sensible table has a column of this name.
@@ -31,8 +32,9 @@ struct Bound {
 /// key, no version column) is reported by [`execute`](Self::execute) as
 /// [`OptimisticError::Invalid`] before any I/O.
 ///
-/// The version column may be `smallint`, `integer` or `bigint`; versions are `i64` in this
-/// API. The key must identify at most one row (a primary key or a unique column set):
+/// The version column may be `smallint`, `integer` or `bigint`: the expected version is an
+/// `i16`, `i32` or `i64` ([`Version`]) and is bound as that type; the new version and the
+/// versions in errors are `i64`, which holds all three. The key must identify at most one row (a primary key or a unique column set):
 /// the `UPDATE` changes every row it matches.
 ///
 /// ```no_run
@@ -85,7 +87,7 @@ pub struct VersionedUpdate {
     keys: Vec<Bound>,
     id: Vec<(String, String)>,
     sets: Vec<Bound>,
-    version: Option<(Identifier, i64)>,
+    version: Option<(Identifier, Expected)>,
     force: bool,
     fence: Option<(Identifier, u64)>,
     args: PgArguments,
@@ -165,11 +167,11 @@ impl VersionedUpdate {
         }
     }
 
-    /// The integer version column and the version the row had when it was read. The
-    /// update applies only while the row still has this version, and adds 1 to it.
-    /// Required.
-    pub fn version(mut self, column: &str, expected: i64) -> Self {
-        self.version = self.identifier("version column", column).map(|column| (column, expected));
+    /// The integer version column and the version the row had when it was read, as an
+    /// `i16` (`smallint`), `i32` (`integer`) or `i64` (`bigint`). The update applies only
+    /// while the row still has this version, and adds 1 to it. Required.
+    pub fn version<V: Version>(mut self, column: &str, expected: V) -> Self {
+        self.version = self.identifier("version column", column).map(|column| (column, version::expected(expected)));
         self
     }
 
@@ -270,8 +272,9 @@ impl VersionedUpdate {
         // The parameters numbered after the keys and values, in the order `statement`
         // numbered them.
         if statement.version_param.is_some() {
-            let expected = self.expected_version();
-            self.args.add(expected).map_err(|err| OptimisticError::Invalid { message: err.to_string() })?;
+            if let Some((_, expected)) = self.version {
+                expected.bind(&mut self.args).map_err(|err| OptimisticError::Invalid { message: err.to_string() })?;
+            }
         }
         if statement.fence_param.is_some() {
             let fence = self.fence.as_ref().map_or(0, |(_, fence)| i64::try_from(*fence).unwrap_or(i64::MAX));
@@ -324,7 +327,7 @@ impl VersionedUpdate {
     }
 
     fn expected_version(&self) -> i64 {
-        self.version.as_ref().map_or(0, |(_, expected)| *expected)
+        self.version.as_ref().map_or(0, |(_, expected)| expected.get())
     }
 
     /// A failed statement: a version at its type's maximum (`22003`) is an overflow.
@@ -350,7 +353,7 @@ impl VersionedUpdate {
                 return FencedOut { table, id, fence, current_fence: current }.into();
             }
         }
-        let expected_version = self.version.map_or(0, |(_, expected)| expected);
+        let expected_version = self.version.map_or(0, |(_, expected)| expected.get());
         if !self.force {
             let actual = (actual_version != expected_version).then_some(actual_version);
             return StaleRecord { table, id, expected_version, actual_version: actual }.into();
