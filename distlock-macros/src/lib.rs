@@ -50,7 +50,7 @@ pub fn lock(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-/// Seed 002's optimistic-locking methods for a struct that mirrors (part of) a row.
+/// Optimistic-locking methods for a struct that mirrors (part of) a row.
 ///
 /// ```text
 /// #[derive(distlock_sqlx::Versioned)]

@@ -1,5 +1,5 @@
-//! `#[derive(Versioned)]`: seed 002's `update_by_id*` methods for a struct with one integer
-//! version field, built on `distlock_sqlx::VersionedUpdate`.
+//! `#[derive(Versioned)]`: the `update_by_id*` methods of optimistic locking for a struct
+//! with one integer version field, built on `distlock_sqlx::VersionedUpdate`.
 
 use proc_macro2::TokenStream;
 use quote::quote;

@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// A versioned update found the row changed since it was read: its version is no longer
-/// the one the update expected (seed 002's `StaleRecord`).
+/// the one the update expected.
 ///
 /// Re-read the row, re-apply the change and try again, or tell the user that someone else
 /// changed it first. The crate never retries by itself.

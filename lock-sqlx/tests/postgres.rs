@@ -254,8 +254,9 @@ mod derive {
     use super::*;
     use distlock_sqlx::Versioned;
 
-    /// Seed 002's patch shape. The derive names a fixed table, `posts`: the test moves its
-    /// table into a schema of its own under that name.
+    /// A patch: optional fields, a skipped one, an `integer` version. The derive names a
+    /// fixed table, `posts`: the test moves its table into a schema of its own under that
+    /// name.
     #[derive(Versioned)]
     #[versioned(table = "posts", key = "id")]
     struct PostPatch {
