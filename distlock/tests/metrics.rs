@@ -1,5 +1,8 @@
 //! The `metrics` feature: counters and histograms recorded through the facade, checked
-//! with `metrics-util`'s debugging recorder installed for this thread only.
+//! with `metrics-util`'s debugging recorder installed for this thread only — on the memory
+//! store, and through `distlock::connect` on every store (Redis, PostgreSQL and etcd
+//! against the servers named by `DISTLOCK_REDIS_URL`, `DISTLOCK_POSTGRES_URL` and
+//! `DISTLOCK_ETCD_URL`, set by `scripts/test.sh`).
 #![cfg(all(feature = "metrics", feature = "memory"))]
 
 use std::sync::Arc;
@@ -46,10 +49,19 @@ fn histogram(
     snapshot: &[(CompositeKey, Option<metrics::Unit>, Option<metrics::SharedString>, DebugValue)],
     name: &str,
 ) -> Vec<f64> {
+    histogram_of(snapshot, name, "memory")
+}
+
+/// The values of histogram `name`, every one of which must be labelled `backend`.
+fn histogram_of(
+    snapshot: &[(CompositeKey, Option<metrics::Unit>, Option<metrics::SharedString>, DebugValue)],
+    name: &str,
+    backend: &str,
+) -> Vec<f64> {
     snapshot
         .iter()
         .filter(|(key, ..)| key.kind() == MetricKind::Histogram && key.key().name() == name)
-        .inspect(|(key, ..)| assert_eq!(labels(key), [("backend".to_owned(), "memory".to_owned())]))
+        .inspect(|(key, ..)| assert_eq!(labels(key), [("backend".to_owned(), backend.to_owned())]))
         .flat_map(|(.., value)| match value {
             DebugValue::Histogram(values) => values.iter().map(|v| v.into_inner()).collect::<Vec<_>>(),
             other => panic!("{name} is not a histogram: {other:?}"),
@@ -186,4 +198,90 @@ fn lock_groups_are_counted_as_single_locks_are() {
     let waits = histogram(&snapshot, "distlock_wait_seconds");
     assert!(waits.iter().any(|&w| w >= 0.04), "the waiting group took ≥ 40 ms: {waits:?}");
     assert_eq!(histogram(&snapshot, "distlock_hold_seconds").len(), 2);
+}
+
+// ---------------------------------------------------------------------------------------
+// Every store, through `distlock::connect`.
+// ---------------------------------------------------------------------------------------
+
+/// A lock cycle, a contended attempt (once at once, once after a wait), a release, a
+/// dropped handle and the release of a lease that was no longer held, on the store at
+/// `url`; then checks what each recorded, all labelled with the store's `backend`.
+fn lock_cycle_is_recorded(url: &str, backend: &str) {
+    let snapshotter = with_recorder(|| async {
+        let store = distlock::connect(url).await.unwrap_or_else(|err| panic!("connect {backend}: {err}"));
+        assert_eq!(store.backend(), backend);
+        let locks = LockManager::new(store);
+        let ttl = Duration::from_secs(30);
+        let key = format!("metrics:{}", distlock::Token::generate().as_str());
+
+        let held = locks.lock(&key, ttl).await.unwrap();
+        assert!(locks.try_lock(&key, ttl).await.unwrap().is_none());
+        let waiting = LockOptions::new().wait(Duration::from_millis(50)).retry_interval(Duration::from_millis(10));
+        assert!(locks.try_lock_opts(&key, ttl, &waiting).await.unwrap().is_none());
+        // A waiter that gave up leaves the key's queue (on stores with fair waiting) in
+        // the background; no release is counted for it.
+        locks.flush_releases().await;
+        assert!(held.release().await.unwrap());
+
+        // A dropped handle is released in the background.
+        drop(locks.try_lock(&key, ttl).await.unwrap().expect("free after the release"));
+        locks.flush_releases().await;
+
+        // A lease freed behind its holder's back: its release finds it not held.
+        let lost = locks.try_lock(&key, ttl).await.unwrap().expect("free after the background release");
+        assert!(locks.store().release(lost.store_key(), lost.token()).await.unwrap());
+        assert!(!lost.release().await.unwrap());
+    });
+    let snapshot = snapshotter.snapshot().into_vec();
+    let this = ("backend", backend);
+    let acquired = counter(&snapshot, "distlock_acquire_total", &[this, ("outcome", "acquired")]);
+    assert_eq!(acquired, 3, "{backend}: the cycle, the dropped handle and the lost lease");
+    assert_eq!(counter(&snapshot, "distlock_acquire_total", &[this, ("outcome", "contended")]), 2, "{backend}");
+    assert_eq!(counter(&snapshot, "distlock_acquire_total", &[this, ("outcome", "error")]), 0, "{backend}");
+    assert_eq!(counter(&snapshot, "distlock_contention_total", &[this]), 2, "{backend}");
+    let released = counter(&snapshot, "distlock_release_total", &[this, ("outcome", "released")]);
+    assert_eq!(released, 2, "{backend}: release() and the dropped handle's background release");
+    assert_eq!(counter(&snapshot, "distlock_release_total", &[this, ("outcome", "not_held")]), 1, "{backend}");
+    assert_eq!(counter(&snapshot, "distlock_release_total", &[this, ("outcome", "error")]), 0, "{backend}");
+
+    let waits = histogram_of(&snapshot, "distlock_wait_seconds", backend);
+    assert_eq!(waits.len(), 5, "{backend}: one per acquisition call: {waits:?}");
+    assert!(waits.iter().any(|&w| w >= 0.05), "{backend}: the waiting attempt took ≥ 50 ms: {waits:?}");
+    let holds = histogram_of(&snapshot, "distlock_hold_seconds", backend);
+    assert_eq!(holds.len(), 3, "{backend}: one per released handle: {holds:?}");
+
+    // Nothing this store did is labelled as another backend's.
+    for (key, ..) in &snapshot {
+        let labels = labels(key);
+        if let Some((_, label)) = labels.iter().find(|(name, _)| name == "backend") {
+            assert_eq!(label, backend, "{}: {labels:?}", key.key().name());
+        }
+    }
+}
+
+#[test]
+fn lock_cycle_is_recorded_on_memory() {
+    lock_cycle_is_recorded("memory://", "memory");
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn lock_cycle_is_recorded_on_redis() {
+    let Some(url) = distlock_conformance::kit::redis_url("metrics on redis") else { return };
+    lock_cycle_is_recorded(&url, "redis");
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn lock_cycle_is_recorded_on_postgres() {
+    let Some(url) = distlock_conformance::kit::postgres_url("metrics on postgres") else { return };
+    lock_cycle_is_recorded(&url, "postgres");
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn lock_cycle_is_recorded_on_etcd() {
+    let Some(url) = distlock_conformance::kit::etcd_url("metrics on etcd") else { return };
+    lock_cycle_is_recorded(&url, "etcd");
 }
