@@ -238,6 +238,12 @@ pub enum InvalidGroup {
     /// control characters, at most 128 bytes.
     #[error("an owner id must be `app@instance` (non-empty parts without `@`, whitespace or control characters, at most 128 bytes)")]
     Owner,
+    /// [`OwnerId::from_env`](crate::OwnerId::from_env) found no instance name.
+    #[error("no instance name for the owner id: set {var} to a name of this instance that stays the same across its restarts (a pod name, a replica index)")]
+    OwnerInstanceUnset {
+        /// The environment variable read.
+        var: &'static str,
+    },
 }
 
 /// Why [`LockOptions`](crate::LockOptions) were rejected.

@@ -42,6 +42,10 @@ use crate::token::Token;
 /// default) is unique per process and never reused, which is always safe but lets leaked
 /// holds free themselves only with their TTL.
 ///
+/// Two processes running at the same time must never share an owner id: the start-up
+/// call of one ([`LockManager::release_owner`](crate::LockManager::release_owner)) would
+/// free the live holds of the other.
+///
 /// ```
 /// use distlock_api::OwnerId;
 ///
@@ -74,6 +78,46 @@ impl OwnerId {
             return Err(LockError::InvalidGroup { reason: InvalidGroup::Owner });
         }
         Ok(Self(text))
+    }
+
+    /// The environment variable [`OwnerId::from_env`] reads the instance name from.
+    pub const INSTANCE_VAR: &'static str = "DISTLOCK_INSTANCE";
+
+    /// `app@$DISTLOCK_INSTANCE`: the application's name given here, the instance's name
+    /// from the environment variable [`OwnerId::INSTANCE_VAR`] — set by the deployment
+    /// (a StatefulSet pod name, a systemd instance name, a replica index), the same
+    /// across restarts of one instance and different for every instance running at once.
+    ///
+    /// There is no fallback: a host name or a process id would either be shared by two
+    /// live processes (whose start-ups would free each other's holds) or change at every
+    /// restart (so nothing a previous run left is found). An application that prefers to
+    /// run without one chooses so explicitly:
+    /// `OwnerId::from_env("billing").unwrap_or_else(|_| OwnerId::for_process())`.
+    ///
+    /// ```
+    /// use distlock_api::{InvalidGroup, LockError, OwnerId};
+    ///
+    /// std::env::set_var(OwnerId::INSTANCE_VAR, "billing-2");
+    /// assert_eq!(OwnerId::from_env("billing")?.as_str(), "billing@billing-2");
+    /// std::env::remove_var(OwnerId::INSTANCE_VAR);
+    /// assert!(matches!(
+    ///     OwnerId::from_env("billing"),
+    ///     Err(LockError::InvalidGroup { reason: InvalidGroup::OwnerInstanceUnset { .. } })
+    /// ));
+    /// # Ok::<(), LockError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidGroup`] with [`InvalidGroup::OwnerInstanceUnset`] when the
+    /// variable is unset, empty or not Unicode; [`InvalidGroup::Owner`] when `app` or the
+    /// variable's value is not a valid part (as [`OwnerId::new`]).
+    pub fn from_env(app: &str) -> Result<Self, LockError> {
+        let unset = LockError::InvalidGroup { reason: InvalidGroup::OwnerInstanceUnset { var: Self::INSTANCE_VAR } };
+        match std::env::var(Self::INSTANCE_VAR) {
+            Ok(instance) if !instance.is_empty() => Self::new(app, &instance),
+            _ => Err(unset),
+        }
     }
 
     /// `distlock@HOST:PID:RANDOM`: unique per running process, never reused.

@@ -207,7 +207,31 @@ impl LockManager {
     }
 
     /// Frees every group hold recorded for this manager's [owner](Self::owner) — at
-    /// start-up, what a previous run of this instance left behind. Returns how many.
+    /// start-up, what a previous run of this instance left behind. Returns how many holds
+    /// (one per member of each group) it freed.
+    ///
+    /// Every hold taken through a group call counts: read and write locks
+    /// ([`lock_read`](Self::lock_read), [`lock_write`](Self::lock_write)), semaphore slots
+    /// ([`acquire_permit`](Self::acquire_permit)) and groups
+    /// ([`try_lock_group`](Self::try_lock_group) and the other `…_group` calls), renewed
+    /// or not. Each group is freed atomically (all its members or none), and waiters learn
+    /// of it as of a release; the places a dead waiting group left are not holds, and end
+    /// within a few retry intervals. Single locks ([`lock`](Self::lock),
+    /// [`try_lock`](Self::try_lock), [`with_lock`](Self::with_lock)) carry no owner on any
+    /// store — the store records their token only (on Redis the value of
+    /// `SET key token NX PX ttl`) — so they end with their TTL: take a key that a restart
+    /// must free as a one-member write lock instead.
+    ///
+    /// The owner must be this instance's alone (see [`OwnerId`]): called while another
+    /// process with the same owner id runs, it frees that process's live holds.
+    ///
+    /// ```
+    /// # use distlock_api::{LockManager, OwnerId};
+    /// # async fn start(store: std::sync::Arc<distlock_api::DynLockStore>) -> Result<(), distlock_api::LockError> {
+    /// let locks = LockManager::new(store).with_owner(OwnerId::from_env("billing")?);
+    /// let freed = locks.release_owner().await?; // before taking anything
+    /// # let _ = freed; Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
