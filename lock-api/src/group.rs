@@ -413,10 +413,55 @@ impl<'a> GroupRequest<'a> {
         self
     }
 
+    /// The ticket of a [holders-only](Self::holders_only) request: smaller than every
+    /// ticket a store gives (tickets are at least 1, and only a smaller ticket is older).
+    pub const HOLDERS_ONLY_TICKET: u64 = 1;
+
+    /// The request of a group that counts holders only ([`Admission::HoldersOnly`]): it
+    /// leaves no places and, with the ticket [`HOLDERS_ONLY_TICKET`](Self::HOLDERS_ONLY_TICKET),
+    /// has no older places, so only live holders can refuse it.
+    #[must_use]
+    pub fn holders_only(mut self) -> Self {
+        self.intent_ttl = None;
+        self.ticket = Some(Self::HOLDERS_ONLY_TICKET);
+        self
+    }
+
     /// Whether a blocked attempt of this request records a place for `member`.
     pub fn places(&self, member: &StoreMember) -> bool {
         self.intent_ttl.is_some() && (self.fair || member.mode == LockMode::Exclusive)
     }
+}
+
+/// What refuses a group request besides the permits: the places of waiting groups too
+/// (the default), or live holders alone. Set per manager with
+/// [`LockManager::with_admission`](crate::LockManager::with_admission).
+///
+/// | | [`Queued`](Self::Queued) (default) | [`HoldersOnly`](Self::HoldersOnly) |
+/// |---|---|---|
+/// | a reader is refused | while a writer holds, **or waits** (arrived earlier) | only while a writer holds |
+/// | a writer is refused | while a reader or writer holds, or an earlier group waits | only while a reader or writer holds |
+/// | a waiting group | leaves a place on each name (see [`Fairness`](crate::Fairness)) | leaves none; retries, woken by releases |
+/// | waiters are served | in arrival order; writers are not starved | whoever asks first after a release: a writer waits as long as readers overlap |
+///
+/// (Permits aside: a mode's holders beyond its permits refuse a request of that mode
+/// under both.)
+///
+/// [`HoldersOnly`](Self::HoldersOnly) is the rule of the lock-service specification this
+/// model comes from (a read lock is refused only while a write lock is in use; a write
+/// lock only while read locks are in use or the write permits are taken), usually with
+/// [`Permits::SEED`]. It is a setting of the requests of one manager: their groups ignore
+/// the places other managers' waiting groups leave, and leave none of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Admission {
+    /// Holders and the places of older waiting groups refuse a request: one queue per
+    /// name, with writer preference (see [`GroupLockStore`], point 4).
+    #[default]
+    Queued,
+    /// Live holders alone refuse a request: a reader is refused only while a writer
+    /// holds, never because one waits.
+    HoldersOnly,
 }
 
 /// What [`GroupLockStore::try_acquire_group`] reports.
@@ -462,7 +507,10 @@ pub enum GroupAcquire {
 ///    stays behind it at every later attempt. They count like holders: a member of
 ///    mode M is refused while the name has an older place of the other mode, and the
 ///    name's live holders of M plus its older places of M must stay below
-///    `permits(name, M)`. A granted group's places are removed.
+///    `permits(name, M)`. A granted group's places are removed. Tickets are at least 1
+///    and a place is older only when its ticket is smaller, so a request with ticket
+///    [`GroupRequest::HOLDERS_ONLY_TICKET`] and no `intent_ttl`
+///    ([`GroupRequest::holders_only`]) is refused by live holders alone and leaves nothing.
 /// 5. **Fencing**: one number per granted group, strictly greater than every earlier
 ///    grant (group or single lock) of its names.
 #[async_trait]

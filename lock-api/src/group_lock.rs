@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::{LockError, LossReason};
-use crate::group::{GroupAcquire, GroupMember, GroupRequest, LockGroup, OwnerId, StoreMember};
+use crate::group::{Admission, GroupAcquire, GroupMember, GroupRequest, LockGroup, OwnerId, StoreMember};
 use crate::key::{LockKey, StoreKey};
 use crate::lease::{Lease, Watchdog};
 use crate::manager::LockManager;
@@ -52,7 +52,8 @@ impl LockManager {
 
     /// As [`try_lock_group`](Self::try_lock_group), waiting up to `options.wait` (unset:
     /// one attempt), woken by releases. While it waits, its exclusive members hold back
-    /// new shared holders (writer preference).
+    /// new shared holders (writer preference), unless the manager's
+    /// [admission](Self::with_admission) is [`Admission::HoldersOnly`].
     ///
     /// # Errors
     ///
@@ -159,7 +160,7 @@ impl LockManager {
     }
 
     /// A read lock: `key` in shared mode, waiting as long as it takes (behind waiting
-    /// writers).
+    /// writers; with [`Admission::HoldersOnly`], only for writers that hold).
     ///
     /// # Errors
     ///
@@ -169,7 +170,7 @@ impl LockManager {
     }
 
     /// A write lock: `key` in exclusive mode, waiting as long as it takes; while it
-    /// waits, new readers wait behind it.
+    /// waits, new readers wait behind it (not with [`Admission::HoldersOnly`]).
     ///
     /// # Errors
     ///
@@ -314,14 +315,16 @@ impl LockManager {
             (None, true) => None,
         };
         let waits = deadline != Some(started);
-        let intents = waits.then(|| options.place_ttl());
+        let holders_only = self.admission() == Admission::HoldersOnly;
+        let intents = (waits && !holders_only).then(|| options.place_ttl());
         let fair = options.fairness == Fairness::Fair;
         let request = |ticket: Option<u64>| {
             let request = GroupRequest::new(&members, &token, &inner.owner, options.ttl, intents, ticket);
-            if fair {
-                request
+            let request = if fair { request } else { request.barging() };
+            if holders_only {
+                request.holders_only()
             } else {
-                request.barging()
+                request
             }
         };
         let mut ticket = None;

@@ -27,8 +27,8 @@ pub mod waiters;
 pub use async_trait::async_trait;
 pub use error::{BoxError, InvalidGroup, InvalidKey, InvalidOptions, LockError, LossReason};
 pub use group::{
-    check_group_members, check_group_names, GroupAcquire, GroupLockStore, GroupMember, GroupRequest, LockGroup,
-    OwnerId, Permits, StoreMember,
+    check_group_members, check_group_names, Admission, GroupAcquire, GroupLockStore, GroupMember, GroupRequest,
+    LockGroup, OwnerId, Permits, StoreMember,
 };
 pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
 pub use lease::LeaseWatch;

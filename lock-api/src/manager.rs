@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::LockError;
-use crate::group::{OwnerId, Permits};
+use crate::group::{Admission, OwnerId, Permits};
 use crate::key::{LockKey, StoreKey};
 use crate::lease::{Lease, Watchdog};
 use crate::lock::DistributedLock;
@@ -55,12 +55,15 @@ use crate::token::Token;
 #[derive(Clone)]
 pub struct LockManager {
     inner: Arc<ManagerInner>,
+    admission: Admission,
 }
 
 impl fmt::Debug for LockManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockManager")
             .field("store", &self.inner.store)
+            .field("owner", &self.inner.owner)
+            .field("admission", &self.admission)
             .field("pending_releases", &self.pending_releases())
             .finish()
     }
@@ -76,16 +79,23 @@ enum DefaultWait {
 impl LockManager {
     /// A manager over `store`.
     pub fn new(store: Arc<DynLockStore>) -> Self {
-        Self { inner: Arc::new(ManagerInner::new(store, OwnerId::for_process(), Permits::DEFAULT)) }
+        Self {
+            inner: Arc::new(ManagerInner::new(store, OwnerId::for_process(), Permits::DEFAULT)),
+            admission: Admission::default(),
+        }
     }
 
     /// This manager with `owner` recorded on its [group](Self::lock_group) holds, e.g. to
-    /// [release what a previous run left](Self::release_owner) at start-up. Call it when
-    /// building the manager: clones made before keep the old owner.
+    /// [release what a previous run left](Self::release_owner) at start-up
+    /// ([`OwnerId::from_env`] reads the instance's name from the environment). Call it
+    /// when building the manager: clones made before keep the old owner.
     #[must_use]
     pub fn with_owner(self, owner: OwnerId) -> Self {
         let permits = self.inner.permits;
-        Self { inner: Arc::new(ManagerInner::new(Arc::clone(&self.inner.store), owner, permits)) }
+        Self {
+            inner: Arc::new(ManagerInner::new(Arc::clone(&self.inner.store), owner, permits)),
+            admission: self.admission,
+        }
     }
 
     /// This manager with `permits` assumed for group members whose name has no entry in
@@ -95,7 +105,37 @@ impl LockManager {
     #[must_use]
     pub fn with_permits(self, permits: Permits) -> Self {
         let owner = self.inner.owner.clone();
-        Self { inner: Arc::new(ManagerInner::new(Arc::clone(&self.inner.store), owner, permits)) }
+        Self {
+            inner: Arc::new(ManagerInner::new(Arc::clone(&self.inner.store), owner, permits)),
+            admission: self.admission,
+        }
+    }
+
+    /// This manager with `admission` deciding what refuses its group requests besides the
+    /// permits: [`Admission::Queued`] (the default) — holders and the places of waiting
+    /// groups, so a waiting writer holds back new readers — or
+    /// [`Admission::HoldersOnly`] — live holders alone, so a reader is refused only while
+    /// a writer holds (the lock-service specification's rule, with
+    /// [`Permits::SEED`] its permits). Single locks are not affected.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use distlock_api::{Admission, LockManager, LockStore, Permits};
+    /// # fn demo(store: Arc<dyn LockStore>) {
+    /// let locks = LockManager::new(store).with_permits(Permits::SEED).with_admission(Admission::HoldersOnly);
+    /// assert_eq!(locks.admission(), Admission::HoldersOnly);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_admission(mut self, admission: Admission) -> Self {
+        self.admission = admission;
+        self
+    }
+
+    /// What refuses this manager's group requests besides the permits (see
+    /// [`with_admission`](Self::with_admission)).
+    pub fn admission(&self) -> Admission {
+        self.admission
     }
 
     /// The owner recorded on this manager's group holds.
