@@ -95,6 +95,8 @@ macro_rules! __with_every_case {
             group_waiting_groups_do_not_deadlock,
             group_release_twice_is_an_error,
             group_release_owner_frees_only_that_owner,
+            group_seed_permits_one_reader_one_writer,
+            group_holders_only_reader_ignores_waiting_writers,
             group_permits_change_is_seen_by_the_next_grant,
             group_fences_strictly_increase,
             group_renewal_and_loss,

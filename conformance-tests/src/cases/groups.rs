@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{
-    DynLockStore, GroupAcquire, GroupLock, GroupMember, GroupRequest, InvalidGroup, LockError, LockGroup, LockManager,
-    LockMode, LockOptions, OwnerId, Permits, StoreMember, Token, Ttl,
+    Admission, DynLockStore, GroupAcquire, GroupLock, GroupMember, GroupRequest, InvalidGroup, LockError, LockGroup,
+    LockManager, LockMode, LockOptions, OwnerId, Permits, StoreMember, Token, Ttl,
 };
 use tokio::time::Instant;
 
@@ -440,6 +440,101 @@ pub async fn group_release_owner_frees_only_that_owner(store: Arc<DynLockStore>)
     assert!(matches!(mine.release_stamp(&lost_b).await, Err(LockError::GroupNotHeld { .. })));
     assert_eq!(mine.release_owner().await.unwrap(), 0);
     kept_a.release().await.unwrap();
+}
+
+/// The lock-service specification's permits ([`Permits::SEED`]): one writer, and one
+/// reader while no writer is in — for single names and for its example group of a write
+/// and a read lock (`WS2` written, `WS1` read); the store's permits table overrides them.
+pub async fn group_seed_permits_one_reader_one_writer(store: Arc<DynLockStore>) {
+    let keys = Keys::for_groups("group-seed-permits", &store);
+    let locks = manager(&store).with_permits(Permits::SEED);
+    let key = keys.key("doc");
+    let reader = try_take(&locks, &read(&key)).await.expect("a free name admits a reader");
+    assert!(try_take(&locks, &read(&key)).await.is_none(), "a second reader beside the first");
+    assert!(try_take(&locks, &write(&key)).await.is_none(), "a writer beside a reader");
+    reader.release().await.unwrap();
+    let writer = try_take(&locks, &write(&key)).await.expect("the writer once the reader left");
+    assert!(try_take(&locks, &write(&key)).await.is_none(), "a second writer beside the first");
+    assert!(try_take(&locks, &read(&key)).await.is_none(), "a reader beside the writer");
+    writer.release().await.unwrap();
+
+    let (ws1, ws2) = (keys.key("WS1"), keys.key("WS2"));
+    let group = LockGroup::new([GroupMember::exclusive(&ws2).unwrap(), GroupMember::shared(&ws1).unwrap()]).unwrap();
+    let held = try_take(&locks, &group).await.expect("the example group on free names");
+    assert!(try_take(&locks, &read(&ws1)).await.is_none(), "a second reader of WS1");
+    assert!(try_take(&locks, &read(&ws2)).await.is_none(), "a reader of WS2 while it is written");
+    assert!(try_take(&locks, &group).await.is_none(), "the group twice");
+    held.release().await.unwrap();
+    let again = try_take(&locks, &group).await.expect("the group again after its release");
+    again.release().await.unwrap();
+
+    // The permits table overrides the manager's permits.
+    locks.set_permits(&key, LockMode::Shared, Some(2)).await.unwrap();
+    let two = [try_take(&locks, &read(&key)).await.expect("a first reader of 2"), {
+        try_take(&locks, &read(&key)).await.expect("a second reader of 2")
+    }];
+    assert!(try_take(&locks, &read(&key)).await.is_none(), "a third reader of 2");
+    for reader in two {
+        reader.release().await.unwrap();
+    }
+    locks.set_permits(&key, LockMode::Shared, None).await.unwrap();
+    let one = try_take(&locks, &read(&key)).await.expect("a reader");
+    assert!(try_take(&locks, &read(&key)).await.is_none(), "the entry removed, one reader again");
+    one.release().await.unwrap();
+}
+
+/// [`Admission::HoldersOnly`] (the lock-service specification's rule): a reader is
+/// refused only while a writer holds, not while one waits — where a queued manager's
+/// reader is held back by the waiting writer; such a manager's requests leave no places,
+/// and its waiting groups still get the name once it is free.
+pub async fn group_holders_only_reader_ignores_waiting_writers(store: Arc<DynLockStore>) {
+    let keys = Keys::for_groups("group-holders-only", &store);
+    let queued = manager(&store).with_permits(Permits::SEED);
+    let rule = manager(&store).with_permits(Permits::SEED).with_admission(Admission::HoldersOnly);
+    assert_eq!((queued.admission(), rule.admission()), (Admission::Queued, Admission::HoldersOnly));
+    let (a, b) = (keys.key("a"), keys.key("b"));
+    // A writer of a and b waits (b is written): it leaves a place on a, where no one holds.
+    let blocker = try_take(&queued, &write(&b)).await.unwrap();
+    let both = LockGroup::new([GroupMember::exclusive(&a).unwrap(), GroupMember::exclusive(&b).unwrap()]).unwrap();
+    let writer = tokio::spawn({
+        let (queued, both) = (queued.clone(), both.clone());
+        async move { queued.lock_group_opts(&both, LONG_TTL, &waiting(Duration::from_secs(30))).await }
+    });
+    places_reach(&store, &keys, "a", 1).await;
+    assert!(try_take(&queued, &read(&a)).await.is_none(), "a queued reader ignored the waiting writer");
+    let reader = try_take(&rule, &read(&a)).await.expect("a reader refused while a writer only waits");
+    assert!(try_take(&rule, &read(&a)).await.is_none(), "two readers of one permit");
+    reader.release().await.unwrap();
+    blocker.release().await.unwrap();
+    let writer = tokio::time::timeout(Duration::from_secs(30), writer).await.expect("the writer starved").unwrap();
+    let writer = writer.expect("the waiting writer got both names");
+    assert!(try_take(&rule, &read(&a)).await.is_none(), "a reader beside a writer that holds");
+    assert!(try_take(&rule, &write(&a)).await.is_none(), "a second writer");
+    writer.release().await.unwrap();
+
+    // A holders-only attempt that is blocked leaves no place, whatever its intent TTL.
+    let groups = store.groups().unwrap();
+    let inside = try_take(&queued, &read(&a)).await.unwrap();
+    let doc = keys.store_key("a");
+    let ttl = Ttl::new(LONG_TTL).unwrap();
+    let owner = OwnerId::new("test", "holders-only").unwrap();
+    let member = [StoreMember::new(doc.clone(), LockMode::Exclusive, Some(1))];
+    let token = Token::generate();
+    let request = GroupRequest::new(&member, &token, &owner, ttl, Some(ttl), None).holders_only();
+    assert!(matches!(groups.try_acquire_group(request).await.unwrap(), GroupAcquire::Blocked { .. }));
+    assert_eq!(groups.waiting(&doc).await.unwrap(), 0, "a holders-only request left a place");
+
+    // Its waiting writer is woken by the release and gets the name.
+    let waiter = tokio::spawn({
+        let (rule, a) = (rule.clone(), a.clone());
+        async move { rule.lock_group_opts(&write(&a), LONG_TTL, &waiting(Duration::from_secs(30))).await }
+    });
+    inside.release().await.unwrap();
+    let waiter = tokio::time::timeout(Duration::from_secs(30), waiter).await.expect("the writer never got in").unwrap();
+    let waiter = waiter.expect("the holders-only writer got the name");
+    assert!(try_take(&queued, &read(&a)).await.is_none());
+    waiter.release().await.unwrap();
+    places_reach(&store, &keys, "a", 0).await;
 }
 
 /// A permits change in the store is seen by the next grant; lowering it keeps the holders

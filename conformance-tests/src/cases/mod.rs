@@ -38,11 +38,12 @@ pub use fairness::{
 pub use groups::{
     group_bad_input_is_rejected, group_cancelled_waiter_leaves_its_places, group_crashed_reader_expires_alone,
     group_dropped_handle_is_released, group_failed_attempt_leaves_nothing, group_fences_strictly_increase,
-    group_high_permit_count, group_later_waiter_stays_behind, group_many_readers_one_writer,
-    group_permits_change_is_seen_by_the_next_grant, group_release_owner_frees_only_that_owner,
-    group_release_twice_is_an_error, group_renewal_and_loss, group_semaphore_bounds_concurrency,
-    group_semaphore_max_count, group_semaphore_waiters_are_served_in_arrival_order,
-    group_waiters_are_served_in_arrival_order, group_waiting_groups_do_not_deadlock, group_writer_beats_later_readers,
+    group_high_permit_count, group_holders_only_reader_ignores_waiting_writers, group_later_waiter_stays_behind,
+    group_many_readers_one_writer, group_permits_change_is_seen_by_the_next_grant,
+    group_release_owner_frees_only_that_owner, group_release_twice_is_an_error, group_renewal_and_loss,
+    group_seed_permits_one_reader_one_writer, group_semaphore_bounds_concurrency, group_semaphore_max_count,
+    group_semaphore_waiters_are_served_in_arrival_order, group_waiters_are_served_in_arrival_order,
+    group_waiting_groups_do_not_deadlock, group_writer_beats_later_readers,
 };
 pub use input::bad_input_is_rejected_before_any_store_call;
 pub use listing::{
