@@ -391,5 +391,6 @@ fi
 if wants examples; then
   step "examples"
   cargo run -q -p distlock --example contention
+  DATABASE_URL="$DISTLOCK_POSTGRES_URL" cargo run -q -p distlock --features optimistic --example optimistic
 fi
 step "done"
