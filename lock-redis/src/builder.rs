@@ -50,7 +50,7 @@ pub struct RedisLockStoreBuilder {
     fencing: Option<bool>,
     clock_fences: Option<bool>,
     release_notifications: Option<bool>,
-    fair_queue: bool,
+    fair_queue: Option<bool>,
     response_timeout: Duration,
     connection_timeout: Duration,
     reconnect_retries: usize,
@@ -63,7 +63,7 @@ impl Default for RedisLockStoreBuilder {
             fencing: None,
             clock_fences: None,
             release_notifications: None,
-            fair_queue: true,
+            fair_queue: None,
             response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: Self::DEFAULT_CONNECTION_TIMEOUT,
             reconnect_retries: Self::DEFAULT_RECONNECT_RETRIES,
@@ -85,15 +85,17 @@ impl RedisLockStoreBuilder {
     /// Default [`reconnect_retries`](Self::reconnect_retries): 3.
     pub const DEFAULT_RECONNECT_RETRIES: usize = 3;
 
-    /// A builder with the defaults: prefix `distlock`, no fencing, release
-    /// notifications on, 2 s timeouts, 3 reconnection retries.
+    /// A builder with the defaults: prefix `distlock`, no fencing, no release
+    /// notifications, no fair queue (so a lock cycle sends only `SET key token NX PX ttl`
+    /// and the compare-and-delete release script), 2 s timeouts, 3 reconnection retries.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// The prefix of every key: the store writes `{key_prefix}:lock:{key}`. Default
-    /// `distlock`; the URL parameter `?prefix=` sets it too. Must be 1–256 bytes without
+    /// `distlock`; the URL parameter `?prefix=` sets it too. At most 256 bytes without
     /// control characters; checked by [`connect`](Self::connect) / [`build`](Self::build).
+    /// An empty prefix leaves the keys bare: `lock:{key}`, `fence`, `lock-settings`….
     pub fn key_prefix(mut self, key_prefix: impl Into<String>) -> Self {
         self.key_prefix = Some(key_prefix.into());
         self
@@ -127,29 +129,33 @@ impl RedisLockStoreBuilder {
         self
     }
 
-    /// Release notifications (on by default; the URL parameter `?notifications=` sets
-    /// them too): every release also publishes the lock's key on `{key_prefix}:released`
-    /// (pipelined with the release, no extra round trip), and waiters are woken through
-    /// one subscriber connection per store instead of polling every `retry_interval`.
-    /// Off: releases send only the compare-and-delete script and waiters poll.
+    /// Release notifications (off by default; the URL parameter `?notifications=true`
+    /// turns them on too): every release also publishes the lock's key on
+    /// `{key_prefix}:released` (pipelined with the release, no extra round trip), and
+    /// waiters are woken through one subscriber connection per store instead of polling
+    /// every `retry_interval`, so a hand-off takes about one round trip.
+    /// Off: releases send only the compare-and-delete script and waiters poll, pausing
+    /// `retry_interval` between attempts.
     pub fn release_notifications(mut self, enabled: bool) -> Self {
         self.release_notifications = Some(enabled);
         self
     }
 
-    /// Fair waiting (on by default): waiting acquisitions take a place in a queue per key
+    /// Fair waiting (off by default; the URL parameter `?fair=true` turns it on too):
+    /// waiting acquisitions take a place in a queue per key
     /// (`{key_prefix}:queue:lock:{key}` and `{key_prefix}:queue-ttl:lock:{key}`, sorted
     /// sets that exist only while someone waits), and a release hands the key to the
     /// oldest live waiter, so waiters are served in arrival order across every process.
-    /// The release is then one script, seed 000's compare-and-delete followed by the
-    /// hand-over and the notification; an uncontended acquisition is still a plain
-    /// `SET key token NX PX ttl`.
+    /// The release is then one script, the compare-and-delete followed by the hand-over
+    /// (and the notification, when on); an uncontended acquisition is still a plain
+    /// `SET key token NX PX ttl`, and a waiting one a script that keeps its place.
     ///
-    /// Off: releases are exactly seed 000's compare-and-delete script (with the
-    /// notification's `PUBLISH` pipelined behind it), and every waiter barges, whatever
+    /// Off: releases are exactly the compare-and-delete script
+    /// [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) (with the notification's `PUBLISH`
+    /// pipelined behind it, when on), and every waiter barges with `SET … NX PX`, whatever
     /// its [`Fairness`](distlock_api::Fairness).
     pub fn fair_queue(mut self, enabled: bool) -> Self {
-        self.fair_queue = enabled;
+        self.fair_queue = Some(enabled);
         self
     }
 
@@ -205,13 +211,16 @@ impl RedisLockStoreBuilder {
     /// retries, within [`connection_timeout`](Self::connection_timeout)), authenticated,
     /// switched to the URL's database and sent `PING`. So a wrong or missing password,
     /// a database number the server does not have, or an unreachable server fails here,
-    /// not at the first lock.
+    /// not at the first lock. Then it records the settings every client of the key
+    /// prefix must share, or checks them against the record
+    /// ([`RedisLockStore::check_shared_settings`]).
     ///
     /// # Errors
     ///
     /// [`LockError::Config`], before any I/O, for an unusable URL, an unknown or
     /// malformed URL parameter, a URL parameter that contradicts this builder, a bad key
-    /// prefix or a zero timeout. [`LockError::Store`] with operation `"connect"` when the
+    /// prefix or a zero timeout; after connecting, when the prefix is in use with other
+    /// settings. [`LockError::Store`] with operation `"connect"` when the
     /// server cannot be reached or refuses the connection (its message carries the
     /// server's reason, e.g. `NOAUTH`, `WRONGPASS` or `DB index is out of range`, never
     /// the password).
@@ -241,7 +250,9 @@ impl RedisLockStoreBuilder {
         let conn = ConnectionManager::new_with_config(client.clone(), self.connection_manager_config())
             .await
             .map_err(connect_error)?;
-        Ok(RedisLockStore::from_parts(conn, Some(client), config))
+        let store = RedisLockStore::from_parts(conn, Some(client), config);
+        store.check_shared_settings().await?;
+        Ok(store)
     }
 
     /// Builds the store on an existing connection (its timeouts stay as they are).
@@ -306,13 +317,15 @@ impl RedisLockStoreBuilder {
             self.release_notifications,
             url.and_then(RedisUrl::release_notifications),
         )?
-        .unwrap_or(true);
+        .unwrap_or(false);
+        let fair_queue =
+            agree("fair", "fair_queue", self.fair_queue, url.and_then(RedisUrl::fair_queue))?.unwrap_or(false);
         Ok(Config {
             key_prefix,
             fencing,
             clock_fences,
             release_notifications,
-            fair_queue: self.fair_queue,
+            fair_queue,
             response_timeout: checked_timeout("response_timeout", self.response_timeout)?,
             connection_timeout: checked_timeout("connection_timeout", self.connection_timeout)?,
         })
@@ -321,7 +334,8 @@ impl RedisLockStoreBuilder {
 
 impl RedisLockStore {
     /// Connects to `url` with the default configuration, or the layout the URL gives:
-    /// key prefix `distlock`, no fencing, release notifications on, 2 s timeouts.
+    /// key prefix `distlock`, no fencing, no release notifications, no fair queue, 2 s
+    /// timeouts.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), distlock_api::LockError> {
@@ -348,16 +362,16 @@ impl RedisLockStore {
 
     /// A store with the default configuration on an existing connection.
     ///
-    /// Its releases are published, but without a [`redis::Client`] it cannot open a
-    /// subscriber connection, so its own waiters poll; use
-    /// [`RedisLockStoreBuilder::build_with_client`] to get notified waits.
+    /// Its waiters poll; use [`RedisLockStoreBuilder::build_with_client`] with
+    /// [`release_notifications`](RedisLockStoreBuilder::release_notifications) on to get
+    /// notified waits.
     pub fn from_connection_manager(conn: ConnectionManager) -> Self {
         let defaults = Config {
             key_prefix: config::DEFAULT_KEY_PREFIX.to_owned(),
             fencing: false,
             clock_fences: false,
-            release_notifications: true,
-            fair_queue: true,
+            release_notifications: false,
+            fair_queue: false,
             response_timeout: RedisLockStoreBuilder::DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: RedisLockStoreBuilder::DEFAULT_CONNECTION_TIMEOUT,
         };
@@ -423,8 +437,8 @@ mod tests {
                 key_prefix: "distlock".to_owned(),
                 fencing: false,
                 clock_fences: false,
-                release_notifications: true,
-                fair_queue: true,
+                release_notifications: false,
+                fair_queue: false,
                 response_timeout: Duration::from_secs(2),
                 connection_timeout: Duration::from_secs(2),
             }
@@ -493,15 +507,16 @@ mod tests {
     #[tokio::test]
     async fn bad_settings_and_bad_urls_fail_before_any_io() {
         for builder in [
-            RedisLockStoreBuilder::new().key_prefix(""),
+            RedisLockStoreBuilder::new().key_prefix("a\nb"),
+            RedisLockStoreBuilder::new().fair_queue(false),
             RedisLockStoreBuilder::new().response_timeout(Duration::ZERO),
             RedisLockStoreBuilder::new().connection_timeout(Duration::ZERO),
             RedisLockStoreBuilder::new().fencing(true),
         ] {
-            let err = builder.clone().connect(&format!("{NOWHERE}/?fencing=false")).await.unwrap_err();
+            let err = builder.clone().connect(&format!("{NOWHERE}/?fencing=false&fair=true")).await.unwrap_err();
             assert!(matches!(err, LockError::Config { .. }), "{builder:?}: {err}");
         }
-        for url in ["http://127.0.0.1:6379", "redis://127.0.0.1:1/?prefix=", "redis://127.0.0.1:1/?x=1"] {
+        for url in ["http://127.0.0.1:6379", "redis://127.0.0.1:1/?prefix=%0A", "redis://127.0.0.1:1/?x=1"] {
             let err = RedisLockStore::connect(url).await.unwrap_err();
             assert!(matches!(err, LockError::Config { .. }), "{url}: {err}");
         }

@@ -187,6 +187,8 @@ pub struct RedisClusterStore {
     fencing: bool,
     clock_fences: bool,
     notifications: bool,
+    /// Whether waiters queue (fair waiting); releases hand keys to queued waiters either way.
+    fair_queue: bool,
     registry: WaiterRegistry,
     subscribed: Arc<Mutex<HashMap<String, usize>>>,
     fast: Arc<FastPath>,
@@ -201,6 +203,7 @@ impl fmt::Debug for RedisClusterStore {
             .field("fencing", &self.fencing)
             .field("clock_fences", &self.clock_fences)
             .field("notifications", &self.notifications)
+            .field("fair_queue", &self.fair_queue)
             .finish_non_exhaustive()
     }
 }
@@ -212,9 +215,12 @@ impl RedisClusterStore {
     /// The name reported by [`LockStore::backend`] and in [`LockError::Store`].
     pub const BACKEND: &'static str = "redis-cluster";
 
-    /// Connects to `redis+cluster://[[user]:password@]host1:port1,host2:port2,…[?prefix=…&fencing=…&fences=…&notifications=…]`:
+    /// Connects to `redis+cluster://[[user]:password@]host1:port1,host2:port2,…[?prefix=…&fencing=…&fences=…&notifications=…&fair=…]`:
     /// any reachable subset of the masters (the others are discovered). Same layout
-    /// parameters as a single node's [`RedisUrl`].
+    /// parameters as a single node's [`RedisUrl`]; on a Cluster, release notifications
+    /// (`notifications`), fair waiting (`fair`) and clock fences (`fences`) are on unless
+    /// the URL turns them off. With `fair=false` waiters barge with the acquire script
+    /// instead of queueing.
     ///
     /// # Errors
     ///
@@ -230,6 +236,7 @@ impl RedisClusterStore {
         let fencing = first.fencing().unwrap_or(false);
         let clock_fences = first.clock_fences().unwrap_or(true);
         let notifications = first.release_notifications().unwrap_or(true);
+        let fair_queue = first.fair_queue().unwrap_or(true);
         let timeout = checked_timeout("response_timeout", Duration::from_secs(2))?;
         let registry = WaiterRegistry::new();
         let pushes = registry.clone();
@@ -253,6 +260,7 @@ impl RedisClusterStore {
             fencing,
             clock_fences,
             notifications,
+            fair_queue,
             registry,
             subscribed: Arc::default(),
             fast: Arc::default(),
@@ -262,7 +270,7 @@ impl RedisClusterStore {
 
     /// The lock's Redis key: `{prefix}:{lock:<key>}`.
     pub fn redis_key(&self, key: &StoreKey) -> String {
-        format!("{}:{{{}}}", self.key_prefix, key.as_str())
+        format!("{}{{{}}}", config::key_stem(&self.key_prefix), key.as_str())
     }
 
     /// The lock's own fence counter: `{prefix}:{lock:<key>}:fence`.
@@ -524,7 +532,7 @@ impl LockStore for RedisClusterStore {
         Capabilities::NONE
             .with_fencing(self.fencing)
             .with_release_notifications(self.notifications)
-            .with_fair_queue(true)
+            .with_fair_queue(self.fair_queue)
             .with_group_hash_tag(true)
     }
 
@@ -689,7 +697,7 @@ impl LockStore for RedisClusterStore {
             }
         };
         let masters = self.masters("list").await?;
-        let namespace = format!("{}:{{", self.key_prefix);
+        let namespace = format!("{}{{", config::key_stem(&self.key_prefix));
         let glob = format!("{}}}", pattern.to_redis_glob(&format!("{namespace}{LOCK_NAMESPACE}")));
         let mut found = Vec::new();
         while let Some((host, port)) = masters.get(index) {

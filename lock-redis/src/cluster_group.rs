@@ -112,7 +112,7 @@ impl RedisClusterStore {
     /// percent-encoded). The keys are the stem followed by `:s` (the holder that found the
     /// name free), `:h` (other holders, places, tickets) and `:p` (permits).
     pub fn group_key_stem(&self, key: &StoreKey) -> String {
-        format!("{}:group:{{{}}}:{}", self.key_prefix(), group_tag(key), key.lock_key())
+        format!("{}group:{{{}}}:{}", crate::config::key_stem(self.key_prefix()), group_tag(key), key.lock_key())
     }
 
     /// The lease key of the group `token` took on names of tag `tag`:
@@ -126,18 +126,18 @@ impl RedisClusterStore {
 
     /// The lease keys of tag `tag` without their token: `{key_prefix}:group-lease:{<tag>}:`.
     fn group_lease_prefix(&self, tag: &str) -> String {
-        format!("{}:group-lease:{{{tag}}}:", self.key_prefix())
+        format!("{}group-lease:{{{tag}}}:", crate::config::key_stem(self.key_prefix()))
     }
 
     /// The fence counter of one tag: `{key_prefix}:group-fence:{<tag>}`.
     pub fn group_fence_key(&self, tag: &str) -> String {
-        format!("{}:group-fence:{{{tag}}}", self.key_prefix())
+        format!("{}group-fence:{{{tag}}}", crate::config::key_stem(self.key_prefix()))
     }
 
     /// The shard channel the releases of one tag's names are published on:
     /// `{key_prefix}:group-released:{<tag>}`.
     pub fn group_release_channel(&self, tag: &str) -> String {
-        format!("{}:group-released:{{{tag}}}", self.key_prefix())
+        format!("{}group-released:{{{tag}}}", crate::config::key_stem(self.key_prefix()))
     }
 
     fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlock_api::BoxError>) -> LockError {
@@ -302,7 +302,7 @@ impl GroupLockStore for RedisClusterStore {
     /// of the owner's groups and not others.
     async fn release_owner(&self, owner: &OwnerId) -> Result<u64, LockError> {
         let error = |err: redis::RedisError| Self::group_error("release the groups of an owner", &[], err);
-        let head = format!("{}:group-lease:{{", self.key_prefix());
+        let head = format!("{}group-lease:{{", crate::config::key_stem(self.key_prefix()));
         let mut pattern = glob_escaped(&head);
         pattern.push('*');
         let mut released = 0u64;

@@ -27,11 +27,10 @@ pub(crate) struct Config {
     pub(crate) connection_timeout: Duration,
 }
 
-/// Checks a key prefix: 1–256 bytes, no control characters.
+/// Checks a key prefix: at most 256 bytes, no control characters. An empty prefix is
+/// allowed: keys then start with their namespace (`lock:{key}`).
 pub(crate) fn validate_key_prefix(prefix: &str) -> Result<(), LockError> {
-    let problem = if prefix.is_empty() {
-        "is empty".to_owned()
-    } else if prefix.len() > MAX_KEY_PREFIX_LEN {
+    let problem = if prefix.len() > MAX_KEY_PREFIX_LEN {
         format!("is {} bytes long, at most {MAX_KEY_PREFIX_LEN} are allowed", prefix.len())
     } else if let Some((index, _)) = prefix.char_indices().find(|(_, c)| c.is_control()) {
         format!("contains a control character at byte {index}")
@@ -39,6 +38,15 @@ pub(crate) fn validate_key_prefix(prefix: &str) -> Result<(), LockError> {
         return Ok(());
     };
     Err(LockError::Config { message: format!("the Redis key prefix {problem}") })
+}
+
+/// What every key of a prefix starts with: `{prefix}:`, or nothing for the empty prefix.
+pub(crate) fn key_stem(prefix: &str) -> String {
+    if prefix.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}:")
+    }
 }
 
 /// A timeout as the store uses it: zero is an error naming `setting`; anything above
@@ -61,10 +69,11 @@ mod tests {
 
     #[test]
     fn key_prefix_rules() {
-        for good in ["distlock", "neton", "a", "app:v2", "订单", &"p".repeat(256)] {
+        for good in ["", "distlock", "neton", "a", "app:v2", "订单", &"p".repeat(256)] {
             assert!(validate_key_prefix(good).is_ok(), "{good:?}");
         }
-        for bad in ["", "a\nb", "nul\0", "\u{7f}", &"p".repeat(257)] {
+        assert_eq!((key_stem(""), key_stem("neton")), (String::new(), "neton:".to_owned()));
+        for bad in ["a\nb", "nul\0", "\u{7f}", &"p".repeat(257)] {
             let err = validate_key_prefix(bad).unwrap_err();
             assert!(matches!(err, LockError::Config { .. }), "{bad:?}: {err}");
             assert!(err.to_string().contains("key prefix"), "{err}");

@@ -36,9 +36,9 @@ impl RedisLockStore {
     /// Appends the [stem](Self::group_key_stem) of `key` to `out`.
     fn push_group_key_stem(&self, out: &mut String, key: &StoreKey) {
         let name = key.lock_key();
-        out.reserve(self.key_prefix().len() + name.len() + 12);
-        out.push_str(self.key_prefix());
-        out.push_str(":group:{");
+        out.reserve(self.key_stem().len() + name.len() + 12);
+        out.push_str(self.key_stem());
+        out.push_str("group:{");
         for c in name.chars() {
             match c {
                 '%' => out.push_str("%25"),
@@ -90,8 +90,8 @@ impl RedisLockStore {
 
     /// `{key_prefix}:group-lease:<end>`, built at its size.
     fn lease_key_ending(&self, end: &str) -> String {
-        let mut key = String::with_capacity(self.key_prefix().len() + LEASE_SEGMENT.len() + end.len());
-        key.push_str(self.key_prefix());
+        let mut key = String::with_capacity(self.key_stem().len() + LEASE_SEGMENT.len() + end.len());
+        key.push_str(self.key_stem());
         key.push_str(LEASE_SEGMENT);
         key.push_str(end);
         key
@@ -158,7 +158,7 @@ impl RedisLockStore {
 }
 
 /// What follows the key prefix in a group's lease key, before the token.
-const LEASE_SEGMENT: &str = ":group-lease:";
+const LEASE_SEGMENT: &str = "group-lease:";
 
 /// A buffer for one key or a few names at a time: sized so that the usual ones do not
 /// grow it step by step.

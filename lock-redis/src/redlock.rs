@@ -608,6 +608,13 @@ impl RedlockStoreBuilder {
         let parsed = urls.iter().map(|url| RedisUrl::parse(url)).collect::<Result<Vec<_>, _>>()?;
         let mut fencing = self.fencing;
         for url in &parsed {
+            if url.fair_queue() == Some(true) {
+                return Err(LockError::Config {
+                    message: "Redlock has no fair queue (one queue per master gives no one order across them): \
+                              `fair` may only be `false`"
+                        .into(),
+                });
+            }
             if url.clock_fences() == Some(false) {
                 return Err(LockError::Config {
                     message: "Redlock fences are always clock fences: `fences` may only be `clock`".into(),

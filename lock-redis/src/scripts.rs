@@ -1,6 +1,7 @@
 //! The Lua scripts the store runs, and how they are sent: `EVALSHA`, falling back to
 //! `EVAL` when the server answers `NOSCRIPT` (after `SCRIPT FLUSH`, a restart or a failover).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionManager;
@@ -191,6 +192,57 @@ impl LuaScript {
     }
 }
 
+/// Whether a store has sent `SCRIPT LOAD` for one of its scripts (the first run loads it,
+/// later runs go straight to `EVALSHA`). One per script per store; clones of a store
+/// share it.
+#[derive(Debug, Default)]
+pub(crate) struct Loaded(AtomicBool);
+
+impl LuaScript {
+    /// [`run`](Self::run), after a `SCRIPT LOAD` of the script when `loaded` says this
+    /// store has not loaded it yet: `SCRIPT LOAD` first, then `EVALSHA`, and `EVAL` when
+    /// the server answers `NOSCRIPT` (it lost its scripts: a restart, a failover, `SCRIPT
+    /// FLUSH`). A failed `SCRIPT LOAD` is not an error of its own: `EVALSHA` and its
+    /// fallback decide.
+    pub(crate) async fn run_loaded<T: FromRedisValue>(
+        &self,
+        conn: &mut (impl redis::aio::ConnectionLike + Send),
+        loaded: &Loaded,
+        args: impl Fn(&mut Cmd),
+    ) -> RedisResult<T> {
+        self.load_once(conn, loaded).await;
+        self.run(conn, args).await
+    }
+
+    /// [`run_then`](Self::run_then), after a `SCRIPT LOAD` as [`run_loaded`](Self::run_loaded).
+    pub(crate) async fn run_loaded_then<T: FromRedisValue>(
+        &self,
+        conn: &mut ConnectionManager,
+        loaded: &Loaded,
+        args: impl Fn(&mut Cmd),
+        then: &Cmd,
+    ) -> RedisResult<(T, RedisResult<Value>)> {
+        self.load_once(conn, loaded).await;
+        self.run_then(conn, args, then).await
+    }
+
+    /// `SCRIPT LOAD` of the script, unless `loaded` says it was sent already.
+    async fn load_once(&self, conn: &mut (impl redis::aio::ConnectionLike + Send), loaded: &Loaded) {
+        if loaded.0.load(Ordering::Acquire) {
+            return;
+        }
+        let reply: RedisResult<String> = redis::cmd("SCRIPT").arg("LOAD").arg(self.code).query_async(conn).await;
+        match reply {
+            Ok(_) => loaded.0.store(true, Ordering::Release),
+            Err(err) => tracing::debug!(
+                sha = %self.sha,
+                error = &err as &dyn std::error::Error,
+                "SCRIPT LOAD failed; EVALSHA falls back to EVAL"
+            ),
+        }
+    }
+}
+
 fn is_noscript(err: &RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
@@ -257,6 +309,13 @@ mod tests {
                 "end",
             ]
         );
+    }
+
+    /// The release script is the specification's text byte for byte (its comment line
+    /// and final newline included), so every client that loads it gets this SHA-1.
+    #[test]
+    fn release_script_sha_is_pinned() {
+        assert_eq!(SCRIPTS.release.sha(), "1ba2f9e56bb45f8f43d57b282bfe8c31bcf2a2e2");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::config::{self, Config};
 use crate::notify::ReleaseListener;
 use crate::queue_scripts::QUEUE_SCRIPTS;
-use crate::scripts::SCRIPTS;
+use crate::scripts::{Loaded, SCRIPTS};
 
 /// A [`LockStore`] on a single Redis server: `SET NX PX` to acquire, token-checked Lua
 /// scripts to release and extend.
@@ -42,6 +42,8 @@ use crate::scripts::SCRIPTS;
 pub struct RedisLockStore {
     conn: ConnectionManager,
     key_prefix: String,
+    /// What every key starts with: `{key_prefix}:`, or nothing with an empty prefix.
+    key_stem: String,
     fencing: bool,
     /// Fencing numbers drawn from the server's clock and the counter.
     clock_fences: bool,
@@ -51,7 +53,14 @@ pub struct RedisLockStore {
     release_channel: Option<String>,
     /// The subscriber, when the store has a client to open it with.
     listener: Option<Arc<ReleaseListener>>,
+    /// Whether the release and extend scripts were loaded (`SCRIPT LOAD`) on the server.
+    loaded: Arc<[Loaded; 2]>,
 }
+
+/// The scripts a store loads with `SCRIPT LOAD` before their first `EVALSHA`: their
+/// places in [`RedisLockStore::loaded`].
+const RELEASE: usize = 0;
+const EXTEND: usize = 1;
 
 impl fmt::Debug for RedisLockStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -90,11 +99,22 @@ impl RedisLockStore {
             response_timeout,
             connection_timeout,
         } = config;
-        let release_channel = release_notifications.then(|| format!("{key_prefix}:released"));
+        let key_stem = config::key_stem(&key_prefix);
+        let release_channel = release_notifications.then(|| format!("{key_stem}released"));
         let listener = release_channel.as_ref().zip(client).map(|(channel, client)| {
             Arc::new(ReleaseListener::new(client, channel.clone(), connection_timeout, response_timeout))
         });
-        Self { conn, key_prefix, fencing, clock_fences, fair_queue, release_channel, listener }
+        Self {
+            conn,
+            key_prefix,
+            key_stem,
+            fencing,
+            clock_fences,
+            fair_queue,
+            release_channel,
+            listener,
+            loaded: Arc::default(),
+        }
     }
 
     /// The prefix in front of every key (`{key_prefix}:lock:{key}`).
@@ -120,14 +140,20 @@ impl RedisLockStore {
 
     /// The Redis key of a lock: `{key_prefix}:lock:{key}`, e.g. `neton:lock:order:1`.
     pub fn redis_key(&self, key: &StoreKey) -> String {
-        format!("{}:{}", self.key_prefix, key.as_str())
+        format!("{}{}", self.key_stem, key.as_str())
+    }
+
+    /// What every key of the store starts with: `{key_prefix}:`, or nothing when the
+    /// prefix is empty.
+    pub(crate) fn key_stem(&self) -> &str {
+        &self.key_stem
     }
 
     /// The fencing counter of the whole store: `{key_prefix}:fence`, e.g. `neton:fence`.
     /// One integer (`INCR`) for every key of the prefix, written only in fencing mode and
     /// never deleted; the only key this store keeps without an expiry.
     pub fn fence_counter_key(&self) -> String {
-        format!("{}:fence", self.key_prefix)
+        format!("{}fence", self.key_stem)
     }
 
     /// The key that records a lock's fencing number for its holder:
@@ -135,20 +161,89 @@ impl RedisLockStore {
     /// `<fence>:<token>`. Written by a fencing-mode acquire with the lease's own `PX`,
     /// extended with it, so it expires with the lease (release leaves it to expire).
     pub fn fence_key(&self, key: &StoreKey) -> String {
-        format!("{}:fence:{}", self.key_prefix, key.as_str())
+        format!("{}fence:{}", self.key_stem, key.as_str())
     }
 
     /// The queue of waiters of a lock (fair waiting): `{key_prefix}:queue:{lock key}`,
     /// e.g. `neton:queue:lock:order:1`, a sorted set of the waiters' tokens scored by
     /// their arrival (µs on the server's clock). It exists only while someone waits.
     pub fn queue_key(&self, key: &StoreKey) -> String {
-        format!("{}:queue:{}", self.key_prefix, key.as_str())
+        format!("{}queue:{}", self.key_stem, key.as_str())
     }
 
     /// When each queued waiter's place expires: `{key_prefix}:queue-ttl:{lock key}`, a
     /// sorted set of the waiters' tokens scored by the expiry (ms on the server's clock).
     pub fn queue_ttl_key(&self, key: &StoreKey) -> String {
-        format!("{}:queue-ttl:{}", self.key_prefix, key.as_str())
+        format!("{}queue-ttl:{}", self.key_stem, key.as_str())
+    }
+
+    /// The key that records the settings every client of the prefix must share:
+    /// `{key_prefix}:lock-settings`, e.g. `neton:lock-settings`, a string without expiry
+    /// holding [`shared_settings`](Self::shared_settings). Written by the first store that
+    /// [connects](crate::RedisLockStoreBuilder::connect) to the prefix and read by every
+    /// later one.
+    pub fn settings_key(&self) -> String {
+        format!("{}lock-settings", self.key_stem)
+    }
+
+    /// The settings that decide what the store writes and expects of the other clients
+    /// of its prefix, as URL parameters: `fencing=…&fences=…&notifications=…&fair=…`,
+    /// e.g. `fencing=false&fences=counter&notifications=false&fair=false` by default.
+    ///
+    /// Every client of a prefix must use the same: a client without the fair queue
+    /// ignores the queue of fair waiters (they wait for expiries instead of hand-offs), a
+    /// client without notifications never wakes notified waiters (they wait out their
+    /// retry interval), counter and clock fences give numbers of different orders.
+    pub fn shared_settings(&self) -> String {
+        format!(
+            "fencing={}&fences={}&notifications={}&fair={}",
+            self.fencing,
+            if self.clock_fences { "clock" } else { "counter" },
+            self.release_channel.is_some(),
+            self.fair_queue
+        )
+    }
+
+    /// Records this store's [`shared_settings`](Self::shared_settings) under
+    /// [`settings_key`](Self::settings_key) when the prefix has none yet, and otherwise
+    /// checks them against the record: `SET {settings key} <settings> NX` and `GET` of it,
+    /// pipelined (one round trip). [`RedisLockStoreBuilder::connect`](crate::RedisLockStoreBuilder::connect)
+    /// calls it; a store [built](crate::RedisLockStoreBuilder::build) on a connection of
+    /// the application's own can call it at start-up.
+    ///
+    /// To change the settings of a prefix, stop every client of it, delete the key
+    /// (`DEL {settings key}`) and start them with the new settings.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] naming both settings and the key when the record differs;
+    /// [`LockError::Store`] when the commands fail.
+    pub async fn check_shared_settings(&self) -> Result<(), LockError> {
+        let (key, settings) = (self.settings_key(), self.shared_settings());
+        let mut conn = self.conn.clone();
+        let (recorded,): (Option<String>,) = redis::pipe()
+            .cmd("SET")
+            .arg(&key)
+            .arg(&settings)
+            .arg("NX")
+            .ignore()
+            .cmd("GET")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .map_err(|err| LockError::store(Self::BACKEND, "connect", None, err))?;
+        match recorded {
+            Some(recorded) if recorded == settings => Ok(()),
+            recorded => Err(LockError::Config {
+                message: format!(
+                    "the Redis key prefix `{}` is used with other settings: `{key}` records {}, this store has `{settings}`; \
+                     every client of a prefix must use the same `fencing`, `fences`, `notifications` and `fair` \
+                     (use the recorded ones or another prefix; to change them, stop every client of the prefix and `DEL {key}`)",
+                    self.key_prefix,
+                    recorded.map_or_else(|| "nothing readable".to_owned(), |recorded| format!("`{recorded}`")),
+                ),
+            }),
+        }
     }
 
     /// The pub/sub channel every release is published on, `{key_prefix}:released` (the
@@ -297,7 +392,7 @@ impl LockStore for RedisLockStore {
                 publish.arg(channel).arg(&redis_key);
                 let (deleted, published) = SCRIPTS
                     .release
-                    .run_then(&mut conn, args, &publish)
+                    .run_loaded_then(&mut conn, &self.loaded[RELEASE], args, &publish)
                     .await
                     .map_err(|err| Self::error("release", key, err))?;
                 if let Err(err) = published {
@@ -309,7 +404,11 @@ impl LockStore for RedisLockStore {
                 }
                 deleted
             }
-            None => SCRIPTS.release.run(&mut conn, args).await.map_err(|err| Self::error("release", key, err))?,
+            None => SCRIPTS
+                .release
+                .run_loaded(&mut conn, &self.loaded[RELEASE], args)
+                .await
+                .map_err(|err| Self::error("release", key, err))?,
         };
         check_flag("release", key, deleted)
     }
@@ -334,7 +433,7 @@ impl LockStore for RedisLockStore {
         } else {
             SCRIPTS
                 .extend
-                .run(&mut conn, |cmd| {
+                .run_loaded(&mut conn, &self.loaded[EXTEND], |cmd| {
                     cmd.arg(1).arg(&redis_key).arg(token.as_str()).arg(ttl.as_millis());
                 })
                 .await
@@ -543,7 +642,7 @@ impl LockStore for RedisLockStore {
                 message: format!("{cursor:?} is not a listing cursor of the Redis store"),
             })?,
         };
-        let glob = pattern.to_redis_glob(&format!("{}:{LOCK_NAMESPACE}", self.key_prefix));
+        let glob = pattern.to_redis_glob(&format!("{}{LOCK_NAMESPACE}", self.key_stem));
         let mut conn = self.conn.clone();
         let (next, found): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
             .arg(position)
@@ -568,7 +667,7 @@ impl RedisLockStore {
     /// of at most [`LIST_SCRIPT_BATCH`] keys; keys that are not this store's locks are
     /// skipped.
     async fn holders(&self, pattern: &KeyPattern, found: Vec<Vec<u8>>) -> Result<Vec<HeldLock>, LockError> {
-        let namespace = format!("{}:{LOCK_NAMESPACE}", self.key_prefix);
+        let namespace = format!("{}{LOCK_NAMESPACE}", self.key_stem);
         let mut keys = Vec::with_capacity(found.len());
         for redis_key in found {
             // Anything here matched the glob; keep what the pattern itself matches and
@@ -670,16 +769,28 @@ mod tests {
         assert_eq!(store.redis_key(&key), "neton:lock:order:1");
         assert_eq!(store.fence_counter_key(), "neton:fence");
         assert_eq!(store.fence_key(&key), "neton:fence:lock:order:1");
-        assert_eq!(store.release_channel(), Some("neton:released"));
+        assert_eq!(store.settings_key(), "neton:lock-settings");
+        assert_eq!(store.release_channel(), None, "no notifications by default");
+        assert_eq!(store.shared_settings(), "fencing=false&fences=counter&notifications=false&fair=false");
         assert_eq!(store.backend(), "redis");
-        assert!(!store.capabilities().fencing);
-        assert!(!store.capabilities().release_notifications, "no client for a subscriber: waiters poll");
+        let capabilities = store.capabilities();
+        assert!(!capabilities.fencing && !capabilities.release_notifications && !capabilities.fair_queue);
 
         let client = redis::Client::open("redis://127.0.0.1:1").unwrap();
-        let notified = RedisLockStore::builder().build_with_client(client.clone(), conn.clone()).unwrap();
+        let notified = RedisLockStore::builder()
+            .key_prefix("neton")
+            .release_notifications(true)
+            .build_with_client(client.clone(), conn.clone())
+            .unwrap();
+        assert_eq!(notified.release_channel(), Some("neton:released"));
         assert!(notified.capabilities().release_notifications);
-        let quiet = RedisLockStore::builder().release_notifications(false).build_with_client(client, conn).unwrap();
-        assert_eq!(quiet.release_channel(), None);
+        let no_subscriber = RedisLockStore::builder().release_notifications(true).build(conn.clone()).unwrap();
+        assert!(!no_subscriber.capabilities().release_notifications, "no client for a subscriber: waiters poll");
+        let quiet = RedisLockStore::builder().build_with_client(client, conn.clone()).unwrap();
         assert!(!quiet.capabilities().release_notifications);
+
+        let bare = RedisLockStore::builder().key_prefix("").build(conn).unwrap();
+        assert_eq!(bare.redis_key(&LockKey::new("split:7").unwrap().to_store_key()), "lock:split:7");
+        assert_eq!((bare.fence_counter_key(), bare.settings_key()), ("fence".to_owned(), "lock-settings".to_owned()));
     }
 }

@@ -1,5 +1,6 @@
 //! Store URLs: the connection (what `redis` understands) plus the store's layout
-//! (`prefix`, `fencing`, `notifications`) as query parameters. Pure parsing, no I/O.
+//! (`prefix`, `fencing`, `fences`, `notifications`, `fair`) as query parameters. Pure
+//! parsing, no I/O.
 
 use std::fmt;
 
@@ -8,7 +9,7 @@ use distlock_api::LockError;
 use crate::config::validate_key_prefix;
 
 /// The store's own query parameters.
-const LAYOUT_PARAMETERS: [&str; 4] = ["prefix", "fencing", "fences", "notifications"];
+const LAYOUT_PARAMETERS: [&str; 5] = ["prefix", "fencing", "fences", "notifications", "fair"];
 /// Parameters handed to the `redis` crate on every scheme.
 const DRIVER_PARAMETERS: [&str; 1] = ["protocol"];
 /// Parameters handed to the `redis` crate on Unix-socket URLs only (on TCP URLs the
@@ -18,7 +19,7 @@ const UNIX_SOCKET_PARAMETERS: [&str; 3] = ["db", "user", "pass"];
 /// A parsed and checked Redis store URL: where to connect, and the store's layout.
 ///
 /// ```text
-/// redis://[[user]:password@]host[:port][/db][?prefix=…&fencing=…&notifications=…&protocol=…]
+/// redis://[[user]:password@]host[:port][/db][?prefix=…&fencing=…&fences=…&notifications=…&fair=…&protocol=…]
 /// rediss://…   (TLS: needs a `redis` crate built with a TLS feature)
 /// redis+unix:///path/to/redis.sock[?db=…&user=…&pass=…&prefix=…&…]   (also unix://)
 /// ```
@@ -27,10 +28,11 @@ const UNIX_SOCKET_PARAMETERS: [&str; 3] = ["db", "user", "pass"];
 ///
 /// | parameter | meaning | values | builder setting |
 /// |---|---|---|---|
-/// | `prefix` | key prefix: keys are `{prefix}:lock:{key}` | 1–256 bytes, no control characters (percent-encoded as needed) | [`key_prefix`](crate::RedisLockStoreBuilder::key_prefix) |
+/// | `prefix` | key prefix: keys are `{prefix}:lock:{key}` (empty: `lock:{key}`) | 0–256 bytes, no control characters (percent-encoded as needed) | [`key_prefix`](crate::RedisLockStoreBuilder::key_prefix) |
 /// | `fencing` | fencing numbers on every acquisition | `true`, `false` | [`fencing`](crate::RedisLockStoreBuilder::fencing) |
 /// | `fences` | where fencing numbers come from: the counter alone, or the server's clock and the counter (restart-safe) | `counter`, `clock` | [`clock_fences`](crate::RedisLockStoreBuilder::clock_fences) |
 /// | `notifications` | publish releases and wake waiters through them | `true`, `false` | [`release_notifications`](crate::RedisLockStoreBuilder::release_notifications) |
+/// | `fair` | fair waiting: waiters queue on the server and a release hands the key to the oldest | `true`, `false` | [`fair_queue`](crate::RedisLockStoreBuilder::fair_queue) |
 /// | `protocol` | passed to `redis`: the wire protocol | `resp2` (or `2`), `resp3` (or `3`) | — |
 /// | `db`, `user`, `pass` | passed to `redis`, Unix-socket URLs only: database, user name, password | | — |
 ///
@@ -63,6 +65,7 @@ pub struct RedisUrl {
     fencing: Option<bool>,
     clock_fences: Option<bool>,
     release_notifications: Option<bool>,
+    fair_queue: Option<bool>,
 }
 
 impl RedisUrl {
@@ -94,7 +97,8 @@ impl RedisUrl {
 
         let pairs: Vec<(String, String)> =
             parsed.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-        let (mut key_prefix, mut fencing, mut clock_fences, mut release_notifications) = (None, None, None, None);
+        let (mut key_prefix, mut fencing, mut clock_fences, mut release_notifications, mut fair_queue) =
+            (None, None, None, None, None);
         let mut seen: Vec<&str> = Vec::new();
         let mut passed_on: Vec<(&str, &str)> = Vec::new();
         for (name, value) in &pairs {
@@ -120,6 +124,7 @@ impl RedisUrl {
                     });
                 }
                 "notifications" => release_notifications = Some(parse_bool(name, value)?),
+                "fair" => fair_queue = Some(parse_bool(name, value)?),
                 "protocol" => {
                     if !matches!(value.as_str(), "2" | "3" | "resp2" | "resp3") {
                         return Err(config(format!(
@@ -164,7 +169,7 @@ impl RedisUrl {
         // `redis` only reports what it cannot use (no host, no TLS support…), never the URL.
         let client =
             redis::Client::open(parsed).map_err(|err| config(format!("the `redis` crate cannot use it: {err}")))?;
-        Ok(Self { client, redacted, key_prefix, fencing, clock_fences, release_notifications })
+        Ok(Self { client, redacted, key_prefix, fencing, clock_fences, release_notifications, fair_queue })
     }
 
     /// The key prefix given by `?prefix=`, if any.
@@ -186,6 +191,11 @@ impl RedisUrl {
     /// Whether releases are published, as given by `?notifications=`, if at all.
     pub fn release_notifications(&self) -> Option<bool> {
         self.release_notifications
+    }
+
+    /// Whether waiters queue for fair waiting, as given by `?fair=`, if at all.
+    pub fn fair_queue(&self) -> Option<bool> {
+        self.fair_queue
     }
 
     /// A `redis` client for the connection part of the URL (the layout parameters
@@ -288,6 +298,11 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_prefix_is_a_prefix() {
+        assert_eq!(RedisUrl::parse("redis://h/?prefix=").unwrap().key_prefix(), Some(""));
+    }
+
+    #[test]
     fn a_plain_url_sets_no_layout() {
         for plain in ["redis://127.0.0.1:6379", "redis://127.0.0.1:6379/", "redis://localhost", "valkey://h:1/0"] {
             let url = RedisUrl::parse(plain).unwrap();
@@ -310,6 +325,9 @@ mod tests {
 
         let url = RedisUrl::parse("redis://h?fencing=false&notifications=true").unwrap();
         assert_eq!((url.fencing(), url.release_notifications()), (Some(false), Some(true)));
+        let url = RedisUrl::parse("redis://h?fair=true").unwrap();
+        assert_eq!((url.fair_queue(), url.release_notifications()), (Some(true), None));
+        assert_eq!(RedisUrl::parse("redis://h?fair=false").unwrap().fair_queue(), Some(false));
     }
 
     #[test]
@@ -364,7 +382,7 @@ mod tests {
             assert!(err.contains(&format!("`{}`", name.trim_matches('`'))), "{url}: {err}");
         }
         let err = config_error("redis://h/?notify=true");
-        assert!(err.contains("accepted: prefix, fencing, fences, notifications, protocol"), "{err}");
+        assert!(err.contains("accepted: prefix, fencing, fences, notifications, fair, protocol"), "{err}");
         // The Unix-socket parameters have no meaning on a TCP URL, and say why.
         for name in ["db", "user", "pass"] {
             let err = config_error(&format!("redis://h/?{name}=1"));
@@ -380,12 +398,12 @@ mod tests {
             ("redis://h/?fencing=TRUE", "fencing"),
             ("redis://h/?fencing=", "fencing"),
             ("redis://h/?notifications=off", "notifications"),
+            ("redis://h/?fair=yes", "fair"),
         ] {
             let err = config_error(url);
             assert!(err.contains(&format!("`{name}`")) && err.contains("`true` or `false`"), "{url}: {err}");
         }
         for (url, problem) in [
-            ("redis://h/?prefix=", "is empty"),
             ("redis://h/?prefix=a%0Ab", "control character"),
             (&format!("redis://h/?prefix={}", "p".repeat(257)), "at most 256"),
         ] {

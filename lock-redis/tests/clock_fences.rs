@@ -1,6 +1,7 @@
-//! The whole conformance suite on the single-node store with restart-safe fences
-//! (`?fencing=true&fences=clock`): the plain, queued and group acquire scripts all draw
-//! their numbers from the server's clock and the counter.
+//! The whole conformance suite on the single-node store with restart-safe fences and
+//! fair waiting (`?fencing=true&fences=clock&fair=true&notifications=true`): the plain,
+//! queued and group acquire scripts all draw their numbers from the server's clock and
+//! the counter.
 
 use std::sync::Arc;
 
@@ -12,6 +13,8 @@ async fn store() -> Option<Arc<DynLockStore>> {
         .key_prefix("distlock-conformance-clock-fences")
         .fencing(true)
         .clock_fences(true)
+        .fair_queue(true)
+        .release_notifications(true)
         .connect(&url)
         .await
         .expect("connect");

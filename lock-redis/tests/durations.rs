@@ -49,9 +49,10 @@ async fn a_release_wakes_a_waiter(server: &RedisServer, store: RedisLockStore, m
 async fn duration_max_timeouts_give_a_working_store_with_working_notifications() {
     let Some(server) = RedisServer::start_or_skip("Duration::MAX timeouts") else { return };
     for builder in [
-        RedisLockStoreBuilder::new().connection_timeout(Duration::MAX),
-        RedisLockStoreBuilder::new().response_timeout(Duration::MAX),
+        RedisLockStoreBuilder::new().release_notifications(true).connection_timeout(Duration::MAX),
+        RedisLockStoreBuilder::new().release_notifications(true).response_timeout(Duration::MAX),
         RedisLockStoreBuilder::new()
+            .release_notifications(true)
             .connection_timeout(Duration::MAX)
             .response_timeout(Duration::MAX)
             .reconnect_retries(usize::MAX),
@@ -92,16 +93,17 @@ async fn zero_timeouts_are_config_errors_naming_the_setting_from_connect_and_bui
 #[tokio::test(flavor = "multi_thread")]
 async fn waits_of_zero_and_of_duration_max() {
     let Some(server) = RedisServer::start_or_skip("extreme waits") else { return };
-    let notified =
-        RedisLockStoreBuilder::new().key_prefix(unique_prefix("waits")).connect(&server.url()).await.unwrap();
-    let polling = RedisLockStoreBuilder::new()
-        .key_prefix(notified.key_prefix())
-        .release_notifications(false)
+    let notified = RedisLockStoreBuilder::new()
+        .key_prefix(unique_prefix("waits"))
+        .release_notifications(true)
         .connect(&server.url())
         .await
         .unwrap();
+    let polling = RedisLockStoreBuilder::new().key_prefix(unique_prefix("waits")).connect(&server.url()).await.unwrap();
     let (key, holder) = (store_key("durations:wait"), Token::generate());
-    assert!(notified.try_acquire(&key, &holder, ttl()).await.unwrap().is_acquired());
+    for store in [&notified, &polling] {
+        assert!(store.try_acquire(&key, &holder, ttl()).await.unwrap().is_acquired());
+    }
 
     // Zero: back at once, on a held key, both kinds of store.
     for store in [&notified, &polling] {

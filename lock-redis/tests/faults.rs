@@ -24,10 +24,14 @@ fn ttl(duration: Duration) -> Ttl {
 }
 
 /// Short timeouts, so that every failure shows quickly.
+/// Fair waiting and notifications on: the faults below are those of the queue's scripts
+/// and of the subscriber (the plain wire's are in `frozen_wire.rs`).
 fn builder(test: &str, fencing: bool) -> RedisLockStoreBuilder {
     RedisLockStore::builder()
         .key_prefix(unique_prefix(test))
         .fencing(fencing)
+        .fair_queue(true)
+        .release_notifications(true)
         .response_timeout(Duration::from_secs(1))
         .connection_timeout(Duration::from_secs(1))
         .reconnect_retries(2)

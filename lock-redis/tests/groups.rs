@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{cleanup, raw, shared_store, store_key};
+use common::{cleanup, keys_left, raw, shared_store, store_key};
 use distlock_api::{
     GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockMode, LockStore, OwnerId, StoreKey,
     StoreMember, Token, Ttl,
@@ -264,7 +264,7 @@ async fn release_and_extend_report_what_they_did() {
     assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 0);
 
     // Nothing is left: no holders, intents or lease keys.
-    let left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    let left = keys_left(&store).await;
     assert!(left.is_empty(), "{left:?}");
     cleanup(&store).await;
 }
@@ -513,7 +513,9 @@ async fn withdrawn_or_expired_intents_let_readers_in() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_release_wakes_a_waiting_group() {
-    let Some(store) = shared_store("groups_wake", RedisLockStore::builder()).await else { return };
+    let Some(store) = shared_store("groups_wake", RedisLockStore::builder().release_notifications(true)).await else {
+        return;
+    };
     assert!(store.capabilities().release_notifications);
     let store = Arc::new(store);
     let holder = Group::new(vec![exclusive("w")]);
@@ -646,7 +648,9 @@ async fn scripts_are_resent_after_script_flush() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_returns_at_once_when_the_request_could_be_granted_now() {
-    let Some(store) = shared_store("groups_probe", RedisLockStore::builder()).await else { return };
+    let Some(store) = shared_store("groups_probe", RedisLockStore::builder().release_notifications(true)).await else {
+        return;
+    };
     let store = Arc::new(store);
     // A waiting writer, its intents recorded; the reader that blocked it leaves before the
     // writer waits, so no published release reaches the wait: the check after the
@@ -693,19 +697,22 @@ async fn a_wait_returns_at_once_when_the_request_could_be_granted_now() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_probe_writes_nothing() {
-    let builder = RedisLockStore::builder().fencing(true);
+    let builder = RedisLockStore::builder().fencing(true).release_notifications(true);
     let Some(store) = shared_store("groups_probe_ro", builder).await else { return };
     let group = Group::new(vec![exclusive("f"), shared("g")]);
     let wait = store.wait_for_change(group.request(), LONG);
     tokio::time::timeout(Duration::from_secs(5), wait).await.expect("free names: no wait").unwrap();
-    let left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    let left = keys_left(&store).await;
     assert!(left.is_empty(), "no fence drawn, nothing held, nothing indexed: {left:?}");
     cleanup(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_release_of_several_names_wakes_the_waiters_of_each() {
-    let Some(store) = shared_store("groups_wake_many", RedisLockStore::builder()).await else { return };
+    let Some(store) = shared_store("groups_wake_many", RedisLockStore::builder().release_notifications(true)).await
+    else {
+        return;
+    };
     let store = Arc::new(store);
     let holder = Group::new(vec![exclusive("m1"), exclusive("m2"), shared("m3")]);
     assert!(granted(&holder.try_once(&*store, LONG).await));
@@ -759,13 +766,13 @@ async fn the_index_and_the_name_keys_do_not_grow_over_many_cycles() {
     assert_eq!(lease_keys(&store).await, 1, "only the keeper has a lease key");
     let stem = store.group_key_stem(&store_key("k"));
     // Only the keeper's hold is left on k (in `s`: it found k free): no intent, no ticket.
-    let mut left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    let mut left = keys_left(&store).await;
     left.sort();
     let mut expected = vec![format!("{stem}:s"), store.group_lease_key(&keeper.token)];
     expected.sort();
     assert_eq!(left, expected);
     assert_eq!(groups.release_owner(&me).await.unwrap(), 1);
-    let left: Vec<String> = raw(&store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    let left = keys_left(&store).await;
     assert!(left.is_empty(), "nothing left without a group: {left:?}");
     cleanup(&store).await;
 }

@@ -7,20 +7,24 @@ use distlock_api::{LockManager, Token};
 use distlock_conformance::kit::redis_server::Reply;
 use distlock_conformance::kit::redis_server::{monitor_args, RedisServer};
 use distlock_redis::redis::Script;
-use distlock_redis::{RedisLockStore, FAIR_RELEASE_SCRIPT, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT};
+use distlock_redis::{
+    RedisLockStore, RedisLockStoreBuilder, FAIR_RELEASE_SCRIPT, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT,
+};
 
 const TTL: Duration = Duration::from_millis(15_000);
+
+/// The key that records the prefix's settings, never expiring.
+const SETTINGS: &str = "neton:lock-settings";
 
 /// Runs one acquire + release of `order:1` through the manager with prefix `neton`, and
 /// returns the `MONITOR` lines of that cycle, split into the client's commands and the
 /// commands run inside scripts.
 async fn one_cycle(
     server: &RedisServer,
-    fencing: bool,
-    fair: bool,
+    builder: RedisLockStoreBuilder,
 ) -> (Vec<Vec<String>>, Vec<Vec<String>>, Token, Option<u64>) {
-    let builder = RedisLockStore::builder().key_prefix("neton").fencing(fencing).fair_queue(fair);
-    let store = builder.connect(&server.url()).await.unwrap();
+    let store = builder.key_prefix("neton").connect(&server.url()).await.unwrap();
+    let fencing = store.fencing();
     let locks = LockManager::new(Arc::new(store));
     // Load the scripts first, so the cycle below shows plain EVALSHAs (no NOSCRIPT fallback).
     let warm = locks.try_lock("warm-up", TTL).await.unwrap().unwrap();
@@ -31,9 +35,9 @@ async fn one_cycle(
     let (token, fence) = (lock.token().clone(), lock.fence());
     let keys_while_held = tokio::task::block_in_place(|| server.keys("neton:*"));
     let expected_keys: &[&str] = if fencing {
-        &["neton:fence", "neton:fence:lock:order:1", "neton:fence:lock:warm-up", "neton:lock:order:1"]
+        &["neton:fence", "neton:fence:lock:order:1", "neton:fence:lock:warm-up", SETTINGS, "neton:lock:order:1"]
     } else {
-        &["neton:lock:order:1"]
+        &[SETTINGS, "neton:lock:order:1"]
     };
     assert_eq!(keys_while_held, expected_keys, "SCAN while held");
     assert!(lock.release().await.unwrap());
@@ -65,10 +69,11 @@ fn owned(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| (*s).to_owned()).collect()
 }
 
+/// The default: `SET NX PX` and the compare-and-delete script, nothing else.
 #[tokio::test(flavor = "multi_thread")]
-async fn without_the_queue_the_store_sends_exactly_seed_000s_commands() {
+async fn the_default_store_sends_exactly_the_frozen_commands() {
     let Some(server) = RedisServer::start_or_skip("key layout") else { return };
-    let (client, scripted, token, fence) = one_cycle(&server, false, false).await;
+    let (client, scripted, token, fence) = one_cycle(&server, RedisLockStore::builder()).await;
     let token = token.as_str();
     assert_eq!(fence, None);
     assert_eq!(
@@ -76,20 +81,20 @@ async fn without_the_queue_the_store_sends_exactly_seed_000s_commands() {
         [
             owned(&["SET", "neton:lock:order:1", token, "NX", "PX", "15000"]),
             owned(&["EVALSHA", &sha(RELEASE_SCRIPT), "1", "neton:lock:order:1", token]),
-            owned(&["PUBLISH", "neton:released", "neton:lock:order:1"]),
         ]
     );
     assert_eq!(scripted, [owned(&["get", "neton:lock:order:1"]), owned(&["del", "neton:lock:order:1"])]);
-    assert!(server.keys("neton:*").is_empty(), "nothing is left behind in default mode");
+    assert_eq!(server.keys("neton:*"), [SETTINGS], "nothing but the settings is left behind in default mode");
 }
 
-/// The default (fair waiting): the acquire is still seed 000's `SET NX PX`; the release
-/// is one script that begins with seed 000's compare-and-delete, publishes the release,
-/// and looks for a queue of waiters (none here, so nothing else runs).
+/// Fair waiting with notifications: the acquire is still `SET NX PX`; the release is one
+/// script that begins with the compare-and-delete, publishes the release, and looks for
+/// a queue of waiters (none here, so nothing else runs).
 #[tokio::test(flavor = "multi_thread")]
-async fn default_mode_acquires_with_seed_000s_set_and_releases_with_one_script() {
+async fn fair_mode_acquires_with_set_nx_px_and_releases_with_one_script() {
     let Some(server) = RedisServer::start_or_skip("key layout, fair") else { return };
-    let (client, scripted, token, fence) = one_cycle(&server, false, true).await;
+    let builder = RedisLockStore::builder().fair_queue(true).release_notifications(true);
+    let (client, scripted, token, fence) = one_cycle(&server, builder).await;
     let token = token.as_str();
     assert_eq!(fence, None);
     let (key, queue, queue_ttl) = ("neton:lock:order:1", "neton:queue:lock:order:1", "neton:queue-ttl:lock:order:1");
@@ -109,13 +114,13 @@ async fn default_mode_acquires_with_seed_000s_set_and_releases_with_one_script()
             owned(&["exists", queue]),
         ]
     );
-    assert!(server.keys("neton:*").is_empty(), "nothing is left behind");
+    assert_eq!(server.keys("neton:*"), [SETTINGS], "nothing but the settings is left behind");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fencing_mode_sets_the_token_and_draws_from_one_counter_in_one_script() {
     let Some(server) = RedisServer::start_or_skip("key layout, fencing") else { return };
-    let (client, scripted, token, fence) = one_cycle(&server, true, false).await;
+    let (client, scripted, token, fence) = one_cycle(&server, RedisLockStore::builder().fencing(true)).await;
     let token = token.as_str();
     assert_eq!(fence, Some(2), "one counter for the store: warm-up got 1");
     let holder_fence = format!("2:{token}");
@@ -133,7 +138,6 @@ async fn fencing_mode_sets_the_token_and_draws_from_one_counter_in_one_script() 
                 "15000"
             ]),
             owned(&["EVALSHA", &sha(RELEASE_SCRIPT), "1", "neton:lock:order:1", token]),
-            owned(&["PUBLISH", "neton:released", "neton:lock:order:1"]),
         ]
     );
     assert_eq!(
@@ -148,9 +152,9 @@ async fn fencing_mode_sets_the_token_and_draws_from_one_counter_in_one_script() 
     );
     // Memory stays bounded: besides the one counter, every key left expires with its lease.
     let left = server.keys("neton:*");
-    assert_eq!(left, ["neton:fence", "neton:fence:lock:order:1", "neton:fence:lock:warm-up"]);
+    assert_eq!(left, ["neton:fence", "neton:fence:lock:order:1", "neton:fence:lock:warm-up", SETTINGS]);
     assert_eq!(server.command(&["PTTL", "neton:fence"]), Reply::Int(-1), "the counter never expires");
-    for key in &left[1..] {
+    for key in &left[1..3] {
         let pttl = server.command(&["PTTL", key]).as_int().unwrap();
         assert!((1..=15_000).contains(&pttl), "{key} expires with its lease: PTTL {pttl}");
     }
@@ -160,9 +164,12 @@ async fn fencing_mode_sets_the_token_and_draws_from_one_counter_in_one_script() 
 async fn a_release_after_script_flush_resends_eval_and_publishes_again() {
     let Some(server) = RedisServer::start_or_skip("key layout, NOSCRIPT release") else { return };
     // Without the queue: the pipelined PUBLISH (with the queue it is inside the script).
-    let builder = RedisLockStore::builder().key_prefix("neton").fair_queue(false);
+    let builder = RedisLockStore::builder().key_prefix("neton").release_notifications(true);
     let store = builder.connect(&server.url()).await.unwrap();
     let locks = LockManager::new(Arc::new(store));
+    // The first release loads the script (SCRIPT LOAD); the flush then makes it unknown.
+    let warm = locks.try_lock("warm-up", TTL).await.unwrap().unwrap();
+    assert!(warm.release().await.unwrap());
     let lock = locks.try_lock("order:1", TTL).await.unwrap().unwrap();
     let token = lock.token().as_str().to_owned();
     server.script_flush();
@@ -193,5 +200,5 @@ async fn a_release_after_script_flush_resends_eval_and_publishes_again() {
             owned(&["PUBLISH", "neton:released", "neton:lock:order:1"]),
         ]
     );
-    assert!(server.keys("neton:*").is_empty());
+    assert_eq!(server.keys("neton:*"), [SETTINGS]);
 }

@@ -14,7 +14,7 @@ use distlock_redis::RedisSentinelStore;
 
 mod conformance {
     async fn store() -> Option<std::sync::Arc<distlock_api::DynLockStore>> {
-        super::scale_kit::sentinel_store("?fencing=true&prefix=cs").await
+        super::scale_kit::sentinel_store("?fencing=true&prefix=cs&fair=true&notifications=true").await
     }
     distlock_conformance::conformance_suite!(store);
 }

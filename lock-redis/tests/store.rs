@@ -255,8 +255,7 @@ async fn default_prefix_and_existing_connection() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn waiting_without_notifications_sleeps_the_whole_interval() {
-    let builder = RedisLockStore::builder().release_notifications(false);
-    let Some(store) = shared_store("wait", builder).await else { return };
+    let Some(store) = shared_store("wait", RedisLockStore::builder()).await else { return };
     assert!(!store.capabilities().release_notifications);
     assert_eq!(store.release_channel(), None);
     let started = tokio::time::Instant::now();
@@ -266,7 +265,9 @@ async fn waiting_without_notifications_sleeps_the_whole_interval() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_on_a_free_key_returns_at_once() {
-    let Some(store) = shared_store("wait_free", RedisLockStore::builder()).await else { return };
+    let Some(store) = shared_store("wait_free", RedisLockStore::builder().release_notifications(true)).await else {
+        return;
+    };
     assert!(store.capabilities().release_notifications);
     // The first wait starts the subscriber; either way the key is free, so the
     // `EXISTS` after registering ends the wait long before its 10 s.
@@ -279,7 +280,9 @@ async fn a_wait_on_a_free_key_returns_at_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_release_wakes_every_waiter_of_the_key_and_only_them() {
-    let Some(store) = shared_store("wake_all", RedisLockStore::builder()).await else { return };
+    let Some(store) = shared_store("wake_all", RedisLockStore::builder().release_notifications(true)).await else {
+        return;
+    };
     let store = Arc::new(store);
     let (key, other) = (store_key("busy"), store_key("other"));
     let ttl = Ttl::new(LONG).unwrap();

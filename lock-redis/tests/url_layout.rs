@@ -33,12 +33,20 @@ async fn prefix_fencing_and_notifications_from_the_url_shape_what_the_server_see
     assert!(fence > 0);
     assert_eq!(
         server.keys("*"),
-        [format!("{prefix}:fence"), format!("{prefix}:fence:lock:order:1"), format!("{prefix}:lock:order:1")]
+        [
+            format!("{prefix}:fence"),
+            format!("{prefix}:fence:lock:order:1"),
+            format!("{prefix}:lock-settings"),
+            format!("{prefix}:lock:order:1")
+        ]
     );
     // The CLI's view of a lock held under an application's prefix: the same URL sees it.
     let viewer = RedisLockStore::connect(&url).await.unwrap();
     let holder = viewer.inspect(&key).await.unwrap().expect("held");
     assert_eq!((holder.token, holder.fence), (token.clone(), Some(fence)));
+    // Another client of the prefix with other settings is refused.
+    let other = format!("{}/?prefix={prefix}&fencing=false", server.url());
+    assert!(matches!(RedisLockStore::connect(&other).await.unwrap_err(), LockError::Config { .. }));
     // The default prefix is another namespace.
     assert!(RedisLockStore::connect(&server.url()).await.unwrap().inspect(&key).await.unwrap().is_none());
     assert!(store.release(&key, &token).await.unwrap());
@@ -68,7 +76,8 @@ async fn a_url_contradicting_the_builder_connects_to_nothing() {
 async fn a_resp3_connection_keeps_every_promise_of_a_cycle() {
     let Some(server) = RedisServer::start_or_skip("protocol=resp3") else { return };
     for fencing in [false, true] {
-        let url = format!("{}/?protocol=resp3&prefix={}&fencing={fencing}", server.url(), unique_prefix("resp3"));
+        let prefix = unique_prefix("resp3");
+        let url = format!("{}/?protocol=resp3&prefix={prefix}&fencing={fencing}&notifications=true", server.url());
         let store = RedisLockStore::connect(&url).await.unwrap();
         let (key, token, other) = (store_key("resp3"), Token::generate(), Token::generate());
         let acquired = store.try_acquire(&key, &token, ttl()).await.unwrap();

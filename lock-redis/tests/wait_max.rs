@@ -13,7 +13,9 @@ use tokio::time::Instant;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_of_duration_max_ends_at_the_release() {
-    let Some(store) = shared_store("wait_max", RedisLockStore::builder()).await else { return };
+    let Some(store) = shared_store("wait_max", RedisLockStore::builder().release_notifications(true)).await else {
+        return;
+    };
     let store = Arc::new(store);
     let (k, holder) = (store_key("max"), Token::generate());
     assert!(store.try_acquire(&k, &holder, Ttl::new(Duration::from_secs(60)).unwrap()).await.unwrap().is_acquired());
@@ -33,7 +35,9 @@ async fn a_wait_of_duration_max_ends_at_the_release() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_of_duration_max_on_a_free_key_returns_at_once() {
-    let Some(store) = shared_store("wait_max_free", RedisLockStore::builder()).await else { return };
+    let Some(store) = shared_store("wait_max_free", RedisLockStore::builder().release_notifications(true)).await else {
+        return;
+    };
     let started = Instant::now();
     let free = store_key("free");
     let wait = store.wait_for_release(&free, Duration::MAX);

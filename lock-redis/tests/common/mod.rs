@@ -35,6 +35,14 @@ pub async fn raw<T: FromRedisValue>(store: &RedisLockStore, args: &[&str]) -> T 
     cmd.query_async(&mut conn).await.unwrap_or_else(|err| panic!("{args:?}: {err}"))
 }
 
+/// Every key under the store's prefix but the record of its settings
+/// ([`RedisLockStore::settings_key`]), which stays for as long as the prefix is used.
+pub async fn keys_left(store: &RedisLockStore) -> Vec<String> {
+    let keys: Vec<String> = raw(store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
+    let settings = store.settings_key();
+    keys.into_iter().filter(|key| *key != settings).collect()
+}
+
 /// Deletes every key under the store's prefix (fencing counters are never deleted by the
 /// store itself).
 pub async fn cleanup(store: &RedisLockStore) {
