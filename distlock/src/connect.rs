@@ -19,10 +19,12 @@ use distlock_api::{DynLockStore, LockError};
 /// The store's layout is part of its URL, so that every process and the `distlock` CLI
 /// agree on where locks live:
 ///
-/// - Redis: `?prefix=myapp` (keys `myapp:lock:…`), `?fencing=true|false`,
+/// - Redis: `?prefix=myapp` (keys `myapp:lock:…`; empty: `lock:…`), `?fencing=true|false`,
 ///   `?fences=counter|clock` (clock: restart-safe fencing numbers),
-///   `?notifications=true|false` — see [`RedisUrl`](crate::redis::RedisUrl); every Redis
-///   topology's scheme takes the same parameters;
+///   `?notifications=true|false`, `?fair=true|false` — see
+///   [`RedisUrl`](crate::redis::RedisUrl); every Redis topology's scheme takes the same
+///   parameters. Without them a single node gets the plain wire: `SET key token NX PX
+///   ttl` and the compare-and-delete release script, nothing else;
 /// - PostgreSQL: `?schema=`, `?table=`, `?sequence=`, `?unlogged=true|false`,
 ///   `?create=false` (only check the layout, for a role without DDL rights),
 ///   `?notifications=true|false` — see [`PostgresUrl`](crate::postgres::PostgresUrl);
