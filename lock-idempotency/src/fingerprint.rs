@@ -8,10 +8,12 @@ use sha2::{Digest, Sha256};
 /// key and another fingerprint is a [mismatch](crate::Claim::Mismatch): the client
 /// reused a key for a different request.
 ///
-/// Build one from the request's parts with [`Fingerprint::of_parts`] (each part is
-/// length-prefixed, so `("ab", "c")` and `("a", "bc")` differ), from a JSON document
-/// normalised the way seed 004 does it with [`Fingerprint::of_json`], or take a digest
-/// computed elsewhere with [`Fingerprint::from_bytes`].
+/// Build one from a request's normalised body with [`Fingerprint::of_body`] (the SHA-256
+/// of exactly those bytes, as `sha256sum` prints it), from a JSON document with
+/// [`Fingerprint::of_json`] (key order and whitespace ignored), from several parts with
+/// [`Fingerprint::of_parts`] (each part is length-prefixed, so `("ab", "c")` and
+/// `("a", "bc")` differ), or take a digest computed elsewhere with
+/// [`Fingerprint::from_bytes`].
 ///
 /// ```
 /// use distlock_idempotency::Fingerprint;
@@ -19,7 +21,11 @@ use sha2::{Digest, Sha256};
 /// let a = Fingerprint::of_json(&serde_json::json!({"b": 1, "a": [2, 3]}));
 /// let b = Fingerprint::of_json(&serde_json::json!({"a": [2, 3], "b": 1}));
 /// assert_eq!(a, b); // keys sorted before hashing
-/// assert_eq!(a.to_hex().len(), 64);
+/// assert_eq!(a, Fingerprint::of_body(br#"{"a":[2,3],"b":1}"#));
+/// assert_eq!(
+///     Fingerprint::of_body(b"abc").to_hex(), // printf abc | sha256sum
+///     "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+/// );
 /// assert_ne!(Fingerprint::of_parts(&[b"ab", b"c"]), Fingerprint::of_parts(&[b"a", b"bc"]));
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,14 +47,21 @@ impl Fingerprint {
         Self(hasher.finalize().into())
     }
 
+    /// SHA-256 of exactly `body`: the hex of [`to_hex`](Self::to_hex) is what
+    /// `sha256sum` prints for the same bytes, so a client can compute it too. Hash a
+    /// normalised body (see [`normalise_json`]) so that equivalent requests agree.
+    pub fn of_body(body: &[u8]) -> Self {
+        Self(Sha256::digest(body).into())
+    }
+
     /// SHA-256 of the compact JSON text of `value` with the keys of every object sorted
-    /// (seed 004's "normalise, then SHA-256"): documents that differ only in key order or
+    /// (the text [`normalise_json`] writes): documents that differ only in key order or
     /// whitespace get the same fingerprint. Array order counts; sort arrays whose order
     /// does not matter before calling this.
     pub fn of_json(value: &serde_json::Value) -> Self {
         let mut text = Vec::new();
         write_sorted(value, &mut text);
-        Self(Sha256::digest(&text).into())
+        Self::of_body(&text)
     }
 
     /// The digest's 32 bytes.
@@ -56,7 +69,8 @@ impl Fingerprint {
         &self.0
     }
 
-    /// The digest as 64 lowercase hex digits (what the seed's 409 answer carries).
+    /// The digest as 64 lowercase hex digits (what the layer's 409 answer carries in the
+    /// `MismatchStatus::ConflictWithHash` mode, feature `axum`).
     pub fn to_hex(&self) -> String {
         use fmt::Write;
         self.0.iter().fold(String::with_capacity(64), |mut hex, byte| {
@@ -68,6 +82,32 @@ impl Fingerprint {
     /// The digest from bytes a store returned; `None` unless exactly 32 bytes.
     pub fn from_slice(bytes: &[u8]) -> Option<Self> {
         bytes.try_into().ok().map(Self)
+    }
+}
+
+/// A JSON body as compact JSON text with the keys of every object sorted (by their UTF-8
+/// bytes); arrays keep their order. A body that is not JSON is returned unchanged.
+///
+/// Bodies that differ only in key order or whitespace normalise to the same text, so
+/// `Fingerprint::of_body(&normalise_json(body))` (equal to [`Fingerprint::of_json`] of
+/// the parsed body) is the same for all of them. Numbers are written as `serde_json`
+/// reads them: integers within 64 bits exactly, others as the nearest `f64`.
+///
+/// ```
+/// use distlock_idempotency::normalise_json;
+///
+/// let body = br#"{ "b": [2, 1], "a": {"y": null, "x": "text"} }"#;
+/// assert_eq!(normalise_json(body), br#"{"a":{"x":"text","y":null},"b":[2,1]}"#);
+/// assert_eq!(normalise_json(b"not json"), b"not json");
+/// ```
+pub fn normalise_json(body: &[u8]) -> Vec<u8> {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(value) => {
+            let mut text = Vec::with_capacity(body.len());
+            write_sorted(&value, &mut text);
+            text
+        }
+        Err(_) => body.to_vec(),
     }
 }
 
@@ -133,6 +173,27 @@ mod tests {
         let mut text = Vec::new();
         write_sorted(&a, &mut text);
         assert_eq!(String::from_utf8(text).unwrap(), r#"{"a":"é","z":{"x":[{"a":1,"b":2}],"y":1}}"#);
+    }
+
+    #[test]
+    fn normalise_json_is_the_text_of_json_fingerprints() {
+        let body = br#" { "z": [3, {"b": true, "a": 1.5}], "a": "\u00e9\n" } "#;
+        let text = normalise_json(body);
+        assert_eq!(String::from_utf8(text.clone()).unwrap(), "{\"a\":\"é\\n\",\"z\":[3,{\"a\":1.5,\"b\":true}]}");
+        let value: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(Fingerprint::of_body(&text), Fingerprint::of_json(&value));
+        for not_json in [&b""[..], b"{", b"a=1&b=2", b"\xff\xfe"] {
+            assert_eq!(normalise_json(not_json), not_json);
+        }
+    }
+
+    #[test]
+    fn body_hash_is_plain_sha256() {
+        // printf '%s' '{"item":1}' | sha256sum
+        assert_eq!(
+            Fingerprint::of_body(br#"{"item":1}"#).to_hex(),
+            "8a90f2b609081eaf2e6fd34f85016f6a865cb41be9c56e2883c3c3e70385cebd"
+        );
     }
 
     #[test]

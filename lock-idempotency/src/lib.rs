@@ -25,7 +25,7 @@ mod redis;
 mod response;
 mod store;
 
-pub use fingerprint::Fingerprint;
+pub use fingerprint::{normalise_json, Fingerprint};
 pub use key::IdempotencyKey;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
