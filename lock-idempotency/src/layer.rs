@@ -12,13 +12,14 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::MatchedPath;
 use axum::http::request::Parts;
+use axum::http::uri::PathAndQuery;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use distlock_api::LockError;
 
-use crate::fingerprint::Fingerprint;
+use crate::fingerprint::{normalise_json, Fingerprint};
 use crate::header::parse_key;
 use crate::key::IdempotencyKey;
 use crate::manager::{Claim, ClaimHandle, Idempotency};
@@ -36,8 +37,26 @@ pub enum MismatchStatus {
     /// 422 Unprocessable Content, as the IETF draft says (the default).
     #[default]
     UnprocessableContent,
-    /// 409 Conflict with the stored fingerprint (hex) in the body's `stored_fingerprint`,
-    /// as seed 004 specifies ("返回 409 + 现有哈希").
+    /// 409 Conflict with the existing hash: the problem body's `existing_hash` member is
+    /// the hash stored by the first request with the key (64 lowercase hex digits),
+    /// never the new request's.
+    ///
+    /// In this mode a request's fingerprint is the SHA-256 of its normalised body alone —
+    /// not its method, path, query or headers — so a client can compute the same hash
+    /// (`sha256sum` of the normalised text): the body is normalised by
+    /// [`IdempotencyLayer::normalise_body`]'s function, [`normalise_json`] unless set.
+    /// A function set with [`IdempotencyLayer::fingerprint`] replaces the body hash, and
+    /// its value is what the answer carries.
+    ///
+    /// ```json
+    /// {
+    ///   "type": "about:blank",
+    ///   "title": "Idempotency-Key reused",
+    ///   "status": 409,
+    ///   "detail": "this Idempotency-Key was used for a different request, whose hash is existing_hash",
+    ///   "existing_hash": "9a441cc8d0f48d22c89ac5136e263040f590b081531dd7758be20e883371efdc"
+    /// }
+    /// ```
     ConflictWithHash,
 }
 
@@ -46,13 +65,27 @@ pub enum MismatchStatus {
 type IdentityFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 /// The request's fingerprint from its head and body.
 type FingerprintFn = dyn Fn(&Parts, &[u8]) -> Fingerprint + Send + Sync;
+/// A request body's normalised bytes, hashed alone.
+type NormaliseFn = dyn Fn(&[u8]) -> Vec<u8> + Send + Sync;
+
+/// How requests are fingerprinted: the last of `fingerprint` and `normalise_body` set.
+#[derive(Clone)]
+enum Fingerprinting {
+    /// Neither set: [`default_fingerprint`], or in the `ConflictWithHash` mode the body
+    /// hash of [`normalise_json`].
+    Unset,
+    /// A function of the head and body.
+    Request(Arc<FingerprintFn>),
+    /// SHA-256 of the normalised body alone.
+    Body(Arc<NormaliseFn>),
+}
 
 struct Config {
     idempotency: Idempotency,
     methods: Vec<Method>,
     require_key: bool,
     identity: Arc<IdentityFn>,
-    fingerprint: Arc<FingerprintFn>,
+    fingerprint: Fingerprinting,
     request_limit: usize,
     response_limit: usize,
     mismatch: MismatchStatus,
@@ -73,7 +106,7 @@ struct Config {
 /// | first request | runs; its response (status, headers, body) is stored — errors too |
 /// | retry after completion | the stored response, with `Idempotent-Replayed: true` |
 /// | retry while the first runs | 409 with `Retry-After`, or wait and replay with [`wait_in_progress`](Self::wait_in_progress) |
-/// | same key, different request | 422, or 409 + stored hash with [`MismatchStatus::ConflictWithHash`] |
+/// | same key, different request | 422, or 409 + the first request's hash with [`MismatchStatus::ConflictWithHash`] |
 /// | store unreachable | 503, or run unprotected with [`fail_open`](Self::fail_open) |
 ///
 /// Error answers are problem-details JSON (`application/problem+json`).
@@ -81,11 +114,17 @@ struct Config {
 /// **Scope.** The record's key is a SHA-256 of the caller's [identity](Self::identity)
 /// (by default the `Authorization` header), the method, the route (axum's
 /// [`MatchedPath`] when the layer is added with `Router::route_layer`, else the path) and
-/// the client's key: one caller can never read another's responses.
+/// the client's key: one caller can never read another's responses. When the fingerprint
+/// is a body hash (below), the request's path and query join the scope: a body alone
+/// cannot tell `/splits/1/finalize` from `/splits/2/finalize`, so each keeps its own
+/// record.
 ///
 /// **Fingerprint.** By default SHA-256 over the method, path, query, `Content-Type` and
-/// body; [`fingerprint`](Self::fingerprint) replaces it, e.g. with
-/// [`json_fingerprint`] (seed 004's normalised JSON: key order and whitespace ignored).
+/// body ([`default_fingerprint`]). A *body hash*, the SHA-256 of the normalised body
+/// alone, with [`normalise_body`](Self::normalise_body) (e.g. [`normalise_json`]: key
+/// order and whitespace ignored) — and by default in the
+/// [`ConflictWithHash`](MismatchStatus::ConflictWithHash) mode. Any function of the
+/// request's head and body with [`fingerprint`](Self::fingerprint).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -117,6 +156,7 @@ impl fmt::Debug for IdempotencyLayer {
             .field("methods", &c.methods)
             .field("require_key", &c.require_key)
             .field("mismatch", &c.mismatch)
+            .field("fingerprint", &c.fingerprint)
             .finish_non_exhaustive()
     }
 }
@@ -132,7 +172,7 @@ impl IdempotencyLayer {
                 identity: Arc::new(|parts: &Parts| {
                     parts.headers.get(header::AUTHORIZATION).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
                 }),
-                fingerprint: Arc::new(default_fingerprint),
+                fingerprint: Fingerprinting::Unset,
                 request_limit: 1 << 20,
                 response_limit: 1 << 20,
                 mismatch: MismatchStatus::default(),
@@ -154,7 +194,7 @@ impl IdempotencyLayer {
             idempotency: c.idempotency.clone(),
             methods: c.methods.clone(),
             identity: Arc::clone(&c.identity),
-            fingerprint: Arc::clone(&c.fingerprint),
+            fingerprint: c.fingerprint.clone(),
             ..**c
         };
         change(&mut config);
@@ -182,11 +222,76 @@ impl IdempotencyLayer {
         self.with(|c| c.identity = Arc::new(identity))
     }
 
-    /// How requests are fingerprinted (default: SHA-256 over method, path, query,
-    /// `Content-Type` and body); see [`json_fingerprint`].
+    /// Fingerprint requests with any function of their head and body, replacing
+    /// [`normalise_body`](Self::normalise_body). Defaults to [`default_fingerprint`], and
+    /// to a body hash in the [`ConflictWithHash`](MismatchStatus::ConflictWithHash) mode,
+    /// whose answer then carries this function's value instead.
     #[must_use]
     pub fn fingerprint(self, fingerprint: impl Fn(&Parts, &[u8]) -> Fingerprint + Send + Sync + 'static) -> Self {
-        self.with(|c| c.fingerprint = Arc::new(fingerprint))
+        self.with(|c| c.fingerprint = Fingerprinting::Request(Arc::new(fingerprint)))
+    }
+
+    /// Fingerprint each request by its body alone: the SHA-256 of `normalise(body)`
+    /// ([`Fingerprint::of_body`]), leaving out method, path, query and headers; replaces
+    /// [`fingerprint`](Self::fingerprint). Bodies that normalise to the same bytes are the
+    /// same request, and the hash is what `sha256sum` prints for the normalised text —
+    /// what a client can compute, and what the
+    /// [`ConflictWithHash`](MismatchStatus::ConflictWithHash) answer carries. The record
+    /// is then scoped to the request's path and query as well (see the type's docs).
+    ///
+    /// `normalise` returns the bytes to hash; for a body it cannot read, return the body
+    /// unchanged and let the handler refuse it (its answer is stored like any other).
+    /// Defaults to [`normalise_json`] in the `ConflictWithHash` mode.
+    ///
+    /// An application's own normalisation, say of a split that lists its new pallets, each
+    /// with a temporary id and package ids: pallets sorted by temporary id, package ids
+    /// ascending, each pallet written as `{temp_id, packages}` in that field order, as
+    /// compact JSON (what JavaScript's `JSON.stringify` writes), then SHA-256:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use distlock_idempotency::{Fingerprint, Idempotency, IdempotencyLayer, MemoryIdempotencyStore, MismatchStatus};
+    /// use serde_json::Value;
+    ///
+    /// fn pallet_spec(body: &[u8]) -> Vec<u8> {
+    ///     let pallets = serde_json::from_slice::<Value>(body).ok().and_then(|request| {
+    ///         let pallets = request.get("pallets")?.as_array()?.iter().map(|pallet| {
+    ///             let temp_id = pallet.get("temp_id")?.as_str()?.to_owned();
+    ///             let packages = pallet.get("packages")?.as_array()?.iter().map(Value::as_u64);
+    ///             Some((temp_id, packages.collect::<Option<Vec<u64>>>()?))
+    ///         });
+    ///         pallets.collect::<Option<Vec<_>>>()
+    ///     });
+    ///     let Some(mut pallets) = pallets else { return body.to_vec() }; // the handler answers 400
+    ///     pallets.sort_by(|a, b| a.0.cmp(&b.0));
+    ///     let pallets: Vec<String> = pallets
+    ///         .into_iter()
+    ///         .map(|(temp_id, mut packages)| {
+    ///             packages.sort_unstable();
+    ///             // Written out: the fields in this order, not sorted as serde_json's maps are.
+    ///             format!(r#"{{"temp_id":{},"packages":{}}}"#, Value::from(temp_id), Value::from(packages))
+    ///         })
+    ///         .collect();
+    ///     format!("[{}]", pallets.join(",")).into_bytes()
+    /// }
+    ///
+    /// let body = br#"{"pallets": [
+    ///     {"temp_id": "T2", "packages": [1042, 1007], "label": "fragile"},
+    ///     {"packages": [1013, 1001, 1005], "temp_id": "T1"}
+    /// ]}"#;
+    /// let normalised = r#"[{"temp_id":"T1","packages":[1001,1005,1013]},{"temp_id":"T2","packages":[1007,1042]}]"#;
+    /// assert_eq!(pallet_spec(body), normalised.as_bytes());
+    /// // printf '%s' "$normalised" | sha256sum
+    /// let hash = "9a441cc8d0f48d22c89ac5136e263040f590b081531dd7758be20e883371efdc";
+    /// assert_eq!(Fingerprint::of_body(&pallet_spec(body)).to_hex(), hash);
+    ///
+    /// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
+    /// let layer = IdempotencyLayer::new(idem).normalise_body(pallet_spec).mismatch(MismatchStatus::ConflictWithHash);
+    /// # drop(layer);
+    /// ```
+    #[must_use]
+    pub fn normalise_body(self, normalise: impl Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static) -> Self {
+        self.with(|c| c.fingerprint = Fingerprinting::Body(Arc::new(normalise)))
     }
 
     /// The largest request body read, in bytes (default 1 MiB); larger → 413.
@@ -203,7 +308,7 @@ impl IdempotencyLayer {
         self.with(|c| c.response_limit = bytes)
     }
 
-    /// What a mismatch answers (default 422).
+    /// What a mismatch answers (default 422); see [`MismatchStatus`].
     #[must_use]
     pub fn mismatch(self, status: MismatchStatus) -> Self {
         self.with(|c| c.mismatch = status)
@@ -264,18 +369,25 @@ pub fn default_fingerprint(parts: &Parts, body: &[u8]) -> Fingerprint {
     ])
 }
 
-/// Seed 004's fingerprint: a JSON body normalised (keys sorted, whitespace dropped) and
-/// hashed with the method and path, so reordered fields are the same request; a body
-/// that is not JSON falls back to [`default_fingerprint`].
-pub fn json_fingerprint(parts: &Parts, body: &[u8]) -> Fingerprint {
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(json) => Fingerprint::of_parts(&[
-            parts.method.as_str().as_bytes(),
-            parts.uri.path().as_bytes(),
-            parts.uri.query().unwrap_or("").as_bytes(),
-            Fingerprint::of_json(&json).as_bytes(),
-        ]),
-        Err(_) => default_fingerprint(parts, body),
+impl fmt::Debug for Fingerprinting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Unset => "Unset",
+            Self::Request(_) => "Request(..)",
+            Self::Body(_) => "Body(..)",
+        })
+    }
+}
+
+impl Fingerprinting {
+    /// The request's fingerprint, and whether it hashes the body alone.
+    fn of(&self, mismatch: MismatchStatus, parts: &Parts, body: &[u8]) -> (Fingerprint, bool) {
+        match (self, mismatch) {
+            (Self::Request(fingerprint), _) => (fingerprint(parts, body), false),
+            (Self::Body(normalise), _) => (Fingerprint::of_body(&normalise(body)), true),
+            (Self::Unset, MismatchStatus::ConflictWithHash) => (Fingerprint::of_body(&normalise_json(body)), true),
+            (Self::Unset, MismatchStatus::UnprocessableContent) => (default_fingerprint(parts, body), false),
+        }
     }
 }
 
@@ -333,8 +445,8 @@ where
     let Ok(body) = axum::body::to_bytes(body, config.request_limit).await else {
         return problem(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large", "the request body exceeds the limit");
     };
-    let fingerprint = (config.fingerprint)(&parts, &body);
-    let key = match scope_key(&config, &parts, &client_key) {
+    let (fingerprint, body_only) = config.fingerprint.of(config.mismatch, &parts, &body);
+    let key = match scope_key(&config, &parts, &client_key, body_only) {
         Ok(key) => key,
         Err(error) => {
             return problem(StatusCode::INTERNAL_SERVER_ERROR, "Idempotency key not usable", &error.to_string())
@@ -378,16 +490,22 @@ where
     }
 }
 
-/// The record's key: SHA-256 of identity, method, route and the client's key.
-fn scope_key(config: &Config, parts: &Parts, client_key: &str) -> Result<IdempotencyKey, LockError> {
+/// The record's key: SHA-256 of identity, method, route and the client's key, and of the
+/// path and query when the fingerprint hashes the body alone (and so cannot tell one
+/// resource of a route from another).
+fn scope_key(config: &Config, parts: &Parts, client_key: &str, body_only: bool) -> Result<IdempotencyKey, LockError> {
     let identity = (config.identity)(parts);
     let route = parts.extensions.get::<MatchedPath>().map_or(parts.uri.path(), MatchedPath::as_str);
-    let digest = Fingerprint::of_parts(&[
+    let mut scope = vec![
         identity.as_deref().map_or(&b"\0anonymous"[..], str::as_bytes),
         parts.method.as_str().as_bytes(),
         route.as_bytes(),
         client_key.as_bytes(),
-    ]);
+    ];
+    if body_only {
+        scope.push(parts.uri.path_and_query().map_or(parts.uri.path(), PathAndQuery::as_str).as_bytes());
+    }
+    let digest = Fingerprint::of_parts(&scope);
     // `idem:` and 64 hex digits: always a valid key.
     IdempotencyKey::new(format!("idem:{}", digest.to_hex()))
 }
@@ -472,17 +590,18 @@ fn in_progress(retry_after: Duration) -> Response<Body> {
     response
 }
 
+/// `stored` is the fingerprint the store kept from the key's first request.
 fn mismatch(status: MismatchStatus, stored: Fingerprint) -> Response<Body> {
-    const DETAIL: &str = "this Idempotency-Key was used for a different request";
+    const TITLE: &str = "Idempotency-Key reused";
     match status {
         MismatchStatus::ConflictWithHash => problem_with(
             StatusCode::CONFLICT,
-            "Idempotency-Key reused",
-            DETAIL,
-            Some(("stored_fingerprint", stored.to_hex())),
+            TITLE,
+            "this Idempotency-Key was used for a different request, whose hash is existing_hash",
+            Some(("existing_hash", stored.to_hex())),
         ),
         MismatchStatus::UnprocessableContent => {
-            problem(StatusCode::UNPROCESSABLE_ENTITY, "Idempotency-Key reused", DETAIL)
+            problem(StatusCode::UNPROCESSABLE_ENTITY, TITLE, "this Idempotency-Key was used for a different request")
         }
     }
 }

@@ -30,8 +30,7 @@ pub use key::IdempotencyKey;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use layer::{
-    default_fingerprint, json_fingerprint, IdempotencyLayer, IdempotencyService, MismatchStatus, IDEMPOTENCY_KEY,
-    IDEMPOTENT_REPLAYED,
+    default_fingerprint, IdempotencyLayer, IdempotencyService, MismatchStatus, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
 };
 pub use manager::{Claim, ClaimHandle, Completion, Idempotency, IdempotencyOptions};
 pub use memory::MemoryIdempotencyStore;

@@ -5,14 +5,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
+use axum::extract::Path;
 use axum::http::{header, Request, Response, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
 use distlock_idempotency::{
-    json_fingerprint, DynIdempotencyStore, Idempotency, IdempotencyLayer, IdempotencyOptions, MemoryIdempotencyStore,
-    MismatchStatus, PostgresIdempotencyStore, RedisIdempotencyStore,
+    normalise_json, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyLayer, IdempotencyOptions,
+    MemoryIdempotencyStore, MismatchStatus, PostgresIdempotencyStore, RedisIdempotencyStore,
 };
+use serde_json::Value;
 use tokio::sync::Notify;
 use tower::ServiceExt;
 
@@ -33,7 +35,8 @@ fn make_app(
     let idem = Idempotency::with_options(store, options).unwrap();
     let layer =
         layer(IdempotencyLayer::new(idem).identity(|req| req.headers.get("x-user")?.to_str().ok().map(str::to_owned)));
-    let (h1, h2, h3, h4) = (handlers.clone(), handlers.clone(), handlers.clone(), handlers.clone());
+    let (h1, h2, h3, h4, h5) =
+        (handlers.clone(), handlers.clone(), handlers.clone(), handlers.clone(), handlers.clone());
     let router = Router::new()
         .route(
             "/orders",
@@ -66,10 +69,61 @@ fn make_app(
                 format!("slow {n}")
             }),
         )
+        .route(
+            "/splits/{id}/finalize",
+            // Answers the hash of the pallet spec it finalised, as the application computes it.
+            post(move |Path(id): Path<u32>, body: Bytes| async move {
+                h5.runs.fetch_add(1, Ordering::SeqCst);
+                let hash = Fingerprint::of_body(&pallet_spec(&body)).to_hex();
+                (StatusCode::CREATED, format!("split {id} finalised: {hash}"))
+            }),
+        )
         .route("/health", get(|| async { "ok" }))
         .route_layer(layer);
     (router, handlers)
 }
+
+/// A split's pallet spec normalised as the specification's finalize hash does it: pallets
+/// sorted by temporary id, package ids ascending, each pallet `{temp_id, packages}` in that
+/// field order, compact JSON. A body that is not a pallet list is returned unchanged.
+fn pallet_spec(body: &[u8]) -> Vec<u8> {
+    let pallets = serde_json::from_slice::<Value>(body).ok().and_then(|request| {
+        let pallets = request.get("pallets")?.as_array()?.iter().map(|pallet| {
+            let temp_id = pallet.get("temp_id")?.as_str()?.to_owned();
+            let packages = pallet.get("packages")?.as_array()?.iter().map(Value::as_u64);
+            Some((temp_id, packages.collect::<Option<Vec<u64>>>()?))
+        });
+        pallets.collect::<Option<Vec<_>>>()
+    });
+    let Some(mut pallets) = pallets else { return body.to_vec() };
+    pallets.sort_by(|a, b| a.0.cmp(&b.0));
+    let pallets: Vec<String> = pallets
+        .into_iter()
+        .map(|(temp_id, mut packages)| {
+            packages.sort_unstable();
+            format!(r#"{{"temp_id":{},"packages":{}}}"#, Value::from(temp_id), Value::from(packages))
+        })
+        .collect();
+    format!("[{}]", pallets.join(",")).into_bytes()
+}
+
+/// The specification's pallet example, as a client sends it: pallets and packages
+/// unsorted, a field the hash leaves out, spaces.
+const PALLETS: &str = r#"{"pallets": [
+    {"temp_id": "T2", "packages": [1042, 1007], "label": "fragile"},
+    {"packages": [1013, 1001, 1005], "temp_id": "T1"}
+]}"#;
+/// [`PALLETS`] normalised.
+const PALLETS_NORMALISED: &str =
+    r#"[{"temp_id":"T1","packages":[1001,1005,1013]},{"temp_id":"T2","packages":[1007,1042]}]"#;
+/// Computed outside the library:
+/// printf '%s' '[{"temp_id":"T1","packages":[1001,1005,1013]},{"temp_id":"T2","packages":[1007,1042]}]' | sha256sum
+const PALLETS_HASH: &str = "9a441cc8d0f48d22c89ac5136e263040f590b081531dd7758be20e883371efdc";
+/// Package 1013 moved from T1 to T2:
+/// printf '%s' '[{"temp_id":"T1","packages":[1001,1005]},{"temp_id":"T2","packages":[1007,1013,1042]}]' | sha256sum
+const MOVED_HASH: &str = "48cbb4f72b38f71b232bcc55c5d5de3ee05fe86587b2c99ea2aa8dfa2bd2ad59";
+const MOVED: &str =
+    r#"{"pallets":[{"temp_id":"T2","packages":[1013,1042,1007]},{"temp_id":"T1","packages":[1005,1001]}]}"#;
 
 fn request(path: &str, key: Option<&str>, user: &str, body: &str) -> Request<Body> {
     let mut builder = Request::post(path).header("x-user", user).header(header::CONTENT_TYPE, "application/json");
@@ -133,23 +187,73 @@ pub async fn server_error_is_replayed(store: Arc<DynIdempotencyStore>) {
     assert_eq!(handlers.runs.load(Ordering::SeqCst), 1);
 }
 
-/// The same key with another body: 422 by default, 409 with the stored hash in the seed's mode.
+/// The same key with another body: 422 by default; in the 409 mode, 409 carrying the
+/// SHA-256 of the first request's normalised JSON body alone (not the new request's).
 pub async fn different_payload_is_a_mismatch(store: Arc<DynIdempotencyStore>) {
+    // printf '%s' '{"item":1}' | sha256sum
+    const FIRST_HASH: &str = "8a90f2b609081eaf2e6fd34f85016f6a865cb41be9c56e2883c3c3e70385cebd";
     for mode in [MismatchStatus::UnprocessableContent, MismatchStatus::ConflictWithHash] {
         let (app, handlers) = make_app(Arc::clone(&store), IdempotencyOptions::new(), |l| l.mismatch(mode));
         let key = fresh_key();
-        assert_eq!(send(&app, request("/orders", Some(&key), "u1", r#"{"item":1}"#)).await.0, StatusCode::CREATED);
-        let (status, response, body) = send(&app, request("/orders", Some(&key), "u1", r#"{"item":2}"#)).await;
-        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
-        let problem: serde_json::Value = serde_json::from_str(&body).unwrap();
-        if mode == MismatchStatus::UnprocessableContent {
-            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-        } else {
-            assert_eq!(status, StatusCode::CONFLICT);
-            assert_eq!(problem["stored_fingerprint"].as_str().unwrap().len(), 64, "{problem}");
+        assert_eq!(send(&app, request("/orders", Some(&key), "u1", r#"{ "item": 1 }"#)).await.0, StatusCode::CREATED);
+        for other in [r#"{"item":2}"#, r#"{"item":3}"#] {
+            let (status, response, body) = send(&app, request("/orders", Some(&key), "u1", other)).await;
+            assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
+            let problem: Value = serde_json::from_str(&body).unwrap();
+            if mode == MismatchStatus::UnprocessableContent {
+                assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+                assert!(problem.get("existing_hash").is_none(), "{problem}");
+            } else {
+                assert_eq!(status, StatusCode::CONFLICT);
+                assert_eq!(problem["existing_hash"], FIRST_HASH, "{problem}");
+                assert!(response.headers().get(header::RETRY_AFTER).is_none());
+            }
         }
         assert_eq!(handlers.runs.load(Ordering::SeqCst), 1);
     }
+}
+
+/// The specification's finalize hash: with the pallet normalisation, the fingerprint is
+/// the SHA-256 of the normalised body alone (reordered pallets and packages, another
+/// `Content-Type` and spaces are the same request), the 409 answer carries the hash the
+/// first request stored — equal to the application's own value and to the reference
+/// computed outside the library — and each split keeps its own record.
+pub async fn conflict_carries_the_first_requests_body_hash(store: Arc<DynIdempotencyStore>) {
+    assert_eq!(String::from_utf8(pallet_spec(PALLETS.as_bytes())).unwrap(), PALLETS_NORMALISED);
+    assert_eq!(Fingerprint::of_body(PALLETS_NORMALISED.as_bytes()).to_hex(), PALLETS_HASH);
+    let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| {
+        l.normalise_body(pallet_spec).mismatch(MismatchStatus::ConflictWithHash)
+    });
+    let key = fresh_key();
+    let (status, _, first) = send(&app, request("/splits/7/finalize", Some(&key), "u1", PALLETS)).await;
+    assert_eq!((status, first.as_str()), (StatusCode::CREATED, &*format!("split 7 finalised: {PALLETS_HASH}")));
+
+    let reordered =
+        r#"{"pallets":[{"temp_id":"T1","packages":[1005,1013,1001]},{"packages":[1007,1042],"temp_id":"T2"}]}"#;
+    let mut retry = request("/splits/7/finalize", Some(&key), "u1", reordered);
+    retry.headers_mut().insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+    let (status, response, body) = send(&app, retry).await;
+    assert_eq!((status, body.as_str()), (StatusCode::CREATED, first.as_str()));
+    assert!(replayed(&response));
+
+    for other in [MOVED, r#"{"pallets":[]}"#] {
+        let (status, response, body) = send(&app, request("/splits/7/finalize", Some(&key), "u1", other)).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
+        let problem: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(problem["status"], 409);
+        assert_eq!(problem["existing_hash"], PALLETS_HASH, "{problem}");
+        assert!(first.ends_with(problem["existing_hash"].as_str().unwrap()));
+    }
+
+    // Another split, same key: its own record, whose first body is `MOVED`.
+    let (status, response, body) = send(&app, request("/splits/8/finalize", Some(&key), "u1", MOVED)).await;
+    assert_eq!((status, body.as_str()), (StatusCode::CREATED, &*format!("split 8 finalised: {MOVED_HASH}")));
+    assert!(!replayed(&response));
+    let (status, _, body) = send(&app, request("/splits/8/finalize", Some(&key), "u1", PALLETS)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["existing_hash"], MOVED_HASH);
+    assert_eq!(handlers.runs.load(Ordering::SeqCst), 2);
 }
 
 /// Missing (when required) and malformed keys: 400 before anything runs.
@@ -221,11 +325,11 @@ pub async fn in_progress_then_dropped_request_is_retried_after_the_lease(store: 
     assert_eq!(handlers.runs.load(Ordering::SeqCst), 2);
 }
 
-/// Unguarded methods pass through; bodies over the limit are refused; the JSON
-/// fingerprint ignores key order.
-pub async fn methods_limits_and_json_fingerprint(store: Arc<DynIdempotencyStore>) {
+/// Unguarded methods pass through; bodies over the limit are refused; the JSON body hash
+/// ignores key order.
+pub async fn methods_limits_and_json_body_hash(store: Arc<DynIdempotencyStore>) {
     let (app, handlers) =
-        make_app(store, IdempotencyOptions::new(), |l| l.request_limit(64).fingerprint(json_fingerprint));
+        make_app(store, IdempotencyOptions::new(), |l| l.request_limit(64).normalise_body(normalise_json));
     let key = fresh_key();
     for _ in 0..2 {
         let get = Request::get("/orders").header("idempotency-key", key.as_str()).body(Body::empty()).unwrap();
@@ -263,7 +367,8 @@ macro_rules! all_layer_tests {
             quoted_and_bare_keys_are_the_same,
             callers_do_not_see_each_others_responses,
             in_progress_then_dropped_request_is_retried_after_the_lease,
-            methods_limits_and_json_fingerprint,
+            methods_limits_and_json_body_hash,
+            conflict_carries_the_first_requests_body_hash,
         );
     };
 }
