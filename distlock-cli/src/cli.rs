@@ -164,8 +164,8 @@ pub(crate) struct RunArgs {
     #[arg(skip)]
     pub(crate) members: Vec<(LockMode, LockKey)>,
 
-    /// The lease; renewed every TTL / 3 while the command runs, so a crashed distlock
-    /// frees the lock at most one TTL later.
+    /// The lease; renewed every max(1 s, min(10 s, TTL / 3)) while the command runs, so a
+    /// crashed distlock frees the lock at most one TTL later.
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub(crate) ttl: Duration,
 
@@ -183,8 +183,9 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value = "50ms", value_parser = parse_duration, value_name = "DURATION")]
     pub(crate) retry: Duration,
 
-    /// Renew the lease at this interval instead of every TTL / 3 (must be shorter than
-    /// the TTL minus the larger of --kill-grace and a fifth of the TTL).
+    /// Renew the lease at this interval instead of every max(1 s, min(10 s, TTL / 3))
+    /// (must be at least 10 ms and shorter than the TTL minus the larger of --kill-grace
+    /// and a fifth of the TTL).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub(crate) renew_every: Option<Duration>,
 

@@ -258,13 +258,14 @@ async fn durations_into_pure_functions() {
                     }
                     Ok(Ok(valid)) => {
                         // A renewal must come before `lost()` fires: shorter than the TTL
-                        // minus the loss margin (`InvalidOptions::RenewInterval`'s rule), for
-                        // `auto_renew()` as for `renew_every(..)`.
+                        // minus the loss margin (`InvalidOptions::RenewInterval`'s rule), and
+                        // no more often than `Renewal::MIN_INTERVAL`, for `auto_renew()` as
+                        // for `renew_every(..)`.
                         let window = valid.ttl.as_duration().saturating_sub(valid.loss_margin);
                         let bad = valid.ttl.as_duration().is_zero()
                             || valid.loss_margin >= valid.ttl.as_duration()
                             || valid.wait.is_some_and(|w| w > LockOptions::MAX_WAIT)
-                            || valid.renew_every.is_some_and(|e| e.is_zero() || e >= window);
+                            || valid.renew_every.is_some_and(|e| e < distlock::Renewal::MIN_INTERVAL || e >= window);
                         if bad {
                             problems.push(format!("{options:?}.validate({ttl:?}) accepted an unusable {valid:?}"));
                         }
@@ -335,6 +336,8 @@ fn setter_cases(d: Duration, rng: &mut Rng, all: &[Duration]) -> Vec<LockOptions
         base.loss_margin(d),
         base.loss_margin(d).auto_renew(),
         base.loss_margin(d).renew_every(d / 2),
+        base.renew_at_half_ttl(),
+        base.loss_margin(d).renew_at_half_ttl(),
         random,
     ]
 }

@@ -269,10 +269,10 @@ pub enum InvalidOptions {
         /// The maximum.
         max: Duration,
     },
-    /// A renewal interval must be greater than zero and shorter than the TTL minus the
-    /// loss margin (otherwise the loss would be signalled before the first renewal).
+    /// A renewal interval must be shorter than the TTL minus the loss margin (otherwise
+    /// the loss would be signalled before the first renewal).
     #[error(
-        "the renewal interval {interval:?} must be greater than zero and shorter than the TTL {ttl:?} minus the loss margin {loss_margin:?}"
+        "the renewal interval {interval:?} must be shorter than the TTL {ttl:?} minus the loss margin {loss_margin:?}"
     )]
     RenewInterval {
         /// The interval given.
@@ -281,6 +281,16 @@ pub enum InvalidOptions {
         ttl: Duration,
         /// The loss margin.
         loss_margin: Duration,
+    },
+    /// The renewal interval, given or computed for the lease, is shorter than the accepted
+    /// minimum ([`Renewal::MIN_INTERVAL`](crate::Renewal::MIN_INTERVAL)): each renewal is
+    /// a round trip to the store.
+    #[error("the renewal interval {interval:?} is shorter than the minimum {min:?}")]
+    RenewIntervalTooShort {
+        /// The interval given, or computed from the TTL and the loss margin.
+        interval: Duration,
+        /// The minimum.
+        min: Duration,
     },
     /// The loss margin must be shorter than the TTL.
     #[error("the loss margin {margin:?} must be shorter than the TTL {ttl:?}")]
@@ -317,6 +327,11 @@ pub enum LossReason {
     /// drift (1 % of the TTL + 2 ms) — so the holder has that long to stop before
     /// another owner can take the key.
     DeadlinePassed,
+    /// [`Renewal::MAX_CONSECUTIVE_FAILURES`](crate::Renewal::MAX_CONSECUTIVE_FAILURES)
+    /// renewals in a row failed (the store answered with an error or not at all) and
+    /// renewal stopped, before the deadline of [`DeadlinePassed`](Self::DeadlinePassed):
+    /// the store may still hold the lease until then, but it is no longer renewed.
+    RenewalFailed,
 }
 
 impl std::fmt::Display for LossReason {
@@ -324,6 +339,7 @@ impl std::fmt::Display for LossReason {
         f.write_str(match self {
             Self::NotHeld => "the store no longer holds the lease for this token",
             Self::DeadlinePassed => "the lease's deadline passed without a confirmed renewal",
+            Self::RenewalFailed => "renewal stopped after failing several times in a row",
         })
     }
 }

@@ -12,10 +12,10 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::error::{LockError, LossReason};
+use crate::error::{InvalidOptions, LockError, LossReason};
 use crate::key::LockKey;
 use crate::observe;
-use crate::options::Ttl;
+use crate::options::{Renewal, Ttl};
 use crate::release::Target;
 use crate::store::DynLockStore;
 use crate::token::Token;
@@ -173,9 +173,10 @@ impl Watchdog {
 /// One renewal: `Ok(true)` renewed, `Ok(false)` no longer held.
 type RenewFuture = Pin<Box<dyn Future<Output = Result<bool, LockError>> + Send>>;
 
-/// Renews `lease` by calling `renew` every `every` until it is lost. Transient store
-/// errors are retried while the lease is still valid; "not held" is final and never
-/// leads to a re-acquisition.
+/// Renews `lease` by calling `renew` every `every` until it is lost. A store error is
+/// retried after `every`, or sooner when the attempts left would not all fit before the
+/// loss deadline (see [`retry_at`]); [`Renewal::MAX_CONSECUTIVE_FAILURES`] errors in a row
+/// end renewal. "Not held" is final and never leads to a re-acquisition.
 async fn renew_until_lost<F>(
     lease: &Lease,
     backend: &'static str,
@@ -187,7 +188,7 @@ async fn renew_until_lost<F>(
     F: FnMut() -> RenewFuture,
 {
     let log_key = log_key.unwrap_or("");
-    let retry_pause = (every / 4).clamp(Duration::from_millis(5), Duration::from_millis(500));
+    let mut failures = 0;
     let mut next = Instant::now() + every;
     loop {
         tokio::time::sleep_until(next).await;
@@ -201,6 +202,7 @@ async fn renew_until_lost<F>(
             Ok(Ok(true)) => {
                 tracing::debug!(lock.key = log_key, backend, "lease renewed");
                 lease.renewed(sent_at, ttl);
+                failures = 0;
                 next = sent_at + every;
             }
             Ok(Ok(false)) => {
@@ -210,13 +212,15 @@ async fn renew_until_lost<F>(
             }
             Ok(Err(error)) => {
                 observe::renew_failure(backend);
-                tracing::warn!(
-                    lock.key = log_key,
-                    backend,
-                    error = &error as &dyn std::error::Error,
-                    "lease renewal failed; retrying while the lease is still valid"
-                );
-                next = (Instant::now() + retry_pause).min(deadline);
+                failures += 1;
+                let error = &error as &dyn std::error::Error;
+                if failures >= Renewal::MAX_CONSECUTIVE_FAILURES {
+                    tracing::warn!(lock.key = log_key, backend, error, failures, "lease renewal failed; renewal stops");
+                    lease.mark_lost(LossReason::RenewalFailed);
+                    break;
+                }
+                tracing::warn!(lock.key = log_key, backend, error, failures, "lease renewal failed; retrying");
+                next = retry_at(Instant::now(), deadline, every, Renewal::MAX_CONSECUTIVE_FAILURES - failures);
             }
             Err(_) => {
                 observe::renew_failure(backend);
@@ -225,6 +229,15 @@ async fn renew_until_lost<F>(
             }
         }
     }
+}
+
+/// When to retry a failed renewal, `now`, with `attempts_left` attempts before renewal
+/// stops: after the regular interval `every`, unless the attempts left would not all be
+/// sent before the loss `deadline` that way; then they are spread evenly over the time
+/// left, so that an outage shorter than that time is ridden out.
+fn retry_at(now: Instant, deadline: Instant, every: Duration, attempts_left: u32) -> Instant {
+    let spread = deadline.saturating_duration_since(now) / (attempts_left + 1);
+    now + every.min(spread)
 }
 
 /// The lease of something kept in a store other than a lock — an idempotency claim, say
@@ -302,17 +315,25 @@ impl LeaseWatch {
 
     /// Starts a task on the current runtime that calls `renew` (one renewal for `ttl`:
     /// `Ok(true)` renewed, `Ok(false)` no longer held) every `every` until the lease is
-    /// lost, exactly as a lock's watchdog does. Abort the returned handle when the lease
-    /// ends.
+    /// lost, exactly as a lock's watchdog does (including its handling of
+    /// [failed renewals](crate::Renewal#failed-renewals)). Abort the returned handle when
+    /// the lease ends. [`Renewal::interval`] computes `every` from a renewal setting.
     ///
     /// # Errors
     ///
-    /// [`LockError::Config`] when called outside a tokio runtime (nothing is started).
+    /// [`LockError::InvalidOptions`] when `every` is shorter than
+    /// [`Renewal::MIN_INTERVAL`]; [`LockError::Config`] when called outside a tokio
+    /// runtime. Nothing is started then.
     pub fn spawn_renewal<F, Fut>(&self, ttl: Ttl, every: Duration, mut renew: F) -> Result<AbortHandle, LockError>
     where
         F: FnMut() -> Fut + Send + 'static,
         Fut: Future<Output = Result<bool, LockError>> + Send + 'static,
     {
+        if every < Renewal::MIN_INTERVAL {
+            return Err(LockError::InvalidOptions {
+                reason: InvalidOptions::RenewIntervalTooShort { interval: every, min: Renewal::MIN_INTERVAL },
+            });
+        }
         let lease = Arc::clone(&self.lease);
         let backend = lease.backend;
         let boxed = move || -> RenewFuture { Box::pin(renew()) };

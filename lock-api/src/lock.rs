@@ -166,8 +166,8 @@ impl DistributedLock {
         self.hold.parts.lease.safe_until().saturating_duration_since(Instant::now())
     }
 
-    /// Whether the lease is lost: renewal or an extend found it no longer held, or its
-    /// deadline passed without a confirmed renewal.
+    /// Whether the lease is lost: renewal or an extend found it no longer held, renewal
+    /// failed too many times in a row, or its deadline passed without a confirmed renewal.
     pub fn is_lost(&self) -> bool {
         self.hold.parts.lease.lost_reason().is_some()
     }
@@ -182,7 +182,11 @@ impl DistributedLock {
     ///   [`safe_until`](Self::safe_until) — the store could not be reached in time, or
     ///   the lock is not renewed. It fires at least the margin (a fifth of the TTL by
     ///   default) before the store could hand the key to another owner, so the holder
-    ///   has that long to stop its work.
+    ///   has that long to stop its work;
+    /// - [`LossReason::RenewalFailed`] when renewal stopped after
+    ///   [`Renewal::MAX_CONSECUTIVE_FAILURES`](crate::Renewal::MAX_CONSECUTIVE_FAILURES)
+    ///   failed renewals in a row (see [failed renewals](crate::Renewal#failed-renewals)),
+    ///   at the latest at that same deadline.
     ///
     /// A normal [`release`](Self::release) consumes the handle; it never fires this.
     ///

@@ -75,7 +75,7 @@ fn ceil_millis(d: Duration) -> u64 {
 /// |---|---|
 /// | [`wait`](Self::wait) | unset: `lock` waits until it gets the lock; `try_lock` and `with_lock` try once |
 /// | [`retry_interval`](Self::retry_interval) | 50 ms |
-/// | [`renewal`](Self::auto_renew) | off |
+/// | [`renewal`](Self::auto_renew) | off; [`auto_renew`](Self::auto_renew) renews every `max(1 s, min(10 s, TTL / 3))` |
 /// | [`loss_margin`](Self::loss_margin) | a fifth of the TTL |
 /// | [`fairness`](Self::barging) | [`Fairness::Fair`]: waiters are served in arrival order where the store keeps a queue |
 ///
@@ -150,21 +150,118 @@ impl Default for LockOptions {
 /// With renewal on, a background task extends the lease (token-checked) every interval
 /// while the [`DistributedLock`](crate::DistributedLock) lives, so jobs of unknown length
 /// keep their lock with a short TTL: if the process dies, the lock is free one TTL later.
-/// Renewal stops on release, on drop, and once the lease is lost; transient store errors
-/// are retried while the lease is still valid; a lease found taken is never silently
-/// re-acquired. See [`DistributedLock::lost`](crate::DistributedLock::lost).
+/// Renewal stops on release, on drop, and once the lease is lost; a lease found taken is
+/// never silently re-acquired. See [`DistributedLock::lost`](crate::DistributedLock::lost).
+///
+/// # Failed renewals
+///
+/// A renewal the store answers with an error (or does not answer) is retried sooner than
+/// the interval: the remaining attempts are spread over the time left before the loss
+/// deadline. After [`MAX_CONSECUTIVE_FAILURES`](Self::MAX_CONSECUTIVE_FAILURES) failures
+/// in a row renewal stops and the lease is lost ([`LossReason::RenewalFailed`]); a
+/// confirmed renewal resets the count. The loss is never signalled later than the loss
+/// deadline ([`LossReason::DeadlinePassed`]), whatever the number of failures so far. A
+/// store that answers "not held" ends renewal at once ([`LossReason::NotHeld`]).
+///
+/// # Intervals
+///
+/// Every interval, chosen or computed, is at least [`MIN_INTERVAL`](Self::MIN_INTERVAL)
+/// and shorter than the TTL minus the [loss margin](LockOptions::loss_margin), so that a
+/// renewal is sent before the loss would be signalled; [`LockOptions::validate`] refuses
+/// anything else with [`LockError::InvalidOptions`] before any I/O. [`interval`](Self::interval)
+/// computes the interval of a setting for a lease:
+///
+/// ```
+/// use std::time::Duration;
+/// use distlock_api::{Renewal, Ttl};
+///
+/// let every = |renewal: Renewal, ttl_ms: u64| {
+///     let ttl = Ttl::new(Duration::from_millis(ttl_ms))?;
+///     renewal.interval(ttl, ttl.as_duration() / 5) // the default loss margin
+/// };
+/// let secs = |s: u64| Some(Duration::from_secs(s));
+/// assert_eq!(every(Renewal::Auto, 3_000)?, secs(1));
+/// assert_eq!(every(Renewal::Auto, 9_000)?, secs(3));
+/// assert_eq!(every(Renewal::Auto, 30_000)?, secs(10));
+/// assert_eq!(every(Renewal::Auto, 60_000)?, secs(10));
+/// // Under 2.5 s the 1 s floor would leave no second renewal before the loss margin.
+/// assert_eq!(every(Renewal::Auto, 2_000)?, Some(Duration::from_millis(800)));
+/// assert_eq!(every(Renewal::HalfTtl, 30_000)?, secs(15));
+/// assert_eq!(every(Renewal::Off, 30_000)?, None);
+/// assert!(every(Renewal::Every(Duration::from_millis(1)), 30_000).is_err());
+/// # Ok::<(), distlock_api::LockError>(())
+/// ```
+///
+/// [`LossReason::RenewalFailed`]: crate::LossReason::RenewalFailed
+/// [`LossReason::DeadlinePassed`]: crate::LossReason::DeadlinePassed
+/// [`LossReason::NotHeld`]: crate::LossReason::NotHeld
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Renewal {
     /// No renewal: the lease ends after its TTL unless extended by hand.
     #[default]
     Off,
-    /// Renew every TTL / 3 (more often when the loss margin leaves less than two thirds
-    /// of the TTL: at least twice before the loss would be signalled).
+    /// Renew every `max(1 s, min(10 s, TTL / 3))` — 1 s for a 3 s lease, 3 s for 9 s, 10 s
+    /// for 30 s and longer — but at least twice before the loss would be signalled: when
+    /// the TTL minus the loss margin is shorter than two such intervals (with the default
+    /// margin, a TTL under 2.5 s), every half of that time instead, below the 1 s floor.
+    /// Refused when that is shorter than [`MIN_INTERVAL`](Self::MIN_INTERVAL).
     Auto,
-    /// Renew at this interval, which must leave time before the loss margin: shorter than
-    /// the TTL minus the [loss margin](LockOptions::loss_margin).
+    /// Renew every half of the TTL (a watchdog at TTL / 2, 15 s for a 30 s lease). The
+    /// loss margin must then be shorter than half the TTL (the default, a fifth, is).
+    HalfTtl,
+    /// Renew at this interval: at least [`MIN_INTERVAL`](Self::MIN_INTERVAL) and shorter
+    /// than the TTL minus the [loss margin](LockOptions::loss_margin).
     Every(Duration),
+}
+
+impl Renewal {
+    /// The shortest renewal interval accepted: 10 ms, at most a hundred renewals a second
+    /// per lock. Shorter intervals only load the store (each renewal is a round trip to
+    /// it) and are almost always a unit mistake.
+    pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+    /// The shortest interval of [`Renewal::Auto`] when the lease leaves room for it: 1 s.
+    pub const AUTO_MIN: Duration = Duration::from_secs(1);
+
+    /// The longest interval of [`Renewal::Auto`]: 10 s.
+    pub const AUTO_MAX: Duration = Duration::from_secs(10);
+
+    /// How many renewals in a row may fail before renewal stops and the lease is lost: 3.
+    pub const MAX_CONSECUTIVE_FAILURES: u32 = 3;
+
+    /// The interval at which this setting renews a lease of `ttl` whose loss is signalled
+    /// `loss_margin` before its end; `None` for [`Renewal::Off`].
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidOptions`] when the interval would be shorter than
+    /// [`MIN_INTERVAL`](Self::MIN_INTERVAL)
+    /// ([`InvalidOptions::RenewIntervalTooShort`]), or would not leave time before the
+    /// loss margin, i.e. is not shorter than `ttl - loss_margin`
+    /// ([`InvalidOptions::RenewInterval`]).
+    pub fn interval(self, ttl: Ttl, loss_margin: Duration) -> Result<Option<Duration>, LockError> {
+        let ttl = ttl.as_duration();
+        let window = ttl.saturating_sub(loss_margin);
+        let every = match self {
+            Self::Off => return Ok(None),
+            // At least twice before the loss would be signalled, even below the floor.
+            Self::Auto => (ttl / 3).clamp(Self::AUTO_MIN, Self::AUTO_MAX).min(window / 2),
+            Self::HalfTtl => ttl / 2,
+            Self::Every(every) => every,
+        };
+        if every < Self::MIN_INTERVAL {
+            return Err(LockError::InvalidOptions {
+                reason: InvalidOptions::RenewIntervalTooShort { interval: every, min: Self::MIN_INTERVAL },
+            });
+        }
+        if every >= window {
+            return Err(LockError::InvalidOptions {
+                reason: InvalidOptions::RenewInterval { interval: every, ttl, loss_margin },
+            });
+        }
+        Ok(Some(every))
+    }
 }
 
 impl LockOptions {
@@ -220,15 +317,26 @@ impl LockOptions {
         self
     }
 
-    /// Renews the lease automatically every TTL / 3 while the handle lives.
+    /// Renews the lease automatically while the handle lives, every
+    /// `max(1 s, min(10 s, TTL / 3))` (see [`Renewal::Auto`]): 10 s for a 30 s lease.
     #[must_use]
     pub const fn auto_renew(mut self) -> Self {
         self.renewal = Renewal::Auto;
         self
     }
 
-    /// Renews the lease automatically every `interval` while the handle lives; the
-    /// interval must be shorter than the TTL minus the loss margin.
+    /// Renews the lease automatically every half of the TTL while the handle lives
+    /// ([`Renewal::HalfTtl`]): a watchdog at TTL / 2. The loss margin must be shorter than
+    /// half the TTL.
+    #[must_use]
+    pub const fn renew_at_half_ttl(mut self) -> Self {
+        self.renewal = Renewal::HalfTtl;
+        self
+    }
+
+    /// Renews the lease automatically every `interval` while the handle lives
+    /// ([`Renewal::Every`]); the interval must be at least [`Renewal::MIN_INTERVAL`]
+    /// (10 ms) and shorter than the TTL minus the loss margin.
     #[must_use]
     pub const fn renew_every(mut self, interval: Duration) -> Self {
         self.renewal = Renewal::Every(interval);
@@ -253,7 +361,8 @@ impl LockOptions {
     /// [`LockError::InvalidOptions`] for a zero or too long TTL, a `wait` or
     /// `retry_interval` longer than [`LockOptions::MAX_WAIT`], a zero `retry_interval`
     /// while waiting, a loss margin not shorter than the TTL, or a renewal interval that
-    /// is zero or leaves no time before the loss margin.
+    /// is shorter than [`Renewal::MIN_INTERVAL`] or leaves no time before the loss margin
+    /// (see [`Renewal::interval`]).
     pub fn validate(&self, ttl: Duration) -> Result<ValidOptions, LockError> {
         let ttl = Ttl::new(ttl)?;
         if let Some(wait) = self.wait.filter(|wait| *wait > Self::MAX_WAIT) {
@@ -278,25 +387,7 @@ impl LockOptions {
             }
             Some(margin) => margin,
         };
-        let window = ttl.as_duration().saturating_sub(loss_margin);
-        let renew_every = match self.renewal {
-            Renewal::Off => None,
-            // Every TTL / 3, and in any case twice before the loss would be signalled.
-            Renewal::Auto => match (ttl.as_duration() / 3).min(window / 2) {
-                every if every.is_zero() => {
-                    return Err(LockError::InvalidOptions {
-                        reason: InvalidOptions::RenewInterval { interval: every, ttl: ttl.as_duration(), loss_margin },
-                    });
-                }
-                every => Some(every),
-            },
-            Renewal::Every(every) if every.is_zero() || every >= window => {
-                return Err(LockError::InvalidOptions {
-                    reason: InvalidOptions::RenewInterval { interval: every, ttl: ttl.as_duration(), loss_margin },
-                });
-            }
-            Renewal::Every(every) => Some(every),
-        };
+        let renew_every = self.renewal.interval(ttl, loss_margin)?;
         Ok(ValidOptions {
             ttl,
             wait: self.wait,
@@ -368,16 +459,20 @@ mod tests {
             let err = waiting.retry_interval(Duration::ZERO).validate(ttl).unwrap_err();
             assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::ZeroRetryInterval }), "{err}");
         }
-        assert_eq!(options.auto_renew().validate(ttl).unwrap().renew_every, Some(ttl / 3));
+        // Below the 1 s floor: twice before the loss margin (0.8 s) instead.
+        assert_eq!(options.auto_renew().validate(ttl).unwrap().renew_every, Some(Duration::from_millis(400)));
         let late = options.auto_renew().loss_margin(Duration::from_millis(900));
         assert_eq!(late.validate(ttl).unwrap().renew_every, Some(Duration::from_millis(50)), "before the loss margin");
         let err = options.auto_renew().loss_margin(ttl - Duration::from_nanos(1)).validate(ttl).unwrap_err();
-        assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::RenewInterval { .. } }), "{err}");
+        assert!(
+            matches!(err, LockError::InvalidOptions { reason: InvalidOptions::RenewIntervalTooShort { .. } }),
+            "{err}"
+        );
         assert_eq!(
             options.renew_every(Duration::from_millis(10)).validate(ttl).unwrap().renew_every,
             Some(Duration::from_millis(10))
         );
-        for bad in [Duration::ZERO, Duration::from_millis(800), Duration::from_secs(1), Duration::MAX] {
+        for bad in [Duration::from_millis(800), Duration::from_secs(1), Duration::MAX] {
             let err = options.renew_every(bad).validate(ttl).unwrap_err();
             assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::RenewInterval { .. } }), "{err}");
         }
@@ -395,5 +490,98 @@ mod tests {
         );
         let err = options.validate(Duration::MAX).unwrap_err();
         assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::TtlTooLong { .. } }), "{err}");
+    }
+
+    fn auto_every(ttl: Duration, margin: Option<Duration>) -> Result<Option<Duration>, LockError> {
+        let options = LockOptions::new().auto_renew();
+        let options = match margin {
+            Some(margin) => options.loss_margin(margin),
+            None => options,
+        };
+        options.validate(ttl).map(|valid| valid.renew_every)
+    }
+
+    #[test]
+    fn auto_renewal_is_a_third_of_the_ttl_between_one_and_ten_seconds() {
+        let (ms, s) = (Duration::from_millis, Duration::from_secs);
+        for (ttl, every) in [
+            (s(3), s(1)),
+            (s(6), s(2)),
+            (s(9), s(3)),
+            (s(15), s(5)),
+            (s(30), s(10)),
+            (s(31), s(10)),
+            (s(60), s(10)),
+            (s(3600), s(10)),
+            (Ttl::MAX, s(10)),
+            // The 1 s floor, still twice before the loss margin (0.8 × 2.7 s = 2.16 s).
+            (ms(2_700), s(1)),
+            (ms(2_500), s(1)),
+            // The floor would leave less than two renewals before the loss margin: every
+            // half of the TTL minus the margin (0.4 × TTL by default).
+            (s(2), ms(800)),
+            (s(1), ms(400)),
+            (ms(100), ms(40)),
+            (ms(25), ms(10)),
+        ] {
+            assert_eq!(auto_every(ttl, None).unwrap(), Some(every), "TTL {ttl:?}");
+        }
+        // A larger loss margin brings the renewal forward: twice before it.
+        assert_eq!(auto_every(s(30), Some(s(20))).unwrap(), Some(s(5)));
+        assert_eq!(auto_every(s(3), Some(s(2))).unwrap(), Some(ms(500)));
+        // Too short a lease to renew at least every 10 ms.
+        for (ttl, margin) in [(ms(24), None), (ms(1), None), (s(1), Some(ms(990)))] {
+            let err = auto_every(ttl, margin).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    LockError::InvalidOptions {
+                        reason: InvalidOptions::RenewIntervalTooShort { min, .. }
+                    } if min == Renewal::MIN_INTERVAL
+                ),
+                "TTL {ttl:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn half_ttl_renewal_is_one_setting() {
+        let options = LockOptions::new().renew_at_half_ttl();
+        assert_eq!(options.renewal, Renewal::HalfTtl);
+        for ttl in [Duration::from_secs(30), Duration::from_secs(5), Duration::from_millis(100)] {
+            assert_eq!(options.validate(ttl).unwrap().renew_every, Some(ttl / 2), "TTL {ttl:?}");
+        }
+        // The loss margin must leave the renewal time: shorter than half the TTL.
+        let ttl = Duration::from_secs(30);
+        assert_eq!(
+            options.loss_margin(Duration::from_secs(14)).validate(ttl).unwrap().renew_every,
+            Some(Duration::from_secs(15))
+        );
+        let err = options.loss_margin(Duration::from_secs(15)).validate(ttl).unwrap_err();
+        assert!(matches!(err, LockError::InvalidOptions { reason: InvalidOptions::RenewInterval { .. } }), "{err}");
+        let err = options.validate(Duration::from_millis(19)).unwrap_err();
+        assert!(
+            matches!(err, LockError::InvalidOptions { reason: InvalidOptions::RenewIntervalTooShort { .. } }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn explicit_renewal_below_the_floor_is_refused() {
+        let ttl = Duration::from_secs(30);
+        for bad in [Duration::ZERO, Duration::from_nanos(1), Duration::from_micros(9_999), Duration::from_millis(9)] {
+            let err = LockOptions::new().renew_every(bad).validate(ttl).unwrap_err();
+            match err {
+                LockError::InvalidOptions { reason: InvalidOptions::RenewIntervalTooShort { interval, min } } => {
+                    assert_eq!((interval, min), (bad, Duration::from_millis(10)));
+                }
+                other => panic!("{bad:?}: {other}"),
+            }
+        }
+        for ok in [Renewal::MIN_INTERVAL, Duration::from_secs(1), Duration::from_secs(23)] {
+            assert_eq!(LockOptions::new().renew_every(ok).validate(ttl).unwrap().renew_every, Some(ok));
+        }
+        let text = LockOptions::new().renew_every(Duration::from_nanos(1)).validate(ttl).unwrap_err().to_string();
+        assert!(text.contains("1ns") && text.contains("10ms"), "{text}");
     }
 }

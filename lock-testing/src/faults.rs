@@ -132,7 +132,8 @@ impl Faults {
     /// the key; its cause is an [`InjectedFault`]. What the manager does with such a
     /// failure is what it does in production: a failed acquisition is an error to the
     /// caller (and its possible lease is released in the background), a failed renewal
-    /// is retried while the lease is still valid, a failed `release()` is retried once
+    /// is retried, and the third failure in a row loses the lease
+    /// ([`Renewal`](distlock_api::Renewal#failed-renewals)), a failed `release()` is retried once
     /// in the background, a failed wait for a release becomes a sleep.
     pub fn fail_next(&self, op: Op, n: usize) {
         self.state().ops[op.index()].fail_next = n;

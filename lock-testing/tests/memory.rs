@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{
-    KeyPattern, LockError, LockKey, LockManager, LockOptions, LockStore, LossReason, StoreKey, Token, Ttl,
+    InvalidOptions, KeyPattern, LockError, LockKey, LockManager, LockOptions, LockStore, LossReason, Renewal, StoreKey,
+    Token, Ttl,
 };
 use distlock_memory::MemoryLockStore;
 use distlock_testing::{Faults, FaultyStore, InjectedFault, Op};
@@ -305,26 +306,135 @@ async fn a_failing_wait_for_release_becomes_a_sleep() {
     drop(lock);
 }
 
-/// A store outage during renewal: renewals fail and are retried; `lost()` fires
-/// `DeadlinePassed` before the lease's end; healing in time keeps the lease.
+/// The moment a renewing lock's loss is signalled when no renewal since its acquisition
+/// at `acquired` was confirmed: the loss margin (a fifth) before the lease's end, less
+/// the drift allowance (1 % + 2 ms).
+fn loss_deadline(acquired: Instant, ttl: Duration) -> Instant {
+    acquired + ttl - ttl / 100 - Duration::from_millis(2) - ttl / 5
+}
+
+/// A store outage during renewal: the first renewal fails, and the two retries are
+/// spread over the time left before the loss deadline; the third failure in a row stops
+/// renewal and fires `lost()` with `RenewalFailed`, before that deadline. No renewal is
+/// sent after it.
 #[tokio::test(start_paused = true)]
-async fn failing_renewals_are_retried_and_lose_the_lease_at_the_deadline() {
-    let (locks, faults, _) = setup();
-    let every = Duration::from_secs(10);
-    let options = LockOptions::new().renew_every(every);
+async fn three_failed_renewals_in_a_row_lose_the_lease() {
+    let (locks, faults, memory) = setup();
+    let acquired = Instant::now();
+    let lock = locks.lock_opts("outage", TTL, &LockOptions::new().auto_renew()).await.unwrap();
+    faults.fail_all(Op::Extend);
+    // Every 10 s; after a failure, the attempts left spread over what is left of the
+    // 23.698 s before the loss deadline: 13.698 s / 3, then 9.132 s / 2.
+    let deadline = loss_deadline(acquired, TTL);
+    let retry = Duration::from_millis(4_566);
+    for (n, at) in
+        [(1, Duration::from_secs(10)), (2, Duration::from_secs(10) + retry), (3, Duration::from_secs(10) + retry * 2)]
+    {
+        faults.wait_for_calls(Op::Extend, n).await;
+        assert_eq!(acquired.elapsed(), at, "renewal {n}");
+        assert_eq!(lock.is_lost(), n == 3, "after {n} failed renewals");
+    }
+    let reason = tokio::time::timeout(PATIENCE, lock.lost()).await.expect("lost did not fire");
+    assert_eq!(reason, LossReason::RenewalFailed);
+    assert_eq!(acquired.elapsed(), Duration::from_secs(10) + retry * 2, "lost() came later than the third failure");
+    assert!(Instant::now() < deadline, "signalled after the loss deadline");
+    assert_eq!(faults.calls(Op::Extend), 3);
 
-    let survivor = locks.lock_opts("survivor", TTL, &options).await.unwrap();
-    faults.fail_next(Op::Extend, 3);
-    faults.wait_for_calls(Op::Extend, 4).await;
-    assert!(!survivor.is_lost(), "three failed renewals lost a lease with time left");
-    assert!(survivor.release().await.unwrap());
+    // Renewal stopped: nothing more is sent, however long the handle lives.
+    tokio::time::sleep(TTL * 2).await;
+    assert_eq!(faults.calls(Op::Extend), 3, "renewed after the loss");
+    assert!(memory.inspect(lock.store_key()).await.unwrap().is_none(), "the lease ran out on the store");
+    assert!(!lock.release().await.unwrap());
+}
 
-    let lock = locks.lock_opts("outage", TTL, &options).await.unwrap();
+/// A confirmed renewal resets the count: failures that never reach three in a row keep
+/// the lease, however many there are in all.
+#[tokio::test(start_paused = true)]
+async fn a_confirmed_renewal_resets_the_failure_count() {
+    let (locks, faults, memory) = setup();
+    let lock = locks.lock_opts("flaky", TTL, &LockOptions::new().auto_renew()).await.unwrap();
+    let mut calls = 0;
+    for round in 1..=3 {
+        faults.fail_next(Op::Extend, 2);
+        calls += 3; // two failures, then a renewal that goes through
+        faults.wait_for_calls(Op::Extend, calls).await;
+        assert!(!lock.is_lost(), "round {round}: {} failures in all lost the lease", round * 2);
+        let info = memory.inspect(lock.store_key()).await.unwrap().expect("held");
+        assert_eq!(info.ttl_left, TTL, "round {round}: the last renewal did not go through");
+    }
+    // Six failures so far, never three in a row. Three in a row now end it.
     faults.fail_all(Op::Extend);
     let reason = tokio::time::timeout(PATIENCE, lock.lost()).await.expect("lost did not fire");
+    assert_eq!(reason, LossReason::RenewalFailed);
+    assert_eq!(faults.calls(Op::Extend), calls + 3);
+}
+
+/// Failures whose answers come late never push the loss past the deadline at which it
+/// is signalled without any renewal: the second attempt is cut off there, after one
+/// failure, with `DeadlinePassed`.
+#[tokio::test(start_paused = true)]
+async fn slow_failures_lose_the_lease_at_the_deadline() {
+    let (locks, faults, _) = setup();
+    let acquired = Instant::now();
+    let lock = locks.lock_opts("slow-outage", TTL, &LockOptions::new().auto_renew()).await.unwrap();
+    faults.fail_all(Op::Extend);
+    faults.delay(Op::Extend, Duration::from_secs(6));
+    let reason = tokio::time::timeout(PATIENCE, lock.lost()).await.expect("lost did not fire");
     assert_eq!(reason, LossReason::DeadlinePassed);
-    assert!(Instant::now() < lock.safe_until());
-    assert!(faults.calls(Op::Extend) > 5, "renewals were not retried");
+    assert_eq!(Instant::now(), loss_deadline(acquired, TTL));
+    assert_eq!(faults.calls(Op::Extend), 1, "the attempt cut off at the deadline was counted");
+}
+
+/// Automatic renewal runs every `max(1 s, min(10 s, TTL / 3))`; `renew_at_half_ttl()`
+/// every half of the TTL.
+#[tokio::test(start_paused = true)]
+async fn renewal_intervals_follow_the_ttl() {
+    let (s, ms) = (Duration::from_secs, Duration::from_millis);
+    let auto = LockOptions::new().auto_renew();
+    let half = LockOptions::new().renew_at_half_ttl();
+    for (options, ttl, every) in [
+        (auto, s(3), s(1)),
+        (auto, s(9), s(3)),
+        (auto, s(30), s(10)),
+        (auto, s(60), s(10)),
+        (auto, s(3600), s(10)),
+        // Below 2.5 s the floor would leave no second renewal before the loss margin.
+        (auto, s(2), ms(800)),
+        (half, s(30), s(15)),
+        (half, s(4), s(2)),
+    ] {
+        let (locks, faults, _) = setup();
+        let started = Instant::now();
+        let lock = locks.lock_opts("interval", ttl, &options).await.unwrap();
+        for n in 1..=3 {
+            faults.wait_for_calls(Op::Extend, n).await;
+            assert_eq!(started.elapsed(), every * n as u32, "{:?}, TTL {ttl:?}: renewal {n}", options.renewal);
+        }
+        assert!(!lock.is_lost());
+        assert!(lock.release().await.unwrap());
+    }
+}
+
+/// A renewal interval below `Renewal::MIN_INTERVAL` (10 ms) is refused before any I/O.
+#[tokio::test(start_paused = true)]
+async fn a_renewal_interval_below_the_floor_is_refused_before_any_io() {
+    let (locks, faults, _) = setup();
+    for every in [Duration::from_nanos(1), Duration::from_millis(9)] {
+        let err = locks.lock_opts("floor", TTL, &LockOptions::new().renew_every(every)).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LockError::InvalidOptions {
+                    reason: InvalidOptions::RenewIntervalTooShort { interval, min }
+                } if interval == every && min == Renewal::MIN_INTERVAL
+            ),
+            "{err}"
+        );
+    }
+    let lock = locks.lock_opts("floor", TTL, &LockOptions::new().renew_every(Renewal::MIN_INTERVAL)).await.unwrap();
+    assert_eq!(faults.calls(Op::Acquire), 1, "a refused call reached the store");
+    faults.wait_for_calls(Op::Extend, 100).await;
+    assert!(lock.release().await.unwrap());
 }
 
 /// `wait_for_calls` lets a test follow background work without sleeping.
