@@ -13,11 +13,12 @@ const KEY: &str = "jobs:hot";
 const RETRY: Duration = Duration::from_millis(200);
 
 /// A store URL with a namespace of its own (a Redis key prefix, a PostgreSQL schema);
-/// Redis in fencing mode, so fences show the order of acquisition.
+/// Redis with fair waiting and notifications, in fencing mode, so fences show the order
+/// of acquisition.
 fn private_url(base: &str, name: &str) -> String {
     let separator = if base.contains('?') { '&' } else { '?' };
     if base.starts_with("redis") {
-        format!("{base}{separator}prefix={name}:&fencing=true")
+        format!("{base}{separator}prefix={name}:&fencing=true&fair=true&notifications=true")
     } else {
         format!("{base}{separator}schema={name}&create=true")
     }
