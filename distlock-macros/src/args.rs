@@ -9,6 +9,8 @@ use syn::{Expr, LitBool, LitStr};
 
 /// The longest TTL or wait accepted, as `distlock::Ttl::MAX`: 365 days.
 const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+/// The shortest renewal interval (`distlock::Renewal::MIN_INTERVAL`).
+const MIN_RENEW_INTERVAL: Duration = Duration::from_millis(10);
 
 /// A duration given as a humantime string, with the literal it came from.
 pub(crate) struct DurationArg {
@@ -139,6 +141,10 @@ impl RawArgs {
         }
         let renew = self.renew.unwrap_or(Renew::Off);
         if let Renew::Every(every) = &renew {
+            // `Renewal::MIN_INTERVAL`, refused at run time too.
+            if every.value < MIN_RENEW_INTERVAL {
+                return Err(syn::Error::new(every.lit.span(), "the renewal interval must be at least 10 ms"));
+            }
             // The default loss margin is a fifth of the TTL; renewal must come before it.
             if every.value.is_zero() || every.value >= ttl - ttl / 5 {
                 return Err(syn::Error::new(

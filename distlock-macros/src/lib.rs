@@ -26,7 +26,7 @@ mod versioned;
 /// | `ttl = "15s"` | the lease, a humantime duration checked at compile time (default 10 s) |
 /// | `wait = "0s"` | how long to wait for a held lock (default 0: try once) |
 /// | `retry = "50ms"` | the longest pause between attempts while waiting (default 50 ms) |
-/// | `renew` / `renew = "5s"` | renew the lease in the background (every TTL / 3, or at the interval, which must be shorter than four fifths of the TTL); a lost lease stops the body with `LockError::LeaseLost` |
+/// | `renew` / `renew = "5s"` | renew the lease in the background (every `max(1 s, min(10 s, TTL / 3))`, or at the interval, which must be at least 10 ms and shorter than four fifths of the TTL); a lost lease stops the body with `LockError::LeaseLost` |
 /// | `reentrant` | run the function in a reentrant scope (`distlock::reentrant_scope`): a locked function called from a locked function on the same key shares the caller's lock instead of deadlocking on it; off by default |
 /// | `read` / `write` | take a read (shared) or write (exclusive) lock on the key (`distlock::LockGroup`) instead of a plain lock: readers run together, a writer alone, and a waiting writer holds back new readers |
 /// | `manager = expr` (required) | an expression giving a `LockManager` or a reference to one: `self.locks`, `state.locks`, `LOCKS` |
