@@ -19,8 +19,8 @@ use distlock_idempotency::{
 };
 
 /// A short lease or retention for the cases that wait for one to end; long enough that a
-/// loaded machine's stalls do not end it early (renewal every 200 ms, lost after
-/// ≈ 270 ms without one).
+/// loaded machine's stalls do not end it early (renewal every 240 ms, lost after
+/// ≈ 230 ms without one).
 const SHORT: Duration = Duration::from_millis(600);
 /// Longer than [`SHORT`], with room for clock drift between the test and the server.
 const PAST_SHORT: Duration = Duration::from_millis(800);
