@@ -27,7 +27,7 @@ async fn delete_on_server(url: &str, key: &str) {
     } else {
         use distlock::postgres::sqlx;
         let pool = sqlx::PgPool::connect(url).await.expect("connect to postgres");
-        let deleted = sqlx::query("DELETE FROM public.distlock_locks WHERE key = $1")
+        let deleted = sqlx::query("DELETE FROM public.distribute_lock WHERE key = $1")
             .bind(format!("{}{key}", distlock::LOCK_NAMESPACE))
             .execute(&pool)
             .await

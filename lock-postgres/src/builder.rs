@@ -17,7 +17,7 @@ use crate::store::PostgresLockStore;
 use crate::url::PostgresUrl;
 
 impl PostgresLockStore {
-    /// Connects to `url` with the defaults (`public.distlock_locks`, a pool of 8
+    /// Connects to `url` with the defaults (`public.distribute_lock`, a pool of 8
     /// connections named `distlock`, 5 s acquire timeout), or with the layout the URL
     /// names (`?schema=`, `?table=`, `?sequence=`, `?unlogged=`, `?create=`,
     /// `?notifications=`; see [`PostgresUrl`]). Call
@@ -106,7 +106,7 @@ impl Default for PostgresLockStoreBuilder {
 }
 
 impl PostgresLockStoreBuilder {
-    /// A builder with the defaults: `public.distlock_locks`, sequence
+    /// A builder with the defaults: `public.distribute_lock`, sequence
     /// `public.distlock_fence_seq`, a logged table.
     pub fn new() -> Self {
         Self::default()
@@ -120,7 +120,7 @@ impl PostgresLockStoreBuilder {
         self
     }
 
-    /// The lease table (default `distlock_locks`; URL parameter `table`).
+    /// The lease table (default `distribute_lock`; URL parameter `table`).
     #[must_use]
     pub fn table(mut self, table: impl Into<String>) -> Self {
         self.table = Some(table.into());

@@ -8,8 +8,10 @@ use distlock_api::LockError;
 
 /// The schema used unless [`PostgresLockStoreBuilder::schema`](crate::PostgresLockStoreBuilder::schema) or `?schema=` says otherwise.
 pub const DEFAULT_SCHEMA: &str = "public";
-/// The lease table used unless [`PostgresLockStoreBuilder::table`](crate::PostgresLockStoreBuilder::table) or `?table=` says otherwise.
-pub const DEFAULT_TABLE: &str = "distlock_locks";
+/// The lease table used unless [`PostgresLockStoreBuilder::table`](crate::PostgresLockStoreBuilder::table) or `?table=` says otherwise:
+/// `distribute_lock`, in the store's own layout (see "What `ensure_schema` creates" in the
+/// [crate documentation](crate)).
+pub const DEFAULT_TABLE: &str = "distribute_lock";
 /// The fence sequence used unless [`PostgresLockStoreBuilder::sequence`](crate::PostgresLockStoreBuilder::sequence) or `?sequence=` says otherwise.
 pub const DEFAULT_SEQUENCE: &str = "distlock_fence_seq";
 /// The `application_name` of connections opened by [`PostgresLockStore::connect`](crate::PostgresLockStore::connect).

@@ -128,7 +128,7 @@ pub struct GroupSchemaMissing {
 
 impl GroupSchemaMissing {
     /// What is missing or unusable, one entry per problem, e.g.
-    /// `table "public"."distlock_locks_holders" does not exist`.
+    /// `table "public"."distribute_lock_holders" does not exist`.
     pub fn missing(&self) -> &[String] {
         &self.missing
     }

@@ -129,18 +129,18 @@ pub(crate) type GroupSchemaState =
     (Option<String>, Vec<String>, Vec<String>, bool, Vec<String>, Vec<String>, bool, Option<bool>);
 
 impl GroupStatements {
-    /// The holders table, qualified and quoted, e.g. `"public"."distlock_locks_holders"`.
+    /// The holders table, qualified and quoted, e.g. `"public"."distribute_lock_holders"`.
     pub fn holders_table(&self) -> &str {
         &self.holders_table
     }
 
-    /// The permits table, qualified and quoted, e.g. `"public"."distlock_locks_permits"`.
+    /// The permits table, qualified and quoted, e.g. `"public"."distribute_lock_permits"`.
     pub fn permits_table(&self) -> &str {
         &self.permits_table
     }
 
     /// The grant function, qualified and quoted, e.g.
-    /// `"public"."distlock_locks_acquire_group_v6"`.
+    /// `"public"."distribute_lock_acquire_group_v6"`.
     pub fn function(&self) -> &str {
         &self.function
     }

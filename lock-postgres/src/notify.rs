@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn channel_names_fit_in_63_bytes_and_tell_tables_apart() {
-        assert_eq!(channel_name(&layout("public", "distlock_locks")), "distlock:public.distlock_locks");
+        assert_eq!(channel_name(&layout("public", "distribute_lock")), "distlock:public.distribute_lock");
         let long = "n".repeat(63);
         let a = channel_name(&layout(&long, "t"));
         let b = channel_name(&layout(&long, "u"));

@@ -250,7 +250,7 @@ impl Statements {
     }
 
     /// The queue table of fair waiting, qualified and quoted, e.g.
-    /// `"public"."distlock_locks_queue"`.
+    /// `"public"."distribute_lock_queue"`.
     pub fn queue_table(&self) -> &str {
         &self.queue.table
     }

@@ -100,7 +100,7 @@ impl PostgresLockStore {
     }
 
     /// The lease table, qualified and quoted as it appears in the SQL, e.g.
-    /// `"public"."distlock_locks"`.
+    /// `"public"."distribute_lock"`.
     pub fn table_name(&self) -> String {
         format!("{}.{}", self.layout.schema.quoted(), self.layout.table.quoted())
     }

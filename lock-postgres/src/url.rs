@@ -46,7 +46,7 @@ const CONNECTION_PARAMETERS: &[&str] = &[
 /// | parameter | meaning | default |
 /// |---|---|---|
 /// | `schema=NAME` | schema of the lease table and the fence sequence | `public` |
-/// | `table=NAME` | the lease table | `distlock_locks` |
+/// | `table=NAME` | the lease table | `distribute_lock` |
 /// | `sequence=NAME` | the fence sequence | `distlock_fence_seq` |
 /// | `unlogged=true\|false` | create the table `UNLOGGED` | `false` |
 /// | `create=true\|false` | whether the store may create what is missing (`false`: only verify, for a role without DDL rights) | `true` |

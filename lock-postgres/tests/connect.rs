@@ -363,3 +363,42 @@ async fn durations_at_their_extremes_are_refused_or_saturated() {
     store.pool().close().await;
     schema.drop().await;
 }
+
+/// In a fresh schema `ensure_schema` creates the lease table under the default name,
+/// `distribute_lock`, and the store works at once; a `distribute_lock` table in another
+/// layout (`key`, `value`, `expire_time`, as other libraries make it) is left as it is
+/// and reported with the columns the store misses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_table_is_distribute_lock_and_a_foreign_layout_is_named() {
+    let Some(url) = kit::postgres_url("the_default_table_is_distribute_lock") else { return };
+    let fresh = Schema::new(&url);
+    let store = PostgresLockStore::connect(&with_params(&url, &format!("schema={}", fresh.name))).await.unwrap();
+    store.ensure_schema().await.unwrap();
+    assert_eq!(store.table_name(), format!("\"{}\".\"distribute_lock\"", fresh.name));
+    let (k, token, ttl) = (key("default-table"), Token::generate(), Ttl::new(Duration::from_secs(30)).unwrap());
+    assert!(store.try_acquire(&k, &token, ttl).await.unwrap().is_acquired());
+    assert!(store.release(&k, &token).await.unwrap());
+    store.pool().close().await;
+    fresh.drop().await;
+
+    let foreign = Schema::new(&url);
+    postgres_server::execute(&url, &format!("CREATE SCHEMA \"{}\"", foreign.name)).await;
+    postgres_server::execute(
+        &url,
+        &format!(
+            "CREATE TABLE \"{}\".distribute_lock (key TEXT NOT NULL CONSTRAINT distribute_lock_pk PRIMARY KEY, \
+             value TEXT NOT NULL, expire_time TIMESTAMP WITHOUT TIME ZONE NOT NULL)",
+            foreign.name
+        ),
+    )
+    .await;
+    let store = PostgresLockStore::connect(&with_params(&url, &format!("schema={}", foreign.name))).await.unwrap();
+    let err = store.ensure_schema().await.unwrap_err();
+    let cause = store_error_cause(&err, "ensure schema");
+    assert!(cause.contains("distribute_lock\" has no column"), "{err}");
+    for column in ["token", "fence", "expires_at"] {
+        assert!(cause.contains(column), "{column} is not named: {err}");
+    }
+    store.pool().close().await;
+    foreign.drop().await;
+}
