@@ -7,7 +7,7 @@
 //! | metric | kind | labels | what it counts |
 //! |---|---|---|---|
 //! | `distlock_idempotency_claim_total` | counter | `backend`, `outcome` = `started` / `replayed` / `in_progress` / `mismatch` / `error` | claims, by answer |
-//! | `distlock_idempotency_conflict_total` | counter | `backend`, `reason` = `in_progress` / `mismatch` | claims that found the key in use (seed 004's `idempotency_conflict_total`) |
+//! | `distlock_idempotency_conflict_total` | counter | `backend`, `reason` = `in_progress` / `mismatch` | claims that found the key in use |
 //! | `distlock_idempotency_replay_total` | counter | `backend` | claims answered with a stored result |
 //! | `distlock_idempotency_completion_total` | counter | `backend`, `outcome` = `stored` / `lost` / `error` | completions: stored, refused because the claim had lapsed, or failed |
 
