@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{LeaseWatch, LockError, LossReason, Token, Ttl};
+use distlock_api::{LeaseWatch, LockError, LossReason, Renewal, Token, Ttl};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -23,7 +23,7 @@ const LEASE_LABEL: &str = "idempotency claim";
 /// | setting | default |
 /// |---|---|
 /// | [`lease`](Self::lease) | 30 s |
-/// | [`renew`](Self::renew) | on, every third of the lease |
+/// | [`renew`](Self::renew) | on, every `max(1 s, min(10 s, lease / 3))` |
 /// | [`retention`](Self::retention) | 24 h |
 /// | [`loss_margin`](Self::loss_margin) | a fifth of the lease |
 ///
@@ -66,9 +66,12 @@ impl IdempotencyOptions {
         self
     }
 
-    /// Whether a background task renews running claims, every third of the lease
-    /// (default on). Off, an operation must finish within the lease, or its completion
-    /// is refused once another request took the key over.
+    /// Whether a background task renews running claims (default on), as a lock's
+    /// [`Renewal::Auto`] renews its lease: every `max(1 s, min(10 s, lease / 3))`, at least
+    /// twice before the loss margin, stopping after three failures in a row. A lease too
+    /// short for that (under 25 ms with the default loss margin) is not renewed. Off, an
+    /// operation must finish within the lease, or its completion is refused once another
+    /// request took the key over.
     #[must_use]
     pub const fn renew(mut self, renew: bool) -> Self {
         self.renew = renew;
@@ -116,9 +119,16 @@ impl Settings {
         let lease = Ttl::new(options.lease)?.as_duration();
         let retention = Ttl::new(options.retention)?.as_duration();
         let loss_margin = options.loss_margin.unwrap_or(lease / 5).min(lease);
-        let renew_every = options.renew.then(|| (lease / 3).max(Duration::from_millis(1)));
+        let renew_every = if options.renew { renew_every(lease, loss_margin) } else { None };
         Ok(Self { lease, retention, renew_every, loss_margin })
     }
+}
+
+/// How often a claim's lease is renewed: as a lock's [`Renewal::Auto`]; `None` when the
+/// lease is too short to be renewed safely.
+fn renew_every(lease: Duration, loss_margin: Duration) -> Option<Duration> {
+    let lease = Ttl::new(lease).ok()?;
+    Renewal::Auto.interval(lease, loss_margin).ok().flatten()
 }
 
 /// The answer to [`Idempotency::claim`]: exactly these four (match them exhaustively).
@@ -186,7 +196,7 @@ impl Idempotency {
         let settings = Settings {
             lease,
             retention: IdempotencyOptions::DEFAULT_RETENTION,
-            renew_every: Some(lease / 3),
+            renew_every: renew_every(lease, lease / 5),
             loss_margin: lease / 5,
         };
         Self { store, settings }
