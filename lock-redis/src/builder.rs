@@ -129,6 +129,17 @@ impl RedisLockStoreBuilder {
         self
     }
 
+    /// [`clock_fences`](Self::clock_fences), unless it was set already (a topology's own default).
+    pub(crate) fn clock_fences_unless_set(mut self, enabled: bool) -> Self {
+        self.clock_fences.get_or_insert(enabled);
+        self
+    }
+
+    /// The settings `url` would give, checked against this builder's, without any I/O.
+    pub(crate) fn check_url(self, url: &RedisUrl) -> Result<(), LockError> {
+        self.resolve(Some(url)).map(drop)
+    }
+
     /// Release notifications (off by default; the URL parameter `?notifications=true`
     /// turns them on too): every release also publishes the lock's key on
     /// `{key_prefix}:released` (pipelined with the release, no extra round trip), and
@@ -300,6 +311,17 @@ impl RedisLockStoreBuilder {
     /// The checked configuration: this builder's settings, the URL's layout (which must
     /// agree with them), then the defaults.
     fn resolve(&self, url: Option<&RedisUrl>) -> Result<Config, LockError> {
+        self.resolve_with(url, false)
+    }
+
+    /// [`resolve`](Self::resolve) with a Redis Cluster's defaults: clock fences, release
+    /// notifications and fair waiting on unless the builder or the URL turn them off.
+    pub(crate) fn resolve_cluster(&self, url: &RedisUrl) -> Result<Config, LockError> {
+        self.resolve_with(Some(url), true)
+    }
+
+    /// `resolve`; `on` is the default of clock fences, notifications and fair waiting.
+    fn resolve_with(&self, url: Option<&RedisUrl>, on: bool) -> Result<Config, LockError> {
         let key_prefix = agree(
             "prefix",
             "key_prefix",
@@ -310,16 +332,16 @@ impl RedisLockStoreBuilder {
         validate_key_prefix(&key_prefix)?;
         let fencing = agree("fencing", "fencing", self.fencing, url.and_then(RedisUrl::fencing))?.unwrap_or(false);
         let clock_fences =
-            agree("fences", "clock_fences", self.clock_fences, url.and_then(RedisUrl::clock_fences))?.unwrap_or(false);
+            agree("fences", "clock_fences", self.clock_fences, url.and_then(RedisUrl::clock_fences))?.unwrap_or(on);
         let release_notifications = agree(
             "notifications",
             "release_notifications",
             self.release_notifications,
             url.and_then(RedisUrl::release_notifications),
         )?
-        .unwrap_or(false);
+        .unwrap_or(on);
         let fair_queue =
-            agree("fair", "fair_queue", self.fair_queue, url.and_then(RedisUrl::fair_queue))?.unwrap_or(false);
+            agree("fair", "fair_queue", self.fair_queue, url.and_then(RedisUrl::fair_queue))?.unwrap_or(on);
         Ok(Config {
             key_prefix,
             fencing,

@@ -19,7 +19,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{PushInfo, PushKind, Value};
 
 use crate::clock_fence::clock_variant;
-use crate::config::{self, checked_timeout};
+use crate::config;
 use crate::queue_scripts::{FAIR_RELEASE_SCRIPT, QUEUED_ACQUIRE_SCRIPT, QUEUE_LEN_SCRIPT};
 use crate::scripts::{LuaScript, EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT};
 use crate::url::RedisUrl;
@@ -227,17 +227,40 @@ impl RedisClusterStore {
     /// [`LockError::Config`] before any I/O for a malformed URL; [`LockError::Store`]
     /// (operation `"connect"`) when the cluster cannot be reached.
     pub async fn connect(url: &str) -> Result<Self, LockError> {
+        Self::connect_with(crate::RedisLockStore::builder(), url).await
+    }
+
+    /// [`connect`](Self::connect) with the settings of `builder`: the key prefix,
+    /// [`fencing`](crate::RedisLockStoreBuilder::fencing),
+    /// [`clock_fences`](crate::RedisLockStoreBuilder::clock_fences),
+    /// [`release_notifications`](crate::RedisLockStoreBuilder::release_notifications),
+    /// [`fair_queue`](crate::RedisLockStoreBuilder::fair_queue) and the response and
+    /// connection timeouts. A setting given by both the builder and the URL must agree;
+    /// one given by neither takes the Cluster's default (clock fences, notifications and
+    /// fair waiting on).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), distlock_api::LockError> {
+    /// use distlock_redis::{RedisClusterStore, RedisLockStore};
+    ///
+    /// let barging = RedisLockStore::builder().fair_queue(false).fencing(true);
+    /// let store = RedisClusterStore::connect_with(barging, "redis+cluster://10.0.0.1:7000,10.0.0.2:7000").await?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect), and [`LockError::Config`] when the URL contradicts
+    /// the builder.
+    pub async fn connect_with(builder: crate::RedisLockStoreBuilder, url: &str) -> Result<Self, LockError> {
         let nodes = split_cluster_url(url)?;
         let first = RedisUrl::parse(&nodes[0])?;
         for node in &nodes[1..] {
             RedisUrl::parse(node)?;
         }
-        let key_prefix = first.key_prefix().unwrap_or(config::DEFAULT_KEY_PREFIX).to_owned();
-        let fencing = first.fencing().unwrap_or(false);
-        let clock_fences = first.clock_fences().unwrap_or(true);
-        let notifications = first.release_notifications().unwrap_or(true);
-        let fair_queue = first.fair_queue().unwrap_or(true);
-        let timeout = checked_timeout("response_timeout", Duration::from_secs(2))?;
+        let config = builder.resolve_cluster(&first)?;
+        let (key_prefix, fencing, clock_fences) = (config.key_prefix, config.fencing, config.clock_fences);
+        let (notifications, fair_queue) = (config.release_notifications, config.fair_queue);
         let registry = WaiterRegistry::new();
         let pushes = registry.clone();
         let sender = move |push: PushInfo| {
@@ -248,8 +271,8 @@ impl RedisClusterStore {
         let client = ClusterClientBuilder::new(plain)
             .use_protocol(redis::ProtocolVersion::RESP3)
             .push_sender(sender)
-            .connection_timeout(timeout)
-            .response_timeout(timeout)
+            .connection_timeout(config.connection_timeout)
+            .response_timeout(config.response_timeout)
             .build()
             .map_err(|err| LockError::Config { message: format!("Redis Cluster URL: {err}") })?;
         let conn = client.get_async_connection().await.map_err(|err| Self::error("connect", None, err))?;

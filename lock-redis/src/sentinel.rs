@@ -56,6 +56,8 @@ struct Inner {
     /// `/<db>?<layout>` as given (the store's own parameters removed).
     tail: String,
     wait_replicas: Option<(u32, Duration)>,
+    /// The settings of the store on each master (clock fences unless told otherwise).
+    builder: crate::RedisLockStoreBuilder,
     current: RwLock<(String, Arc<RedisLockStore>)>,
     refreshing: tokio::sync::Mutex<Instant>,
 }
@@ -88,11 +90,38 @@ impl RedisSentinelStore {
     /// [`LockError::Config`] before any I/O for a malformed URL; [`LockError::Store`]
     /// (operation `"connect"`) when no sentinel names a reachable master.
     pub async fn connect(url: &str) -> Result<Self, LockError> {
+        Self::connect_with(crate::RedisLockStore::builder(), url).await
+    }
+
+    /// [`connect`](Self::connect) with the settings of `builder` for the store on the
+    /// master (and on every master a failover promotes): its layout
+    /// ([`fair_queue`](crate::RedisLockStoreBuilder::fair_queue),
+    /// [`release_notifications`](crate::RedisLockStoreBuilder::release_notifications),
+    /// [`fencing`](crate::RedisLockStoreBuilder::fencing),
+    /// [`clock_fences`](crate::RedisLockStoreBuilder::clock_fences), the key prefix) and
+    /// timeouts. A setting given by both the builder and the URL must agree.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), distlock_api::LockError> {
+    /// use distlock_redis::{RedisLockStore, RedisSentinelStore};
+    ///
+    /// let builder = RedisLockStore::builder().fair_queue(true).release_notifications(true);
+    /// let store = RedisSentinelStore::connect_with(builder, "redis+sentinel://127.0.0.1:26379/main").await?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect), and [`LockError::Config`] when the URL contradicts
+    /// the builder.
+    pub async fn connect_with(builder: crate::RedisLockStoreBuilder, url: &str) -> Result<Self, LockError> {
         let parsed = parse_sentinel_url(url)?;
         // Check the layout before any I/O, on a stand-in address.
-        crate::RedisUrl::parse(&format!("redis://{}127.0.0.1{}", parsed.auth, parsed.tail))?;
+        let stand_in = format!("redis://{}127.0.0.1{}", parsed.auth, parsed.tail);
+        let builder = clock_default(builder, &stand_in);
+        builder.clone().check_url(&crate::RedisUrl::parse(&stand_in)?)?;
         let (address, store) =
-            connect_master(&parsed.sentinels, &parsed.master_name, &parsed.auth, &parsed.tail).await?;
+            connect_master(&builder, &parsed.sentinels, &parsed.master_name, &parsed.auth, &parsed.tail).await?;
         Ok(Self {
             inner: Arc::new(Inner {
                 sentinels: parsed.sentinels,
@@ -100,6 +129,7 @@ impl RedisSentinelStore {
                 auth: parsed.auth,
                 tail: parsed.tail,
                 wait_replicas: parsed.wait_replicas,
+                builder,
                 current: RwLock::new((address, Arc::new(store))),
                 refreshing: tokio::sync::Mutex::new(Instant::now()),
             }),
@@ -129,7 +159,7 @@ impl RedisSentinelStore {
             return;
         }
         let url = format!("redis://{}{address}{}", self.inner.auth, self.inner.tail);
-        match clock_default(crate::RedisLockStore::builder(), &url).connect(&url).await {
+        match self.inner.builder.clone().connect(&url).await {
             Ok(store) => {
                 tracing::info!(master = %address, "Sentinel: following the master to its new address");
                 *self.inner.current.write().unwrap_or_else(|e| e.into_inner()) = (address, Arc::new(store));
@@ -182,15 +212,16 @@ impl fmt::Display for ReplicaError {
 
 impl std::error::Error for ReplicaError {}
 
-/// Clock fences unless the URL says `fences=`.
+/// Clock fences unless the URL or the builder says otherwise.
 fn clock_default(builder: crate::RedisLockStoreBuilder, url: &str) -> crate::RedisLockStoreBuilder {
     match crate::RedisUrl::parse(url).ok().and_then(|url| url.clock_fences()) {
         Some(_) => builder,
-        None => builder.clock_fences(true),
+        None => builder.clock_fences_unless_set(true),
     }
 }
 
 async fn connect_master(
+    builder: &crate::RedisLockStoreBuilder,
     sentinels: &[String],
     master_name: &str,
     auth: &str,
@@ -198,7 +229,7 @@ async fn connect_master(
 ) -> Result<(String, RedisLockStore), LockError> {
     let address = resolve(sentinels, master_name).await?;
     let url = format!("redis://{auth}{address}{tail}");
-    let store = clock_default(crate::RedisLockStore::builder(), &url).connect(&url).await?;
+    let store = builder.clone().connect(&url).await?;
     Ok((address, store))
 }
 
@@ -431,6 +462,21 @@ impl GroupLockStore for RedisSentinelStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nothing listens on port 1: reaching the network would give a Store error.
+    #[tokio::test]
+    async fn a_url_contradicting_the_builder_is_refused_before_any_io() {
+        let builder = crate::RedisLockStore::builder().fair_queue(false);
+        let err = RedisSentinelStore::connect_with(builder, "redis+sentinel://127.0.0.1:1/main?fair=true").await;
+        let err = err.unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("`fair`"), "{err}");
+        let builder = crate::RedisLockStore::builder().clock_fences(false);
+        let err = RedisSentinelStore::connect_with(builder, "redis+sentinel://127.0.0.1:1/main?fences=clock").await;
+        assert!(matches!(err.unwrap_err(), LockError::Config { .. }));
+        // The builder's counter fences win over the Sentinel default of clock fences.
+        let builder = clock_default(crate::RedisLockStore::builder().clock_fences(false), "redis://h");
+        assert!(builder.check_url(&crate::RedisUrl::parse("redis://h/?fences=counter").unwrap()).is_ok());
+    }
 
     #[test]
     fn urls_name_the_sentinels_the_master_and_the_layout() {
