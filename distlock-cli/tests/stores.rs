@@ -370,6 +370,16 @@ async fn sigkill_of_the_keeper_kills_the_command_and_is_an_error(url: &str) {
 }
 
 async fn run_waits_for_a_held_lock_by_default(url: &str) {
+    // Redis queues waiters when asked to (a prefix of its own: every client of a prefix
+    // shares its settings).
+    let fair_redis;
+    let url = if url.starts_with("redis") {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        fair_redis = format!("{url}{separator}prefix={}&fair=true&notifications=true", key("fair"));
+        fair_redis.as_str()
+    } else {
+        url
+    };
     let key = key("waits");
     let mut holder = Running::start(url, &["run", "--key", &key, "--", "sh", "-c", "echo ready; read line || true"]);
     assert_eq!(holder.line().await, "ready");

@@ -617,7 +617,7 @@ async fn durations_into_the_redis_builder() {
             let url = url.clone();
             let mut batch = Batch::default();
             batch.spawn(format!("RedisLockStoreBuilder::{setting}({d:?})"), async move {
-                let builder = RedisLockStore::builder().key_prefix(private_prefix());
+                let builder = RedisLockStore::builder().key_prefix(private_prefix()).release_notifications(true);
                 let builder = match setting {
                     "response_timeout" => builder.response_timeout(d),
                     _ => builder.connection_timeout(d),
