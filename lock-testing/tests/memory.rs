@@ -306,6 +306,14 @@ async fn a_failing_wait_for_release_becomes_a_sleep() {
     drop(lock);
 }
 
+/// Waits until `n` calls of `op` have returned, and fails the test if they never come
+/// (instead of hanging).
+async fn calls_reach(faults: &Faults, op: Op, n: usize) {
+    if tokio::time::timeout(PATIENCE, faults.wait_for_calls(op, n)).await.is_err() {
+        panic!("{op}: {} calls, never {n}", faults.calls(op));
+    }
+}
+
 /// The moment a renewing lock's loss is signalled when no renewal since its acquisition
 /// at `acquired` was confirmed: the loss margin (a fifth) before the lease's end, less
 /// the drift allowance (1 % + 2 ms).
@@ -330,7 +338,7 @@ async fn three_failed_renewals_in_a_row_lose_the_lease() {
     for (n, at) in
         [(1, Duration::from_secs(10)), (2, Duration::from_secs(10) + retry), (3, Duration::from_secs(10) + retry * 2)]
     {
-        faults.wait_for_calls(Op::Extend, n).await;
+        calls_reach(&faults, Op::Extend, n).await;
         assert_eq!(acquired.elapsed(), at, "renewal {n}");
         assert_eq!(lock.is_lost(), n == 3, "after {n} failed renewals");
     }
@@ -357,7 +365,7 @@ async fn a_confirmed_renewal_resets_the_failure_count() {
     for round in 1..=3 {
         faults.fail_next(Op::Extend, 2);
         calls += 3; // two failures, then a renewal that goes through
-        faults.wait_for_calls(Op::Extend, calls).await;
+        calls_reach(&faults, Op::Extend, calls).await;
         assert!(!lock.is_lost(), "round {round}: {} failures in all lost the lease", round * 2);
         let info = memory.inspect(lock.store_key()).await.unwrap().expect("held");
         assert_eq!(info.ttl_left, TTL, "round {round}: the last renewal did not go through");
@@ -407,7 +415,7 @@ async fn renewal_intervals_follow_the_ttl() {
         let started = Instant::now();
         let lock = locks.lock_opts("interval", ttl, &options).await.unwrap();
         for n in 1..=3 {
-            faults.wait_for_calls(Op::Extend, n).await;
+            calls_reach(&faults, Op::Extend, n).await;
             assert_eq!(started.elapsed(), every * n as u32, "{:?}, TTL {ttl:?}: renewal {n}", options.renewal);
         }
         assert!(!lock.is_lost());
@@ -433,7 +441,7 @@ async fn a_renewal_interval_below_the_floor_is_refused_before_any_io() {
     }
     let lock = locks.lock_opts("floor", TTL, &LockOptions::new().renew_every(Renewal::MIN_INTERVAL)).await.unwrap();
     assert_eq!(faults.calls(Op::Acquire), 1, "a refused call reached the store");
-    faults.wait_for_calls(Op::Extend, 100).await;
+    calls_reach(&faults, Op::Extend, 100).await;
     assert!(lock.release().await.unwrap());
 }
 
