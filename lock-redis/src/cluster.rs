@@ -237,7 +237,9 @@ impl RedisClusterStore {
     /// [`fair_queue`](crate::RedisLockStoreBuilder::fair_queue) and the response and
     /// connection timeouts. A setting given by both the builder and the URL must agree;
     /// one given by neither takes the Cluster's default (clock fences, notifications and
-    /// fair waiting on).
+    /// fair waiting on). As on a single node, the first store of a prefix records its
+    /// settings in `{prefix}:lock-settings` and a store with other settings is refused
+    /// ([`RedisLockStore::check_shared_settings`](crate::RedisLockStore::check_shared_settings)).
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), distlock_api::LockError> {
@@ -275,7 +277,16 @@ impl RedisClusterStore {
             .response_timeout(config.response_timeout)
             .build()
             .map_err(|err| LockError::Config { message: format!("Redis Cluster URL: {err}") })?;
-        let conn = client.get_async_connection().await.map_err(|err| Self::error("connect", None, err))?;
+        let mut conn = client.get_async_connection().await.map_err(|err| Self::error("connect", None, err))?;
+        let settings_key = format!("{}lock-settings", config::key_stem(&key_prefix));
+        let settings = config::shared_settings(fencing, clock_fences, notifications, fair_queue);
+        let recorded: Option<String> = async {
+            redis::cmd("SET").arg(&settings_key).arg(&settings).arg("NX").query_async::<()>(&mut conn).await?;
+            redis::cmd("GET").arg(&settings_key).query_async(&mut conn).await
+        }
+        .await
+        .map_err(|err| Self::error("connect", None, err))?;
+        config::check_recorded_settings(&key_prefix, &settings_key, &settings, recorded)?;
         registry.set_listening(notifications);
         Ok(Self {
             conn,

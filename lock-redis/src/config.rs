@@ -49,6 +49,35 @@ pub(crate) fn key_stem(prefix: &str) -> String {
     }
 }
 
+/// The settings every client of a prefix must share, as URL parameters:
+/// `fencing=…&fences=…&notifications=…&fair=…`.
+pub(crate) fn shared_settings(fencing: bool, clock_fences: bool, notifications: bool, fair: bool) -> String {
+    let fences = if clock_fences { "clock" } else { "counter" };
+    format!("fencing={fencing}&fences={fences}&notifications={notifications}&fair={fair}")
+}
+
+/// `Ok` when the settings recorded for `prefix` under `key` are `settings`; otherwise the
+/// [`LockError::Config`] that names both and how to change them.
+pub(crate) fn check_recorded_settings(
+    prefix: &str,
+    key: &str,
+    settings: &str,
+    recorded: Option<String>,
+) -> Result<(), LockError> {
+    match recorded {
+        Some(recorded) if recorded == settings => Ok(()),
+        recorded => Err(LockError::Config {
+            message: format!(
+                "the Redis key prefix `{prefix}` is used with other settings: `{key}` records {}, this store has \
+                 `{settings}`; every client of a prefix must use the same `fencing`, `fences`, `notifications` and \
+                 `fair` (use the recorded ones or another prefix; to change them, stop every client of the prefix \
+                 and `DEL {key}`)",
+                recorded.map_or_else(|| "nothing readable".to_owned(), |recorded| format!("`{recorded}`")),
+            ),
+        }),
+    }
+}
+
 /// A timeout as the store uses it: zero is an error naming `setting`; anything above
 /// [`MAX_TIMEOUT`] is cut to it, so deadlines built from it never overflow.
 pub(crate) fn checked_timeout(setting: &str, timeout: Duration) -> Result<Duration, LockError> {

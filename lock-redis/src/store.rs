@@ -195,13 +195,7 @@ impl RedisLockStore {
     /// client without notifications never wakes notified waiters (they wait out their
     /// retry interval), counter and clock fences give numbers of different orders.
     pub fn shared_settings(&self) -> String {
-        format!(
-            "fencing={}&fences={}&notifications={}&fair={}",
-            self.fencing,
-            if self.clock_fences { "clock" } else { "counter" },
-            self.release_channel.is_some(),
-            self.fair_queue
-        )
+        config::shared_settings(self.fencing, self.clock_fences, self.release_channel.is_some(), self.fair_queue)
     }
 
     /// Records this store's [`shared_settings`](Self::shared_settings) under
@@ -232,18 +226,7 @@ impl RedisLockStore {
             .query_async(&mut conn)
             .await
             .map_err(|err| LockError::store(Self::BACKEND, "connect", None, err))?;
-        match recorded {
-            Some(recorded) if recorded == settings => Ok(()),
-            recorded => Err(LockError::Config {
-                message: format!(
-                    "the Redis key prefix `{}` is used with other settings: `{key}` records {}, this store has `{settings}`; \
-                     every client of a prefix must use the same `fencing`, `fences`, `notifications` and `fair` \
-                     (use the recorded ones or another prefix; to change them, stop every client of the prefix and `DEL {key}`)",
-                    self.key_prefix,
-                    recorded.map_or_else(|| "nothing readable".to_owned(), |recorded| format!("`{recorded}`")),
-                ),
-            }),
-        }
+        config::check_recorded_settings(&self.key_prefix, &key, &settings, recorded)
     }
 
     /// The pub/sub channel every release is published on, `{key_prefix}:released` (the
