@@ -63,9 +63,13 @@ fn main() {
         let client = redis::Client::open(url.as_str()).expect("DISTLOCK_REDIS_URL");
         let config = RedisLockStore::builder().connection_manager_config();
         let conn = ConnectionManager::new_with_config(client.clone(), config).await.expect("connect");
+        // Fair waiting and notifications on: the fair, hand-off and group comparisons are
+        // about them (the default wire is `seed_only` below).
         let store: Arc<DynLockStore> = Arc::new(
             RedisLockStore::builder()
                 .key_prefix(&prefix)
+                .fair_queue(true)
+                .release_notifications(true)
                 .build_with_client(client.clone(), conn.clone())
                 .expect("store"),
         );
@@ -109,7 +113,7 @@ fn main() {
 
         // The cost of fair waiting where nobody waits: the release script with the queue
         // check vs seed 000's release + PUBLISH, through the store alone.
-        let seed_only = RedisLockStore::builder().key_prefix(&prefix).fair_queue(false);
+        let seed_only = RedisLockStore::builder().key_prefix(&prefix).release_notifications(true);
         let seed_only: Arc<DynLockStore> = Arc::new(seed_only.build_with_client(client, conn).expect("store"));
         let (fair, plain) = (
             Arc::new(StoreDirect::new(Arc::clone(&store), TTL, RETRY).expect("ttl")),
