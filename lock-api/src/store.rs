@@ -249,6 +249,10 @@ impl Capabilities {
 ///    and a key handed to it expires with the place. `release` with a waiter's token
 ///    removes its place. A plain [`try_acquire`](Self::try_acquire) never queues: it
 ///    takes the key only when it is neither held nor handed to a waiter.
+// Wrappers write out every method, those with a default body too: a default a wrapper
+// does not override compiles, and silently bypasses the wrapped store. A new method (or
+// capability accessor) is forwarded in `forward_lock_store!` below and in
+// distlock-testing's `FaultyStore`, whose `tests/forwarding.rs` fails until it is.
 #[async_trait]
 pub trait LockStore: Debug + Send + Sync + 'static {
     /// A short, stable backend name: `"memory"`, `"redis"`, `"postgres"`.

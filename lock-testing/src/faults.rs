@@ -167,6 +167,8 @@ impl Faults {
     }
 
     /// With `true`, [`LockStore::wait_for_release`](distlock_api::LockStore::wait_for_release)
+    /// (and a waiting group's
+    /// [`GroupLockStore::wait_for_change`](distlock_api::GroupLockStore::wait_for_change))
     /// no longer wakes on a release: it sleeps its whole `max`, as on a store without
     /// release notifications (or whose notification channel is down), so waiters fall
     /// back to polling every `retry_interval`. The store's
@@ -271,7 +273,7 @@ impl Faults {
     /// `fail_next` / `lose_next_replies` count.
     pub(crate) fn plan(&self, op: Op) -> Plan {
         let mut state = self.state();
-        let drop_notification = state.drop_notifications && op == Op::WaitForRelease;
+        let drop_notification = state.drop_notifications && matches!(op, Op::WaitForRelease | Op::WaitForChange);
         let faults = &mut state.ops[op.index()];
         let failure = if faults.fail_all {
             Some(Failure::Before)

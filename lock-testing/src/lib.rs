@@ -4,6 +4,8 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod faults;
+mod faulty;
+mod groups;
 mod injected;
 mod op;
 mod store;

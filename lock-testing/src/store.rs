@@ -1,16 +1,16 @@
 //! `FaultyStore`: a `LockStore` that forwards to another one, with faults injected.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, DynLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockStore, StoreKey,
-    Token, Ttl,
+    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
+    LockStore, StoreKey, Token, Ttl,
 };
 
-use crate::faults::{Failure, Faults, Plan};
+use crate::faults::Faults;
+use crate::faulty::Faulty;
 use crate::op::Op;
 
 /// Wraps any [`LockStore`] and injects the faults set through its [`Faults`] handle;
@@ -25,7 +25,12 @@ use crate::op::Op;
 /// Its [`backend`](LockStore::backend) is the wrapped store's (`"memory"`, `"redis"`…),
 /// so injected errors, logs and metrics read exactly as the real store's would; its
 /// [`capabilities`](LockStore::capabilities) too, except that dropped release
-/// notifications are reported as absent.
+/// notifications are reported as absent. Every optional ability of the wrapped store is
+/// forwarded: its fair queue, its listing, and its [lock groups](LockStore::groups)
+/// (read/write locks, semaphores), whose operations take faults as the others do
+/// ([`Op::AcquireGroup`], [`Op::ReleaseGroup`]…). A store without groups stays without:
+/// `groups()` is `None`, and the manager's group calls fail with
+/// [`LockError::Unsupported`] as they would on the wrapped store.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -43,10 +48,8 @@ use crate::op::Op;
 /// let store: Arc<DynLockStore> = Arc::new(FaultyStore::new(erased));
 /// # let _ = (faults, locks, store);
 /// ```
-#[derive(Debug)]
 pub struct FaultyStore<S> {
-    inner: Arc<S>,
-    faults: Faults,
+    faulty: Faulty<S>,
 }
 
 impl<S: LockStore> FaultyStore<S> {
@@ -54,83 +57,40 @@ impl<S: LockStore> FaultyStore<S> {
     pub fn new(inner: S) -> Self {
         let inner = Arc::new(inner);
         let erased: Arc<DynLockStore> = inner.clone();
-        Self { inner, faults: Faults::new(erased) }
+        Self { faulty: Faulty { inner, faults: Faults::new(erased) } }
     }
 
     /// The handle that sets this store's faults and counts its calls; clones control the
     /// same store.
     pub fn faults(&self) -> Faults {
-        self.faults.clone()
+        self.faulty.faults.clone()
     }
 
     /// The wrapped store, e.g. for store-specific calls in a test.
     pub fn inner(&self) -> &S {
-        &self.inner
-    }
-
-    /// Runs one call of `op` on `key` (`forward` is the wrapped store's call) with the
-    /// faults set now.
-    async fn call<T, Fut>(&self, op: Op, key: Option<&StoreKey>, forward: Fut) -> Result<T, LockError>
-    where
-        Fut: Future<Output = Result<T, LockError>>,
-    {
-        self.run(op, key, self.faults.plan(op), forward).await
-    }
-
-    /// Runs one call of `op` according to `plan`: delay, then fail without calling the
-    /// wrapped store, or call it (and fail after). Counted when it returns.
-    async fn run<T, Fut>(&self, op: Op, key: Option<&StoreKey>, plan: Plan, forward: Fut) -> Result<T, LockError>
-    where
-        Fut: Future<Output = Result<T, LockError>>,
-    {
-        if !plan.delay.is_zero() {
-            tokio::time::sleep(plan.delay).await;
-        }
-        let result = match plan.failure {
-            Some(Failure::Before) => Err(Plan::error(self.inner.backend(), op, key, Failure::Before)),
-            Some(Failure::After) => {
-                // The outcome is discarded: the caller only learns that the reply was lost.
-                let _ = forward.await;
-                Err(Plan::error(self.inner.backend(), op, key, Failure::After))
-            }
-            None => forward.await,
-        };
-        self.faults.returned(op);
-        result
+        &self.faulty.inner
     }
 }
 
-impl<S: LockStore> FaultyStore<S> {
-    /// An [`Op::WaitForRelease`]: `wait` (the inner store's wait), or, when the plan drops
-    /// the notification, a plain sleep of `max`.
-    async fn wait(
-        &self,
-        key: &StoreKey,
-        max: Duration,
-        wait: impl std::future::Future<Output = Result<(), LockError>> + Send,
-    ) -> Result<(), LockError> {
-        let plan = self.faults.plan(Op::WaitForRelease);
-        let wait = async {
-            if plan.drop_notification {
-                tokio::time::sleep(max).await;
-                Ok(())
-            } else {
-                wait.await
-            }
-        };
-        self.run(Op::WaitForRelease, Some(key), plan, wait).await
+impl<S: std::fmt::Debug> std::fmt::Debug for FaultyStore<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultyStore").field("inner", &self.faulty.inner).field("faults", &self.faulty.faults).finish()
     }
 }
 
+// Every method of `LockStore` is written out here, those with a default body too: a
+// default that a wrapper does not override silently bypasses the wrapped store (the
+// store's own implementation never runs). `tests/forwarding.rs` fails when the trait
+// has a method this impl does not write out.
 #[async_trait]
 impl<S: LockStore> LockStore for FaultyStore<S> {
     fn backend(&self) -> &'static str {
-        self.inner.backend()
+        self.faulty.inner.backend()
     }
 
     fn capabilities(&self) -> Capabilities {
-        let capabilities = self.inner.capabilities();
-        if self.faults.notifications_dropped() {
+        let capabilities = self.faulty.inner.capabilities();
+        if self.faulty.faults.notifications_dropped() {
             capabilities.with_release_notifications(false)
         } else {
             capabilities
@@ -138,23 +98,24 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
-        self.call(Op::Acquire, Some(key), self.inner.try_acquire(key, token, ttl)).await
+        self.faulty.call(Op::Acquire, Some(key), self.faulty.inner.try_acquire(key, token, ttl)).await
     }
 
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
-        self.call(Op::Release, Some(key), self.inner.release(key, token)).await
+        self.faulty.call(Op::Release, Some(key), self.faulty.inner.release(key, token)).await
     }
 
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
-        self.call(Op::Extend, Some(key), self.inner.extend(key, token, ttl)).await
+        self.faulty.call(Op::Extend, Some(key), self.faulty.inner.extend(key, token, ttl)).await
     }
 
     async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
-        self.call(Op::Inspect, Some(key), self.inner.inspect(key)).await
+        self.faulty.call(Op::Inspect, Some(key), self.faulty.inner.inspect(key)).await
     }
 
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
-        self.wait(key, max, self.inner.wait_for_release(key, max)).await
+        let wait = self.faulty.inner.wait_for_release(key, max);
+        self.faulty.wait(Op::WaitForRelease, Some(key), max, wait).await
     }
 
     /// A queued attempt is an [`Op::Acquire`].
@@ -165,16 +126,24 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
         ttl: Ttl,
         place: Ttl,
     ) -> Result<Acquire, LockError> {
-        self.call(Op::Acquire, Some(key), self.inner.try_acquire_queued(key, token, ttl, place)).await
+        let attempt = self.faulty.inner.try_acquire_queued(key, token, ttl, place);
+        self.faulty.call(Op::Acquire, Some(key), attempt).await
     }
 
     /// A queued waiter's wait is an [`Op::WaitForRelease`].
     async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        self.wait(key, max, self.inner.wait_for_turn(key, token, max)).await
+        let wait = self.faulty.inner.wait_for_turn(key, token, max);
+        self.faulty.wait(Op::WaitForRelease, Some(key), max, wait).await
     }
 
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        self.inner.queue_len(key).await
+        self.faulty.call(Op::QueueLen, Some(key), self.faulty.inner.queue_len(key)).await
+    }
+
+    /// The wrapped store's groups, with faults (`None` when it has none).
+    fn groups(&self) -> Option<&dyn GroupLockStore> {
+        self.faulty.inner.groups()?;
+        Some(&self.faulty)
     }
 
     async fn list(
@@ -183,6 +152,6 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
         cursor: Option<&ListCursor>,
         limit: usize,
     ) -> Result<ListPage, LockError> {
-        self.call(Op::List, None, self.inner.list(pattern, cursor, limit)).await
+        self.faulty.call(Op::List, None, self.faulty.inner.list(pattern, cursor, limit)).await
     }
 }
