@@ -268,15 +268,23 @@ impl RedisLockStoreBuilder {
 
     /// Builds the store on an existing connection (its timeouts stay as they are).
     ///
-    /// The store publishes its releases, but it has no [`redis::Client`] to open its
-    /// subscriber connection with, so its own waiters poll; use
-    /// [`build_with_client`](Self::build_with_client) for notified waits.
+    /// Without a [`redis::Client`] the store cannot open the subscriber connection of
+    /// notified waits, so [`release_notifications`](Self::release_notifications) is
+    /// refused here: use [`build_with_client`](Self::build_with_client) for them.
     ///
     /// # Errors
     ///
-    /// [`LockError::Config`] for a bad key prefix or a zero timeout.
+    /// [`LockError::Config`] for a bad key prefix, a zero timeout, or release
+    /// notifications.
     pub fn build(self, conn: ConnectionManager) -> Result<RedisLockStore, LockError> {
         let config = self.resolve(None)?;
+        if config.release_notifications {
+            return Err(LockError::Config {
+                message: "Redis release notifications need a `redis::Client` for the subscriber connection: \
+                          use `RedisLockStoreBuilder::build_with_client`"
+                    .to_owned(),
+            });
+        }
         Ok(RedisLockStore::from_parts(conn, None, config))
     }
 

@@ -767,8 +767,8 @@ mod tests {
             .unwrap();
         assert_eq!(notified.release_channel(), Some("neton:released"));
         assert!(notified.capabilities().release_notifications);
-        let no_subscriber = RedisLockStore::builder().release_notifications(true).build(conn.clone()).unwrap();
-        assert!(!no_subscriber.capabilities().release_notifications, "no client for a subscriber: waiters poll");
+        let no_subscriber = RedisLockStore::builder().release_notifications(true).build(conn.clone());
+        assert!(matches!(no_subscriber, Err(LockError::Config { .. })), "no client for a subscriber: refused");
         let quiet = RedisLockStore::builder().build_with_client(client, conn.clone()).unwrap();
         assert!(!quiet.capabilities().release_notifications);
 
