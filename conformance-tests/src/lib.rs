@@ -4,7 +4,15 @@
 //! [`LockStore`](distlock_api::LockStore) contract, each taking the store under test as
 //! an `Arc<DynLockStore>`. [`conformance_suite!`] expands to one `#[tokio::test]` per
 //! case for a store factory, so a failure names its case and the other cases still run.
-//! A new store gets the whole suite with one macro call in its `tests/` folder:
+//! Every store runs every case, from one list: a case that needs an optional ability —
+//! lock groups ([`LockStore::groups`](distlock_api::LockStore::groups)), a fair queue,
+//! fencing, release notifications, listing — asks the store for it
+//! ([`capabilities`](distlock_api::LockStore::capabilities), `groups()`, a first `list`)
+//! and, on a store without it, checks what the store promises instead (group calls and
+//! listing refused with [`LockError::Unsupported`](distlock_api::LockError::Unsupported),
+//! waiters that barge, no fences, polling) — a case is never left out by hand, and never
+//! passes without checking something. A new store gets the whole suite with one macro
+//! call in its `tests/` folder:
 //!
 //! ```ignore
 //! use std::sync::Arc;
@@ -34,7 +42,9 @@ pub mod counting;
 pub mod idempotency;
 pub mod kit;
 
-/// Calls `$callback!($($args)*; case, case, …)` with the name of every case in [`cases`].
+/// Calls `$callback!($($args)*; case, case, …)` with the name of every case in [`cases`]:
+/// the one list every store runs (a case checks the abilities it needs itself). A new
+/// case goes here, and so runs on every store.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __with_every_case {
@@ -122,8 +132,8 @@ macro_rules! __conformance_tests {
     )*};
 }
 
-/// Expands to one `#[tokio::test]` per conformance case, each calling `$factory().await`
-/// to get the store under test.
+/// Expands to one `#[tokio::test]` per conformance case — every case, whatever the
+/// store's abilities — each calling `$factory().await` to get the store under test.
 ///
 /// `$factory` is the path of an `async fn() -> Option<Arc<DynLockStore>>`; returning
 /// `None` skips the case (use [`kit::server_url`] and friends, which refuse to skip when

@@ -32,9 +32,46 @@ fn waiting(wait: Duration) -> LockOptions {
     LockOptions::new().wait(wait).retry_interval(RETRY)
 }
 
+/// Whether the store has lock groups. A store without them (Redlock) is held to what it
+/// promises instead: every group call of the manager is refused with
+/// [`LockError::Unsupported`] naming the store and the operation, at once and before
+/// anything is taken.
+async fn has_groups(store: &Arc<DynLockStore>) -> bool {
+    if store.groups().is_some() {
+        return true;
+    }
+    refuses_groups(store).await;
+    false
+}
+
+async fn refuses_groups(store: &Arc<DynLockStore>) {
+    let keys = Keys::new("no-groups");
+    let locks = manager(store);
+    let key = keys.key("k");
+    let backend = store.backend();
+    let refused = |operation: &str, result: Result<(), LockError>| match result {
+        Err(LockError::Unsupported { backend: by, operation: op }) if by == backend && op == operation => {}
+        other => panic!("{operation} on a store without groups: {other:?}, not Unsupported"),
+    };
+    let at_once = Duration::from_secs(10);
+    let attempt = tokio::time::timeout(at_once, locks.try_lock_group(&write(&key), LONG_TTL)).await;
+    refused("acquire_group", attempt.expect("a refused attempt returns at once").map(drop));
+    let waiting = tokio::time::timeout(at_once, locks.lock_read(&key, LONG_TTL)).await;
+    refused("acquire_group", waiting.expect("a refused wait returns at once").map(drop));
+    refused("holders", locks.holders(&key).await.map(drop));
+    refused("set_permits", locks.set_permits(&key, LockMode::Shared, Some(2)).await);
+    refused("release_owner", locks.release_owner().await.map(drop));
+    assert!(store.inspect(&keys.store_key("k")).await.unwrap().is_none(), "a refused group took the key");
+    let lock = locks.try_lock(&key, LONG_TTL).await.unwrap().expect("single locks work beside refused groups");
+    assert!(lock.release().await.unwrap());
+}
+
 /// Many readers hold a name together; a writer gets it only when they are all gone, and
 /// excludes readers while it holds it.
 pub async fn group_many_readers_one_writer(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-rw", &store);
     let locks = manager(&store);
     let key = keys.key("doc");
@@ -63,6 +100,9 @@ pub async fn group_many_readers_one_writer(store: Arc<DynLockStore>) {
 /// Writer preference: once a writer waits, new readers wait behind it, and the writer
 /// gets the name as soon as the readers that were in leave.
 pub async fn group_writer_beats_later_readers(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-writer-first", &store);
     let locks = manager(&store);
     let key = keys.key("doc");
@@ -92,6 +132,9 @@ pub async fn group_writer_beats_later_readers(store: Arc<DynLockStore>) {
 
 /// A semaphore of N admits N holders, refuses the next, and admits it after a release.
 pub async fn group_semaphore_max_count(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-max-count", &store);
     let locks = manager(&store);
     let key = keys.key("pool");
@@ -110,6 +153,9 @@ pub async fn group_semaphore_max_count(store: Arc<DynLockStore>) {
 /// 12 tasks on a semaphore of 3 slots: never more than 3 inside, everyone gets in, and
 /// the waiters drain once the holders are gone.
 pub async fn group_semaphore_bounds_concurrency(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-concurrency", &store);
     let locks = manager(&store);
     let key = keys.key("pool");
@@ -180,6 +226,9 @@ async fn arrive_in_order(
 /// Readers and writers waiting on one name are served in arrival order: a waiting writer
 /// holds back later readers, and a waiting reader holds back later writers — one queue.
 pub async fn group_waiters_are_served_in_arrival_order(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-fifo", &store);
     let locks = manager(&store);
     let key = keys.key("doc");
@@ -200,6 +249,9 @@ pub async fn group_waiters_are_served_in_arrival_order(store: Arc<DynLockStore>)
 /// tickets, such a reader's retry was granted ahead of the writer, which then waited one
 /// more read hold).
 pub async fn group_later_waiter_stays_behind(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-behind", &store);
     let locks = manager(&store);
     let groups = store.groups().unwrap();
@@ -235,6 +287,9 @@ pub async fn group_later_waiter_stays_behind(store: Arc<DynLockStore>) {
 /// (With N permits, an older waiter's place takes one of the N slots for the later
 /// waiters: they may enter beside it, but not instead of it.)
 pub async fn group_semaphore_waiters_are_served_in_arrival_order(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-sem-fifo", &store);
     let locks = manager(&store);
     let key = keys.key("pool");
@@ -282,6 +337,9 @@ pub async fn group_semaphore_waiters_are_served_in_arrival_order(store: Arc<DynL
 /// A waiting group that is cancelled leaves its places at once (in the background), and
 /// the waiters behind it go on.
 pub async fn group_cancelled_waiter_leaves_its_places(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-cancel", &store);
     let locks = manager(&store);
     let key = keys.key("doc");
@@ -301,6 +359,9 @@ pub async fn group_cancelled_waiter_leaves_its_places(store: Arc<DynLockStore>) 
 
 /// A semaphore with many slots: 200 holders at once.
 pub async fn group_high_permit_count(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-high-count", &store);
     let locks = manager(&store);
     let key = keys.key("pool");
@@ -316,6 +377,9 @@ pub async fn group_high_permit_count(store: Arc<DynLockStore>) {
 
 /// A group is all or nothing: when one member is held, none is taken.
 pub async fn group_failed_attempt_leaves_nothing(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-all-or-nothing", &store);
     let locks = manager(&store);
     let (a, b, c) = (keys.key("a"), keys.key("b"), keys.key("c"));
@@ -345,6 +409,9 @@ pub async fn group_failed_attempt_leaves_nothing(store: Arc<DynLockStore>) {
 /// Each holder has its own lease: a crashed reader's hold expires while a renewing
 /// reader keeps its own, and a writer still waits for the live one.
 pub async fn group_crashed_reader_expires_alone(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-crashed-reader", &store);
     let locks = manager(&store);
     let key = keys.key("doc");
@@ -376,6 +443,9 @@ pub async fn group_crashed_reader_expires_alone(store: Arc<DynLockStore>) {
 /// Two waiting groups that want each other's names in opposite modes both finish: the
 /// intents of one never block the other forever.
 pub async fn group_waiting_groups_do_not_deadlock(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-no-deadlock", &store);
     let locks = manager(&store);
     let (a, b) = (keys.key("a"), keys.key("b"));
@@ -408,6 +478,9 @@ pub async fn group_waiting_groups_do_not_deadlock(store: Arc<DynLockStore>) {
 
 /// Releasing by stamp twice: the second is the typed `GroupNotHeld` error.
 pub async fn group_release_twice_is_an_error(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-release-twice", &store);
     let locks = manager(&store);
     let group = LockGroup::new([GroupMember::exclusive(&keys.key("a")).unwrap()]).unwrap();
@@ -423,6 +496,9 @@ pub async fn group_release_twice_is_an_error(store: Arc<DynLockStore>) {
 
 /// `release_owner` frees every hold of that owner and nothing of another's.
 pub async fn group_release_owner_frees_only_that_owner(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-release-owner", &store);
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let mine = manager(&store).with_owner(OwnerId::new("conformance", &format!("mine-{suffix}")).unwrap());
@@ -446,6 +522,9 @@ pub async fn group_release_owner_frees_only_that_owner(store: Arc<DynLockStore>)
 /// reader while no writer is in — for single names and for its example group of a write
 /// and a read lock (`WS2` written, `WS1` read); the store's permits table overrides them.
 pub async fn group_seed_permits_one_reader_one_writer(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-seed-permits", &store);
     let locks = manager(&store).with_permits(Permits::SEED);
     let key = keys.key("doc");
@@ -488,6 +567,9 @@ pub async fn group_seed_permits_one_reader_one_writer(store: Arc<DynLockStore>) 
 /// reader is held back by the waiting writer; such a manager's requests leave no places,
 /// and its waiting groups still get the name once it is free.
 pub async fn group_holders_only_reader_ignores_waiting_writers(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-holders-only", &store);
     let queued = manager(&store).with_permits(Permits::SEED);
     let rule = manager(&store).with_permits(Permits::SEED).with_admission(Admission::HoldersOnly);
@@ -540,6 +622,9 @@ pub async fn group_holders_only_reader_ignores_waiting_writers(store: Arc<DynLoc
 /// A permits change in the store is seen by the next grant; lowering it keeps the holders
 /// and delays new grants until the count drops.
 pub async fn group_permits_change_is_seen_by_the_next_grant(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-permits", &store);
     let locks = manager(&store);
     let key = keys.key("pool");
@@ -574,6 +659,9 @@ pub async fn group_permits_change_is_seen_by_the_next_grant(store: Arc<DynLockSt
 
 /// Group stamps (fences) strictly increase across grants, also against single locks.
 pub async fn group_fences_strictly_increase(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-fences", &store);
     let locks = manager(&store);
     let key = keys.key("a");
@@ -600,6 +688,9 @@ pub async fn group_fences_strictly_increase(store: Arc<DynLockStore>) {
 
 /// A renewed group outlives its TTL; a member taken away fires `lost` for the group.
 pub async fn group_renewal_and_loss(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-renewal", &store);
     let locks = manager(&store);
     let group =
@@ -624,6 +715,9 @@ pub async fn group_renewal_and_loss(store: Arc<DynLockStore>) {
 
 /// A dropped group handle is released promptly in the background.
 pub async fn group_dropped_handle_is_released(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let keys = Keys::for_groups("group-drop", &store);
     let locks = manager(&store);
     let key = keys.key("a");
@@ -634,6 +728,9 @@ pub async fn group_dropped_handle_is_released(store: Arc<DynLockStore>) {
 
 /// Bad groups are typed errors before any I/O.
 pub async fn group_bad_input_is_rejected(store: Arc<DynLockStore>) {
+    if !has_groups(&store).await {
+        return;
+    }
     let locks = manager(&store);
     let err = LockGroup::new(Vec::new()).unwrap_err();
     assert!(matches!(err, LockError::InvalidGroup { reason: InvalidGroup::Empty }), "{err}");

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{DistributedLock, DynLockStore, HeldLock, KeyPattern, ListCursor, LockManager, LockMode};
+use distlock_api::{DistributedLock, DynLockStore, HeldLock, KeyPattern, ListCursor, LockError, LockManager, LockMode};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -70,6 +70,18 @@ pub async fn list_all(store: &DynLockStore, pattern: &KeyPattern, limit: usize) 
     }
 }
 
+/// Whether the store lists its locks. Listing has no capability flag: a store that
+/// cannot list keeps the trait's default, which refuses every call with
+/// [`LockError::Unsupported`] naming the store and `"list"`; that refusal (and nothing
+/// else) is what such a store is held to.
+async fn lists(store: &DynLockStore) -> bool {
+    match store.list(&KeyPattern::all(), None, 1).await {
+        Ok(_) => true,
+        Err(LockError::Unsupported { backend, operation: "list" }) if backend == store.backend() => false,
+        Err(err) => panic!("list failed: {err}"),
+    }
+}
+
 /// Whether the store lists in key order, each key once (all but Redis, whose `SCAN` may
 /// return a key twice, in hash-table order).
 fn lists_in_key_order(store: &DynLockStore) -> bool {
@@ -84,6 +96,9 @@ fn pattern(keys: &Keys, glob: &str) -> KeyPattern {
 /// Held locks are listed with their holder: the token, exclusive mode, the fence (on
 /// stores that fence) and the time left, as `inspect` reports them.
 pub async fn list_reports_held_locks(store: Arc<DynLockStore>) {
+    if !lists(&store).await {
+        return;
+    }
     let keys = Keys::new("list-held");
     let locks = manager(&store);
     let long = locks.lock(&keys.key("long"), LONG_TTL).await.unwrap();
@@ -111,6 +126,9 @@ pub async fn list_reports_held_locks(store: Arc<DynLockStore>) {
 /// multi-byte one); `%`, `_`, `[`, `]`, `^`, `-` and `\`-escaped `*`, `?`, `\` match
 /// themselves, although they are special in Redis globs or SQL `LIKE`.
 pub async fn list_filters_by_pattern(store: Arc<DynLockStore>) {
+    if !lists(&store).await {
+        return;
+    }
     let keys = Keys::new("list-filter");
     let locks = manager(&store);
     let names =
@@ -148,6 +166,9 @@ pub async fn list_filters_by_pattern(store: Arc<DynLockStore>) {
 
 /// Released and expired leases are not listed.
 pub async fn list_skips_released_and_expired_leases(store: Arc<DynLockStore>) {
+    if !lists(&store).await {
+        return;
+    }
     let keys = Keys::new("list-gone");
     let locks = manager(&store);
     let held = locks.lock(&keys.key("held"), LONG_TTL).await.unwrap();
@@ -196,6 +217,9 @@ async fn acquire_numbered(locks: &LockManager, keys: &Keys, count: usize) -> Vec
 /// order and at most 100 per page, on the stores that list in key order), and the cursor
 /// completes. After the release nothing is listed.
 pub async fn list_pages_through_many_keys(store: Arc<DynLockStore>) {
+    if !lists(&store).await {
+        return;
+    }
     let keys = Keys::new("list-many");
     let locks = manager(&store);
     let held = acquire_numbered(&locks, &keys, MANY).await;
