@@ -188,3 +188,73 @@ macro_rules! idempotency_suite {
         $crate::__with_every_idempotency_case!(__idempotency_tests!($factory));
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    /// Every `.rs` file under `dir`, `target` folders left out.
+    fn sources(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|err| panic!("{}: {err}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if !path.ends_with("target")
+                    && !path.file_name().is_some_and(|name| name.to_string_lossy().starts_with('.'))
+                {
+                    files.extend(sources(&path));
+                }
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                files.push(path);
+            }
+        }
+        files
+    }
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+    }
+
+    /// The one list holds every case — each `pub async fn` of `cases` that takes just the
+    /// store — and nothing else, so a new case runs on every store.
+    #[test]
+    fn the_case_list_holds_every_case() {
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut cases = BTreeSet::new();
+        for file in sources(&here.join("src/cases")) {
+            for line in read(&file).lines() {
+                let Some(rest) = line.trim_start().strip_prefix("pub async fn ") else { continue };
+                if let Some((name, _)) = rest.split_once("(store: Arc<DynLockStore>)") {
+                    cases.insert(name.to_owned());
+                }
+            }
+        }
+        let lib = read(&here.join("src/lib.rs"));
+        let list = lib.split("macro_rules! __with_every_case").nth(1).expect("the case list");
+        let list = list.split(");").next().unwrap();
+        let listed: BTreeSet<String> = list
+            .lines()
+            .filter_map(|line| line.trim().strip_suffix(','))
+            .filter(|name| name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .map(str::to_owned)
+            .collect();
+        assert!(cases.len() > 50, "read {} cases", cases.len());
+        let unlisted: Vec<_> = cases.difference(&listed).collect();
+        let unknown: Vec<_> = listed.difference(&cases).collect();
+        assert!(unlisted.is_empty() && unknown.is_empty(), "not in the list: {unlisted:?}; not cases: {unknown:?}");
+    }
+
+    /// No store's tests pick cases by hand: `conformance_suite!` is the only caller of the
+    /// per-case macro.
+    #[test]
+    fn no_store_runs_a_hand_picked_list() {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs");
+        let pickers: Vec<PathBuf> = sources(workspace)
+            .into_iter()
+            .filter(|file| *file != own && read(file).contains(concat!("__conformance", "_tests!")))
+            .collect();
+        assert!(pickers.is_empty(), "hand-picked case lists in {pickers:?}: use conformance_suite!");
+    }
+}
