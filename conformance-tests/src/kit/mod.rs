@@ -5,7 +5,7 @@
 //! unless `DISTLOCK_REQUIRE_SERVICES=1` (set by `scripts/test.sh` and CI), which turns
 //! the skip into a failure.
 
-pub mod bench;
+pub use distlock_bench as bench;
 pub mod child;
 pub mod etcd_server;
 pub mod fair_bench;

@@ -1,6 +1,6 @@
 //! `distlock bench`: throughput and latency of a store through distlock, beside the
 //! store's raw commands. The scenarios and the raw baselines are the benchmark harness
-//! every store's own benchmark runs (`distlock_conformance::kit::bench`); this module
+//! every store's own benchmark runs (the `distlock-bench` crate); this module
 //! picks them from the command line and prints the report.
 
 mod report;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distlock::{LockError, LockManager, LockOptions};
-use distlock_conformance::kit::bench::{
+use distlock_bench::{
     self as harness, BenchError, Library, Locker, Measured, RawMemory, RawPostgres, RawRedis, Stop,
 };
 use indicatif::{ProgressBar, ProgressStyle};

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use distlock::Capabilities;
-use distlock_conformance::kit::bench::Measured;
+use distlock_bench::Measured;
 use serde::Serialize;
 
 use crate::cli::{BenchArgs, Scenario};

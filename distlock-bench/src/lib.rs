@@ -11,8 +11,9 @@
 //!   [`interleaved_cycles`] interleaves one-task cycles one by one instead, for variants
 //!   whose cost differs by less than the load drifts within a round.
 //!
-//! The hand-off comparison (release notifications vs polling) is in
-//! [`handoff`](super::handoff).
+//! The stores' own benchmarks add their comparisons (hand-off, fair waiting, lock groups)
+//! in the test kit (`distlock_conformance::kit`); the `distlock` CLI's `bench` command
+//! runs the scenarios here against a user's server.
 
 mod locker;
 mod raw_postgres;
