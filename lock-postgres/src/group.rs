@@ -184,7 +184,7 @@ impl<'a> Columns<'a> {
 }
 
 /// Lock groups in two tables beside the lease table (`<table>_holders`,
-/// `<table>_permits`) and one function (`<table>_acquire_group_v6`), created by
+/// `<table>_permits`) and one function (`<table>_acquire_group`), created by
 /// [`ensure_schema`](PostgresLockStore::ensure_schema) or at the first group operation
 /// (checked only, with [`GroupSchemaMissing`](crate::GroupSchemaMissing) when missing, on a
 /// store that may not create); see "Lock groups" in the crate documentation. Group names

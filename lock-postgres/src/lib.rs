@@ -3,7 +3,8 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 // Layers, each importing only those below it:
-//   builder, purge, group → store → sql → group_sql → notify → config, url → config;
+//   builder, purge, group → store → sql → group_sql → template → notify → config,
+//   url → config;
 //   error and inflight are leaves.
 mod builder;
 mod config;
@@ -16,6 +17,7 @@ mod purge;
 mod queue;
 mod sql;
 mod store;
+mod template;
 mod url;
 
 pub use builder::PostgresLockStoreBuilder;

@@ -19,10 +19,10 @@ use std::time::Duration;
 use distlock_api::{Acquire, LockError, StoreKey, Token, Ttl};
 use tokio::sync::OnceCell;
 
-use crate::config::Layout;
 use crate::error::BACKEND;
 use crate::sql::{millis, SCHEMA_LOCK_KEY};
 use crate::store::PostgresLockStore;
+use crate::template::{queue, Names};
 
 /// The notification payload of a hand-over to a token: this followed by the token.
 pub(crate) const TURN: &str = "turn:";
@@ -42,114 +42,19 @@ pub(crate) struct QueueStatements {
 }
 
 impl QueueStatements {
-    pub(crate) fn new(layout: &Layout, channel: &str) -> Self {
-        let schema = layout.schema.quoted();
-        let leases = format!("{schema}.{}", layout.table.quoted());
-        let sequence = format!("{schema}.{}", layout.sequence.quoted());
-        let name = layout.table.derived("queue");
-        let queue = format!("{schema}.{}", name.quoted());
-        let index = layout.table.derived("queue_order");
-        let unlogged = if layout.unlogged { "UNLOGGED " } else { "" };
-        let live = "expires_at > clock_timestamp()";
-        // A hand-over wakes only the waiter it is for (`turn:<token>`); a release that
-        // leaves the key free wakes every waiter of the key.
-        let notify = if layout.notify {
-            format!(
-                "pg_notify('{channel}', CASE WHEN released.token IS NULL THEN released.key \
-                                             ELSE '{TURN}' || released.token END)::text"
-            )
-        } else {
-            "''".to_owned()
-        };
+    pub(crate) fn new(names: &Names) -> Self {
         Self {
             create: [
-                format!(
-                    "CREATE {unlogged}TABLE IF NOT EXISTS {queue} ( \
-                         key text COLLATE \"C\" NOT NULL, \
-                         token text NOT NULL, \
-                         arrival bigint GENERATED ALWAYS AS IDENTITY, \
-                         expires_at timestamptz NOT NULL, \
-                         PRIMARY KEY (key, token))"
-                ),
-                format!("CREATE INDEX IF NOT EXISTS {} ON {queue} (key, arrival)", index.quoted()),
+                names.persistent(queue::CREATE_TABLE, queue::CREATE_UNLOGGED_TABLE),
+                names.render(queue::CREATE_INDEX),
             ],
-            exists: format!("SELECT to_regclass('{queue}') IS NOT NULL"),
-            // Taken when the lease was handed to $2, or is free and $2 is first in line (or
-            // nobody waits); otherwise $2's place is taken, or refreshed once half of it
-            // has passed (so a waiter woken by every hand-over rarely writes). One statement.
-            acquire: format!(
-                "WITH head AS ( \
-                     SELECT token FROM {queue} WHERE key = $1 AND {live} ORDER BY arrival LIMIT 1), \
-                 taken AS ( \
-                     INSERT INTO {leases} AS held (key, token, fence, expires_at) \
-                     SELECT $1, $2, nextval('{sequence}'), clock_timestamp() + $3 * interval '1 millisecond' \
-                     WHERE coalesce((SELECT token FROM head), $2) = $2 \
-                     ON CONFLICT (key) DO UPDATE \
-                     SET token = EXCLUDED.token, \
-                         fence = CASE WHEN held.token = EXCLUDED.token THEN held.fence \
-                                      ELSE GREATEST(held.fence + 1, EXCLUDED.fence) END, \
-                         expires_at = EXCLUDED.expires_at{reset_waiting} \
-                     WHERE held.expires_at <= clock_timestamp() \
-                        OR (held.token = EXCLUDED.token AND held.expires_at > clock_timestamp()) \
-                     RETURNING held.fence), \
-                 left_queue AS ( \
-                     DELETE FROM {queue} WHERE key = $1 AND (token = $2 OR NOT {live}) \
-                         AND EXISTS (SELECT 1 FROM taken)), \
-                 queued AS ( \
-                     INSERT INTO {queue} AS place (key, token, expires_at) \
-                     SELECT $1, $2, clock_timestamp() + $4 * interval '1 millisecond' \
-                     WHERE NOT EXISTS (SELECT 1 FROM taken) \
-                     ON CONFLICT (key, token) DO UPDATE SET expires_at = EXCLUDED.expires_at \
-                     WHERE place.expires_at < clock_timestamp() + $4 * interval '0.5 millisecond') \
-                 SELECT (SELECT fence FROM taken), \
-                     (SELECT GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
-                      FROM {leases} WHERE key = $1 AND token IS NOT NULL AND {live})",
-                // A handed lease keeps its flag: waiters that flagged it while it was
-                // handed still wait for its release.
-                reset_waiting = if layout.notify {
-                    ", waiting = CASE WHEN held.token = EXCLUDED.token THEN held.waiting ELSE false END"
-                } else {
-                    ""
-                },
-            ),
-            // The lease is freed, or handed to the oldest live waiter other than $2 (with
-            // a new fence, for the rest of its place); $2's own place goes. A waiter
-            // flagged the lease: the release (or hand-over) is notified.
-            release: format!(
-                "WITH next AS ( \
-                     SELECT token, expires_at FROM {queue} \
-                     WHERE key = $1 AND token <> $2 AND {live} ORDER BY arrival LIMIT 1), \
-                 left_queue AS (DELETE FROM {queue} WHERE key = $1 AND token = $2), \
-                 released AS ( \
-                     UPDATE {leases} AS held \
-                     SET token = (SELECT token FROM next), \
-                         expires_at = coalesce((SELECT expires_at FROM next), clock_timestamp()), \
-                         fence = CASE WHEN EXISTS (SELECT 1 FROM next) \
-                                      THEN GREATEST(held.fence + 1, nextval('{sequence}')) ELSE held.fence END \
-                     WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp() \
-                     RETURNING key, waiting, token) \
-                 SELECT count(CASE WHEN released.waiting THEN {notify} ELSE '' END) FROM released"
-            ),
-            // As the lease table's wait, but a lease handed to $2 counts as free.
-            wait: format!(
-                "WITH flagged AS ( \
-                     UPDATE {leases} SET waiting = true \
-                     WHERE key = $1 AND token IS NOT NULL AND token <> $2 AND NOT waiting AND {live} \
-                     RETURNING expires_at) \
-                 SELECT GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
-                 FROM flagged \
-                 UNION ALL \
-                 SELECT GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
-                 FROM {leases} \
-                 WHERE key = $1 AND token IS NOT NULL AND token <> $2 AND waiting AND {live}"
-            ),
-            len: format!("SELECT count(*) FROM {queue} WHERE key = $1 AND {live}"),
-            purge: format!(
-                "DELETE FROM {queue} WHERE ctid = ANY(ARRAY( \
-                     SELECT ctid FROM {queue} \
-                     WHERE expires_at < statement_timestamp() - $1 * interval '1 millisecond' LIMIT $2))"
-            ),
-            table: queue,
+            exists: names.render(queue::EXISTS),
+            acquire: names.notifying(queue::ACQUIRE, queue::ACQUIRE_SILENT),
+            release: names.notifying(queue::RELEASE, queue::RELEASE_SILENT),
+            wait: names.render(queue::WAIT),
+            len: names.render(queue::LEN),
+            purge: names.render(queue::PURGE),
+            table: names.queue.clone(),
         }
     }
 }
@@ -193,7 +98,7 @@ impl PostgresLockStore {
                     return Ok(false);
                 }
                 let mut tx = self.pool().begin().await.map_err(fail)?;
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                sqlx::query(&self.statements().lock_schema)
                     .bind(SCHEMA_LOCK_KEY)
                     .execute(&mut *tx)
                     .await

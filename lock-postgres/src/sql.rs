@@ -1,4 +1,5 @@
-//! The SQL text of every statement the store sends, built once per store.
+//! The statements of the lease table, rendered once per store from the `.sql` files
+//! under `src/sql/` (see `template.rs`).
 //!
 //! Only validated, double-quoted identifiers (see
 //! [`PostgresLockStoreBuilder`](crate::PostgresLockStoreBuilder)) are spliced into the text; keys, tokens and durations always travel as bind
@@ -104,10 +105,10 @@
 
 use std::time::Duration;
 
-use crate::config::{Layout, MIN_PURGE_HORIZON};
+use crate::config::Layout;
 use crate::group_sql::GroupStatements;
-use crate::notify::channel_name;
 use crate::queue::QueueStatements;
+use crate::template::{lease, Names};
 
 /// How many rows one purge statement deletes at most, so that it holds row locks (which
 /// acquirers of those keys wait for) only briefly.
@@ -148,6 +149,8 @@ pub struct Statements {
     /// `$1` schema, `$2` sequence, `$3` table names, `$4` required columns → see
     /// [`SchemaState`].
     pub(crate) schema_state: String,
+    /// `$1` [`SCHEMA_LOCK_KEY`]: takes the transaction's schema lock.
+    pub(crate) lock_schema: String,
     pub(crate) create_schema: String,
     pub(crate) create_sequence: String,
     pub(crate) create_table: String,
@@ -261,162 +264,29 @@ impl Statements {
     }
 
     pub(crate) fn new(layout: &Layout) -> Self {
-        let schema = layout.schema.quoted();
-        let table = format!("{schema}.{}", layout.table.quoted());
-        // Inside a string literal; identifiers never contain quotes or backslashes.
-        let sequence = format!("{schema}.{}", layout.sequence.quoted());
-        let horizon_ms = millis(MIN_PURGE_HORIZON);
-        let unlogged = if layout.unlogged { "UNLOGGED " } else { "" };
-        // Also inside a string literal: only `[A-Za-z0-9_:.]`.
-        let channel = channel_name(layout);
-        let ttl_from_now = "clock_timestamp() + $3 * interval '1 millisecond'";
-        let returning = format!(
-            "RETURNING held.fence, clock_timestamp() - statement_timestamp() < {horizon_ms} * interval '1 millisecond'"
-        );
-        let same_lease = "held.token = EXCLUDED.token AND held.expires_at > clock_timestamp()";
-        let queue = QueueStatements::new(layout, &channel);
+        let names = Names::new(layout);
         Self {
-            reacquire: format!(
-                "INSERT INTO {table} AS held (key, token, fence, expires_at) \
-                 VALUES ($1, $2, nextval('{sequence}'), {ttl_from_now}) \
-                 ON CONFLICT (key) DO UPDATE \
-                 SET token = EXCLUDED.token, \
-                     fence = CASE WHEN {same_lease} THEN held.fence \
-                                  ELSE GREATEST(held.fence + 1, nextval('{sequence}')) END, \
-                     expires_at = {ttl_from_now}{keep_waiting} \
-                 WHERE held.expires_at <= clock_timestamp() OR held.token = EXCLUDED.token \
-                 {returning}",
-                keep_waiting = if layout.notify {
-                    format!(", waiting = CASE WHEN {same_lease} THEN held.waiting ELSE false END")
-                } else {
-                    String::new()
-                },
-            ),
-            acquire: format!(
-                "INSERT INTO {table} AS held (key, token, fence, expires_at) \
-                 VALUES ($1, $2, nextval('{sequence}'), clock_timestamp() + $3 * interval '1 millisecond') \
-                 ON CONFLICT (key) DO UPDATE \
-                 SET token = EXCLUDED.token, \
-                     fence = GREATEST(held.fence + 1, nextval('{sequence}')), \
-                     expires_at = clock_timestamp() + $3 * interval '1 millisecond'{reset_waiting} \
-                 WHERE held.expires_at <= clock_timestamp() \
-                 RETURNING held.fence, \
-                     clock_timestamp() - statement_timestamp() < {horizon_ms} * interval '1 millisecond'",
-                reset_waiting = if layout.notify { ", waiting = false" } else { "" },
-            ),
-            // `waiting` is returned as the row had it (release leaves it alone); the CASE
-            // calls pg_notify (volatile, so never pre-evaluated) only for a flagged row,
-            // and count() counts every released row ('' is not NULL). The notification is
-            // delivered when the statement commits.
-            release: if layout.notify {
-                format!(
-                    "WITH released AS ( \
-                         UPDATE {table} SET token = NULL, expires_at = clock_timestamp() \
-                         WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp() \
-                         RETURNING key, waiting) \
-                     SELECT count(CASE WHEN released.waiting \
-                                  THEN pg_notify('{channel}', released.key)::text ELSE '' END) \
-                     FROM released"
-                )
-            } else {
-                format!(
-                    "WITH released AS ( \
-                         UPDATE {table} SET token = NULL, expires_at = clock_timestamp() \
-                         WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp() \
-                         RETURNING key) \
-                     SELECT count(*) FROM released"
-                )
-            },
-            // Both parts see the statement's snapshot: the UPDATE flags a live, unflagged
-            // lease (re-checking its WHERE on the latest version if it waited for a row
-            // lock); the SELECT finds a live lease that was already flagged. At most one
-            // row. See the module documentation for why sleeping on a row is safe.
-            wait: format!(
-                "WITH flagged AS ( \
-                     UPDATE {table} SET waiting = true \
-                     WHERE key = $1 AND token IS NOT NULL AND NOT waiting AND expires_at > clock_timestamp() \
-                     RETURNING expires_at) \
-                 SELECT GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
-                 FROM flagged \
-                 UNION ALL \
-                 SELECT GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
-                 FROM {table} \
-                 WHERE key = $1 AND token IS NOT NULL AND waiting AND expires_at > clock_timestamp()"
-            ),
-            extend: format!(
-                "UPDATE {table} SET expires_at = clock_timestamp() + $3 * interval '1 millisecond' \
-                 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()"
-            ),
-            inspect: format!(
-                "SELECT token, fence, \
-                     GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
-                 FROM {table} WHERE key = $1 AND expires_at > clock_timestamp()"
-            ),
-            // MATERIALIZED: the page is read once, by the index range scan; both the
-            // aggregate and the join use that snapshot of at most $4 rows. E'\\' is one
-            // backslash whatever standard_conforming_strings says.
-            list: format!(
-                "WITH page AS MATERIALIZED ( \
-                     SELECT key, token, fence, expires_at FROM {table} \
-                     WHERE key >= $1 AND key > $2 AND key < $3 \
-                     ORDER BY key LIMIT $4) \
-                 SELECT examined.last, examined.count, held.key, held.token, held.fence, \
-                     GREATEST((extract(epoch FROM held.expires_at - clock_timestamp()) * 1000000)::bigint, 1) \
-                 FROM (SELECT max(key) AS last, count(*) AS count FROM page) AS examined \
-                 LEFT JOIN page AS held \
-                     ON held.key LIKE $5 ESCAPE E'\\\\' AND held.token IS NOT NULL \
-                        AND held.expires_at > clock_timestamp() \
-                 ORDER BY held.key"
-            ),
-            purge: format!(
-                "DELETE FROM {table} WHERE key = ANY(ARRAY( \
-                     SELECT key FROM {table} \
-                     WHERE expires_at < statement_timestamp() - $1 * interval '1 millisecond' \
-                     LIMIT $2)) \
-                 AND expires_at < statement_timestamp() - $1 * interval '1 millisecond'"
-            ),
-            channel,
-            // Catalog reads only (no lookups that fail on a missing name or a missing
-            // privilege), so it can describe what is missing.
-            schema_state: "WITH s AS (SELECT oid FROM pg_namespace WHERE nspname = $1), \
-                     q AS (SELECT c.oid FROM pg_class c JOIN s ON s.oid = c.relnamespace \
-                           WHERE c.relname = $2 AND c.relkind = 'S'), \
-                     t AS (SELECT c.oid, c.relpersistence FROM pg_class c JOIN s ON s.oid = c.relnamespace \
-                           WHERE c.relname = $3 AND c.relkind IN ('r', 'p')) \
-                 SELECT EXISTS (SELECT 1 FROM s), \
-                     (SELECT has_schema_privilege(oid, 'USAGE') FROM s), \
-                     EXISTS (SELECT 1 FROM q), \
-                     (SELECT has_sequence_privilege(oid, 'USAGE') OR has_sequence_privilege(oid, 'UPDATE') FROM q), \
-                     (SELECT relpersistence::text FROM t), \
-                     ARRAY(SELECT wanted FROM unnest($4::text[]) AS wanted, t \
-                           WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a \
-                                             WHERE a.attrelid = t.oid AND a.attname = wanted AND NOT a.attisdropped)), \
-                     ARRAY(SELECT wanted FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE']) AS wanted, t \
-                           WHERE NOT has_table_privilege(t.oid, wanted))"
-                .to_owned(),
-            create_schema: format!("CREATE SCHEMA IF NOT EXISTS {schema}"),
-            // CACHE 1: with a per-session cache, values handed out by different sessions
-            // would not increase in the order they are drawn. Always logged, also for an
-            // UNLOGGED table, so fences survive a crash that empties the table.
-            create_sequence: format!("CREATE SEQUENCE IF NOT EXISTS {sequence} AS bigint MINVALUE 1 NO CYCLE CACHE 1"),
-            // COLLATE "C": keys compare byte for byte (and faster). No index on
-            // expires_at, so lease updates stay HOT; fillfactor leaves room for them.
-            create_table: format!(
-                "CREATE {unlogged}TABLE IF NOT EXISTS {table} ( \
-                     key text COLLATE \"C\" PRIMARY KEY, \
-                     token text, \
-                     fence bigint NOT NULL, \
-                     expires_at timestamptz NOT NULL, \
-                     waiting boolean NOT NULL DEFAULT false \
-                 ) WITH (fillfactor = 80)"
-            ),
+            acquire: names.notifying(lease::ACQUIRE, lease::ACQUIRE_SILENT),
+            reacquire: names.notifying(lease::REACQUIRE, lease::REACQUIRE_SILENT),
+            release: names.notifying(lease::RELEASE, lease::RELEASE_SILENT),
+            wait: names.render(lease::WAIT),
+            extend: names.render(lease::EXTEND),
+            inspect: names.render(lease::INSPECT),
+            list: names.render(lease::LIST),
+            purge: names.render(lease::PURGE),
+            schema_state: names.render(lease::SCHEMA_STATE),
+            lock_schema: names.render(lease::LOCK_SCHEMA),
+            create_schema: names.render(lease::CREATE_SCHEMA),
+            create_sequence: names.render(lease::CREATE_SEQUENCE),
+            create_table: names.persistent(lease::CREATE_TABLE, lease::CREATE_UNLOGGED_TABLE),
             columns: if layout.notify {
                 vec!["key", "token", "fence", "expires_at", "waiting"]
             } else {
                 vec!["key", "token", "fence", "expires_at"]
             },
-            groups: GroupStatements::new(layout),
-            queue,
+            groups: GroupStatements::new(&names),
+            queue: QueueStatements::new(&names),
+            channel: names.channel,
         }
     }
 }
@@ -444,9 +314,76 @@ pub(crate) fn millis(duration: Duration) -> i64 {
 }
 
 #[cfg(test)]
+impl Statements {
+    /// Every statement, with a name for messages.
+    pub(crate) fn every_statement(&self) -> Vec<(&'static str, &str)> {
+        let (g, q) = (&self.groups, &self.queue);
+        vec![
+            ("acquire", &self.acquire),
+            ("reacquire", &self.reacquire),
+            ("release", &self.release),
+            ("wait", &self.wait),
+            ("extend", &self.extend),
+            ("inspect", &self.inspect),
+            ("list", &self.list),
+            ("purge", &self.purge),
+            ("schema_state", &self.schema_state),
+            ("lock_schema", &self.lock_schema),
+            ("create_schema", &self.create_schema),
+            ("create_sequence", &self.create_sequence),
+            ("create_table", &self.create_table),
+            ("group acquire", &g.acquire),
+            ("group extend", &g.extend),
+            ("group release", &g.release),
+            ("group withdraw", &g.withdraw),
+            ("group release_owner", &g.release_owner),
+            ("group set_permits", &g.set_permits),
+            ("group remove_permits", &g.remove_permits),
+            ("group permits", &g.permits),
+            ("group holders", &g.holders),
+            ("group waiting", &g.waiting),
+            ("group wait", &g.wait),
+            ("group purge", &g.purge),
+            ("group state", &g.state),
+            ("group create_holders", &g.create_holders),
+            ("group create_owner_index", &g.create_owner_index),
+            ("group create_permits", &g.create_permits),
+            ("group create_function", &g.create_function),
+            ("queue create table", &q.create[0]),
+            ("queue create index", &q.create[1]),
+            ("queue exists", &q.exists),
+            ("queue acquire", &q.acquire),
+            ("queue release", &q.release),
+            ("queue wait", &q.wait),
+            ("queue len", &q.len),
+            ("queue purge", &q.purge),
+        ]
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Identifier;
+    use crate::config::{Identifier, MIN_PURGE_HORIZON};
+    use crate::template::tests::{all_files, flat, layouts};
+
+    #[test]
+    fn every_statement_is_built_from_the_files_without_placeholders() {
+        let mut unused = all_files();
+        for layout in layouts() {
+            let (names, sql) = (Names::new(&layout), Statements::new(&layout));
+            let statements = sql.every_statement();
+            for (name, text) in &statements {
+                assert!(!text.contains(['{', '}']), "{name} ({layout:?}): {text}");
+            }
+            unused.retain(|file| !statements.iter().any(|(_, text)| *text == names.render(*file)));
+        }
+        assert!(
+            unused.is_empty(),
+            "files no statement uses: {:?}",
+            unused.iter().map(|file| file.path).collect::<Vec<_>>()
+        );
+    }
 
     fn layout(unlogged: bool) -> Layout {
         Layout {
@@ -461,36 +398,54 @@ mod tests {
     #[test]
     fn statements_quote_identifiers_and_bind_everything_else() {
         let sql = Statements::new(&layout(false));
-        assert!(sql.acquire.starts_with("INSERT INTO \"s\".\"t\" AS held"), "{}", sql.acquire);
-        assert!(sql.acquire.contains("nextval('\"s\".\"q\"')"), "{}", sql.acquire);
-        assert!(sql.acquire.contains("WHERE held.expires_at <= clock_timestamp()"), "{}", sql.acquire);
-        assert!(!sql.acquire.contains("EXCLUDED.fence"), "the fence must be drawn after the row lock");
-        assert!(sql.release.contains("token = $2") && !sql.release.contains("DELETE"), "{}", sql.release);
+        assert!(flat(&sql.acquire).starts_with("INSERT INTO \"s\".\"t\" AS held"), "{}", sql.acquire);
+        assert!(flat(&sql.acquire).contains("nextval('\"s\".\"q\"')"), "{}", sql.acquire);
+        assert!(flat(&sql.acquire).contains("WHERE held.expires_at <= clock_timestamp()"), "{}", sql.acquire);
+        assert!(!flat(&sql.acquire).contains("EXCLUDED.fence"), "the fence must be drawn after the row lock");
+        assert!(flat(&sql.release).contains("token = $2") && !flat(&sql.release).contains("DELETE"), "{}", sql.release);
         assert!(
-            sql.release.contains("CASE WHEN released.waiting THEN pg_notify('distlock:s.t', released.key)"),
+            flat(&sql.release).contains("CASE WHEN released.waiting THEN pg_notify('distlock:s.t', released.key)"),
             "{}",
             sql.release
         );
         assert!(
-            !sql.release.contains("SET waiting") && sql.release.contains("RETURNING key, waiting"),
+            !flat(&sql.release).contains("SET waiting") && flat(&sql.release).contains("RETURNING key, waiting"),
             "{}",
             sql.release
         );
-        assert!(sql.acquire.contains(", waiting = false WHERE held.expires_at"), "{}", sql.acquire);
-        assert!(sql.wait.contains("SET waiting = true") && sql.wait.contains("AND NOT waiting"), "{}", sql.wait);
+        assert!(flat(&sql.acquire).contains(", waiting = false WHERE held.expires_at"), "{}", sql.acquire);
+        assert!(
+            flat(&sql.wait).contains("SET waiting = true") && flat(&sql.wait).contains("AND NOT waiting"),
+            "{}",
+            sql.wait
+        );
         let silent = Statements::new(&Layout { notify: false, ..layout(false) });
-        assert!(!silent.release.contains("pg_notify") && silent.release.contains("token = $2"), "{}", silent.release);
-        assert!(!silent.release.contains("waiting") && !silent.acquire.contains("waiting"), "{}", silent.acquire);
-        assert!(sql.create_table.contains("waiting boolean NOT NULL DEFAULT false"), "{}", sql.create_table);
-        assert!(sql.ddl().iter().all(|ddl| !ddl.contains("ALTER")), "no upgrade paths");
-        assert!(sql.reacquire.contains("OR held.token = EXCLUDED.token"), "{}", sql.reacquire);
-        assert!(sql.reacquire.contains("THEN held.fence ELSE GREATEST(held.fence + 1, nextval("), "{}", sql.reacquire);
-        assert!(sql.reacquire.contains("waiting = CASE WHEN held.token"), "{}", sql.reacquire);
-        assert!(!silent.reacquire.contains("waiting"), "{}", silent.reacquire);
-        assert!(sql.create_table.starts_with("CREATE TABLE IF NOT EXISTS \"s\".\"t\""), "{}", sql.create_table);
+        assert!(
+            !flat(&silent.release).contains("pg_notify") && flat(&silent.release).contains("token = $2"),
+            "{}",
+            silent.release
+        );
+        assert!(
+            !flat(&silent.release).contains("waiting") && !flat(&silent.acquire).contains("waiting"),
+            "{}",
+            silent.acquire
+        );
+        assert!(flat(&sql.create_table).contains("waiting boolean NOT NULL DEFAULT false"), "{}", sql.create_table);
+        assert!(sql.ddl().iter().all(|ddl| !flat(ddl).contains("ALTER")), "no upgrade paths");
+        let horizon = format!("< {} * interval '1 millisecond'", millis(MIN_PURGE_HORIZON));
+        assert!(flat(&sql.acquire).contains(&horizon) && flat(&silent.reacquire).contains(&horizon), "{}", sql.acquire);
+        assert!(flat(&sql.reacquire).contains("OR held.token = EXCLUDED.token"), "{}", sql.reacquire);
+        assert!(
+            flat(&sql.reacquire).contains("THEN held.fence ELSE GREATEST(held.fence + 1, nextval("),
+            "{}",
+            sql.reacquire
+        );
+        assert!(flat(&sql.reacquire).contains("waiting = CASE WHEN held.token"), "{}", sql.reacquire);
+        assert!(!flat(&silent.reacquire).contains("waiting"), "{}", silent.reacquire);
+        assert!(flat(&sql.create_table).starts_with("CREATE TABLE IF NOT EXISTS \"s\".\"t\""), "{}", sql.create_table);
         let unlogged = Statements::new(&layout(true));
-        assert!(unlogged.create_table.starts_with("CREATE UNLOGGED TABLE"), "{}", unlogged.create_table);
-        assert!(!unlogged.create_sequence.contains("UNLOGGED"), "{}", unlogged.create_sequence);
+        assert!(flat(&unlogged.create_table).starts_with("CREATE UNLOGGED TABLE"), "{}", unlogged.create_table);
+        assert!(!flat(&unlogged.create_sequence).contains("UNLOGGED"), "{}", unlogged.create_sequence);
     }
 
     #[test]
@@ -511,9 +466,13 @@ mod tests {
     #[test]
     fn the_listing_reads_a_bounded_key_range() {
         let sql = Statements::new(&layout(false));
-        assert!(sql.list.contains("WHERE key >= $1 AND key > $2 AND key < $3 ORDER BY key LIMIT $4"), "{}", sql.list);
-        assert!(sql.list.contains("LIKE $5 ESCAPE E'\\\\'"), "{}", sql.list);
-        assert!(sql.list.contains("FROM \"s\".\"t\""), "{}", sql.list);
+        assert!(
+            flat(&sql.list).contains("WHERE key >= $1 AND key > $2 AND key < $3 ORDER BY key LIMIT $4"),
+            "{}",
+            sql.list
+        );
+        assert!(flat(&sql.list).contains("LIKE $5 ESCAPE E'\\\\'"), "{}", sql.list);
+        assert!(flat(&sql.list).contains("FROM \"s\".\"t\""), "{}", sql.list);
     }
 
     #[test]

@@ -215,7 +215,7 @@ impl PostgresLockStore {
     /// several processes can fail with a unique violation in the catalog.
     async fn begin_schema_change(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(SCHEMA_LOCK_KEY).execute(&mut *tx).await?;
+        sqlx::query(&self.sql.lock_schema).bind(SCHEMA_LOCK_KEY).execute(&mut *tx).await?;
         Ok(tx)
     }
 

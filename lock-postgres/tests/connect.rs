@@ -283,13 +283,13 @@ async fn group_objects_are_checked_and_created_at_the_first_group_operation() {
         [
             format!("table {} does not exist", qualified("leases_holders")),
             format!("table {} does not exist", qualified("leases_permits")),
-            format!("function {} does not exist", qualified("leases_acquire_group_v6")),
+            format!("function {} does not exist", qualified("leases_acquire_group")),
         ],
         "{err}"
     );
     assert!(err.to_string().contains("create_schema is off") && err.to_string().contains("sql()"), "{err}");
     let sql = missing.sql();
-    for object in ["leases_holders", "leases_permits", "leases_acquire_group_v6"] {
+    for object in ["leases_holders", "leases_permits", "leases_acquire_group"] {
         assert!(sql.contains(&qualified(object)), "{sql}");
     }
     // Every group operation says the same, none creates anything.

@@ -1,0 +1,1 @@
+CREATE INDEX IF NOT EXISTS {holders_owner} ON {holders} (owner)

@@ -1,0 +1,4 @@
+-- $1 name, $2 mode: deletes the permits entry, notifying as set_permits.sql does.
+WITH changed AS (
+    DELETE FROM {permits} WHERE name = $1 AND mode = $2::"char" RETURNING name)
+SELECT count(pg_notify({channel}, 'group:' || name)::text) FROM changed

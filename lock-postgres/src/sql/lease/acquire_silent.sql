@@ -1,0 +1,10 @@
+-- acquire.sql for a store without release notifications: no `waiting` flag.
+INSERT INTO {table} AS held (key, token, fence, expires_at)
+VALUES ($1, $2, nextval('{sequence}'), clock_timestamp() + $3 * interval '1 millisecond')
+ON CONFLICT (key) DO UPDATE
+SET token = EXCLUDED.token,
+    fence = GREATEST(held.fence + 1, nextval('{sequence}')),
+    expires_at = clock_timestamp() + $3 * interval '1 millisecond'
+WHERE held.expires_at <= clock_timestamp()
+RETURNING held.fence,
+    clock_timestamp() - statement_timestamp() < 60000 * interval '1 millisecond'

@@ -1,0 +1,33 @@
+-- The queued attempt: $1 key, $2 token, $3 TTL ms, $4 place TTL ms → one row (fence when
+-- acquired, µs left of the live lease that keeps it out). Taken when the lease was handed
+-- to $2, or is free and $2 is first in line (or nobody waits); otherwise $2's place is
+-- taken, or refreshed once half of it has passed (so a waiter woken by every hand-over
+-- rarely writes). A handed lease keeps its `waiting` flag: waiters that flagged it while
+-- it was handed still wait for its release.
+WITH head AS (
+    SELECT token FROM {queue} WHERE key = $1 AND expires_at > clock_timestamp() ORDER BY arrival LIMIT 1),
+taken AS (
+    INSERT INTO {table} AS held (key, token, fence, expires_at)
+    SELECT $1, $2, nextval('{sequence}'), clock_timestamp() + $3 * interval '1 millisecond'
+    WHERE coalesce((SELECT token FROM head), $2) = $2
+    ON CONFLICT (key) DO UPDATE
+    SET token = EXCLUDED.token,
+        fence = CASE WHEN held.token = EXCLUDED.token THEN held.fence
+                     ELSE GREATEST(held.fence + 1, EXCLUDED.fence) END,
+        expires_at = EXCLUDED.expires_at,
+        waiting = CASE WHEN held.token = EXCLUDED.token THEN held.waiting ELSE false END
+    WHERE held.expires_at <= clock_timestamp()
+       OR (held.token = EXCLUDED.token AND held.expires_at > clock_timestamp())
+    RETURNING held.fence),
+left_queue AS (
+    DELETE FROM {queue} WHERE key = $1 AND (token = $2 OR NOT expires_at > clock_timestamp())
+        AND EXISTS (SELECT 1 FROM taken)),
+queued AS (
+    INSERT INTO {queue} AS place (key, token, expires_at)
+    SELECT $1, $2, clock_timestamp() + $4 * interval '1 millisecond'
+    WHERE NOT EXISTS (SELECT 1 FROM taken)
+    ON CONFLICT (key, token) DO UPDATE SET expires_at = EXCLUDED.expires_at
+    WHERE place.expires_at < clock_timestamp() + $4 * interval '0.5 millisecond')
+SELECT (SELECT fence FROM taken),
+    (SELECT GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1)
+     FROM {table} WHERE key = $1 AND token IS NOT NULL AND expires_at > clock_timestamp())

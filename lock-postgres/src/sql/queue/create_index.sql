@@ -1,0 +1,1 @@
+CREATE INDEX IF NOT EXISTS {queue_order} ON {queue} (key, arrival)
