@@ -117,7 +117,7 @@ impl RedisLockStoreBuilder {
     /// counter's `INCR`, so numbers keep strictly increasing when a server **without
     /// persistence** restarts (the counter is lost, the clock is not) or a replica with a
     /// lagging counter is promoted. The numbers are then about 1.8 × 10¹⁵. Same keys, same
-    /// one round trip; the scripts read `TIME` (see [`CLOCK_FENCE_FUNCTION`](crate::CLOCK_FENCE_FUNCTION)).
+    /// one round trip; the scripts read `TIME` (see `src/lua/fenced_acquire_clock.lua`).
     ///
     /// It assumes the server's clock does not go backwards across a restart (NTP slews,
     /// it does not step back), and after a failover that the new master's clock is not

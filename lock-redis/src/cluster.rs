@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -18,10 +18,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{PushInfo, PushKind, Value};
 
-use crate::clock_fence::clock_variant;
 use crate::config;
-use crate::queue_scripts::{FAIR_RELEASE_SCRIPT, QUEUED_ACQUIRE_SCRIPT, QUEUE_LEN_SCRIPT};
-use crate::scripts::{LuaScript, EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, FENCED_EXTEND_SCRIPT, INSPECT_SCRIPT};
+use crate::scripts::{fence_flag, LuaScript, SCRIPTS};
 use crate::url::RedisUrl;
 
 /// A connection to one master, or the cluster connection (which follows redirections).
@@ -88,48 +86,9 @@ fn key_slot(key: &[u8]) -> u16 {
     crc % 16384
 }
 
-/// The cluster's scripts: the single-node ones, the fair-waiting scripts publishing on
-/// the lock's own shard channel (`SPUBLISH` instead of `PUBLISH`).
-struct ClusterScripts {
-    fenced_acquire: LuaScript,
-    clock_fenced_acquire: LuaScript,
-    queued_acquire: LuaScript,
-    clock_queued_acquire: LuaScript,
-    release: LuaScript,
-    extend: LuaScript,
-    fenced_extend: LuaScript,
-    inspect: LuaScript,
-    queue_len: LuaScript,
-}
-
-impl fmt::Debug for ClusterScripts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ClusterScripts")
-    }
-}
-
-fn sharded(script: &str) -> &'static str {
-    Box::leak(script.replace(r#"redis.call("publish""#, r#"redis.call("spublish""#).into_boxed_str())
-}
-
-fn clock(script: &'static str, incr: &str, counter: &str) -> &'static str {
-    clock_variant(script, incr, counter).map_or(script, |code| Box::leak(code.into_boxed_str()))
-}
-
-static SCRIPTS: LazyLock<ClusterScripts> = LazyLock::new(|| {
-    let queued = sharded(QUEUED_ACQUIRE_SCRIPT);
-    ClusterScripts {
-        fenced_acquire: LuaScript::new(FENCED_ACQUIRE_SCRIPT),
-        clock_fenced_acquire: LuaScript::new(clock(FENCED_ACQUIRE_SCRIPT, r#"redis.call("incr", KEYS[2])"#, "KEYS[2]")),
-        queued_acquire: LuaScript::new(queued),
-        clock_queued_acquire: LuaScript::new(clock(queued, r#"redis.call("incr", KEYS[4])"#, "KEYS[4]")),
-        release: LuaScript::new(sharded(FAIR_RELEASE_SCRIPT)),
-        extend: LuaScript::new(EXTEND_SCRIPT),
-        fenced_extend: LuaScript::new(FENCED_EXTEND_SCRIPT),
-        inspect: LuaScript::new(INSPECT_SCRIPT),
-        queue_len: LuaScript::new(QUEUE_LEN_SCRIPT),
-    }
-});
+/// The publish command of the scripts that publish (their last argument): the lock's own
+/// shard channel.
+const SPUBLISH: &str = "spublish";
 
 /// A [`LockStore`] on **Redis Cluster** (Redis ≥ 7): the single-node store's commands and
 /// scripts, with every key of one lock in **one hash slot**, so no script is ever
@@ -593,7 +552,7 @@ impl LockStore for RedisClusterStore {
                 other => Err(Self::error("acquire", Some(key), Unexpected(format!("SET NX PX gave {other:?}")))),
             };
         }
-        let script = if self.clock_fences { &SCRIPTS.clock_fenced_acquire } else { &SCRIPTS.fenced_acquire };
+        let script = if self.clock_fences { &SCRIPTS.fenced_acquire_clock } else { &SCRIPTS.fenced_acquire };
         let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
         let args = |cmd: &mut redis::Cmd| {
             cmd.arg(3).arg(&redis_key).arg(&counter).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
@@ -613,11 +572,11 @@ impl LockStore for RedisClusterStore {
         let (queue, queue_ttl) = self.queue_keys(key);
         let channel = if self.notifications { self.release_channel(key) } else { String::new() };
         let args = |cmd: &mut redis::Cmd| {
-            cmd.arg(3).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(token.as_str()).arg(&channel);
+            cmd.arg(3).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(token.as_str()).arg(&channel).arg(SPUBLISH);
         };
         let args = &args;
         let released: i64 = self
-            .exec(&redis_key, |mut conn| async move { SCRIPTS.release.run(&mut conn, args).await })
+            .exec(&redis_key, |mut conn| async move { SCRIPTS.fair_release.run(&mut conn, args).await })
             .await
             .map_err(|err| Self::error("release", Some(key), err))?;
         Ok(released == 1)
@@ -682,13 +641,13 @@ impl LockStore for RedisClusterStore {
         let (queue, queue_ttl) = self.queue_keys(key);
         let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
         let channel = if self.notifications { self.release_channel(key) } else { String::new() };
-        let script = if self.clock_fences { &SCRIPTS.clock_queued_acquire } else { &SCRIPTS.queued_acquire };
         let mut conn = self.conn.clone();
-        let (acquired, number): (i64, i64) = script
+        let (acquired, number): (i64, i64) = SCRIPTS
+            .queued_acquire
             .run(&mut conn, |cmd| {
                 cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
                 cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());
-                cmd.arg(if self.fencing { "1" } else { "0" }).arg(&channel);
+                cmd.arg(fence_flag(self.fencing, self.clock_fences)).arg(&channel).arg(SPUBLISH);
             })
             .await
             .map_err(|err| Self::error("acquire", Some(key), err))?;
@@ -834,15 +793,6 @@ mod tests {
         for bad in ["redis://a", "redis+cluster://a,,b", "redis+cluster://", "redis+cluster://a/3"] {
             assert!(matches!(split_cluster_url(bad), Err(LockError::Config { .. })), "{bad}");
         }
-    }
-
-    #[test]
-    fn the_sharded_scripts_publish_on_shard_channels_only() {
-        for script in [&SCRIPTS.release, &SCRIPTS.queued_acquire, &SCRIPTS.clock_queued_acquire] {
-            assert!(!script.code().contains(r#"redis.call("publish""#));
-            assert!(script.code().contains(r#"redis.call("spublish""#));
-        }
-        assert!(SCRIPTS.clock_queued_acquire.code().contains("distlock_clock_fence(KEYS[4])"));
     }
 }
 

@@ -18,7 +18,6 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -30,30 +29,16 @@ use distlock_api::{
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::Cmd;
 
-use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::cluster::RedisClusterStore;
 use crate::group::{
-    check_permits, count, glob_escaped, holder_info, mode_names, owned_names, parse_permits, permits_command,
-    released_names, AcquireArgs, HolderRow, UnexpectedReply, SCAN_PAGE,
+    check_permits, count, glob_escaped, grant_mode, holder_info, mode_names, owned_names, parse_permits,
+    permits_command, released_names, AcquireArgs, HolderRow, UnexpectedReply, SCAN_PAGE,
 };
-use crate::group_scripts::GROUP_SCRIPTS;
-use crate::scripts::LuaScript;
+use crate::scripts::{LuaScript, SCRIPTS};
 
-/// The group scripts that publish, publishing on the tag's shard channel.
-struct ShardedGroupScripts {
-    release: LuaScript,
-    withdraw: LuaScript,
-}
-
-fn sharded(script: &'static str) -> &'static str {
-    // Made once per process (a `LazyLock`): two leaked strings.
-    Box::leak(script.replace(r#"redis.call("PUBLISH""#, r#"redis.call("SPUBLISH""#).into_boxed_str())
-}
-
-static SHARDED: LazyLock<ShardedGroupScripts> = LazyLock::new(|| ShardedGroupScripts {
-    release: LuaScript::new(sharded(GROUP_SCRIPTS.release.code())),
-    withdraw: LuaScript::new(sharded(GROUP_SCRIPTS.withdraw.code())),
-});
+/// The publish command of the group scripts that publish (their last argument): the
+/// tag's shard channel.
+const SPUBLISH: &str = "SPUBLISH";
 
 /// The hash tag of `name` as Redis reads it: the text between the first `{` and the next
 /// `}`, when not empty.
@@ -176,24 +161,23 @@ impl RedisClusterStore {
         let names = released_names(keys);
         let lease = self.group_lease_key(tag, token);
         let freed: i64 = self
-            .run_script(&lease, &SHARDED.release, |cmd| {
+            .run_script(&lease, &SCRIPTS.group_release, |cmd| {
                 cmd.arg(1 + 2 * keys.len()).arg(&lease);
                 self.push_name_keys(cmd, keys.iter());
-                cmd.arg(token.as_str()).arg(&channel).arg(&names);
+                cmd.arg(token.as_str()).arg(&channel).arg(&names).arg(SPUBLISH);
             })
             .await
             .map_err(|err| Self::group_error("release group", keys, err))?;
         count(Self::BACKEND, "release group", keys, freed)
     }
 
-    /// The acquire script (see the single-node store): `mode` is `F`, `N` or `P`.
+    /// The acquire script (see the single-node store): `mode` is `C`, `F`, `N` or `P`.
     async fn run_acquire(&self, request: &GroupRequest<'_>, tag: &str, mode: &str) -> redis::RedisResult<i64> {
         let members = request.members;
         let args = AcquireArgs::new(request, mode);
-        let fence_counter = (mode == "F").then(|| self.group_fence_key(tag));
+        let fence_counter = matches!(mode, "C" | "F").then(|| self.group_fence_key(tag));
         let lease = self.group_lease_key(tag, request.token);
-        let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
-        self.run_script(&lease, script, |cmd| {
+        self.run_script(&lease, &SCRIPTS.group_acquire, |cmd| {
             cmd.arg(1 + usize::from(fence_counter.is_some()) + 2 * members.len());
             cmd.arg(&lease);
             if let Some(counter) = &fence_counter {
@@ -229,7 +213,7 @@ impl GroupLockStore for RedisClusterStore {
         let tag = common_tag(&keys)?;
         let error = |err: distlock_api::BoxError| Self::group_error("acquire group", &keys, err);
         let reply = self
-            .run_acquire(&request, &tag, if self.fencing() { "F" } else { "N" })
+            .run_acquire(&request, &tag, grant_mode(self.fencing(), self.clock_fences()))
             .await
             .map_err(|err| error(err.into()))?;
         match (reply, self.fencing()) {
@@ -249,7 +233,7 @@ impl GroupLockStore for RedisClusterStore {
         let tag = common_tag(keys)?;
         let lease = self.group_lease_key(&tag, token);
         let extended: i64 = self
-            .run_script(&lease, &GROUP_SCRIPTS.extend, |cmd| {
+            .run_script(&lease, &SCRIPTS.group_extend, |cmd| {
                 cmd.arg(1 + 2 * keys.len()).arg(&lease);
                 self.push_name_keys(cmd, keys.iter());
                 cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(ttl.as_millis().saturating_mul(2));
@@ -280,8 +264,8 @@ impl GroupLockStore for RedisClusterStore {
         let channel = if self.notifications() { self.group_release_channel(&tag) } else { String::new() };
         let stems: Vec<String> = keys.iter().map(|key| format!("{}:h", self.group_key_stem(key))).collect();
         let _: i64 = self
-            .run_script(&stems[0], &SHARDED.withdraw, |cmd| {
-                cmd.arg(keys.len()).arg(&stems).arg(token.as_str()).arg(&channel);
+            .run_script(&stems[0], &SCRIPTS.group_withdraw, |cmd| {
+                cmd.arg(keys.len()).arg(&stems).arg(token.as_str()).arg(&channel).arg(SPUBLISH);
             })
             .await
             .map_err(|err| Self::group_error("withdraw intents", keys, err))?;
@@ -381,7 +365,7 @@ impl GroupLockStore for RedisClusterStore {
         let leases = self.group_lease_prefix(&group_tag(key));
         let h = format!("{}:h", self.group_key_stem(key));
         let rows: Vec<HolderRow> = self
-            .run_script(&h, &GROUP_SCRIPTS.holders, |cmd| {
+            .run_script(&h, &SCRIPTS.group_holders, |cmd| {
                 cmd.arg(2);
                 self.push_name_keys(cmd, std::iter::once(key));
                 cmd.arg(&leases);
@@ -397,7 +381,7 @@ impl GroupLockStore for RedisClusterStore {
     async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
         let h = format!("{}:h", self.group_key_stem(key));
         let count: u64 = self
-            .run_script(&h, &GROUP_SCRIPTS.waiting, |cmd| {
+            .run_script(&h, &SCRIPTS.group_waiting, |cmd| {
                 cmd.arg(1).arg(&h);
             })
             .await
@@ -472,13 +456,5 @@ mod tests {
         let err = common_tag(&[key("{o}:a"), key("{p}:b")]).unwrap_err();
         assert!(matches!(err, LockError::Config { .. }), "{err}");
         assert!(err.to_string().contains("`{orders}:a`, `{orders}:b`"), "{err}");
-    }
-
-    #[test]
-    fn the_sharded_group_scripts_publish_on_shard_channels_only() {
-        for script in [&SHARDED.release, &SHARDED.withdraw] {
-            assert!(!script.code().contains(r#"redis.call("PUBLISH""#));
-            assert!(script.code().contains(r#"redis.call("SPUBLISH""#));
-        }
     }
 }

@@ -4,10 +4,7 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, ToRedisArgs};
 
-/// The fenced-write script: stores a value in a hash's `value` field only if the fence it
-/// carries is not lower than the hash's `fence` field, and then stores that fence. Sent by
-/// [`fenced_set`]; public for applications that send it themselves.
-pub const FENCED_SET_SCRIPT: &str = include_str!("fenced_set.lua");
+use crate::scripts::SCRIPTS;
 
 /// The hash field [`fenced_set`] writes the value to (read it with `HGET key value`).
 pub const FENCED_VALUE_FIELD: &str = "value";
@@ -57,8 +54,12 @@ where
     C: ConnectionLike + Send,
     V: ToRedisArgs + Send + Sync,
 {
-    let (written, stored): (i64, String) =
-        redis::Script::new(FENCED_SET_SCRIPT).key(key).arg(fence.to_string()).arg(value).invoke_async(conn).await?;
+    let (written, stored): (i64, String) = redis::Script::new(SCRIPTS.fenced_set.code())
+        .key(key)
+        .arg(fence.to_string())
+        .arg(value)
+        .invoke_async(conn)
+        .await?;
     if written == 1 {
         return Ok(FencedSet::Written);
     }

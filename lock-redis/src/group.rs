@@ -1,5 +1,45 @@
 //! Lock groups on Redis: [`GroupLockStore`] for [`RedisLockStore`], one script per
-//! operation (the scripts and the key layout are in `group_scripts`).
+//! operation (`src/lua/group_*.lua`), on the key layout below.
+//!
+//! Every script that decides expiry reads the server's clock (`TIME`, in milliseconds);
+//! Redis 5 and later replicate a script's effects, not the script, so reading the clock
+//! before writing is allowed and replicas see the same writes. The release needs no
+//! clock: the group's lease key says whether its holds are live. Needs Redis 6.2
+//! (`GETDEL`, `SET … PXAT`).
+//!
+//! Per name `N` (the *stem* is `{prefix}:group:{N'}`, `N'` the name with `%`, `{` and `}`
+//! percent-encoded, so every key of a name shares one hash tag): `stem:s`, a **string**: the
+//! token of the holder that found the name free (`+token` for a shared hold), expiring with
+//! that hold (a grant of free names writes only these: one `SET … PX` per name, as a single
+//! lock); and `stem:h`, one sorted set of everything else a name has but its permits, in
+//! score bands of `B` = 10^13 ms (year
+//! 2286): shared holds `[0, B)` and exclusive holds `[B, 2B)` (member = the group's token,
+//! score = band + expiry), the places of waiting groups — exclusive `[2B, 3B)` and shared
+//! `[4B, 5B)` (member = token, score = band + place expiry) — and their tickets
+//! `[3B, 4B)` (member = `#token`, score = band + ticket);
+//! so one `ZCOUNT` (and the `s` holder) counts the live holders of a mode, one `ZSCORE`
+//! tells what a token has on the name, and a grant's `ZADD` replaces the group's own intent.
+//! Scripts that take names get every `h`, then every `s` (`KEYS[… + i]`, `KEYS[… + n + i]`). `stem:p`, hash of the
+//! permits (`shared`, `exclusive`). Per granted group: its **lease key**
+//! `{prefix}:group-lease:<token>` (on Redis Cluster `{prefix}:group-lease:{<tag>}:<token>`),
+//! a string `name \n name … \n\n owner \n fence \n expiry` (expiry `-` for a group granted
+//! in strings: its holds are its names' `s`, which stay its own while the lease lives) that
+//! expires with the group's holds (`PX` ttl at the grant, again at every extension): whether it still exists is
+//! whether the group is live, and it names the group's owner for `release_owner` (a `SCAN`
+//! of the lease keys) and `holders`. A group that expires leaves nothing to clean up.
+//!
+//! Costs, in `redis.call`s and arguments (a `redis.call` costs about as much on the server
+//! as a whole command sent by a client, an argument about a third of that, so both are kept
+//! few): an acquire of free names is one `EXISTS` over the names, one `SET … PX` per name
+//! and the lease key's `SET … PX`, with no clock read (a held name costs `TIME` and a
+//! `ZADD` per name, and the checks). A release is the lease key's `GETDEL` (live or not),
+//! one `GETDEL` of `s` or `ZREM` from `h` per name (of the token's hold, or, for a group
+//! without a lease key, of its place and ticket) and one `PUBLISH` — no
+//! `TIME`, no score read; the message is the names' `h` keys joined by newlines (`KEYS` as
+//! they are). Key expiries of the names only grow: a write that needs a key to live `ttl`
+//! more reads its `PTTL` and, when shorter, sets it to `2 × ttl` (so the next writes of the
+//! same TTL within `ttl` leave it alone). Nothing sets an expiry on release: keys only
+//! shrink, and an emptied key is gone.
 
 use std::fmt;
 use std::time::Duration;
@@ -12,8 +52,7 @@ use distlock_api::{
 };
 use redis::Cmd;
 
-use crate::clock_fence::CLOCK_SCRIPTS;
-use crate::group_scripts::GROUP_SCRIPTS;
+use crate::scripts::SCRIPTS;
 use crate::store::RedisLockStore;
 
 /// Keys examined per `SCAN` page while looking for an owner's lease keys.
@@ -110,8 +149,8 @@ impl RedisLockStore {
         let channel = self.release_channel().unwrap_or("");
         let names = released_names(keys);
         let mut conn = self.connection_manager().clone();
-        let freed: i64 = GROUP_SCRIPTS
-            .release
+        let freed: i64 = SCRIPTS
+            .group_release
             .run(&mut conn, |cmd| {
                 cmd.arg(1 + 2 * keys.len()).arg(self.group_lease_key(token));
                 self.push_name_keys(cmd, keys.iter());
@@ -122,18 +161,18 @@ impl RedisLockStore {
         count(Self::BACKEND, "release group", keys, freed)
     }
 
-    /// The acquire script for `request`: `mode` is `F` (grant, fencing), `N` (grant) or
-    /// `P` (a read-only probe of whether it could be granted now). Returns the fence (0
+    /// The acquire script for `request`: `mode` is a [`grant_mode`] or `P` (a read-only
+    /// probe of whether it could be granted now). Returns the fence (0
     /// without fencing or for a probe) or, when blocked, minus the ticket.
     async fn run_acquire(&self, request: &GroupRequest<'_>, mode: &str) -> redis::RedisResult<i64> {
         let members = request.members;
         // The fence counter only when a fence is drawn: the script finds the members' keys
-        // after it exactly when the mode is `F`.
-        let fence_counter = (mode == "F").then(|| self.fence_counter_key());
+        // after it exactly when the mode is `C` or `F`.
+        let fence_counter = matches!(mode, "C" | "F").then(|| self.fence_counter_key());
         let args = AcquireArgs::new(request, mode);
         let mut conn = self.connection_manager().clone();
-        let script = if self.clock_fences() { &CLOCK_SCRIPTS.group_acquire } else { &GROUP_SCRIPTS.acquire };
-        script
+        SCRIPTS
+            .group_acquire
             .run(&mut conn, |cmd| {
                 cmd.arg(1 + usize::from(fence_counter.is_some()) + 2 * members.len());
                 cmd.arg(self.group_lease_key(request.token));
@@ -154,6 +193,16 @@ impl RedisLockStore {
             Self::group_error("wait for a change of", &keys, err)
         })?;
         Ok(reply >= 0)
+    }
+}
+
+/// The acquire script's mode letter for a grant: `N` without fencing, `F` with the
+/// counter's fence, `C` with a clock fence.
+pub(crate) fn grant_mode(fencing: bool, clock_fences: bool) -> &'static str {
+    match (fencing, clock_fences) {
+        (false, _) => "N",
+        (true, false) => "F",
+        (true, true) => "C",
     }
 }
 
@@ -354,7 +403,7 @@ impl GroupLockStore for RedisLockStore {
             Self::group_error("acquire group", &keys, err)
         };
         let reply = self
-            .run_acquire(&request, if self.fencing() { "F" } else { "N" })
+            .run_acquire(&request, grant_mode(self.fencing(), self.clock_fences()))
             .await
             .map_err(|err| error(err.into()))?;
         match (reply, self.fencing()) {
@@ -378,8 +427,8 @@ impl GroupLockStore for RedisLockStore {
             return Ok(0);
         }
         let mut conn = self.connection_manager().clone();
-        let extended: i64 = GROUP_SCRIPTS
-            .extend
+        let extended: i64 = SCRIPTS
+            .group_extend
             .run(&mut conn, |cmd| {
                 cmd.arg(1 + 2 * keys.len()).arg(self.group_lease_key(token));
                 self.push_name_keys(cmd, keys.iter());
@@ -421,8 +470,8 @@ impl GroupLockStore for RedisLockStore {
         }
         let channel = self.release_channel().unwrap_or("");
         let mut conn = self.connection_manager().clone();
-        let _: i64 = GROUP_SCRIPTS
-            .withdraw
+        let _: i64 = SCRIPTS
+            .group_withdraw
             .run(&mut conn, |cmd| {
                 let mut buffer = key_buffer();
                 cmd.arg(keys.len());
@@ -527,8 +576,8 @@ impl GroupLockStore for RedisLockStore {
     /// expiries, and each one's fence and owner from its group's lease key.
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
         let mut conn = self.connection_manager().clone();
-        let rows: Vec<HolderRow> = GROUP_SCRIPTS
-            .holders
+        let rows: Vec<HolderRow> = SCRIPTS
+            .group_holders
             .run(&mut conn, |cmd| {
                 cmd.arg(2);
                 self.push_name_keys(cmd, std::iter::once(key));
@@ -544,8 +593,8 @@ impl GroupLockStore for RedisLockStore {
     /// A read-only script: `ZCOUNT`s of the live places in the name's intent bands.
     async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
         let mut conn = self.connection_manager().clone();
-        let count: u64 = GROUP_SCRIPTS
-            .waiting
+        let count: u64 = SCRIPTS
+            .group_waiting
             .run(&mut conn, |cmd| {
                 let mut buffer = key_buffer();
                 cmd.arg(1);

@@ -18,28 +18,9 @@ use redis::aio::ConnectionManager;
 use tokio::time::Instant;
 
 use crate::builder::RedisLockStoreBuilder;
-use crate::scripts::LuaScript;
+use crate::scripts::SCRIPTS;
 use crate::store::RedisLockStore;
 use crate::url::RedisUrl;
-
-/// The release script of a fencing Redlock master: seed 000's compare-and-delete, which
-/// also raises the master's fence counter to the number the whole quorum granted
-/// (`ARGV[2]`), so that the next holder's number on this master exceeds it even when
-/// it came from another master's clock.
-/// `KEYS[1]` = lock key, `KEYS[2]` = fence counter, `ARGV[1]` = token, `ARGV[2]` = fence.
-pub const REDLOCK_RELEASE_SCRIPT: &str = r#"-- 释放锁（Redlock，fencing）：token 相等才 DEL，并把计数器抬到本次授予的 fencing 号
-if redis.call("get", KEYS[1]) == ARGV[1] then
-    local last = tonumber(redis.call("get", KEYS[2]) or "0") or 0
-    if tonumber(ARGV[2]) > last then
-        redis.call("set", KEYS[2], ARGV[2])
-    end
-    return redis.call("del", KEYS[1])
-else
-    return 0
-end
-"#;
-
-static RELEASE: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| LuaScript::new(REDLOCK_RELEASE_SCRIPT));
 
 /// A [`LockStore`] over N independent Redis masters following the published Redlock
 /// algorithm (<https://redis.io/docs/latest/develop/use/patterns/distributed-locks/>):
@@ -71,7 +52,7 @@ static RELEASE: std::sync::LazyLock<LuaScript> = std::sync::LazyLock::new(|| Lua
 /// With fencing on, every master draws its number from its clock and its counter
 /// ([`clock_fences`](crate::RedisLockStoreBuilder::clock_fences)), the lock's number is
 /// the greatest of the majority's, and a release raises every master's counter to it
-/// ([`REDLOCK_RELEASE_SCRIPT`]). Numbers then strictly increase across releases, expiry
+/// (`lua/redlock_release.lua`). Numbers then strictly increase across releases, expiry
 /// take-overs, restarts of masters without persistence and changes of the majority, as
 /// long as the masters' clocks do not go backwards and differ by less than the shortest
 /// TTL (a take-over after expiry happens at least a TTL after the grant). See the crate
@@ -225,9 +206,9 @@ impl RedlockStore {
             Some(channel) => {
                 let mut publish = redis::cmd("PUBLISH");
                 publish.arg(channel).arg(&redis_key);
-                RELEASE.run_then(&mut conn, args, &publish).await.map(|(deleted, _)| deleted)
+                SCRIPTS.redlock_release.run_then(&mut conn, args, &publish).await.map(|(deleted, _)| deleted)
             }
-            None => RELEASE.run(&mut conn, args).await,
+            None => SCRIPTS.redlock_release.run(&mut conn, args).await,
         }
         .map_err(|err| Self::error("release", Some(key), err))?;
         Ok(deleted == 1)
@@ -723,6 +704,7 @@ mod tests {
 
     #[test]
     fn the_release_script_keeps_seed_000s_check_first() {
-        assert!(REDLOCK_RELEASE_SCRIPT.lines().nth(1).unwrap().contains(r#"redis.call("get", KEYS[1]) == ARGV[1]"#));
+        let second_line = SCRIPTS.redlock_release.code().lines().nth(1).unwrap();
+        assert!(second_line.contains(r#"redis.call("get", KEYS[1]) == ARGV[1]"#));
     }
 }

@@ -1,5 +1,7 @@
-//! The Lua scripts the store runs, and how they are sent: `EVALSHA`, falling back to
-//! `EVAL` when the server answers `NOSCRIPT` (after `SCRIPT FLUSH`, a restart or a failover).
+//! The Lua scripts the stores run, one file each in `src/lua/` holding exactly the text
+//! the server runs (variants are separate files or arguments), and how they are sent:
+//! `EVALSHA`, falling back to `EVAL` when the server answers `NOSCRIPT` (after `SCRIPT
+//! FLUSH`, a restart or a failover).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
@@ -7,118 +9,12 @@ use std::sync::LazyLock;
 use redis::aio::ConnectionManager;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind, Value};
 
-/// The release script: delete the key only if it still holds the caller's token.
+/// The release script: delete the key only if it still holds the caller's token, the
+/// specification's compare-and-delete byte for byte (SHA-1
+/// `1ba2f9e56bb45f8f43d57b282bfe8c31bcf2a2e2`), public so that a client or benchmark
+/// without this crate's store can send the same script.
 /// `KEYS[1]` = lock key, `ARGV[1]` = token. Returns 1 when deleted, 0 otherwise.
-pub const RELEASE_SCRIPT: &str = r#"-- 释放锁：仅当 value 等于传入的 token 时才删除
-if redis.call("get", KEYS[1]) == ARGV[1] then
-    return redis.call("del", KEYS[1])
-else
-    return 0
-end
-"#;
-
-/// The extend script: reset the lease only if the key still holds the caller's token.
-/// `KEYS[1]` = lock key, `ARGV[1]` = token, `ARGV[2]` = TTL in ms. Returns 1 or 0.
-pub const EXTEND_SCRIPT: &str = r#"-- 续租：仅当 value 等于传入的 token 时才 PEXPIRE
-if redis.call("get", KEYS[1]) == ARGV[1] then
-    return redis.call("pexpire", KEYS[1], ARGV[2])
-else
-    return 0
-end
-"#;
-
-/// The fencing-mode acquire script: the plain acquire's `SET key token NX PX ttl` and, only if it
-/// succeeded, the next number of the store's **one** fencing counter (`INCR`), recorded
-/// for the new holder in a companion key that expires with the lease — one atomic step.
-///
-/// The counter is shared by every key of the prefix: it only ever grows, so the numbers
-/// of any one key strictly increase too, and the store keeps one counter instead of one
-/// per key. The companion key's value is `<fence>:<token>`.
-/// `KEYS[1]` = lock key, `KEYS[2]` = counter, `KEYS[3]` = companion key,
-/// `ARGV[1]` = token, `ARGV[2]` = TTL in ms.
-/// Returns `{1, fence}` when acquired, `{0, pttl}` when held.
-pub const FENCED_ACQUIRE_SCRIPT: &str = r#"-- 获取锁并发放 fencing 号（单个原子脚本）
-if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-    local fence = redis.call("incr", KEYS[2])
-    redis.call("set", KEYS[3], fence .. ":" .. ARGV[1], "PX", ARGV[2])
-    return {1, fence}
-end
-return {0, redis.call("pttl", KEYS[1])}
-"#;
-
-/// The fencing-mode extend script: [`EXTEND_SCRIPT`]'s check (`GET` == token → `PEXPIRE`), also
-/// moving the expiry of the holder's fence key, so the number lives as long as the lease.
-/// `KEYS[1]` = lock key, `KEYS[2]` = the fence key of the lock,
-/// `ARGV[1]` = token, `ARGV[2]` = TTL in ms. Returns 1 or 0.
-pub const FENCED_EXTEND_SCRIPT: &str = r#"-- 续租（fencing 模式）：仅当 value 等于传入的 token 时才 PEXPIRE，fencing 号同步续期
-if redis.call("get", KEYS[1]) == ARGV[1] then
-    redis.call("pexpire", KEYS[2], ARGV[2])
-    return redis.call("pexpire", KEYS[1], ARGV[2])
-else
-    return 0
-end
-"#;
-
-/// The inspect script: the current holder, `{token, pttl, fence-or-nil}`, or nil when the key is free.
-/// `KEYS[1]` = lock key, optional `KEYS[2]` = the lock's fence key (fencing mode): its
-/// number is reported only if it was issued to the current holder's token.
-pub const INSPECT_SCRIPT: &str = r#"-- 查看当前持有者
-local token = redis.call("get", KEYS[1])
-if not token then
-    return false
-end
-local pttl = redis.call("pttl", KEYS[1])
-local fence = false
-if KEYS[2] then
-    local issued = redis.call("get", KEYS[2])
-    if issued then
-        local number, owner = string.match(issued, "^(%d+):(.+)$")
-        if owner == token then
-            fence = number
-        end
-    end
-end
-return {token, pttl, fence}
-"#;
-
-/// The list script: the holders of one page of lock keys found by `SCAN`, read in one
-/// atomic step. `KEYS[1..n]` = lock keys, in fencing mode followed by `KEYS[n+1..2n]` =
-/// their fence keys; `ARGV[1]` = n. Returns a flat array of three entries per lock key,
-/// `token, pttl, fence`: the token nil (and the rest meaningless) for a key that is gone
-/// or is not a lock this store could have written (not a string, not a token's length,
-/// no expiry); the fence nil unless fencing mode issued one to this token.
-///
-/// `STRLEN` (called with `pcall`, as it fails on other types) guards the `GET`, so a big
-/// value someone else stored under the namespace is never copied. About 2 µs per key on
-/// the server.
-pub const LIST_SCRIPT: &str = r#"-- 列出一页锁的持有者（只读）
-local n = tonumber(ARGV[1])
-local held = {}
-for i = 1, n do
-    local key = KEYS[i]
-    local token, pttl, fence = false, -2, false
-    local len = redis.pcall("strlen", key)
-    if type(len) == "number" and len > 0 and len <= 64 then
-        pttl = redis.call("pttl", key)
-        if pttl > 0 then
-            token = redis.call("get", key)
-            if KEYS[n + i] then
-                local issued = redis.call("get", KEYS[n + i])
-                if issued then
-                    local number, owner = string.match(issued, "^(%d+):(.+)$")
-                    if owner == token then
-                        fence = number
-                    end
-                end
-            end
-        end
-    end
-    held[3 * i - 2] = token
-    held[3 * i - 1] = pttl
-    held[3 * i] = fence
-end
-return held
-"#;
+pub const RELEASE_SCRIPT: &str = include_str!("lua/release.lua");
 
 /// A Lua script and its SHA1, computed once.
 #[derive(Debug)]
@@ -272,25 +168,102 @@ async fn pipelined<T: FromRedisValue>(
     Ok((first.and_then(|value| Ok(T::from_redis_value(value)?)), then))
 }
 
-/// The store's scripts, hashed once per process.
-#[derive(Debug)]
-pub(crate) struct Scripts {
-    pub(crate) release: LuaScript,
-    pub(crate) extend: LuaScript,
-    pub(crate) fenced_acquire: LuaScript,
-    pub(crate) fenced_extend: LuaScript,
-    pub(crate) inspect: LuaScript,
-    pub(crate) list: LuaScript,
+/// The fencing argument of [`Scripts::queued_acquire`]: `0` none, `1` the counter's
+/// `INCR`, `c` a clock fence.
+pub(crate) fn fence_flag(fencing: bool, clock_fences: bool) -> &'static str {
+    match (fencing, clock_fences) {
+        (false, _) => "0",
+        (true, false) => "1",
+        (true, true) => "c",
+    }
 }
 
-pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    release: LuaScript::new(RELEASE_SCRIPT),
-    extend: LuaScript::new(EXTEND_SCRIPT),
-    fenced_acquire: LuaScript::new(FENCED_ACQUIRE_SCRIPT),
-    fenced_extend: LuaScript::new(FENCED_EXTEND_SCRIPT),
-    inspect: LuaScript::new(INSPECT_SCRIPT),
-    list: LuaScript::new(LIST_SCRIPT),
-});
+/// Declares the crate's scripts in one list: a field of [`Scripts`] per file of `src/lua/`,
+/// whose text is exactly what the server runs, and (for the tests) the list of files.
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $name:ident: $file:literal,)*) => {
+        /// Every Lua script of the crate, hashed once per process.
+        #[derive(Debug)]
+        pub(crate) struct Scripts {
+            $($(#[$doc])* pub(crate) $name: LuaScript,)*
+        }
+
+        pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+            $($name: LuaScript::new(include_str!(concat!("lua/", $file))),)*
+        });
+
+        /// Every script file, by name, and its text.
+        #[cfg(test)]
+        pub(crate) const FILES: &[(&str, &str)] = &[$(($file, include_str!(concat!("lua/", $file))),)*];
+    };
+}
+
+scripts! {
+    /// [`RELEASE_SCRIPT`].
+    release: "release.lua",
+    /// Resets the lease only if the key still holds the caller's token.
+    /// `KEYS[1]` = lock key, `ARGV[1]` = token, `ARGV[2]` = TTL in ms. Returns 1 or 0.
+    extend: "extend.lua",
+    /// The fencing-mode acquire: the plain acquire's `SET key token NX PX ttl` and, only if
+    /// it succeeded, the next number of the store's **one** fencing counter (`INCR`: it only
+    /// grows, so the numbers of any one key strictly increase too), recorded for the new
+    /// holder in a companion key (`<fence>:<token>`) that expires with the lease.
+    /// `KEYS` = lock key, counter, companion key; `ARGV` = token, TTL in ms.
+    /// Returns `{1, fence}` when acquired, `{0, pttl}` when held.
+    fenced_acquire: "fenced_acquire.lua",
+    /// [`fenced_acquire`](Self::fenced_acquire) with restart-safe fences
+    /// ([`clock_fences`](crate::RedisLockStoreBuilder::clock_fences)): `max(counter + 1,
+    /// server clock in µs)` instead of `INCR`; the file explains when that holds.
+    fenced_acquire_clock: "fenced_acquire_clock.lua",
+    /// The fencing-mode extend: [`extend`](Self::extend)'s check, also moving the expiry
+    /// of the holder's fence key. `KEYS` = lock key, fence key; `ARGV` = token, TTL in ms.
+    /// Returns 1 or 0.
+    fenced_extend: "fenced_extend.lua",
+    /// The current holder, `{token, pttl, fence-or-nil}`, or nil when the key is free.
+    /// `KEYS[1]` = lock key, optional `KEYS[2]` = the lock's fence key (fencing mode): its
+    /// number is reported only if it was issued to the current holder's token.
+    inspect: "inspect.lua",
+    /// The holders of one page of lock keys found by `SCAN`, read in one atomic step.
+    /// `KEYS[1..n]` = lock keys, in fencing mode followed by `KEYS[n+1..2n]` = their fence
+    /// keys; `ARGV[1]` = n. Returns `token, pttl, fence` per lock key: the token nil for a
+    /// key that is gone or is not a lock this store could have written (not a string, not
+    /// a token's length, no expiry); the fence nil unless fencing mode issued one to this
+    /// token. `STRLEN` (with `pcall`) guards the `GET`, so a big value someone else stored
+    /// under the namespace is never copied. About 2 µs per key on the server.
+    list: "list.lua",
+    /// The fair release: the compare-and-delete of [`RELEASE_SCRIPT`], then, only when the
+    /// key has a queue, the token's place leaves it and a free key is handed to the oldest
+    /// live waiter (see `queued_acquire.lua` for the queue's keys). Publishes the release
+    /// (and any hand-over).
+    fair_release: "fair_release.lua",
+    /// A queued waiter's attempt, one atomic step: the key is taken when it was handed to
+    /// the token, or is free and the token is first in line (or nobody waits); a free key
+    /// whose first waiter is someone else is handed to that waiter; otherwise the token's
+    /// place is taken (arrival order) or refreshed.
+    queued_acquire: "queued_acquire.lua",
+    /// How many live places a key's queue has, read only. `KEYS` = queue-ttl.
+    queue_len: "queue_len.lua",
+    /// A lock group's atomic attempt at every member, or a read-only probe (see `group.rs`
+    /// for the key layout and the file for the arguments).
+    group_acquire: "group_acquire.lua",
+    /// Extends every member still held by the token, and the group's lease key.
+    group_extend: "group_extend.lua",
+    /// Removes the token's holds and places from every name and publishes the change.
+    group_release: "group_release.lua",
+    /// Removes a waiting group's places.
+    group_withdraw: "group_withdraw.lua",
+    /// The live holders of one name, read only.
+    group_holders: "group_holders.lua",
+    /// The live places of waiting groups on one name, read only.
+    group_waiting: "group_waiting.lua",
+    /// The release of a fencing Redlock master: the compare-and-delete, which also raises
+    /// the master's fence counter to the number the whole quorum granted (`ARGV[2]`).
+    /// `KEYS` = lock key, fence counter; `ARGV` = token, fence.
+    redlock_release: "redlock_release.lua",
+    /// Stores a value in a hash's `value` field only if the fence it carries is not lower
+    /// than the hash's `fence` field, then stores that fence ([`fenced_set`](crate::fenced_set)).
+    fenced_set: "fenced_set.lua",
+}
 
 #[cfg(test)]
 mod tests {
@@ -320,17 +293,43 @@ mod tests {
 
     #[test]
     fn shas_are_sha1_hex() {
-        for script in [
-            &SCRIPTS.release,
-            &SCRIPTS.extend,
-            &SCRIPTS.fenced_acquire,
-            &SCRIPTS.fenced_extend,
-            &SCRIPTS.inspect,
-            &SCRIPTS.list,
-        ] {
+        for (_, code) in FILES {
+            let script = LuaScript::new(code);
             assert_eq!(script.sha().len(), 40);
             assert!(script.sha().bytes().all(|b| b.is_ascii_hexdigit()));
         }
         assert_ne!(SCRIPTS.release.sha(), SCRIPTS.extend.sha());
+    }
+
+    /// The fair release starts with the release script's compare-and-delete, unchanged.
+    #[test]
+    fn the_fair_release_begins_with_the_seed_check() {
+        let seed_check = RELEASE_SCRIPT.lines().nth(1).unwrap_or_default();
+        let body = SCRIPTS.fair_release.code().split("\nlocal released = 0\n").nth(1).unwrap_or_default();
+        assert_eq!(body.lines().next(), Some(seed_check));
+        assert!(body.contains(r#"released = redis.call("del", KEYS[1])"#));
+    }
+
+    /// Every file of `src/lua/` is a script of [`Scripts`] (no orphan), and every one
+    /// compiles on a real server: `SCRIPT LOAD` answers its SHA-1.
+    #[test]
+    fn every_lua_file_is_used_and_loads() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/lua");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .expect("src/lua")
+            .map(|entry| entry.expect("src/lua entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = FILES.iter().map(|(file, _)| (*file).to_owned()).collect();
+        listed.sort();
+        assert_eq!(on_disk, listed, "every file in src/lua is listed in `scripts!`, and only those");
+
+        let Some(server) = distlock_conformance::kit::redis_server::RedisServer::start_or_skip("Lua scripts") else {
+            return;
+        };
+        for (file, code) in FILES {
+            let reply = server.try_command(&["SCRIPT", "LOAD", code]).expect("SCRIPT LOAD");
+            assert_eq!(reply.as_text(), Some(LuaScript::new(code).sha().to_owned()), "{file}: {reply:?}");
+        }
     }
 }

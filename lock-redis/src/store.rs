@@ -12,11 +12,9 @@ use distlock_api::{
 use redis::aio::ConnectionManager;
 use redis::Value;
 
-use crate::clock_fence::CLOCK_SCRIPTS;
 use crate::config::{self, Config};
 use crate::notify::ReleaseListener;
-use crate::queue_scripts::QUEUE_SCRIPTS;
-use crate::scripts::{Loaded, SCRIPTS};
+use crate::scripts::{fence_flag, Loaded, SCRIPTS};
 
 /// A [`LockStore`] on a single Redis server: `SET NX PX` to acquire, token-checked Lua
 /// scripts to release and extend.
@@ -26,10 +24,10 @@ use crate::scripts::{Loaded, SCRIPTS};
 /// | acquire | `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>` |
 /// | acquire, [fencing mode](crate::RedisLockStoreBuilder::fencing) | `EVALSHA` of a script doing that `SET` and, on success, `INCR {key_prefix}:fence` + `SET {key_prefix}:fence:lock:{key} <fence>:<token> PX <ttl_ms>` |
 /// | release | `EVALSHA` of the compare-and-delete script [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) (`GET` == token → `DEL`), with `PUBLISH {key_prefix}:released {key_prefix}:lock:{key}` pipelined behind it |
-/// | extend | `EVALSHA` of [`EXTEND_SCRIPT`](crate::EXTEND_SCRIPT) (`GET` == token → `PEXPIRE`); in fencing mode also `PEXPIRE` of the fence key |
+/// | extend | `EVALSHA` of the extend script (`lua/extend.lua`: `GET` == token → `PEXPIRE`); in fencing mode also `PEXPIRE` of the fence key |
 /// | inspect | `EVALSHA` of a read-only script (`GET`, `PTTL`, the fence key) |
 /// | wait for release | once per store: a subscriber connection on `{key_prefix}:released`; per wait: `EXISTS {key_prefix}:lock:{key}` |
-/// | list, per page | `SCAN <cursor> MATCH {key_prefix}:lock:<pattern> COUNT <limit>`, then `EVALSHA` of the read-only [`LIST_SCRIPT`](crate::LIST_SCRIPT) on the keys found, 500 at a time (`STRLEN`, `PTTL`, `GET`, the fence keys) |
+/// | list, per page | `SCAN <cursor> MATCH {key_prefix}:lock:<pattern> COUNT <limit>`, then `EVALSHA` of the read-only list script (`lua/list.lua`) on the keys found, 500 at a time (`STRLEN`, `PTTL`, `GET`, the fence keys) |
 ///
 /// Every `EVALSHA` falls back to `EVAL` once when the server answers `NOSCRIPT`.
 /// Commands go through a [`ConnectionManager`], which reconnects after a lost connection.
@@ -286,7 +284,7 @@ impl RedisLockStore {
     ) -> Result<Acquire, LockError> {
         let (counter_key, fence_key) = (self.fence_counter_key(), self.fence_key(key));
         let mut conn = self.conn.clone();
-        let script = if self.clock_fences { &CLOCK_SCRIPTS.fenced_acquire } else { &SCRIPTS.fenced_acquire };
+        let script = if self.clock_fences { &SCRIPTS.fenced_acquire_clock } else { &SCRIPTS.fenced_acquire };
         let (acquired, number): (i64, i64) = script
             .run(&mut conn, |cmd| {
                 cmd.arg(3).arg(&redis_key).arg(&counter_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
@@ -357,8 +355,8 @@ impl LockStore for RedisLockStore {
         if self.fair_queue {
             let (queue, queue_ttl) = (self.queue_key(key), self.queue_ttl_key(key));
             let channel = self.release_channel().unwrap_or("");
-            let deleted: i64 = QUEUE_SCRIPTS
-                .release
+            let deleted: i64 = SCRIPTS
+                .fair_release
                 .run(&mut conn, |cmd| {
                     cmd.arg(3).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(token.as_str()).arg(channel);
                 })
@@ -396,7 +394,7 @@ impl LockStore for RedisLockStore {
         check_flag("release", key, deleted)
     }
 
-    /// [`EXTEND_SCRIPT`](crate::EXTEND_SCRIPT): `GET` == token, then `PEXPIRE` (`EVALSHA`, `EVAL` on `NOSCRIPT`).
+    /// The extend script (`lua/extend.lua`): `GET` == token, then `PEXPIRE` (`EVALSHA`, `EVAL` on `NOSCRIPT`).
     /// In fencing mode its own script also moves the expiry of the fence key.
     ///
     /// # Cancel safety
@@ -529,12 +527,12 @@ impl LockStore for RedisLockStore {
         let (counter, fence_key) = (self.fence_counter_key(), self.fence_key(key));
         let channel = self.release_channel().unwrap_or("");
         let mut conn = self.conn.clone();
-        let script = if self.clock_fences { &CLOCK_SCRIPTS.queued_acquire } else { &QUEUE_SCRIPTS.acquire };
-        let (acquired, number): (i64, i64) = script
+        let (acquired, number): (i64, i64) = SCRIPTS
+            .queued_acquire
             .run(&mut conn, |cmd| {
                 cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
                 cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());
-                cmd.arg(if self.fencing { "1" } else { "0" }).arg(channel);
+                cmd.arg(fence_flag(self.fencing, self.clock_fences)).arg(channel);
             })
             .await
             .map_err(|err| Self::error("acquire", key, err))?;
@@ -583,8 +581,8 @@ impl LockStore for RedisLockStore {
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         let queue_ttl = self.queue_ttl_key(key);
         let mut conn = self.conn.clone();
-        let len: i64 = QUEUE_SCRIPTS
-            .len
+        let len: i64 = SCRIPTS
+            .queue_len
             .run(&mut conn, |cmd| {
                 cmd.arg(1).arg(&queue_ttl);
             })
@@ -594,7 +592,7 @@ impl LockStore for RedisLockStore {
     }
 
     /// One `SCAN <cursor> MATCH {key_prefix}:lock:<glob> COUNT <limit>`, then the
-    /// read-only [`LIST_SCRIPT`](crate::LIST_SCRIPT) on the keys it found (one run per
+    /// read-only list script (`lua/list.lua`) on the keys it found (one run per
     /// 500 keys): each command bounded by `limit` (at most [`ListPage::MAX_LIMIT`]) or by
     /// 500 keys, never `KEYS`.
     ///

@@ -15,7 +15,12 @@ use distlock_conformance::counting::CountingStore;
 use distlock_conformance::kit::child::{self, ChildProcess};
 use distlock_conformance::kit::proxy::FaultProxy;
 use distlock_conformance::kit::redis_server::{monitor_args, RedisServer, Reply};
-use distlock_redis::{RedisLockStore, RedisLockStoreBuilder, EXTEND_SCRIPT, FAIR_RELEASE_SCRIPT, FENCED_EXTEND_SCRIPT};
+use distlock_redis::{RedisLockStore, RedisLockStoreBuilder};
+
+/// The store's scripts, as the server runs them.
+const EXTEND_SCRIPT: &str = include_str!("../src/lua/extend.lua");
+const FENCED_EXTEND_SCRIPT: &str = include_str!("../src/lua/fenced_extend.lua");
+const FAIR_RELEASE_SCRIPT: &str = include_str!("../src/lua/fair_release.lua");
 
 const RETRY: Duration = Duration::from_millis(20);
 

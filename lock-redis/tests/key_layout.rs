@@ -7,9 +7,11 @@ use distlock_api::{LockManager, Token};
 use distlock_conformance::kit::redis_server::Reply;
 use distlock_conformance::kit::redis_server::{monitor_args, RedisServer};
 use distlock_redis::redis::Script;
-use distlock_redis::{
-    RedisLockStore, RedisLockStoreBuilder, FAIR_RELEASE_SCRIPT, FENCED_ACQUIRE_SCRIPT, RELEASE_SCRIPT,
-};
+use distlock_redis::{RedisLockStore, RedisLockStoreBuilder, RELEASE_SCRIPT};
+
+/// The store's scripts, as the server runs them.
+const FAIR_RELEASE_SCRIPT: &str = include_str!("../src/lua/fair_release.lua");
+const FENCED_ACQUIRE_SCRIPT: &str = include_str!("../src/lua/fenced_acquire.lua");
 
 const TTL: Duration = Duration::from_millis(15_000);
 

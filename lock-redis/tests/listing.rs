@@ -10,7 +10,7 @@ use distlock_api::{DynLockStore, KeyPattern, ListCursor, LockError, LockManager,
 use distlock_conformance::cases::{list_all, list_at_scale};
 use distlock_conformance::kit::redis_server::{monitor_args, RedisServer, Reply};
 use distlock_redis::redis::{self, Script};
-use distlock_redis::{RedisLockStore, LIST_SCRIPT};
+use distlock_redis::RedisLockStore;
 
 const TTL: Duration = Duration::from_secs(60);
 
@@ -107,7 +107,7 @@ async fn listing_sends_scan_with_the_prefix_and_the_list_script() {
     assert_eq!(listed, ["order:1", "order:2"]);
     assert_eq!(client.len(), 2, "{client:?}");
     assert_eq!(client[0], ["SCAN", "0", "MATCH", "neton:lock:order:*", "COUNT", "10"]);
-    let sha = Script::new(LIST_SCRIPT).get_hash().to_owned();
+    let sha = Script::new(include_str!("../src/lua/list.lua")).get_hash().to_owned();
     let script = &client[1];
     assert_eq!(script[..3], ["EVALSHA".to_owned(), sha, "2".to_owned()], "{script:?}");
     let mut keys = script[3..5].to_vec();

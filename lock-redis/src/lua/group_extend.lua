@@ -1,0 +1,66 @@
+
+-- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
+-- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).
+local B = 10000000000000
+local INTENTS = 2 * B
+local SHARED_INTENTS = 4 * B
+
+local clock = redis.call("TIME")
+local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+
+local function fmt(ms)
+    return string.format("%d", ms)
+end
+local keep
+
+keep = function(key, ttl, ttl2)
+    if redis.call("PTTL", key) < ttl then
+        redis.call("PEXPIRE", key, ttl2 or fmt(2 * ttl))
+        return true
+    end
+    return false
+end
+
+local function parse_entry(entry)
+    local names, owner, fence, expiry = string.match(entry, "^(.-)\n\n([^\n]*)\n([^\n]*)\n([^\n]*)$")
+    return names or "", owner or "", fence or "0", expiry or "0"
+end
+
+local entry = redis.call("GET", KEYS[1])
+if not entry then
+    return 0
+end
+local token = ARGV[1]
+local ttl, ttl2 = tonumber(ARGV[2]), ARGV[3]
+local expiry_s = fmt(now + ttl)
+local extended = 0
+-- Granted as strings (the lease's expiry is `-`): each hold is in the name's `s`.
+local strings = string.byte(entry, -1) == 45
+local n = (#KEYS - 1) / 2
+for i = 1, n do
+    local h, s = KEYS[1 + i], KEYS[1 + n + i]
+    if strings then
+        local holder = redis.call("GET", s)
+        if holder == token or holder == "+" .. token then
+            redis.call("PEXPIRE", s, ARGV[2])
+            extended = extended + 1
+        end
+    else
+        local score = tonumber(redis.call("ZSCORE", h, token))
+        if score and score < INTENTS and score % B > now then
+            redis.call("ZADD", h, "XX", (score >= B and "1" or "") .. expiry_s, token)
+            keep(h, ttl, ttl2)
+            extended = extended + 1
+        end
+    end
+end
+if extended > 0 then
+    if strings then
+        -- Granted as strings (expiry `-`): the value stays.
+        redis.call("PEXPIRE", KEYS[1], ARGV[2])
+    else
+        -- The value with its last line, the expiry, replaced.
+        redis.call("SET", KEYS[1], string.match(entry, "^(.*\n)") .. expiry_s, "PX", ARGV[2])
+    end
+end
+return extended

@@ -1,0 +1,21 @@
+
+-- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
+-- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).
+local B = 10000000000000
+local INTENTS = 2 * B
+local SHARED_INTENTS = 4 * B
+
+-- ARGV[3]: the publish command (absent: PUBLISH; Redis Cluster passes SPUBLISH).
+local token, channel, publish = ARGV[1], ARGV[2], ARGV[3] or "PUBLISH"
+local removed = {}
+for i = 1, #KEYS do
+    local score = tonumber(redis.call("ZSCORE", KEYS[i], token))
+    if score and score >= INTENTS then
+        redis.call("ZREM", KEYS[i], token, "#" .. token)
+        removed[#removed + 1] = KEYS[i]
+    end
+end
+if #removed > 0 and channel ~= "" then
+    redis.call(publish, channel, table.concat(removed, "\n"))
+end
+return #removed
