@@ -200,14 +200,15 @@ fn main() {
             if !only_groups && !only_fair {
                 handoff::compare(dyn_store, &format!("{kind}: "), &format!("{prefix}handoff:"), plan).await;
             }
-            let groups = store.statements().groups();
+            // The objects named after the table (short names: derived without a hash).
+            let object = |suffix: &str| format!("\"distlock_bench\".\"{table}_{suffix}\"");
             let drop = format!(
                 "DROP TABLE IF EXISTS {}; DROP TABLE {}, {}, {}; DROP FUNCTION {}",
-                store.statements().queue_table(),
+                object("queue"),
                 store.table_name(),
-                groups.holders_table(),
-                groups.permits_table(),
-                groups.function()
+                object("holders"),
+                object("permits"),
+                object("acquire_group")
             );
             sqlx::raw_sql(&drop).execute(store.pool()).await.expect("drop the bench tables");
             store.pool().close().await;

@@ -154,7 +154,7 @@ impl fmt::Display for GroupSchemaMissing {
         write!(
             f,
             "lock groups are not set up: {missing}; the store may not create them (create_schema is off): \
-             run `GroupSchemaMissing::sql()` (the statements of `Statements::groups().ddl()`) as the \
+             run `GroupSchemaMissing::sql()` (the lock-group statements of `Statements::ddl`) as the \
              schema's owner, or call `ensure_schema` once on a store connected with `?create=true`"
         )
     }

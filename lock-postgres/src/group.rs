@@ -56,7 +56,7 @@ fn names(keys: &[StoreKey]) -> Vec<&str> {
 
 impl PostgresLockStore {
     fn group_sql(&self) -> &GroupStatements {
-        self.statements().groups()
+        &self.statements().groups
     }
 
     fn group_fail(

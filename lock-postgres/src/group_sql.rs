@@ -63,7 +63,7 @@
 //!
 //! Holds carry the `waiting` flag of the lease table's protocol (see `sql.rs`): a
 //! waiter registers for `group:<name>` and `group-shared:<name>` of each of its names,
-//! then, in one statement ([`GroupStatements::wait`]), checks whether its request could be
+//! then, in one statement (`group/wait.sql`), checks whether its request could be
 //! granted now and flags the rows that keep it from being granted; a release, a
 //! withdrawal or `release_owner` notifies for the flagged rows it frees: `group:<name>`
 //! for exclusive holds and places, `group-shared:<name>` for shared ones. A waiter that
@@ -94,13 +94,9 @@ pub(crate) const HOLDER_COLUMNS: [&str; 9] =
     ["name", "slot", "mode", "token", "owner", "fence", "ticket", "expires_at", "waiting"];
 pub(crate) const PERMIT_COLUMNS: [&str; 3] = ["name", "mode", "permits"];
 
-/// The exact SQL of a store's lock groups
-/// ([`Statements::groups`](crate::Statements::groups)).
+/// The statements of a store's lock groups, each described in its `.sql` file.
 #[derive(Debug)]
-pub struct GroupStatements {
-    holders_table: String,
-    permits_table: String,
-    function: String,
+pub(crate) struct GroupStatements {
     pub(crate) holders_name: Identifier,
     pub(crate) permits_name: Identifier,
     pub(crate) function_name: Identifier,
@@ -130,91 +126,10 @@ pub(crate) type GroupSchemaState =
     (Option<String>, Vec<String>, Vec<String>, bool, Vec<String>, Vec<String>, bool, Option<bool>);
 
 impl GroupStatements {
-    /// The holders table, qualified and quoted, e.g. `"public"."distribute_lock_holders"`.
-    pub fn holders_table(&self) -> &str {
-        &self.holders_table
-    }
-
-    /// The permits table, qualified and quoted, e.g. `"public"."distribute_lock_permits"`.
-    pub fn permits_table(&self) -> &str {
-        &self.permits_table
-    }
-
-    /// The grant function, qualified and quoted, e.g.
-    /// `"public"."distribute_lock_acquire_group"`.
-    pub fn function(&self) -> &str {
-        &self.function
-    }
-
-    /// One attempt: `SELECT granted_fence, blocked_ticket FROM <function>($1 names text[],
-    /// $2 modes text[] ('R' shared, 'W' exclusive), $3 default permits int4[] (NULL:
-    /// unlimited), $4 token uuid, $5 owner text, $6 TTL ms, $7 intent TTL ms or NULL,
-    /// $8 ticket or NULL, $9 whether the call is run again after a lost connection, $10
-    /// whether a blocked attempt leaves places for every member, not only exclusive ones)`: one
-    /// row, the fence when granted, else the ticket. Run again, it recognises a group its
-    /// token already holds whole and returns that fence.
-    pub fn acquire(&self) -> &str {
-        &self.acquire
-    }
-
-    /// `$1` names, `$2` token, `$3` TTL ms → rows affected: the live holds extended.
-    pub fn extend(&self) -> &str {
-        &self.extend
-    }
-
-    /// `$1` names, `$2` token → one row `(live holds freed, notifications)`; frees the
-    /// token's live holds and its intents of those names (`token = NULL`) and notifies the
-    /// names of freed rows a waiter flagged.
-    pub fn release(&self) -> &str {
-        &self.release
-    }
-
-    /// `$1` names, `$2` token: frees the token's intents of those names, notifying as
-    /// [`release`](Self::release) does.
-    pub fn withdraw(&self) -> &str {
-        &self.withdraw
-    }
-
-    /// `$1` owner → one row `(live holds freed, notifications)`; frees every live hold and
-    /// intent of the owner (the owner index).
-    pub fn release_owner(&self) -> &str {
-        &self.release_owner
-    }
-
-    /// `$1` name, `$2` mode (`'R'`/`'W'`), `$3` permits: upsert into the permits table.
-    pub fn set_permits(&self) -> &str {
-        &self.set_permits
-    }
-
-    /// `$1` name, `$2` mode: deletes the permits entry.
-    pub fn remove_permits(&self) -> &str {
-        &self.remove_permits
-    }
-
-    /// `$1` name, `$2` mode → the recorded permits, or no row.
-    pub fn permits(&self) -> &str {
-        &self.permits
-    }
-
-    /// `$1` name → `(token, mode, owner, fence, µs left)` per live hold.
-    pub fn holders(&self) -> &str {
-        &self.holders
-    }
-
-    /// Run by a waiter after it registered, with its request: `$1` names, `$2` modes, `$3`
-    /// default permits, `$4` token, `$5` ticket or NULL → one row `(blocking rows that may
-    /// not be flagged, blocking rows, µs until the first blocking row ends, whether a
-    /// shared hold or place blocks)`: the rows of other groups that keep the request from
-    /// being granted now, flagging those not flagged yet. No blocking row: the request
-    /// could be granted now.
-    pub fn wait(&self) -> &str {
-        &self.wait
-    }
-
     /// The DDL that [`ensure_schema`](crate::PostgresLockStore::ensure_schema) runs for
     /// groups, in order: the holders table, its owner index, the permits table and the
     /// function.
-    pub fn ddl(&self) -> [&str; 4] {
+    pub(crate) fn ddl(&self) -> [&str; 4] {
         [&self.create_holders, &self.create_owner_index, &self.create_permits, &self.create_function]
     }
 
@@ -237,9 +152,6 @@ impl GroupStatements {
             create_owner_index: names.render(group::CREATE_OWNER_INDEX),
             create_permits: names.render(group::CREATE_PERMITS),
             create_function: names.render(group::CREATE_ACQUIRE_GROUP),
-            holders_table: names.holders.clone(),
-            permits_table: names.permits.clone(),
-            function: names.acquire_group.clone(),
             holders_name: names.holders_name.clone(),
             permits_name: names.permits_name.clone(),
             function_name: names.acquire_group_name.clone(),
@@ -327,8 +239,8 @@ mod tests {
         );
         assert!(sql.create_permits.contains("\"s\".\"t_permits\""), "{}", sql.create_permits);
         assert_eq!(
-            (sql.holders_table(), sql.permits_table(), sql.function()),
-            ("\"s\".\"t_holders\"", "\"s\".\"t_permits\"", "\"s\".\"t_acquire_group\"")
+            (sql.holders_name.as_str(), sql.permits_name.as_str(), sql.function_name.as_str()),
+            ("t_holders", "t_permits", "t_acquire_group")
         );
         assert!(sql.create_function.contains("FUNCTION \"s\".\"t_acquire_group\"("), "{}", sql.create_function);
         assert!(sql.create_function.contains("nextval('\"s\".\"q\"')"), "{}", sql.create_function);

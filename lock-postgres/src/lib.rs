@@ -26,7 +26,6 @@ pub use config::{
     DEFAULT_TABLE, MAX_ACQUIRE_TIMEOUT, MIN_PURGE_HORIZON,
 };
 pub use error::GroupSchemaMissing;
-pub use group_sql::GroupStatements;
 pub use purge::{PurgeOptions, PurgerHandle};
 pub use sql::Statements;
 pub use sqlx;

@@ -119,7 +119,7 @@ impl PostgresLockStore {
         // Slots of lock groups whose lease ended (released, withdrawn or expired), unless
         // the store's schema has no group tables (made by a version without groups).
         if self.has_group_tables().await.map_err(|error| LockError::store(BACKEND, "purge", None, error))? {
-            purged += self.purge_batches(&self.statements().groups().purge, horizon).await?;
+            purged += self.purge_batches(&self.statements().groups.purge, horizon).await?;
         }
         // Places of waiters that stopped waiting without leaving the queue.
         if self.queue_ready("purge").await? {

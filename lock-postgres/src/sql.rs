@@ -41,7 +41,7 @@
 //! concurrent releases on a logged table queue for their flushes one by one. The row
 //! therefore carries a `waiting` flag, and a release notifies only if it is set:
 //!
-//! - **A waiter flags the lease** ([`Statements::wait`]) after it has registered with the
+//! - **A waiter flags the lease** (`lease/wait.sql`) after it has registered with the
 //!   store's `LISTEN`ing connection and before it sleeps: one statement that sets
 //!   `waiting = true` on a row whose lease is live (`token IS NOT NULL AND expires_at >
 //!   clock_timestamp()`) and does not have it yet, or, when the row already has it, only
@@ -99,7 +99,7 @@
 //! to be dead (see `PostgresLockStore`'s retries). A dead connection almost always means
 //! the statement never ran; but a backend that died between its commit and its answer
 //! leaves a lease written for the token. So a *retried* acquisition uses
-//! [`Statements::reacquire`]: it also takes the row when it holds the same token, keeping
+//! `lease/reacquire.sql`: it also takes the row when it holds the same token, keeping
 //! the fence (and the `waiting` flag) that the first run wrote, so the fence is not
 //! drawn twice for one acquisition and a waiter's flag is not lost.
 
@@ -119,30 +119,35 @@ pub(crate) const PURGE_BATCH: i64 = 10_000;
 /// when two sessions create the same table at once). ASCII "distlock".
 pub(crate) const SCHEMA_LOCK_KEY: i64 = 0x6469_7374_6c6f_636b;
 
-/// The exact SQL a [`PostgresLockStore`](crate::PostgresLockStore) sends, for review, for
-/// DBAs, and for running the same statements by hand
+/// The statements of a [`PostgresLockStore`](crate::PostgresLockStore) that are useful
+/// outside it: the DDL, for DBAs who create the layout by hand, and the acquire and
+/// release statements, for raw baselines that measure the store against them
 /// ([`PostgresLockStore::statements`](crate::PostgresLockStore::statements)).
 #[derive(Debug)]
 pub struct Statements {
-    /// `$1` key, `$2` token, `$3` TTL in ms → one row `(fence, finished_in_time)` when
-    /// acquired, no row when the lease is held.
     pub(crate) acquire: String,
-    /// `acquire` that also recognises a live lease of the same token as acquired.
+    /// [`acquire`](Self::acquire) that also recognises a live lease of the same token as
+    /// acquired, returning its fence unchanged: the store's retry after a lost connection.
     pub(crate) reacquire: String,
-    /// `$1` key, `$2` token → one row: `count` 1 when released (and notified if flagged),
-    /// else 0.
     pub(crate) release: String,
     /// `$1` key → one row `micros_left` when the lease is live and flagged as waited for
     /// (flagging it), no row when free (or when a concurrent flag makes it uncertain).
     pub(crate) wait: String,
-    /// The `LISTEN`/`pg_notify` channel of the table.
     pub(crate) channel: String,
     /// `$1` key, `$2` token, `$3` TTL in ms → 1 row affected when extended.
     pub(crate) extend: String,
     /// `$1` key → `(token, fence, micros_left)` of an unexpired lease, or no row.
     pub(crate) inspect: String,
-    /// `$1` lower bound, `$2` cursor, `$3` upper bound, `$4` page size, `$5` LIKE pattern
-    /// → see [`Statements::list`].
+    /// One page of a listing. `$1` the lowest key (`lock:` and the pattern's literal
+    /// prefix, inclusive), `$2` the cursor (the last key examined by the previous page,
+    /// exclusive; `''` on the first page), `$3` the key after every key with that prefix
+    /// (exclusive), `$4` how many keys to examine, `$5` the `LIKE` pattern (escape `\`).
+    ///
+    /// It examines the next `$4` rows of the range in key order (an index range scan on
+    /// the primary key, bounded by `$4` whatever matches) and returns one row per held
+    /// key among them that matches `$5`, each with `(last key examined, rows examined,
+    /// key, token, fence, µs left)`; when none is held, one row with only the first two.
+    /// Fewer rows examined than `$4` means the range is exhausted.
     pub(crate) list: String,
     /// `$1` horizon in ms, `$2` batch size → rows affected.
     pub(crate) purge: String,
@@ -173,28 +178,11 @@ impl Statements {
         &self.acquire
     }
 
-    /// Acquire again after a lost connection: like [`acquire`](Self::acquire), but a live
-    /// lease already held by the same token `$2` counts as acquired, returning its fence
-    /// unchanged. Used only by the store's internal retry; an application's second
-    /// acquisition always has a new token.
-    pub fn reacquire(&self) -> &str {
-        &self.reacquire
-    }
-
     /// Release: `$1` key, `$2` token; one row `(count int8)`, 1 when released. A release
     /// of a lease a waiter flagged (`waiting`) also sends `pg_notify(<channel>, key)`,
     /// delivered when it commits; an uncontended release sends nothing.
     pub fn release(&self) -> &str {
         &self.release
-    }
-
-    /// Flag a lease as waited for, run by a waiter after it registered for notifications:
-    /// `$1` key; one row `(microseconds left int8)` when the lease is live and flagged
-    /// (the waiter sleeps until notified or the lease ends), no row when the key is free
-    /// (the waiter retries at once). Sets `waiting = true` only when it is not set yet.
-    /// (Unused with release notifications off.)
-    pub fn wait(&self) -> &str {
-        &self.wait
     }
 
     /// The notification channel releases are announced on (payload: the store key,
@@ -204,40 +192,12 @@ impl Statements {
         &self.channel
     }
 
-    /// Extend: `$1` key, `$2` token, `$3` TTL in ms; one row affected when extended.
-    pub fn extend(&self) -> &str {
-        &self.extend
-    }
-
-    /// Inspect: `$1` key; one row `(token, fence, microseconds left)` while held.
-    pub fn inspect(&self) -> &str {
-        &self.inspect
-    }
-
-    /// One page of a listing. `$1` the lowest key (`lock:` and the pattern's literal
-    /// prefix, inclusive), `$2` the cursor (the last key examined by the previous page,
-    /// exclusive; `''` on the first page), `$3` the key after every key with that prefix
-    /// (exclusive), `$4` how many keys to examine, `$5` the `LIKE` pattern (escape `\`).
-    ///
-    /// It examines the next `$4` rows of the range in key order (an index range scan on
-    /// the primary key, bounded by `$4` whatever matches) and returns one row per held
-    /// key among them that matches `$5`, each with `(last key examined, rows examined,
-    /// key, token, fence, µs left)`; when none is held, one row with only the first two.
-    /// Fewer rows examined than `$4` means the range is exhausted.
-    pub fn list(&self) -> &str {
-        &self.list
-    }
-
-    /// One purge batch: `$1` horizon in ms, `$2` batch size; rows affected.
-    pub fn purge(&self) -> &str {
-        &self.purge
-    }
-
     /// The DDL of [`ensure_schema`](crate::PostgresLockStore::ensure_schema), in order:
-    /// the schema, the fence sequence, the lease table, then the lock groups' tables and
-    /// function ([`GroupStatements::ddl`]). It runs them in one transaction under
-    /// `pg_advisory_xact_lock`, skipping `CREATE SCHEMA` when the schema exists and the
-    /// function when it exists. A DBA can run them by hand for a store configured with
+    /// the schema, the fence sequence, the lease table, then the lock groups' holders
+    /// table, its owner index, the permits table and the grant function. It runs them in
+    /// one transaction under `pg_advisory_xact_lock`, skipping `CREATE SCHEMA` when the
+    /// schema exists and the function when it exists. A DBA can run them by hand for a
+    /// store configured with
     /// [`create_schema(false)`](crate::PostgresLockStoreBuilder::create_schema).
     pub fn ddl(&self) -> Vec<&str> {
         let mut ddl = vec![self.create_schema.as_str(), &self.create_sequence, &self.create_table];
@@ -250,17 +210,6 @@ impl Statements {
     /// run them by hand for a store that does not.
     pub fn queue_ddl(&self) -> Vec<&str> {
         self.queue.create.iter().map(String::as_str).collect()
-    }
-
-    /// The queue table of fair waiting, qualified and quoted, e.g.
-    /// `"public"."distribute_lock_queue"`.
-    pub fn queue_table(&self) -> &str {
-        &self.queue.table
-    }
-
-    /// The statements of lock groups ([`GroupLockStore`](distlock_api::GroupLockStore)).
-    pub fn groups(&self) -> &GroupStatements {
-        &self.groups
     }
 
     pub(crate) fn new(layout: &Layout) -> Self {

@@ -37,7 +37,7 @@ use crate::sql::{self, SchemaState, Statements, SCHEMA_LOCK_KEY};
 /// release, an extend or an acquisition gets through as soon as a live connection can be
 /// had, instead of failing once per dead connection. Re-running is harmless: release and
 /// extend are token-checked, and a re-run acquisition recognises a lease its first run
-/// wrote for the same token ([`Statements::reacquire`]), keeping its fence. Only errors
+/// wrote for the same token (`lease/reacquire.sql`), keeping its fence. Only errors
 /// that mean the connection was lost are retried; a pool timeout is not.
 ///
 /// Cloning is cheap and clones share the pool.
@@ -493,7 +493,7 @@ impl LockStore for PostgresLockStore {
     /// it sleeps `max`.)
     ///
     /// The waiter registers for the key before it flags the key's lease as waited for (one
-    /// statement; see [`Statements::wait`]), so a release between the caller's failed
+    /// statement; see `lease/wait.sql`), so a release between the caller's failed
     /// attempt and the registration is not slept through: it returns at once when the key
     /// is free. Releases notify only flagged leases. While the listener is not
     /// connected (first use, or re-connecting after a lost connection) it sleeps, so the
@@ -551,7 +551,7 @@ impl LockStore for PostgresLockStore {
         self.queued(key).await
     }
 
-    /// One [`Statements::list`] statement: keyset pagination over the primary key.
+    /// One `lease/list.sql` statement: keyset pagination over the primary key.
     ///
     /// The page is the next `limit` rows (at most [`ListPage::MAX_LIMIT`]) after the
     /// cursor within the key range of the pattern's literal prefix (`key >= 'lock:' ||
@@ -637,7 +637,7 @@ impl LockStore for PostgresLockStore {
     }
 }
 
-/// One row of [`Statements::list`]: `(last key examined, rows examined, key, token, fence,
+/// One row of `lease/list.sql`: `(last key examined, rows examined, key, token, fence,
 /// µs left)`.
 type ListRow = (Option<String>, i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
 

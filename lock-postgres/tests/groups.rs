@@ -44,6 +44,11 @@ impl Fixture {
         Some(Self { store, url, schema, prefix: postgres_server::random_identifier("g") })
     }
 
+    /// An object of the fixture's schema, qualified and quoted.
+    fn object(&self, name: &str) -> String {
+        format!("\"{}\".\"{name}\"", self.schema)
+    }
+
     fn groups(&self) -> &dyn GroupLockStore {
         self.store.groups().expect("the PostgreSQL store has groups")
     }
@@ -130,10 +135,7 @@ impl Group {
 
 /// Waits (bounded) until a waiter flagged a row of `token` (it is registered then).
 async fn until_flagged(f: &Fixture, token: &Token) {
-    let flagged = format!(
-        "SELECT count(*) FROM {} WHERE waiting AND token = $1::uuid",
-        f.store.statements().groups().holders_table()
-    );
+    let flagged = format!("SELECT count(*) FROM {} WHERE waiting AND token = $1::uuid", f.object("locks_holders"));
     let deadline = Instant::now() + Duration::from_secs(30);
     while sqlx::query_scalar::<_, i64>(&flagged).bind(token.as_str()).fetch_one(f.store.pool()).await.unwrap() == 0 {
         assert!(Instant::now() < deadline, "the waiter never flagged a row of the token");
@@ -458,7 +460,9 @@ async fn a_grant_run_again_with_its_token_is_recognised() {
     let mut group = Group::new(vec![f.member("a", LockMode::Exclusive), f.member("b", LockMode::Shared)]);
     let fence = group.take(store).await;
     // The store's retry after a lost connection sends the same call with `$9` true.
-    let again: (Option<i64>, Option<i64>) = sqlx::query_as(f.store.statements().groups().acquire())
+    let call =
+        include_str!("../src/sql/group/acquire.sql").replace("{acquire_group}", &f.object("locks_acquire_group"));
+    let again: (Option<i64>, Option<i64>) = sqlx::query_as(&call)
         .bind([f.key("a").as_str(), f.key("b").as_str()])
         .bind(["W", "R"])
         .bind([Some(1), None::<i32>])
@@ -609,7 +613,7 @@ async fn slots_are_reused_so_a_name_keeps_as_many_rows_as_it_had_holders() {
     }
     let rows = format!(
         "SELECT count(*), count(*) FILTER (WHERE token IS NULL) FROM {} WHERE name = $1",
-        f.store.statements().groups().holders_table()
+        f.object("locks_holders")
     );
     for (name, peak) in [("hot", 3), ("cold", 1)] {
         let (all, free): (i64, i64) =

@@ -57,10 +57,22 @@ impl TestTable {
         sqlx::query_scalar(&sql).fetch_one(self.store.pool()).await.expect("count rows")
     }
 
+    /// The quoted name of an object named after the table: `"<schema>"."<table>_<suffix>"`
+    /// (test tables have short names, so the store derives them so).
+    pub fn derived(&self, suffix: &str) -> String {
+        let table = self.store.table_name();
+        format!("{}_{suffix}\"", table.strip_suffix('"').expect("quoted"))
+    }
+
+    /// The text of one of the store's `.sql` files (`lease/reacquire.sql`…) for this table.
+    pub fn sql_file(&self, text: &str) -> String {
+        text.replace("{table}", &self.store.table_name()).replace("{sequence}", &self.store.sequence_name())
+    }
+
     pub async fn drop(self) {
         self.store.pool().close().await;
-        let groups = self.store.statements().groups();
-        let (holders, permits, function) = (groups.holders_table(), groups.permits_table(), groups.function());
+        let (holders, permits, function) =
+            (self.derived("holders"), self.derived("permits"), self.derived("acquire_group"));
         self.admin(&format!(
             "DROP TABLE IF EXISTS {{table}}, {holders}, {permits}; DROP FUNCTION IF EXISTS {function}"
         ))
