@@ -511,6 +511,9 @@ pub enum GroupAcquire {
 ///    and a place is older only when its ticket is smaller, so a request with ticket
 ///    [`GroupRequest::HOLDERS_ONLY_TICKET`] and no `intent_ttl`
 ///    ([`GroupRequest::holders_only`]) is refused by live holders alone and leaves nothing.
+///
+///    Points 2 and 4 are one rule, [`grant::decide`](crate::grant::decide): the reference
+///    the stores' implementations are tested against.
 /// 5. **Fencing**: one number per granted group, strictly greater than every earlier
 ///    grant (group or single lock) of its names.
 #[async_trait]

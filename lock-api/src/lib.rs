@@ -5,6 +5,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
+pub mod grant;
 mod group;
 mod group_lock;
 #[cfg(feature = "axum")]

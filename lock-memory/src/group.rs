@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    GroupAcquire, GroupLockStore, GroupRequest, LockError, LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl,
+    grant, GroupAcquire, GroupLockStore, GroupRequest, LockError, LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -56,37 +56,34 @@ impl Name {
         }
     }
 
-    /// Whether `mode` can be granted to `token` at `now` (whose group has `ticket`;
-    /// `first`: its first attempt, which also yields to a place with its own ticket).
-    /// Holders and places expired by `now` do not count; the older places of other groups
-    /// count as holders of their mode.
+    /// The [grant rule](distlock_api::grant::decide) for `mode` of `token` at `now`, whose
+    /// group has `ticket` (`None`: its first attempt). Holders and places expired by `now`
+    /// do not count.
     fn grants(
         &self,
         now: Instant,
         mode: LockMode,
         default_permits: Option<u32>,
         token: &Token,
-        ticket: u64,
-        first: bool,
+        ticket: Option<u64>,
     ) -> bool {
-        let mut same = 0u64;
-        for holder in self.holders.values().filter(|holder| holder.expires_at > now) {
-            if holder.mode != mode {
-                return false;
-            }
-            same += 1;
-        }
-        let older = self.intents.iter().filter(|(other, intent)| {
-            intent.expires_at > now && *other != token && (intent.ticket < ticket || (first && intent.ticket == ticket))
-        });
-        for (_, intent) in older {
-            if intent.mode != mode {
-                return false;
-            }
-            same += 1;
-        }
-        let permits = self.recorded_permits(mode).or(default_permits);
-        permits.is_none_or(|permits| same < u64::from(permits))
+        let request = grant::Request {
+            token: token.as_str(),
+            mode,
+            ticket,
+            permits: self.recorded_permits(mode).or(default_permits),
+        };
+        let holders = self
+            .holders
+            .iter()
+            .filter(|(_, holder)| holder.expires_at > now)
+            .map(|(token, holder)| grant::Holder { token: token.as_str(), mode: holder.mode });
+        let places = self
+            .intents
+            .iter()
+            .filter(|(_, intent)| intent.expires_at > now)
+            .map(|(token, intent)| grant::Place { token: token.as_str(), mode: intent.mode, ticket: intent.ticket });
+        grant::decide(&request, holders, places).is_grant()
     }
 }
 
@@ -138,7 +135,7 @@ impl GroupLockStore for MemoryLockStore {
             }
             let Some(name) = names.get_mut(member.key.as_str()) else { continue };
             name.purge(now);
-            if !name.grants(now, member.mode, member.default_permits, request.token, ticket, request.ticket.is_none()) {
+            if !name.grants(now, member.mode, member.default_permits, request.token, request.ticket) {
                 granted = false;
             }
         }
@@ -295,18 +292,9 @@ impl GroupLockStore for MemoryLockStore {
         let now = Instant::now();
         let wake_at = {
             let names = groups.names();
-            // No ticket yet: every place counts as older, as for a first attempt.
-            let ticket = request.ticket.unwrap_or(u64::MAX);
             let grantable = request.members.iter().all(|member| {
                 names.get(member.key.as_str()).is_none_or(|name| {
-                    name.grants(
-                        now,
-                        member.mode,
-                        member.default_permits,
-                        request.token,
-                        ticket,
-                        request.ticket.is_none(),
-                    )
+                    name.grants(now, member.mode, member.default_permits, request.token, request.ticket)
                 })
             });
             if grantable {
