@@ -10,10 +10,10 @@
 //! A first attempt sends its grant at once, guarded by every name having no holder and
 //! no place (empty ranges: any permits admit it). Otherwise (that guard failed and
 //! answered with the names' ranges, or a waiting group's attempt read them) the
-//! attempt has the prefixes of its names at one revision R, decides on the client
-//! exactly as the in-memory store does, and commits the grant in **one transaction**
-//! guarded by `ModRevision(prefix) < R + 1` over every
-//! name's whole prefix (a key created or changed since R fails it) and
+//! attempt has the prefixes of its names at one revision R, decides on the client with
+//! the grant rule ([`distlock_api::grant::decide`], as the in-memory store does), and
+//! commits the grant in **one transaction** guarded by `ModRevision(prefix) < R + 1`
+//! over every name's whole prefix (a key created or changed since R fails it) and
 //! `ModRevision(permits key) = m` for a permits entry that was read (its deletion fails
 //! it). Keys that went away since R (releases, expiries, withdrawn places) only free
 //! capacity, so they need no guard. A failed guard answers with the names' ranges at
@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, KeyState, Woken};
 use distlock_api::{
-    async_trait, check_group_members, check_group_names, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup,
-    LockError, LockInfo, LockKey, LockMode, OwnerId, StoreKey, StoreMember, Token, Ttl,
+    async_trait, check_group_members, check_group_names, grant, GroupAcquire, GroupLockStore, GroupRequest,
+    InvalidGroup, LockError, LockInfo, LockKey, LockMode, OwnerId, StoreKey, StoreMember, Token, Ttl,
 };
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
@@ -64,8 +64,8 @@ struct Place {
 /// What one name's prefix held at the revision read.
 #[derive(Debug, Default)]
 struct NameState {
-    /// The modes of the holders.
-    holders: Vec<LockMode>,
+    /// The holders: token, mode.
+    holders: Vec<(String, LockMode)>,
     places: Vec<Place>,
     /// The recorded permits (count, mod revision) of the shared and the exclusive mode.
     shared_permits: Option<(u32, i64)>,
@@ -79,9 +79,9 @@ impl NameState {
             let key = std::str::from_utf8(kv.key()).map_err(|_| Malformed("a group key that is not UTF-8"))?;
             let Some(rest) = key.strip_prefix(prefix) else { continue };
             let value = std::str::from_utf8(kv.value()).map_err(|_| Malformed("a group value that is not UTF-8"))?;
-            if rest.starts_with('h') {
+            if let Some(token) = rest.strip_prefix('h') {
                 let (mode, _, _) = parse_holder(value)?;
-                state.holders.push(mode);
+                state.holders.push((token.to_owned(), mode));
             } else if let Some(token) = rest.strip_prefix('i') {
                 let (mode, ticket) = value.split_once('\n').ok_or(Malformed("a place without a ticket"))?;
                 let ticket = ticket.parse().map_err(|_| Malformed("a place whose ticket is not a number"))?;
@@ -109,25 +109,23 @@ impl NameState {
         }
     }
 
-    /// Whether `mode` can be granted to `token`, whose group has `ticket`: the in-memory
-    /// store's rule. Holders count; of the places, those of other tokens with an older
-    /// ticket count as holders of their mode.
-    fn grants(&self, mode: LockMode, default_permits: Option<u32>, token: &str, ticket: u64) -> bool {
-        let mut same = 0u64;
-        for &holder in &self.holders {
-            if holder != mode {
-                return false;
-            }
-            same += 1;
-        }
-        for place in self.places.iter().filter(|place| place.token != token && place.ticket < ticket) {
-            if place.mode != mode {
-                return false;
-            }
-            same += 1;
-        }
-        let permits = self.recorded_permits(mode).map(|(permits, _)| permits).or(default_permits);
-        permits.is_none_or(|permits| same < u64::from(permits))
+    /// The [grant rule](distlock_api::grant::decide) for `mode` of `token`, whose group has
+    /// `ticket` (`None`: its first attempt). Every key read is live: etcd deletes a
+    /// lease's keys when it ends.
+    fn grants(&self, mode: LockMode, default_permits: Option<u32>, token: &str, ticket: Option<u64>) -> bool {
+        let request = grant::Request {
+            token,
+            mode,
+            ticket,
+            permits: self.recorded_permits(mode).map(|(permits, _)| permits).or(default_permits),
+        };
+        let holders = self.holders.iter().map(|(token, mode)| grant::Holder { token, mode: *mode });
+        let places = self.places.iter().map(|place| grant::Place {
+            token: &place.token,
+            mode: place.mode,
+            ticket: place.ticket,
+        });
+        grant::decide(&request, holders, places).is_grant()
     }
 
     fn place_of(&self, token: &str) -> Option<&Place> {
@@ -167,12 +165,10 @@ impl Snapshot {
         request.ticket.unwrap_or_else(|| u64::try_from(self.revision).unwrap_or(0) + 1)
     }
 
-    fn grants(&self, request: &GroupRequest<'_>, ticket: u64) -> bool {
-        request
-            .members
-            .iter()
-            .zip(&self.names)
-            .all(|(member, name)| name.grants(member.mode, member.default_permits, request.token.as_str(), ticket))
+    fn grants(&self, request: &GroupRequest<'_>) -> bool {
+        request.members.iter().zip(&self.names).all(|(member, name)| {
+            name.grants(member.mode, member.default_permits, request.token.as_str(), request.ticket)
+        })
     }
 }
 
@@ -582,8 +578,8 @@ impl GroupLockStore for EtcdLockStore {
             let (txn, used) = match (&snapshot, lease) {
                 (None, Some(lease)) => (self.free_grant_txn(&request, &prefixes, lease), lease),
                 (Some(snapshot), _) => {
-                    let ticket = snapshot.ticket_of(&request);
-                    if !snapshot.grants(&request, ticket) {
+                    if !snapshot.grants(&request) {
+                        let ticket = snapshot.ticket_of(&request);
                         return self.blocked(&request, &prefixes, snapshot, ticket, lease).await;
                     }
                     let used = match lease {
@@ -910,8 +906,7 @@ impl GroupLockStore for EtcdLockStore {
         loop {
             let check = || async {
                 let snapshot = self.read_names(&prefixes, &keys, "wait for a change of").await?;
-                let ticket = snapshot.ticket_of(&request);
-                Ok(if snapshot.grants(&request, ticket) { KeyState::Free } else { KeyState::Held { expires_in: None } })
+                Ok(if snapshot.grants(&request) { KeyState::Free } else { KeyState::Held { expires_in: None } })
             };
             let left = deadline.saturating_duration_since(Instant::now());
             match self.waiters().wait_any(&waited, left, check).await? {
