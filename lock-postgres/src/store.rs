@@ -121,7 +121,8 @@ impl PostgresLockStore {
         self.create_schema
     }
 
-    /// The exact SQL this store sends.
+    /// The statements of this store that are of use outside it: its DDL, and its acquire
+    /// and release statements, exactly as it sends them.
     pub fn statements(&self) -> &Statements {
         &self.sql
     }

@@ -114,18 +114,19 @@ pub(crate) mod queue {
 /// The objects of one layout: the values of the placeholders.
 #[derive(Debug)]
 pub(crate) struct Names {
-    pub(crate) schema: String,
-    pub(crate) table: String,
-    pub(crate) sequence: String,
     pub(crate) holders_name: Identifier,
     pub(crate) permits_name: Identifier,
     pub(crate) acquire_group_name: Identifier,
-    pub(crate) holders: String,
-    pub(crate) permits: String,
-    pub(crate) acquire_group: String,
-    pub(crate) holders_owner: String,
+    /// The queue table, qualified and quoted.
     pub(crate) queue: String,
-    pub(crate) queue_order: String,
+    schema: String,
+    table: String,
+    sequence: String,
+    holders: String,
+    permits: String,
+    acquire_group: String,
+    holders_owner: String,
+    queue_order: String,
     /// The channel's name, unquoted.
     pub(crate) channel: String,
     channel_literal: String,
