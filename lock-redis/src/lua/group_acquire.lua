@@ -1,3 +1,20 @@
+-- Acquire: one atomic attempt at every member of a lock group, or a read-only probe of
+-- whether the request could be granted now (the key layout: lock-redis/src/group.rs).
+--
+-- KEYS = the group's lease key, the fence counter (modes `C` and `F` only), then every
+-- member's `h`, then every member's `s` (its permits hash `p`, read only when the name is
+-- held, is found beside `h`: the same stem, so the same hash tag and slot). ARGV = token,
+-- `name \n name … \n\n owner` (the lease key's value without its fence and expiry), ttl ms,
+-- the *flags* — the mode (`F`: grant with the counter's fence, `C`: grant with a clock
+-- fence, `N`: grant without, `P`: probe, writes nothing), the members' modes as one letter
+-- each (`S` or `X`, in KEYS order) and, for a waiting group, `intent ttl:2 × intent
+-- ttl:ticket` (each part may be empty: no intents, no ticket yet; `:b` after it when
+-- barging), say `NXS` or `NXS30000:60000:` — then, only when some member has default
+-- permits, each member's default permits (`""`: unlimited). Every argument costs the
+-- server about a third of a `redis.call` (the KEYS and ARGV tables are built anew for each
+-- call), so there are few.
+-- Returns the fence (0 without fencing, and for a probe that could be granted) or, when
+-- blocked, minus the ticket.
 
 -- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
 -- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).

@@ -1,3 +1,8 @@
+-- Extend: every member still held (unexpired) by the token gets `ttl` from now, and so
+-- does the group's lease key; an expired member is never revived, and a group whose lease
+-- key is gone (released or expired) is not extended at all.
+-- KEYS[1] = the group's lease key; then every name's `h`, then every name's `s`.
+-- ARGV = token, ttl ms, 2 × ttl ms. Returns how many members were extended.
 
 -- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
 -- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).

@@ -1,3 +1,6 @@
+-- Holders of one name, read only: `{mode, token, ms left, fence, owner}` per live holder.
+-- KEYS = h, s. ARGV = the beginning of the lease keys (the lease key without the token),
+-- which share the slot of `h` on Redis Cluster.
 
 -- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
 -- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).

@@ -1,7 +1,13 @@
--- Release a group's holds and places. KEYS[1]: the group's lease key; then every name's `h`,
--- then every name's `s`. ARGV: token, channel (`""`: do not publish), the names each
--- followed by a newline and one more newline, and the publish command (absent: PUBLISH;
--- Redis Cluster passes SPUBLISH). Returns how many live holds were freed.
+-- Release: removes the token's holds and places (with their tickets) from every name,
+-- publishes the names' `h` keys when it changed anything (one message, the keys joined by
+-- newlines; a name whose hold had expired is named too, and its waiters merely look
+-- again), and deletes the group's lease key — or, when only some of its names are
+-- released, keeps it for the others.
+-- KEYS[1] = the group's lease key; then every name's `h`, then every name's `s`. ARGV =
+-- token, channel (`""`: do not publish), the names each followed by a newline and one more
+-- newline (the lease value's beginning when they are all its names), and the publish
+-- command (absent: PUBLISH; Redis Cluster passes SPUBLISH). Returns how many live holds
+-- were freed: a hold is live while the lease key exists.
 local token, channel, publish = ARGV[1], ARGV[2], ARGV[4] or "PUBLISH"
 -- KEYS[1 + i]: name i's `h`, KEYS[1 + n + i]: its `s`.
 local n = (#KEYS - 1) / 2

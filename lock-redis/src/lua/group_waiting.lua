@@ -1,3 +1,4 @@
+-- The live places (of waiting groups) on one name, read only. KEYS = h.
 
 -- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
 -- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).
