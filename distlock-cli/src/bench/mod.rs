@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distlock::{LockError, LockManager, LockOptions};
-use distlock_bench::{
-    self as harness, BenchError, Library, Locker, Measured, RawMemory, RawPostgres, RawRedis, Stop,
-};
+use distlock_bench::{self as harness, BenchError, Library, Locker, Measured, RawMemory, RawPostgres, RawRedis, Stop};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use self::report::{Report, Row};
