@@ -3,10 +3,10 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 // Layers, each importing only those listed before it: `config` (validated settings) and
-// `scripts` (every Lua script, one file each in `src/lua/`, and their runner) and
-// `notify` are leaves; `url` parses store URLs with `config`'s rules; `store` runs the
-// commands; `group` (lock groups) adds methods to the store; `builder` makes stores
-// from settings and URLs.
+// `scripts` (every Lua script, a file of `src/lua/` with helpers of `src/lua/lib/`, and
+// their runner) and `notify` are leaves; `url` parses store URLs with `config`'s rules;
+// `store` runs the commands; `group` (lock groups) adds methods to the store; `builder`
+// makes stores from settings and URLs.
 mod builder;
 mod cluster;
 mod cluster_group;

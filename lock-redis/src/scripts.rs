@@ -1,7 +1,12 @@
-//! The Lua scripts the stores run, one file each in `src/lua/` holding exactly the text
-//! the server runs (variants are separate files or arguments), and how they are sent:
+//! The Lua scripts the stores run, one file each in `src/lua/` (variants are separate files
+//! or arguments), and how they are sent:
 //! `EVALSHA`, falling back to `EVAL` when the server answers `NOSCRIPT` (after `SCRIPT
 //! FLUSH`, a restart or a failover).
+//!
+//! Lua shared by several scripts (helper functions, constants) is written once, in a file
+//! of `src/lua/lib/`; a script that uses it is that file's text followed by its own, joined
+//! at compile time (`concat!` of `include_str!`s): the `&'static str` the server runs,
+//! with no rewriting at run time. `release.lua` and `extend.lua` stay whole on their own.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
@@ -179,9 +184,11 @@ pub(crate) fn fence_flag(fencing: bool, clock_fences: bool) -> &'static str {
 }
 
 /// Declares the crate's scripts in one list: a field of [`Scripts`] per file of `src/lua/`,
-/// whose text is exactly what the server runs, and (for the tests) the list of files.
+/// preceded by the `src/lua/lib/` files whose helpers it uses (`["lib/x.lua",
+/// "script.lua"]`); the files are joined at compile time into exactly the text the server
+/// runs. For the tests: the list of scripts and of the files each is made of.
 macro_rules! scripts {
-    ($($(#[$doc:meta])* $name:ident: $file:literal,)*) => {
+    ($($(#[$doc:meta])* $name:ident: [$($file:literal),+],)*) => {
         /// Every Lua script of the crate, hashed once per process.
         #[derive(Debug)]
         pub(crate) struct Scripts {
@@ -189,40 +196,45 @@ macro_rules! scripts {
         }
 
         pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-            $($name: LuaScript::new(include_str!(concat!("lua/", $file))),)*
+            $($name: LuaScript::new(concat!($(include_str!(concat!("lua/", $file))),+)),)*
         });
 
-        /// Every script file, by name, and its text.
+        /// Every script, by name: the files it is made of (libraries first, each with its
+        /// text) and the text the server runs.
         #[cfg(test)]
-        pub(crate) const FILES: &[(&str, &str)] = &[$(($file, include_str!(concat!("lua/", $file))),)*];
+        pub(crate) const FILES: &[(&str, &[(&str, &str)], &str)] = &[$((
+            stringify!($name),
+            &[$(($file, include_str!(concat!("lua/", $file)))),+],
+            concat!($(include_str!(concat!("lua/", $file))),+),
+        ),)*];
     };
 }
 
 scripts! {
     /// [`RELEASE_SCRIPT`].
-    release: "release.lua",
+    release: ["release.lua"],
     /// Resets the lease only if the key still holds the caller's token.
     /// `KEYS[1]` = lock key, `ARGV[1]` = token, `ARGV[2]` = TTL in ms. Returns 1 or 0.
-    extend: "extend.lua",
+    extend: ["extend.lua"],
     /// The fencing-mode acquire: the plain acquire's `SET key token NX PX ttl` and, only if
     /// it succeeded, the next number of the store's **one** fencing counter (`INCR`: it only
     /// grows, so the numbers of any one key strictly increase too), recorded for the new
     /// holder in a companion key (`<fence>:<token>`) that expires with the lease.
     /// `KEYS` = lock key, counter, companion key; `ARGV` = token, TTL in ms.
     /// Returns `{1, fence}` when acquired, `{0, pttl}` when held.
-    fenced_acquire: "fenced_acquire.lua",
+    fenced_acquire: ["fenced_acquire.lua"],
     /// [`fenced_acquire`](Self::fenced_acquire) with restart-safe fences
     /// ([`clock_fences`](crate::RedisLockStoreBuilder::clock_fences)): `max(counter + 1,
-    /// server clock in µs)` instead of `INCR`; the file explains when that holds.
-    fenced_acquire_clock: "fenced_acquire_clock.lua",
+    /// server clock in µs)` instead of `INCR`; `lib/clock_fence.lua` explains when that holds.
+    fenced_acquire_clock: ["lib/clock_fence.lua", "fenced_acquire_clock.lua"],
     /// The fencing-mode extend: [`extend`](Self::extend)'s check, also moving the expiry
     /// of the holder's fence key. `KEYS` = lock key, fence key; `ARGV` = token, TTL in ms.
     /// Returns 1 or 0.
-    fenced_extend: "fenced_extend.lua",
+    fenced_extend: ["fenced_extend.lua"],
     /// The current holder, `{token, pttl, fence-or-nil}`, or nil when the key is free.
     /// `KEYS[1]` = lock key, optional `KEYS[2]` = the lock's fence key (fencing mode): its
     /// number is reported only if it was issued to the current holder's token.
-    inspect: "inspect.lua",
+    inspect: ["lib/fence.lua", "inspect.lua"],
     /// The holders of one page of lock keys found by `SCAN`, read in one atomic step.
     /// `KEYS[1..n]` = lock keys, in fencing mode followed by `KEYS[n+1..2n]` = their fence
     /// keys; `ARGV[1]` = n. Returns `token, pttl, fence` per lock key: the token nil for a
@@ -230,39 +242,39 @@ scripts! {
     /// a token's length, no expiry); the fence nil unless fencing mode issued one to this
     /// token. `STRLEN` (with `pcall`) guards the `GET`, so a big value someone else stored
     /// under the namespace is never copied. About 2 µs per key on the server.
-    list: "list.lua",
+    list: ["lib/fence.lua", "list.lua"],
     /// The fair release: the compare-and-delete of [`RELEASE_SCRIPT`], then, only when the
     /// key has a queue, the token's place leaves it and a free key is handed to the oldest
     /// live waiter (see `queued_acquire.lua` for the queue's keys). Publishes the release
     /// (and any hand-over).
-    fair_release: "fair_release.lua",
+    fair_release: ["lib/queue.lua", "fair_release.lua"],
     /// A queued waiter's attempt, one atomic step: the key is taken when it was handed to
     /// the token, or is free and the token is first in line (or nobody waits); a free key
     /// whose first waiter is someone else is handed to that waiter; otherwise the token's
     /// place is taken (arrival order) or refreshed.
-    queued_acquire: "queued_acquire.lua",
+    queued_acquire: ["lib/queue.lua", "lib/clock_fence.lua", "queued_acquire.lua"],
     /// How many live places a key's queue has, read only. `KEYS` = queue-ttl.
-    queue_len: "queue_len.lua",
+    queue_len: ["lib/queue.lua", "queue_len.lua"],
     /// A lock group's atomic attempt at every member, or a read-only probe (see `group.rs`
     /// for the key layout and the file for the arguments).
-    group_acquire: "group_acquire.lua",
+    group_acquire: ["lib/group.lua", "lib/clock_fence.lua", "group_acquire.lua"],
     /// Extends every member still held by the token, and the group's lease key.
-    group_extend: "group_extend.lua",
+    group_extend: ["lib/group.lua", "group_extend.lua"],
     /// Removes the token's holds and places from every name and publishes the change.
-    group_release: "group_release.lua",
+    group_release: ["lib/group.lua", "group_release.lua"],
     /// Removes a waiting group's places.
-    group_withdraw: "group_withdraw.lua",
+    group_withdraw: ["lib/group.lua", "group_withdraw.lua"],
     /// The live holders of one name, read only.
-    group_holders: "group_holders.lua",
+    group_holders: ["lib/group.lua", "group_holders.lua"],
     /// The live places of waiting groups on one name, read only.
-    group_waiting: "group_waiting.lua",
+    group_waiting: ["lib/group.lua", "group_waiting.lua"],
     /// The release of a fencing Redlock master: the compare-and-delete, which also raises
     /// the master's fence counter to the number the whole quorum granted (`ARGV[2]`).
     /// `KEYS` = lock key, fence counter; `ARGV` = token, fence.
-    redlock_release: "redlock_release.lua",
+    redlock_release: ["redlock_release.lua"],
     /// Stores a value in a hash's `value` field only if the fence it carries is not lower
     /// than the hash's `fence` field, then stores that fence ([`fenced_set`](crate::fenced_set)).
-    fenced_set: "fenced_set.lua",
+    fenced_set: ["fenced_set.lua"],
 }
 
 #[cfg(test)]
@@ -293,7 +305,7 @@ mod tests {
 
     #[test]
     fn shas_are_sha1_hex() {
-        for (_, code) in FILES {
+        for (_, _, code) in FILES {
             let script = LuaScript::new(code);
             assert_eq!(script.sha().len(), 40);
             assert!(script.sha().bytes().all(|b| b.is_ascii_hexdigit()));
@@ -310,26 +322,94 @@ mod tests {
         assert!(body.contains(r#"released = redis.call("del", KEYS[1])"#));
     }
 
-    /// Every file of `src/lua/` is a script of [`Scripts`] (no orphan), and every one
-    /// compiles on a real server: `SCRIPT LOAD` answers its SHA-1.
+    /// `release.lua` and `extend.lua` are whole on their own, and every script is its files
+    /// joined, libraries first (a Lua `local` is visible only after its definition).
+    #[test]
+    fn scripts_are_their_files_joined() {
+        for (name, files, code) in FILES {
+            let joined: String = files.iter().map(|(_, text)| *text).collect();
+            assert_eq!(&joined, code, "{name}");
+            let (script, libs) = files.split_last().expect("a script has a file");
+            assert!(!script.0.starts_with("lib/"), "{name}: its own file comes last");
+            assert!(libs.iter().all(|(file, _)| file.starts_with("lib/")), "{name}: {libs:?}");
+        }
+        assert_eq!(SCRIPTS.release.code(), include_str!("lua/release.lua"));
+        assert_eq!(SCRIPTS.extend.code(), include_str!("lua/extend.lua"));
+    }
+
+    /// The names a chunk declares with a `local` statement (`local a, b = …`, `local
+    /// function f(…)`): at any depth, or only at its top level (lines not indented).
+    fn locals(code: &str, top_level: bool) -> Vec<&str> {
+        code.lines()
+            .filter_map(
+                |line| if top_level { line.strip_prefix("local ") } else { line.trim_start().strip_prefix("local ") },
+            )
+            .flat_map(|rest| {
+                let rest = rest.strip_prefix("function ").unwrap_or(rest);
+                let end = rest.find(['=', '(']).unwrap_or(rest.len());
+                rest[..end].split(',').map(str::trim).filter(|name| !name.is_empty())
+            })
+            .collect()
+    }
+
+    /// No script declares again a name its libraries define (it would hide the helper), and
+    /// no two libraries of one script define the same name.
+    #[test]
+    fn scripts_do_not_shadow_their_libraries() {
+        for (name, files, _) in FILES {
+            let (script, libs) = files.split_last().expect("a script has a file");
+            let mut defined: Vec<&str> = Vec::new();
+            for (file, text) in libs {
+                for local in locals(text, true) {
+                    assert!(!defined.contains(&local), "{name}: {file} defines `{local}` again");
+                    defined.push(local);
+                }
+            }
+            for local in locals(script.1, false) {
+                assert!(!defined.contains(&local), "{name}: {} hides the library's `{local}`", script.0);
+            }
+        }
+        assert_eq!(locals("local a, b = 1\n    local function f(x)\n", false), ["a", "b", "f"]);
+        assert_eq!(locals("local a, b = 1\n    local function f(x)\n", true), ["a", "b"]);
+    }
+
+    /// Every file of `src/lua/` and `src/lua/lib/` is part of a script of [`Scripts`] (no
+    /// orphan), every library compiles alone, and every script compiles on a real server:
+    /// `SCRIPT LOAD` answers its SHA-1.
     #[test]
     fn every_lua_file_is_used_and_loads() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/lua");
-        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
-            .expect("src/lua")
-            .map(|entry| entry.expect("src/lua entry").file_name().to_string_lossy().into_owned())
-            .collect();
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/src/lua");
+        let mut on_disk: Vec<String> = Vec::new();
+        for (dir, prefix) in [(root.to_owned(), ""), (format!("{root}/lib"), "lib/")] {
+            for entry in std::fs::read_dir(&dir).expect("src/lua") {
+                let entry = entry.expect("src/lua entry");
+                if entry.file_type().expect("file type").is_file() {
+                    on_disk.push(format!("{prefix}{}", entry.file_name().to_string_lossy()));
+                }
+            }
+        }
         on_disk.sort();
-        let mut listed: Vec<String> = FILES.iter().map(|(file, _)| (*file).to_owned()).collect();
-        listed.sort();
-        assert_eq!(on_disk, listed, "every file in src/lua is listed in `scripts!`, and only those");
+        let mut used: Vec<String> =
+            FILES.iter().flat_map(|(_, files, _)| files.iter().map(|(file, _)| (*file).to_owned())).collect();
+        used.sort();
+        used.dedup();
+        assert_eq!(on_disk, used, "every file in src/lua and src/lua/lib is used in `scripts!`, and only those");
+        let mut scripts: Vec<&str> = FILES.iter().map(|(_, files, _)| files[files.len() - 1].0).collect();
+        scripts.sort_unstable();
+        scripts.dedup();
+        assert_eq!(scripts.len(), FILES.len(), "each script file is one script");
 
         let Some(server) = distlock_conformance::kit::redis_server::RedisServer::start_or_skip("Lua scripts") else {
             return;
         };
-        for (file, code) in FILES {
+        let libs = FILES.iter().flat_map(|(_, files, _)| files.iter()).filter(|(file, _)| file.starts_with("lib/"));
+        for (file, code) in libs {
             let reply = server.try_command(&["SCRIPT", "LOAD", code]).expect("SCRIPT LOAD");
             assert_eq!(reply.as_text(), Some(LuaScript::new(code).sha().to_owned()), "{file}: {reply:?}");
+        }
+        for (name, _, code) in FILES {
+            let reply = server.try_command(&["SCRIPT", "LOAD", code]).expect("SCRIPT LOAD");
+            assert_eq!(reply.as_text(), Some(LuaScript::new(code).sha().to_owned()), "{name}: {reply:?}");
         }
     }
 }

@@ -20,7 +20,10 @@ use distlock_redis::{RedisLockStore, RedisLockStoreBuilder};
 /// The store's scripts, as the server runs them.
 const EXTEND_SCRIPT: &str = include_str!("../src/lua/extend.lua");
 const FENCED_EXTEND_SCRIPT: &str = include_str!("../src/lua/fenced_extend.lua");
-const FAIR_RELEASE_SCRIPT: &str = include_str!("../src/lua/fair_release.lua");
+/// The fair release as the server runs it: the queue helpers, then the script (as
+/// `scripts!` in `src/scripts.rs` joins them).
+const FAIR_RELEASE_SCRIPT: &str =
+    concat!(include_str!("../src/lua/lib/queue.lua"), include_str!("../src/lua/fair_release.lua"));
 
 const RETRY: Duration = Duration::from_millis(20);
 

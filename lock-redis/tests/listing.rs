@@ -107,7 +107,10 @@ async fn listing_sends_scan_with_the_prefix_and_the_list_script() {
     assert_eq!(listed, ["order:1", "order:2"]);
     assert_eq!(client.len(), 2, "{client:?}");
     assert_eq!(client[0], ["SCAN", "0", "MATCH", "neton:lock:order:*", "COUNT", "10"]);
-    let sha = Script::new(include_str!("../src/lua/list.lua")).get_hash().to_owned();
+    // The list script as the server runs it: the fence helper, then the script (as `scripts!`
+    // in `src/scripts.rs` joins them).
+    let list = concat!(include_str!("../src/lua/lib/fence.lua"), include_str!("../src/lua/list.lua"));
+    let sha = Script::new(list).get_hash().to_owned();
     let script = &client[1];
     assert_eq!(script[..3], ["EVALSHA".to_owned(), sha, "2".to_owned()], "{script:?}");
     let mut keys = script[3..5].to_vec();

@@ -16,12 +16,6 @@
 -- Returns the fence (0 without fencing, and for a probe that could be granted) or, when
 -- blocked, minus the ticket.
 
--- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
--- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).
-local B = 10000000000000
-local INTENTS = 2 * B
-local SHARED_INTENTS = 4 * B
-
 local token = ARGV[1]
 local ttl = tonumber(ARGV[3])
 -- ARGV[4]: the mode letter, one letter per member (`S` or `X`; member i's at byte
@@ -43,36 +37,13 @@ local first_attempt = ticket_s == ""
 -- `sizes[i]`: the entries of member i's `h`, read when some name is held (a grant of free
 -- names needs none).
 local sizes = nil
--- `now` as text: only a held name needs it (bounds, tickets); so does `keep`, made with
--- `fmt` only then (a grant of free names formats its numbers itself).
+-- `now` as text: only a held name needs it (bounds, tickets).
 local now_s = nil
-local keep
 -- Every name free (no `h`, no `s`): the grant writes each name's `s`, with no clock read.
 local free = redis.call("EXISTS", unpack(KEYS, hs + 1, hs + 2 * n)) == 0
 local now = 0
 if not free then
-    local clock = redis.call("TIME")
-    now = clock[1] * 1000 + math.floor(clock[2] / 1000)
-
-local function fmt(ms)
-    return string.format("%d", ms)
-end
-
-keep = function(key, ttl, ttl2)
-    if redis.call("PTTL", key) < ttl then
-        redis.call("PEXPIRE", key, ttl2 or fmt(2 * ttl))
-        return true
-    end
-    return false
-end
-
-local function holder_of(value)
-    if string.byte(value, 1) == 43 then
-        return string.sub(value, 2), true
-    end
-    return value, false
-end
-
+    now = now_ms()
     now_s = fmt(now)
     if first_attempt then
         ticket_s = now_s
@@ -217,12 +188,8 @@ local fence = 0
 if mode == 70 then
     fence = redis.call("INCR", KEYS[2])
 elseif mode == 67 then
-    -- A clock fence (see fenced_acquire_clock.lua): max(counter + 1, server clock in µs).
-    local t = redis.call("TIME")
-    local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local last = tonumber(redis.call("GET", KEYS[2]) or "0") or 0
-    fence = string.format("%.0f", math.max(last + 1, us))
-    redis.call("SET", KEYS[2], fence)
+    -- A clock fence (lib/clock_fence.lua): max(counter + 1, server clock in µs).
+    fence = clock_fence(KEYS[2])
 end
 local fence_s = fence == 0 and "0" or string.format("%d", fence)
 if free then

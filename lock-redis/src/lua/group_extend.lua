@@ -4,32 +4,7 @@
 -- KEYS[1] = the group's lease key; then every name's `h`, then every name's `s`.
 -- ARGV = token, ttl ms, 2 × ttl ms. Returns how many members were extended.
 
--- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
--- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).
-local B = 10000000000000
-local INTENTS = 2 * B
-local SHARED_INTENTS = 4 * B
-
-local clock = redis.call("TIME")
-local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
-
-local function fmt(ms)
-    return string.format("%d", ms)
-end
-local keep
-
-keep = function(key, ttl, ttl2)
-    if redis.call("PTTL", key) < ttl then
-        redis.call("PEXPIRE", key, ttl2 or fmt(2 * ttl))
-        return true
-    end
-    return false
-end
-
-local function parse_entry(entry)
-    local names, owner, fence, expiry = string.match(entry, "^(.-)\n\n([^\n]*)\n([^\n]*)\n([^\n]*)$")
-    return names or "", owner or "", fence or "0", expiry or "0"
-end
+local now = now_ms()
 
 local entry = redis.call("GET", KEYS[1])
 if not entry then

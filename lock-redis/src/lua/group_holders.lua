@@ -2,30 +2,7 @@
 -- KEYS = h, s. ARGV = the beginning of the lease keys (the lease key without the token),
 -- which share the slot of `h` on Redis Cluster.
 
--- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
--- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).
-local B = 10000000000000
-local INTENTS = 2 * B
-local SHARED_INTENTS = 4 * B
-
-local clock = redis.call("TIME")
-local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
-
-local function fmt(ms)
-    return string.format("%d", ms)
-end
-
-local function parse_entry(entry)
-    local names, owner, fence, expiry = string.match(entry, "^(.-)\n\n([^\n]*)\n([^\n]*)\n([^\n]*)$")
-    return names or "", owner or "", fence or "0", expiry or "0"
-end
-
-local function holder_of(value)
-    if string.byte(value, 1) == 43 then
-        return string.sub(value, 2), true
-    end
-    return value, false
-end
+local now = now_ms()
 
 local now_s = fmt(now)
 local out, leases = {}, {}

@@ -49,12 +49,6 @@ else
     if not whole then
         -- Some of the group's names: the others keep their lease, to the same expiry (the
         -- lease value's, or what a released name had left).
-
-local function parse_entry(entry)
-    local names, owner, fence, expiry = string.match(entry, "^(.-)\n\n([^\n]*)\n([^\n]*)\n([^\n]*)$")
-    return names or "", owner or "", fence or "0", expiry or "0"
-end
-
         local names, owner, fence, expiry = parse_entry(entry)
         local expire, at = "PXAT", expiry
         if strings then

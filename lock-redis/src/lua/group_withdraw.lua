@@ -3,12 +3,6 @@
 -- command (absent: PUBLISH; Redis Cluster passes SPUBLISH). Returns how many intents were
 -- removed.
 
--- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
--- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).
-local B = 10000000000000
-local INTENTS = 2 * B
-local SHARED_INTENTS = 4 * B
-
 local token, channel, publish = ARGV[1], ARGV[2], ARGV[3] or "PUBLISH"
 local removed = {}
 for i = 1, #KEYS do

@@ -6,12 +6,6 @@ end
 local pttl = redis.call("pttl", KEYS[1])
 local fence = false
 if KEYS[2] then
-    local issued = redis.call("get", KEYS[2])
-    if issued then
-        local number, owner = string.match(issued, "^(%d+):(.+)$")
-        if owner == token then
-            fence = number
-        end
-    end
+    fence = fence_of(KEYS[2], token)
 end
 return {token, pttl, fence}

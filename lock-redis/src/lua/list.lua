@@ -10,13 +10,7 @@ for i = 1, n do
         if pttl > 0 then
             token = redis.call("get", key)
             if KEYS[n + i] then
-                local issued = redis.call("get", KEYS[n + i])
-                if issued then
-                    local number, owner = string.match(issued, "^(%d+):(.+)$")
-                    if owner == token then
-                        fence = number
-                    end
-                end
+                fence = fence_of(KEYS[n + i], token)
             end
         end
     end

@@ -1,4 +1,2 @@
--- 排队人数
-local t = redis.call("time")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call("zcount", KEYS[1], "(" .. now, "+inf")
+-- 排队人数 (the places that have not expired: `clock` is lib/queue.lua's)
+return redis.call("zcount", KEYS[1], "(" .. clock(), "+inf")

@@ -12,38 +12,6 @@
 -- it expire soon.
 local publish = ARGV[6] or "publish"
 
-local function clock()
-    local t = redis.call("time")
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- Drops the places that expired by `now` (ms).
-local function purge(q, e, now)
-    local dead = redis.call("zrangebyscore", e, "-inf", now)
-    for _, token in ipairs(dead) do
-        redis.call("zrem", q, token)
-    end
-    if #dead > 0 then
-        redis.call("zremrangebyscore", e, "-inf", now)
-    end
-end
-
--- The free key `k` goes to the oldest live waiter, held by its token until its place
--- expires; its release is published. Returns whether someone got it.
-local function hand_over(k, q, e, now, channel)
-    purge(q, e, now)
-    local head = redis.call("zrange", q, 0, 0)[1]
-    if not head then
-        return false
-    end
-    local left = tonumber(redis.call("zscore", e, head)) - now
-    redis.call("set", k, head, "PX", math.max(left, 1))
-    if channel ~= "" then
-        redis.call(publish, channel, k)
-    end
-    return true
-end
-
 local now, arrival = clock()
 local token, ttl, place = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 purge(KEYS[2], KEYS[3], now)
@@ -54,7 +22,7 @@ if not holder then
     if head == nil or head == token then
         mine = true
     else
-        hand_over(KEYS[1], KEYS[2], KEYS[3], now, ARGV[5])
+        hand_over(KEYS[1], KEYS[2], KEYS[3], now, ARGV[5], publish)
     end
 end
 if mine then
@@ -66,12 +34,8 @@ if mine then
         fence = redis.call("incr", KEYS[4])
         redis.call("set", KEYS[5], fence .. ":" .. token, "PX", ttl)
     elseif ARGV[4] == "c" then
-        -- A clock fence (see fenced_acquire_clock.lua): max(counter + 1, server clock in µs).
-        local t = redis.call("TIME")
-        local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-        local last = tonumber(redis.call("GET", KEYS[4]) or "0") or 0
-        fence = string.format("%.0f", math.max(last + 1, us))
-        redis.call("SET", KEYS[4], fence)
+        -- A clock fence (lib/clock_fence.lua): max(counter + 1, server clock in µs).
+        fence = clock_fence(KEYS[4])
         redis.call("set", KEYS[5], fence .. ":" .. token, "PX", ttl)
     end
     return { 1, fence }
