@@ -44,13 +44,10 @@ pub(crate) struct QueueStatements {
 impl QueueStatements {
     pub(crate) fn new(names: &Names) -> Self {
         Self {
-            create: [
-                names.persistent(queue::CREATE_TABLE, queue::CREATE_UNLOGGED_TABLE),
-                names.render(queue::CREATE_INDEX),
-            ],
+            create: [names.render(queue::CREATE_TABLE), names.render(queue::CREATE_INDEX)],
             exists: names.render(queue::EXISTS),
-            acquire: names.notifying(queue::ACQUIRE, queue::ACQUIRE_SILENT),
-            release: names.notifying(queue::RELEASE, queue::RELEASE_SILENT),
+            acquire: names.render(queue::ACQUIRE),
+            release: names.render(queue::RELEASE),
             wait: names.render(queue::WAIT),
             len: names.render(queue::LEN),
             purge: names.render(queue::PURGE),

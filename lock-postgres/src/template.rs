@@ -1,8 +1,9 @@
 //! The `.sql` files under `src/sql/`, embedded at build time, and the names that fill
 //! their placeholders.
 //!
-//! A file is one statement (or the grant function), exactly as the server runs it except
-//! for placeholders such as `{table}` where an object of the store's layout is named.
+//! A file is one statement (or the grant function, or a fragment that several statements
+//! end with), exactly as the server runs it except for placeholders such as `{table}`
+//! where an object of the store's layout is named.
 //! [`Names::render`] replaces each with a value derived from the validated
 //! [`Identifier`]s of the layout, once, when the store's statements are built:
 //!
@@ -14,12 +15,18 @@
 //! | `{queue}` | `"public"."distribute_lock_queue"` |
 //! | `{holders_owner}`, `{queue_order}` | the indexes, `"distribute_lock_holders_owner"`, … |
 //! | `{channel}` | the string literal `'distlock:public.distribute_lock'` |
+//! | `{freed_counts}` | `group/freed_counts.sql`, rendered: the end of three group statements |
+//! | `{unlogged}` | the keyword `UNLOGGED` for a store configured `unlogged`, else nothing |
 //!
-//! Every value is a double-quoted identifier (or two, joined by `.`), or, for the
+//! Every name is a double-quoted identifier (or two, joined by `.`), or, for the
 //! notification channel, a single-quoted literal made of identifier characters, `:` and
 //! `.`: no value can end the token it stands for, so a configured name cannot change what
-//! a statement does. Variants of a statement (without release notifications, an
-//! `UNLOGGED` table) are separate files. Keys, tokens and durations are always bind
+//! a statement does; `{unlogged}` only ever renders one of its two fixed values.
+//!
+//! A statement that differs for a store without release notifications marks the parts
+//! that differ: `{notify}` starts text kept only when releases notify, `{silent}` (which
+//! may be left out) text kept only when they do not, and `{end}` ends both; sections do
+//! not nest. So each statement is one file. Keys, tokens and durations are always bind
 //! parameters.
 
 use crate::config::{Identifier, Layout};
@@ -46,11 +53,8 @@ macro_rules! sql_files {
 pub(crate) mod lease {
     sql_files! {
         ACQUIRE => "lease/acquire.sql",
-        ACQUIRE_SILENT => "lease/acquire_silent.sql",
         REACQUIRE => "lease/reacquire.sql",
-        REACQUIRE_SILENT => "lease/reacquire_silent.sql",
         RELEASE => "lease/release.sql",
-        RELEASE_SILENT => "lease/release_silent.sql",
         WAIT => "lease/wait.sql",
         EXTEND => "lease/extend.sql",
         INSPECT => "lease/inspect.sql",
@@ -61,7 +65,6 @@ pub(crate) mod lease {
         CREATE_SCHEMA => "lease/create_schema.sql",
         CREATE_SEQUENCE => "lease/create_sequence.sql",
         CREATE_TABLE => "lease/create_table.sql",
-        CREATE_UNLOGGED_TABLE => "lease/create_unlogged_table.sql",
     }
 }
 
@@ -71,15 +74,10 @@ pub(crate) mod group {
         ACQUIRE => "group/acquire.sql",
         EXTEND => "group/extend.sql",
         RELEASE => "group/release.sql",
-        RELEASE_SILENT => "group/release_silent.sql",
         WITHDRAW => "group/withdraw.sql",
-        WITHDRAW_SILENT => "group/withdraw_silent.sql",
         RELEASE_OWNER => "group/release_owner.sql",
-        RELEASE_OWNER_SILENT => "group/release_owner_silent.sql",
         SET_PERMITS => "group/set_permits.sql",
-        SET_PERMITS_SILENT => "group/set_permits_silent.sql",
         REMOVE_PERMITS => "group/remove_permits.sql",
-        REMOVE_PERMITS_SILENT => "group/remove_permits_silent.sql",
         PERMITS => "group/permits.sql",
         HOLDERS => "group/holders.sql",
         WAITING => "group/waiting.sql",
@@ -87,10 +85,10 @@ pub(crate) mod group {
         PURGE => "group/purge.sql",
         STATE => "group/state.sql",
         CREATE_HOLDERS => "group/create_holders.sql",
-        CREATE_UNLOGGED_HOLDERS => "group/create_unlogged_holders.sql",
         CREATE_OWNER_INDEX => "group/create_owner_index.sql",
         CREATE_PERMITS => "group/create_permits.sql",
         CREATE_ACQUIRE_GROUP => "group/acquire_group.sql",
+        FREED_COUNTS => "group/freed_counts.sql",
     }
 }
 
@@ -98,17 +96,26 @@ pub(crate) mod group {
 pub(crate) mod queue {
     sql_files! {
         ACQUIRE => "queue/acquire.sql",
-        ACQUIRE_SILENT => "queue/acquire_silent.sql",
         RELEASE => "queue/release.sql",
-        RELEASE_SILENT => "queue/release_silent.sql",
         WAIT => "queue/wait.sql",
         LEN => "queue/len.sql",
         PURGE => "queue/purge.sql",
         EXISTS => "queue/exists.sql",
         CREATE_TABLE => "queue/create_table.sql",
-        CREATE_UNLOGGED_TABLE => "queue/create_unlogged_table.sql",
         CREATE_INDEX => "queue/create_index.sql",
     }
+}
+
+/// The values of `{unlogged}`: for a logged table, for an `UNLOGGED` one.
+const UNLOGGED: [&str; 2] = ["", "UNLOGGED"];
+
+/// Where [`Names::render`] is in a file: outside a section, in a `{notify}` or in a
+/// `{silent}` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Section {
+    All,
+    Notify,
+    Silent,
 }
 
 /// The objects of one layout: the values of the placeholders.
@@ -130,8 +137,11 @@ pub(crate) struct Names {
     /// The channel's name, unquoted.
     pub(crate) channel: String,
     channel_literal: String,
-    /// Whether releases notify: picks the variant of the statements that notify.
+    /// `group/freed_counts.sql`, rendered for this layout.
+    freed_counts: String,
+    /// Whether releases notify: keeps the `{notify}` sections, else the `{silent}` ones.
     notify: bool,
+    /// Whether the tables are `UNLOGGED`: the value of `{unlogged}`.
     unlogged: bool,
 }
 
@@ -143,7 +153,7 @@ impl Names {
         let permits_name = layout.table.derived("permits");
         let acquire_group_name = layout.table.derived("acquire_group");
         let channel = channel_name(layout);
-        Self {
+        let mut names = Self {
             table: qualified(&layout.table),
             sequence: qualified(&layout.sequence),
             holders: qualified(&holders_name),
@@ -160,37 +170,62 @@ impl Names {
             schema,
             notify: layout.notify,
             unlogged: layout.unlogged,
-        }
+            freed_counts: String::new(),
+        };
+        names.freed_counts = names.render(group::FREED_COUNTS);
+        names
     }
 
-    /// `file`'s text with every placeholder replaced.
+    /// `file`'s text with every placeholder replaced and only the `{notify}`/`{silent}`
+    /// sections of this layout kept.
     ///
     /// # Panics
     ///
-    /// On a placeholder this crate does not define (a unit test renders every file).
+    /// On a placeholder this crate does not define, or a section marker out of place (a
+    /// unit test renders every file).
     pub(crate) fn render(&self, file: SqlFile) -> String {
         let mut out = String::with_capacity(file.text.len() + 64);
         let mut rest = file.text;
-        while let Some(open) = rest.find('{') {
-            out.push_str(&rest[..open]);
-            let after = &rest[open + 1..];
+        let mut section = Section::All;
+        loop {
+            let (text, after) = match rest.find('{') {
+                Some(open) => (&rest[..open], Some(&rest[open + 1..])),
+                None => (rest, None),
+            };
+            let keep = self.keeps(section);
+            if keep {
+                out.push_str(text);
+            }
+            let Some(after) = after else { break };
             let close = after.find('}').unwrap_or_else(|| panic!("{}: an unclosed `{{`", file.path));
             let name = &after[..close];
-            out.push_str(self.value(name).unwrap_or_else(|| panic!("{}: no placeholder `{{{name}}}`", file.path)));
             rest = &after[close + 1..];
+            section = match (name, section) {
+                ("notify", Section::All) => Section::Notify,
+                ("silent", Section::Notify) => Section::Silent,
+                ("end", Section::Notify | Section::Silent) => Section::All,
+                ("notify" | "silent" | "end", _) => panic!("{}: `{{{name}}}` out of place", file.path),
+                _ => {
+                    let value =
+                        self.value(name).unwrap_or_else(|| panic!("{}: no placeholder `{{{name}}}`", file.path));
+                    if keep {
+                        out.push_str(value);
+                    }
+                    section
+                }
+            };
         }
-        out.push_str(rest);
+        assert!(section == Section::All, "{}: a `{{notify}}` section without `{{end}}`", file.path);
         out
     }
 
-    /// Renders `with` when releases notify, else `without`.
-    pub(crate) fn notifying(&self, with: SqlFile, without: SqlFile) -> String {
-        self.render(if self.notify { with } else { without })
-    }
-
-    /// Renders `unlogged` for an `UNLOGGED` layout, else `logged`.
-    pub(crate) fn persistent(&self, logged: SqlFile, unlogged: SqlFile) -> String {
-        self.render(if self.unlogged { unlogged } else { logged })
+    /// Whether text in `section` belongs to this layout's statements.
+    fn keeps(&self, section: Section) -> bool {
+        match section {
+            Section::All => true,
+            Section::Notify => self.notify,
+            Section::Silent => !self.notify,
+        }
     }
 
     fn value(&self, placeholder: &str) -> Option<&str> {
@@ -205,6 +240,8 @@ impl Names {
             "queue" => &self.queue,
             "queue_order" => &self.queue_order,
             "channel" => &self.channel_literal,
+            "freed_counts" => &self.freed_counts,
+            "unlogged" => UNLOGGED[usize::from(self.unlogged)],
             _ => return None,
         })
     }
@@ -215,6 +252,11 @@ pub(crate) mod tests {
     use std::path::Path;
 
     use super::*;
+
+    /// The files that are parts of statements (placeholders of other files), not statements.
+    pub(crate) fn fragments() -> Vec<SqlFile> {
+        vec![group::FREED_COUNTS]
+    }
 
     /// Every embedded file.
     pub(crate) fn all_files() -> Vec<SqlFile> {
@@ -305,6 +347,45 @@ pub(crate) mod tests {
         let channel = names.value("channel").unwrap();
         let inner = channel.strip_prefix('\'').and_then(|channel| channel.strip_suffix('\'')).unwrap();
         assert!(inner.chars().all(|c| c.is_ascii_alphanumeric() || "_:.".contains(c)), "{channel}");
+    }
+
+    #[test]
+    fn keywords_and_sections_take_fixed_values_only() {
+        for layout in layouts() {
+            let names = Names::new(&layout);
+            assert_eq!(names.value("freed_counts"), Some(names.render(group::FREED_COUNTS).as_str()));
+            assert!(!group::FREED_COUNTS.text.contains("{freed_counts}"), "a fragment includes no fragment");
+            let unlogged = names.value("unlogged").unwrap();
+            assert!(UNLOGGED.contains(&unlogged), "{unlogged}");
+            assert_eq!(unlogged == "UNLOGGED", layout.unlogged, "{layout:?}");
+            let sections = SqlFile { path: "x", text: "a{notify} b {channel}{silent} c{end} d{notify} e{end}" };
+            let expected = if layout.notify { "a b 'distlock:s.t' d e" } else { "a c d" };
+            assert_eq!(names.render(sections), expected, "{layout:?}");
+            for file in all_files() {
+                let text = flat(&names.render(file));
+                for marker in ["notify", "silent", "end", "unlogged"] {
+                    assert!(!text.contains(&format!("{{{marker}}}")), "{}: {text}", file.path);
+                }
+                if !layout.unlogged {
+                    assert!(!text.contains("UNLOGGED TABLE"), "{}: {text}", file.path);
+                }
+                if !layout.notify {
+                    assert!(!text.contains("pg_notify"), "{}: {text}", file.path);
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "`{silent}` out of place")]
+    fn a_section_marker_out_of_place_is_a_bug() {
+        Names::new(&layouts()[0]).render(SqlFile { path: "x", text: "SELECT {silent} 1 {end}" });
+    }
+
+    #[test]
+    #[should_panic(expected = "without `{end}`")]
+    fn an_unended_section_is_a_bug() {
+        Names::new(&layouts()[0]).render(SqlFile { path: "x", text: "SELECT 1 {notify} , 2" });
     }
 
     #[test]

@@ -64,9 +64,25 @@ impl TestTable {
         format!("{}_{suffix}\"", table.strip_suffix('"').expect("quoted"))
     }
 
-    /// The text of one of the store's `.sql` files (`lease/reacquire.sql`…) for this table.
+    /// The text of one of the store's `.sql` files (`lease/reacquire.sql`…) for this table,
+    /// as a store with release notifications runs it.
     pub fn sql_file(&self, text: &str) -> String {
-        text.replace("{table}", &self.store.table_name()).replace("{sequence}", &self.store.sequence_name())
+        // The store notifies: keep the `{notify}` sections, drop the `{silent}` ones.
+        let (mut kept, mut rest, mut keep) = (String::new(), text, true);
+        loop {
+            let marker =
+                ["{notify}", "{silent}", "{end}"].into_iter().filter_map(|m| rest.find(m).map(|at| (at, m))).min();
+            let Some((at, marker)) = marker else { break };
+            if keep {
+                kept.push_str(&rest[..at]);
+            }
+            keep = marker != "{silent}";
+            rest = &rest[at + marker.len()..];
+        }
+        if keep {
+            kept.push_str(rest);
+        }
+        kept.replace("{table}", &self.store.table_name()).replace("{sequence}", &self.store.sequence_name())
     }
 
     pub async fn drop(self) {

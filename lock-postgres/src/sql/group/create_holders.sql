@@ -5,7 +5,7 @@
 -- (the owner only when another owner takes a slot), so they are HOT updates, as on the
 -- lease table. No CHECK constraints: PostgreSQL would read their expressions again at
 -- every statement, and only the store's statements write the table.
-CREATE TABLE IF NOT EXISTS {holders} (
+CREATE {unlogged} TABLE IF NOT EXISTS {holders} (
     name text COLLATE "C" NOT NULL,
     slot integer NOT NULL,
     mode "char" NOT NULL,

@@ -4,4 +4,8 @@ WITH changed AS (
     INSERT INTO {permits} (name, mode, permits) VALUES ($1, $2::"char", $3)
     ON CONFLICT (name, mode) DO UPDATE SET permits = EXCLUDED.permits
     RETURNING name)
+{notify}
 SELECT count(pg_notify({channel}, 'group:' || name)::text) FROM changed
+{silent}
+SELECT count(*) FROM changed
+{end}

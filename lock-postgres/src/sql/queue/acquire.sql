@@ -3,7 +3,7 @@
 -- to $2, or is free and $2 is first in line (or nobody waits); otherwise $2's place is
 -- taken, or refreshed once half of it has passed (so a waiter woken by every hand-over
 -- rarely writes). A handed lease keeps its `waiting` flag: waiters that flagged it while
--- it was handed still wait for its release.
+-- it was handed still wait for its release (a store without notifications has no flag).
 WITH head AS (
     SELECT token FROM {queue} WHERE key = $1 AND expires_at > clock_timestamp() ORDER BY arrival LIMIT 1),
 taken AS (
@@ -14,8 +14,8 @@ taken AS (
     SET token = EXCLUDED.token,
         fence = CASE WHEN held.token = EXCLUDED.token THEN held.fence
                      ELSE GREATEST(held.fence + 1, EXCLUDED.fence) END,
-        expires_at = EXCLUDED.expires_at,
-        waiting = CASE WHEN held.token = EXCLUDED.token THEN held.waiting ELSE false END
+        expires_at = EXCLUDED.expires_at{notify},
+        waiting = CASE WHEN held.token = EXCLUDED.token THEN held.waiting ELSE false END{end}
     WHERE held.expires_at <= clock_timestamp()
        OR (held.token = EXCLUDED.token AND held.expires_at > clock_timestamp())
     RETURNING held.fence),
