@@ -238,7 +238,14 @@ impl Supervision<'_> {
             }
             _ => {
                 let status = keeper.wait().await;
-                eprintln!("distlock: its keeper process ended before starting the command ({status:?})");
+                match &status {
+                    // Killed before its report of the start reached us: the command may
+                    // have started, and dies with its keeper.
+                    Ok(status) if status.code().is_none() => eprintln!(
+                        "distlock: its keeper process was killed ({status}) before it reported starting the command"
+                    ),
+                    _ => eprintln!("distlock: its keeper process ended before starting the command ({status:?})"),
+                }
                 return Outcome::Internal;
             }
         };
