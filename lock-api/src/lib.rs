@@ -43,5 +43,5 @@ pub use manager::LockManager;
 pub use metric_names::describe_metrics;
 pub use options::{Fairness, LockOptions, Renewal, Ttl, ValidOptions};
 pub use reentrant::{in_reentrant_scope, reentrant_scope};
-pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockMode, LockStore};
+pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockMode, LockStore, QueueStore, QueuedAttempt};
 pub use token::Token;

@@ -17,7 +17,7 @@ use crate::observe::{self, AcquireOutcome};
 use crate::options::{Fairness, LockOptions, ValidOptions};
 use crate::reentrant;
 use crate::release::{InFlightAcquire, ManagerInner, QueuePlace, Target};
-use crate::store::{Acquire, DynLockStore, LockStore};
+use crate::store::{Acquire, DynLockStore, LockStore, QueuedAttempt};
 use crate::token::Token;
 
 /// Takes, waits for and releases locks on any [`LockStore`].
@@ -415,7 +415,7 @@ impl LockManager {
         };
         // Fair waiting: after a first plain attempt found the key held, every attempt
         // keeps this waiter's place in the key's queue on the server.
-        let fair = options.fairness == Fairness::Fair && store.capabilities().fair_queue;
+        let queue = if options.fairness == Fairness::Fair { store.queue() } else { None };
         let place_ttl = options.place_ttl();
         // While queued: leaves the queue (and frees a key handed to this waiter) unless
         // the wait ends with the lock — on deadline, error or cancellation alike.
@@ -423,10 +423,12 @@ impl LockManager {
         loop {
             let attempt = InFlightAcquire { manager: &self.inner, key: &store_key, token: &token };
             let sent_at = Instant::now();
-            let outcome = if place.is_some() {
-                store.try_acquire_queued(&store_key, &token, options.ttl, place_ttl).await
-            } else {
-                store.try_acquire(&store_key, &token, options.ttl).await
+            let outcome = match queue.filter(|_| place.is_some()) {
+                Some(queue) => {
+                    let queued = QueuedAttempt { key: &store_key, token: &token, ttl: options.ttl, place: place_ttl };
+                    queue.try_acquire_queued(queued).await
+                }
+                None => store.try_acquire(&store_key, &token, options.ttl).await,
             };
             let holder_ttl_left = match outcome {
                 Ok(Acquire::Acquired { fence }) => {
@@ -485,7 +487,7 @@ impl LockManager {
                 }
                 nap = nap.min(deadline - now);
             }
-            if fair && place.is_none() {
+            if queue.is_some() && place.is_none() {
                 // Take a place in the queue at once: arrival order is the order of these calls.
                 place = Some(QueuePlace {
                     manager: Arc::clone(&self.inner),
@@ -499,10 +501,9 @@ impl LockManager {
             if let Some(left) = holder_ttl_left {
                 nap = nap.min(left + Duration::from_millis(1));
             }
-            let waited = if place.is_some() {
-                store.wait_for_turn(&store_key, &token, nap).await
-            } else {
-                store.wait_for_release(&store_key, nap).await
+            let waited = match queue.filter(|_| place.is_some()) {
+                Some(queue) => queue.wait_for_turn(&store_key, &token, nap).await,
+                None => store.wait_for_release(&store_key, nap).await,
             };
             if let Err(error) = waited {
                 tracing::debug!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use distlock_api::waiters::{KeyState, WaiterRegistry, Woken};
 use distlock_api::{
     async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError,
-    LockInfo, LockKey, LockStore, StoreKey, Token, Ttl,
+    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
@@ -508,6 +508,10 @@ impl LockStore for EtcdLockStore {
             .with_ttl_granularity(TTL_GRANULARITY)
     }
 
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        Some(self)
+    }
+
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
     }
@@ -658,13 +662,56 @@ impl LockStore for EtcdLockStore {
         self.inner.waiters.wait(&etcd_key, max, check).await.map(|_| ())
     }
 
-    async fn try_acquire_queued(
+    async fn list(
         &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
+        let locks_prefix = self.inner.config.locks_prefix();
+        let scope = format!("{locks_prefix}{}", pattern.literal_prefix());
+        let start = match cursor {
+            Some(cursor) => {
+                let after = format!("{locks_prefix}{}\0", cursor.as_str());
+                if !after.starts_with(&scope) && after.as_str() < scope.as_str() {
+                    return Err(LockError::Config {
+                        message: "this list cursor was not issued by this listing".into(),
+                    });
+                }
+                after
+            }
+            None => scope.clone(),
+        };
+        let options = GetOptions::new()
+            .with_range(prefix_end(scope.as_bytes()))
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        let mut kv = self.inner.client.kv_client();
+        let answer = self.call("list", None, kv.get(start, Some(options))).await?;
+        let mut locks = Vec::new();
+        let mut last = None;
+        for found in answer.kvs() {
+            let Ok(name) = std::str::from_utf8(found.key()) else { continue };
+            let Some(app_key) = name.strip_prefix(&locks_prefix) else { continue };
+            last = Some(app_key.to_owned());
+            if !pattern.matches(app_key) {
+                continue;
+            }
+            let Ok(lock_key) = LockKey::new(app_key) else { continue };
+            let store_key = lock_key.to_store_key();
+            if let Some(holder) = self.holder_of(&store_key, found).await? {
+                locks.push(HeldLock::new(lock_key, vec![holder]));
+            }
+        }
+        let next = if answer.more() { last.map(ListCursor::new) } else { None };
+        Ok(ListPage::new(locks, next))
+    }
+}
+
+#[async_trait]
+impl QueueStore for EtcdLockStore {
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let QueuedAttempt { key, token, ttl, place } = attempt;
         let etcd_key = self.etcd_key(key);
         let mine = self.keep_place(key, token, place).await?;
         let queue = self.inner.config.queue_prefix(key.as_str());
@@ -743,51 +790,6 @@ impl LockStore for EtcdLockStore {
         let mut kv = self.inner.client.kv_client();
         let answer = self.call("count waiters", Some(key), kv.get(queue, Some(options))).await?;
         Ok(usize::try_from(answer.count()).unwrap_or(0))
-    }
-
-    async fn list(
-        &self,
-        pattern: &KeyPattern,
-        cursor: Option<&ListCursor>,
-        limit: usize,
-    ) -> Result<ListPage, LockError> {
-        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
-        let locks_prefix = self.inner.config.locks_prefix();
-        let scope = format!("{locks_prefix}{}", pattern.literal_prefix());
-        let start = match cursor {
-            Some(cursor) => {
-                let after = format!("{locks_prefix}{}\0", cursor.as_str());
-                if !after.starts_with(&scope) && after.as_str() < scope.as_str() {
-                    return Err(LockError::Config {
-                        message: "this list cursor was not issued by this listing".into(),
-                    });
-                }
-                after
-            }
-            None => scope.clone(),
-        };
-        let options = GetOptions::new()
-            .with_range(prefix_end(scope.as_bytes()))
-            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
-        let mut kv = self.inner.client.kv_client();
-        let answer = self.call("list", None, kv.get(start, Some(options))).await?;
-        let mut locks = Vec::new();
-        let mut last = None;
-        for found in answer.kvs() {
-            let Ok(name) = std::str::from_utf8(found.key()) else { continue };
-            let Some(app_key) = name.strip_prefix(&locks_prefix) else { continue };
-            last = Some(app_key.to_owned());
-            if !pattern.matches(app_key) {
-                continue;
-            }
-            let Ok(lock_key) = LockKey::new(app_key) else { continue };
-            let store_key = lock_key.to_store_key();
-            if let Some(holder) = self.holder_of(&store_key, found).await? {
-                locks.push(HeldLock::new(lock_key, vec![holder]));
-            }
-        }
-        let next = if answer.more() { last.map(ListCursor::new) } else { None };
-        Ok(ListPage::new(locks, next))
     }
 }
 

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use distlock_api::waiters::{KeyState, WaiterRegistry};
 use distlock_api::{
     Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
-    StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClientBuilder;
@@ -531,6 +531,10 @@ impl LockStore for RedisClusterStore {
 
     /// Lock groups whose names share a hash tag (`{orders}:a`, `{orders}:b`): see
     /// [`RedisClusterStore`], "Lock groups".
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        self.fair_queue.then_some(self as &dyn QueueStore)
+    }
+
     fn groups(&self) -> Option<&dyn distlock_api::GroupLockStore> {
         Some(self)
     }
@@ -630,47 +634,6 @@ impl LockStore for RedisClusterStore {
         self.wait_on(key, max, None).await
     }
 
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
-        let redis_key = self.redis_key(key);
-        let (queue, queue_ttl) = self.queue_keys(key);
-        let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
-        let channel = if self.notifications { self.release_channel(key) } else { String::new() };
-        let mut conn = self.conn.clone();
-        let (acquired, number): (i64, i64) = SCRIPTS
-            .queued_acquire
-            .run(&mut conn, |cmd| {
-                cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
-                cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());
-                cmd.arg(fence_flag(self.fencing, self.clock_fences)).arg(&channel).arg(SPUBLISH);
-            })
-            .await
-            .map_err(|err| Self::error("acquire", Some(key), err))?;
-        acquired_or_held(key, acquired, number, self.fencing)
-    }
-
-    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        self.wait_on(key, max, Some(token)).await
-    }
-
-    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        let (_, queue_ttl) = self.queue_keys(key);
-        let mut conn = self.conn.clone();
-        let len: i64 = SCRIPTS
-            .queue_len
-            .run(&mut conn, |cmd| {
-                cmd.arg(1).arg(&queue_ttl);
-            })
-            .await
-            .map_err(|err| Self::error("queue_len", Some(key), err))?;
-        usize::try_from(len).map_err(|_| Self::error("queue_len", Some(key), Unexpected(format!("ZCOUNT gave {len}"))))
-    }
-
     /// Pages through every master in turn (`SCAN` on one master at a time; the cursor is
     /// `<master index>:<SCAN cursor>`), reading each lock found with the inspect script.
     async fn list(
@@ -727,6 +690,45 @@ impl LockStore for RedisClusterStore {
         });
         let locks = futures_util::future::join_all(reads).await.into_iter().collect::<Result<Vec<_>, _>>()?;
         Ok(ListPage::new(locks.into_iter().flatten().collect(), next))
+    }
+}
+
+#[async_trait]
+impl QueueStore for RedisClusterStore {
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let QueuedAttempt { key, token, ttl, place } = attempt;
+        let redis_key = self.redis_key(key);
+        let (queue, queue_ttl) = self.queue_keys(key);
+        let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
+        let channel = if self.notifications { self.release_channel(key) } else { String::new() };
+        let mut conn = self.conn.clone();
+        let (acquired, number): (i64, i64) = SCRIPTS
+            .queued_acquire
+            .run(&mut conn, |cmd| {
+                cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
+                cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());
+                cmd.arg(fence_flag(self.fencing, self.clock_fences)).arg(&channel).arg(SPUBLISH);
+            })
+            .await
+            .map_err(|err| Self::error("acquire", Some(key), err))?;
+        acquired_or_held(key, acquired, number, self.fencing)
+    }
+
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.wait_on(key, max, Some(token)).await
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let (_, queue_ttl) = self.queue_keys(key);
+        let mut conn = self.conn.clone();
+        let len: i64 = SCRIPTS
+            .queue_len
+            .run(&mut conn, |cmd| {
+                cmd.arg(1).arg(&queue_ttl);
+            })
+            .await
+            .map_err(|err| Self::error("queue_len", Some(key), err))?;
+        usize::try_from(len).map_err(|_| Self::error("queue_len", Some(key), Unexpected(format!("ZCOUNT gave {len}"))))
     }
 }
 

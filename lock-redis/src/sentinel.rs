@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, GroupAcquire, GroupLockStore, GroupRequest, KeyPattern, ListCursor, ListPage, LockError,
-    LockInfo, LockMode, LockStore, OwnerId, StoreKey, Token, Ttl,
+    LockInfo, LockMode, LockStore, OwnerId, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use tokio::time::Instant;
 
@@ -331,6 +331,10 @@ impl LockStore for RedisSentinelStore {
         self.current().capabilities()
     }
 
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        self.capabilities().fair_queue.then_some(self as &dyn QueueStore)
+    }
+
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
     }
@@ -365,15 +369,23 @@ impl LockStore for RedisSentinelStore {
         self.follow(result).await
     }
 
-    async fn try_acquire_queued(
+    async fn list(
         &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let result = self.current().list(pattern, cursor, limit).await;
+        self.follow(result).await
+    }
+}
+
+#[async_trait]
+impl QueueStore for RedisSentinelStore {
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let (key, token) = (attempt.key, attempt.token);
         let store = self.current();
-        let result = match store.try_acquire_queued(key, token, ttl, place).await {
+        let result = match store.try_acquire_queued(attempt).await {
             Ok(acquired) => self.wait_for_replicas(&store, key, token, acquired).await,
             Err(err) => Err(err),
         };
@@ -387,16 +399,6 @@ impl LockStore for RedisSentinelStore {
 
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         let result = self.current().queue_len(key).await;
-        self.follow(result).await
-    }
-
-    async fn list(
-        &self,
-        pattern: &KeyPattern,
-        cursor: Option<&ListCursor>,
-        limit: usize,
-    ) -> Result<ListPage, LockError> {
-        let result = self.current().list(pattern, cursor, limit).await;
         self.follow(result).await
     }
 }
