@@ -471,7 +471,7 @@ fn a_redis_outage_is_one_warning_per_failed_acquisition_and_per_lost_release() {
     let captured = capture(async {
         let redis = distlock::redis::RedisLockStore::builder()
             .response_timeout(Duration::from_secs(1))
-            .connection_timeout(Duration::from_secs(1))
+            .connect_timeout(Duration::from_secs(1))
             .reconnect_retries(1)
             .connect(&url)
             .await

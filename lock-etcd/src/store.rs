@@ -79,7 +79,7 @@ impl fmt::Debug for EtcdLockStore {
         f.debug_struct("EtcdLockStore")
             .field("key_prefix", &self.inner.config.key_prefix)
             .field("release_notifications", &self.inner.config.release_notifications)
-            .field("request_timeout", &self.inner.config.request_timeout)
+            .field("response_timeout", &self.inner.config.response_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -104,7 +104,7 @@ impl EtcdLockStore {
         // The balanced channel connects lazily: ask the cluster once, so a wrong address
         // fails here rather than at the first lock.
         let mut maintenance = client.maintenance_client();
-        match tokio::time::timeout(config.request_timeout, maintenance.status()).await {
+        match tokio::time::timeout(config.response_timeout, maintenance.status()).await {
             Ok(Ok(_)) => {}
             Ok(Err(err)) => return Err(LockError::store(BACKEND, "connect", None, err)),
             Err(_) => return Err(LockError::store(BACKEND, "connect", None, "etcd did not answer in time")),
@@ -163,14 +163,14 @@ impl EtcdLockStore {
         E: Into<distlock_api::BoxError>,
     {
         let key_name = key.map(StoreKey::lock_key);
-        match tokio::time::timeout(self.inner.config.request_timeout, request).await {
+        match tokio::time::timeout(self.inner.config.response_timeout, request).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => Err(LockError::store(BACKEND, operation, key_name, err)),
             Err(_) => Err(LockError::store(
                 BACKEND,
                 operation,
                 key_name,
-                format!("no answer within {:?}", self.inner.config.request_timeout),
+                format!("no answer within {:?}", self.inner.config.response_timeout),
             )),
         }
     }
@@ -182,7 +182,7 @@ impl EtcdLockStore {
             return;
         }
         let mut leases = self.inner.client.lease_client();
-        let timeout = self.inner.config.request_timeout;
+        let timeout = self.inner.config.response_timeout;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 if let Ok(Err(err)) = tokio::time::timeout(timeout, leases.revoke(lease)).await {
@@ -199,7 +199,7 @@ impl EtcdLockStore {
             return Ok(Some((Duration::MAX, 0)));
         }
         let mut leases = self.inner.client.lease_client();
-        match tokio::time::timeout(self.inner.config.request_timeout, leases.time_to_live(lease, None)).await {
+        match tokio::time::timeout(self.inner.config.response_timeout, leases.time_to_live(lease, None)).await {
             Ok(Ok(answer)) if answer.ttl() >= 0 => {
                 Ok(Some((Duration::from_secs(answer.ttl().unsigned_abs()), answer.granted_ttl())))
             }
@@ -283,7 +283,7 @@ impl EtcdLockStore {
                 return Ok(known);
             }
             let mut leases = self.inner.client.lease_client();
-            match tokio::time::timeout(self.inner.config.request_timeout, leases.keep_alive(known.lease)).await {
+            match tokio::time::timeout(self.inner.config.response_timeout, leases.keep_alive(known.lease)).await {
                 Ok(Ok(_)) => {
                     known.refreshed_at = Instant::now();
                     self.places().insert((etcd_key, token.as_str().to_owned()), known);
@@ -339,7 +339,7 @@ impl EtcdLockStore {
         let mut leases = self.inner.client.lease_client();
         match spare {
             Some(spare) if spare.secs == secs => {
-                let timeout = self.inner.config.request_timeout;
+                let timeout = self.inner.config.response_timeout;
                 let mut keeper = self.inner.client.lease_client();
                 // In flight, the spare stays the token's (see below, a new lease).
                 let spare_key = (self.etcd_key(key), token.as_str().to_owned());
@@ -442,7 +442,7 @@ impl EtcdLockStore {
             TxnOp::get(queue.clone(), Some(oldest)),
         ]);
         let mut kv = self.inner.client.kv_client();
-        let timeout = self.inner.config.request_timeout;
+        let timeout = self.inner.config.response_timeout;
         let request = tokio::spawn(async move { tokio::time::timeout(timeout, kv.txn(txn)).await });
         let fail =
             |cause: distlock_api::BoxError| LockError::store(BACKEND, "wait for release", Some(key.lock_key()), cause);
@@ -568,7 +568,7 @@ impl LockStore for EtcdLockStore {
         let spare = self.spares().remove(&(etcd_key.clone(), token.as_str().to_owned()));
         if let Some(spare) = spare {
             let mut leases = self.inner.client.lease_client();
-            let timeout = self.inner.config.request_timeout;
+            let timeout = self.inner.config.response_timeout;
             if let Ok(Err(err)) = tokio::time::timeout(timeout, leases.revoke(spare.lease)).await {
                 if !is_lease_not_found(&err) {
                     tracing::debug!(lease = spare.lease, error = %err, "revoking a spare etcd lease failed; it expires on its own");
@@ -605,7 +605,7 @@ impl LockStore for EtcdLockStore {
         // The lease's TTL and a keep-alive, in parallel: the keep-alive is what extends
         // with the same TTL, and does no harm when the key moves to a new lease.
         let mut keeper = self.inner.client.lease_client();
-        let timeout = self.inner.config.request_timeout;
+        let timeout = self.inner.config.response_timeout;
         let (left, kept) =
             tokio::join!(self.lease_left(key, current), tokio::time::timeout(timeout, keeper.keep_alive(current)));
         let Some((_, granted)) = left? else { return Ok(false) };

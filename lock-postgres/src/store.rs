@@ -70,12 +70,6 @@ impl fmt::Debug for PostgresLockStore {
 }
 
 impl PostgresLockStore {
-    /// A store with the default table over an existing pool. Does no I/O.
-    pub fn from_pool(pool: PgPool) -> Self {
-        let layout = Layout::default();
-        Self::from_parts(pool, Arc::new(Statements::new(&layout)), Arc::new(layout), true)
-    }
-
     pub(crate) fn from_parts(pool: PgPool, sql: Arc<Statements>, layout: Arc<Layout>, create_schema: bool) -> Self {
         let notifier = Arc::new(Notifier::new(sql.channel.clone(), pool.clone()));
         Self {

@@ -186,15 +186,16 @@ impl RedisClusterStore {
     /// [`LockError::Config`] before any I/O for a malformed URL; [`LockError::Store`]
     /// (operation `"connect"`) when the cluster cannot be reached.
     pub async fn connect(url: &str) -> Result<Self, LockError> {
-        Self::connect_with(crate::RedisLockStore::builder(), url).await
+        Self::builder().connect(url).await
     }
 
-    /// [`connect`](Self::connect) with the settings of `builder`: the key prefix,
+    /// A builder for the settings of [`RedisLockStoreBuilder`](crate::RedisLockStoreBuilder)
+    /// on a Cluster: the key prefix,
     /// [`fencing`](crate::RedisLockStoreBuilder::fencing),
     /// [`clock_fences`](crate::RedisLockStoreBuilder::clock_fences),
     /// [`release_notifications`](crate::RedisLockStoreBuilder::release_notifications),
     /// [`fair_queue`](crate::RedisLockStoreBuilder::fair_queue) and the response and
-    /// connection timeouts. A setting given by both the builder and the URL must agree;
+    /// connect timeouts. A setting given by both the builder and the URL must agree;
     /// one given by neither takes the Cluster's default (clock fences, notifications and
     /// fair waiting on). As on a single node, the first store of a prefix records its
     /// settings in `{prefix}:lock-settings` and a store with other settings is refused
@@ -202,18 +203,21 @@ impl RedisClusterStore {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), distlock_api::LockError> {
-    /// use distlock_redis::{RedisClusterStore, RedisLockStore};
+    /// use distlock_redis::RedisClusterStore;
     ///
-    /// let barging = RedisLockStore::builder().fair_queue(false).fencing(true);
-    /// let store = RedisClusterStore::connect_with(barging, "redis+cluster://10.0.0.1:7000,10.0.0.2:7000").await?;
+    /// let store = RedisClusterStore::builder()
+    ///     .fair_queue(false)
+    ///     .fencing(true)
+    ///     .connect("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")
+    ///     .await?;
     /// # let _ = store; Ok(()) }
     /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`connect`](Self::connect), and [`LockError::Config`] when the URL contradicts
-    /// the builder.
-    pub async fn connect_with(builder: crate::RedisLockStoreBuilder, url: &str) -> Result<Self, LockError> {
+    pub fn builder() -> crate::RedisClusterStoreBuilder {
+        crate::RedisClusterStoreBuilder::default()
+    }
+
+    /// [`RedisClusterStoreBuilder::connect`](crate::RedisClusterStoreBuilder::connect).
+    pub(crate) async fn connect_with(builder: crate::RedisClusterStoreBuilder, url: &str) -> Result<Self, LockError> {
         let nodes = split_cluster_url(url)?;
         let first = RedisUrl::parse(&nodes[0])?;
         for node in &nodes[1..] {
@@ -232,7 +236,7 @@ impl RedisClusterStore {
         let client = ClusterClientBuilder::new(plain)
             .use_protocol(redis::ProtocolVersion::RESP3)
             .push_sender(sender)
-            .connection_timeout(config.connection_timeout)
+            .connection_timeout(config.connect_timeout)
             .response_timeout(config.response_timeout)
             .build()
             .map_err(|err| LockError::Config { message: format!("Redis Cluster URL: {err}") })?;

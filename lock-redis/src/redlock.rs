@@ -555,8 +555,8 @@ impl RedlockStoreBuilder {
     }
 
     /// How long to wait for one connection attempt to a master (default 2 s).
-    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
-        self.node = self.node.connection_timeout(timeout);
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.node = self.node.connect_timeout(timeout);
         self
     }
 
@@ -589,7 +589,7 @@ impl RedlockStoreBuilder {
     /// # Errors
     ///
     /// As [`connect`](Self::connect).
-    pub async fn connect_masters(self, urls: &[String]) -> Result<RedlockStore, LockError> {
+    pub(crate) async fn connect_masters(self, urls: &[String]) -> Result<RedlockStore, LockError> {
         if urls.is_empty() || urls.len() > RedlockStore::MAX_MASTERS {
             return Err(LockError::Config {
                 message: format!("Redlock needs 1 to {} masters, not {}", RedlockStore::MAX_MASTERS, urls.len()),

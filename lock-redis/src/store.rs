@@ -95,12 +95,12 @@ impl RedisLockStore {
             release_notifications,
             fair_queue,
             response_timeout,
-            connection_timeout,
+            connect_timeout,
         } = config;
         let key_stem = config::key_stem(&key_prefix);
         let release_channel = release_notifications.then(|| format!("{key_stem}released"));
         let listener = release_channel.as_ref().zip(client).map(|(channel, client)| {
-            Arc::new(ReleaseListener::new(client, channel.clone(), connection_timeout, response_timeout))
+            Arc::new(ReleaseListener::new(client, channel.clone(), connect_timeout, response_timeout))
         });
         Self {
             conn,
@@ -763,13 +763,14 @@ mod tests {
         let notified = RedisLockStore::builder()
             .key_prefix("neton")
             .release_notifications(true)
-            .build_with_client(client.clone(), conn.clone())
+            .notification_client(client.clone())
+            .build(conn.clone())
             .unwrap();
         assert_eq!(notified.release_channel(), Some("neton:released"));
         assert!(notified.capabilities().release_notifications);
         let no_subscriber = RedisLockStore::builder().release_notifications(true).build(conn.clone());
         assert!(matches!(no_subscriber, Err(LockError::Config { .. })), "no client for a subscriber: refused");
-        let quiet = RedisLockStore::builder().build_with_client(client, conn.clone()).unwrap();
+        let quiet = RedisLockStore::builder().notification_client(client).build(conn.clone()).unwrap();
         assert!(!quiet.capabilities().release_notifications);
 
         let bare = RedisLockStore::builder().key_prefix("").build(conn).unwrap();
