@@ -420,7 +420,8 @@ pub async fn group_crashed_reader_expires_alone(store: Arc<DynLockStore>) {
         .await
         .unwrap()
         .expect("first reader");
-    let crashed = locks.try_lock_group(&read(&key), Duration::from_millis(300)).await.unwrap().expect("second reader");
+    // Long enough to be seen held on a loaded machine, short enough to expire soon.
+    let crashed = locks.try_lock_group(&read(&key), Duration::from_millis(1500)).await.unwrap().expect("second reader");
     let crashed_token = crashed.token().clone();
     let _ = crashed.into_stamp(); // crashes: no release, no renewal
     assert_eq!(locks.holders(&key).await.unwrap().len(), 2);
