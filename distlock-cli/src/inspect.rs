@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::cli::{Format, InspectArgs, ReleaseArgs};
 use crate::exit::{self, Failure, NOT_RELEASED};
-use crate::list::owner;
+use crate::show::{owner, round};
 use crate::store;
 
 /// One holder of the name, as printed.
@@ -162,15 +162,5 @@ pub(crate) async fn release(url: Option<&str>, args: ReleaseArgs) -> Result<u8, 
             token.short()
         );
         Ok(NOT_RELEASED)
-    }
-}
-
-/// A duration rounded to what a person reads: ms below 10 s, else 0.1 s.
-pub(crate) fn round(duration: Duration) -> String {
-    let millis = duration.as_millis();
-    if millis < 10_000 {
-        format!("{millis}ms")
-    } else {
-        format!("{:.1}s", duration.as_secs_f64())
     }
 }

@@ -3,14 +3,13 @@
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, SystemTime};
 
-use distlock::{DynLockStore, ListCursor, Token};
+use distlock::{DynLockStore, ListCursor};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::{Format, ListArgs};
 use crate::exit::{self, Failure};
-use crate::inspect::round;
+use crate::show::{owner, round};
 use crate::store;
 
 /// One holder of one key, as printed.
@@ -131,14 +130,6 @@ async fn snapshot<'a>(store: &DynLockStore, args: &'a ListArgs) -> Result<Snapsh
     })
 }
 
-/// A holder's name that is safe to show: the first 8 hex digits of the SHA-256 of its
-/// token. Two holders are told apart, one holder is recognised across listings, and the
-/// token cannot be recovered (unlike a prefix of it, which is part of the secret).
-pub(crate) fn owner(token: &Token) -> String {
-    let digest = Sha256::digest(token.as_str().as_bytes());
-    digest.iter().take(4).map(|byte| format!("{byte:02x}")).collect()
-}
-
 /// Whether a listing reached stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Printed {
@@ -226,21 +217,5 @@ fn write_table(
         writeln!(out, "{} of {} {noun} held shown (--limit)", snapshot.locks.len(), snapshot.total)
     } else {
         writeln!(out, "{} {noun} held", snapshot.total)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn owners_are_stable_short_and_not_a_prefix_of_the_token() {
-        let token = Token::parse("4f1c0a4e-8d5b-4d61-9a8e-0c2b7f3e9a10").unwrap();
-        let owner = owner(&token);
-        assert_eq!(owner.len(), 8);
-        assert!(owner.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_eq!(owner, super::owner(&token.clone()), "stable");
-        assert!(!token.as_str().contains(&owner), "not part of the token");
-        assert_ne!(owner, super::owner(&Token::generate()));
     }
 }

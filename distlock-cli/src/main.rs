@@ -13,6 +13,7 @@ mod inspect;
 mod list;
 mod permits;
 mod run;
+mod show;
 mod store;
 
 use std::process::ExitCode;
