@@ -27,9 +27,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{InvalidGroup, LockError};
+use crate::hold::{LockInfo, LockMode};
 use crate::key::{LockKey, StoreKey};
 use crate::options::Ttl;
-use crate::store::{LockInfo, LockMode};
 use crate::token::Token;
 
 /// Who holds a group: an application id plus the running instance, so that one

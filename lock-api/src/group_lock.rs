@@ -10,13 +10,13 @@ use tracing::Instrument;
 
 use crate::error::{LockError, LossReason};
 use crate::group::{Admission, GroupAcquire, GroupMember, GroupRequest, LockGroup, OwnerId, StoreMember};
+use crate::hold::{LockInfo, LockMode};
 use crate::key::{LockKey, StoreKey};
 use crate::lease::{Lease, Watchdog};
 use crate::manager::LockManager;
 use crate::observe::{self, AcquireOutcome, ReleaseOutcome};
 use crate::options::{Fairness, LockOptions, Ttl, ValidOptions};
 use crate::release::{group_store, Cleanup, ManagerInner, QueuePlace, Target};
-use crate::store::{LockInfo, LockMode};
 use crate::token::Token;
 
 impl LockManager {

@@ -8,6 +8,7 @@ mod error;
 pub mod grant;
 mod group;
 mod group_lock;
+mod hold;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
@@ -35,6 +36,7 @@ pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
 pub use lease::LeaseWatch;
 
 pub use group_lock::{GroupLock, GroupStamp};
+pub use hold::{LockInfo, LockMode};
 pub use listing::{HeldLock, KeyPattern, ListCursor, ListPage};
 pub use lock::DistributedLock;
 pub use manager::LockManager;
@@ -43,5 +45,5 @@ pub use manager::LockManager;
 pub use metric_names::describe_metrics;
 pub use options::{Fairness, LockOptions, Renewal, Ttl, ValidOptions};
 pub use reentrant::{in_reentrant_scope, reentrant_scope};
-pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockMode, LockStore, QueueStore, QueuedAttempt};
+pub use store::{Acquire, Capabilities, DynLockStore, LockStore, QueueStore, QueuedAttempt};
 pub use token::Token;

@@ -5,8 +5,8 @@
 use std::fmt;
 
 use crate::error::{InvalidKey, LockError};
+use crate::hold::LockInfo;
 use crate::key::LockKey;
-use crate::store::LockInfo;
 
 /// A glob over application keys (without the `lock:` namespace), for
 /// [`LockStore::list`](crate::LockStore::list).

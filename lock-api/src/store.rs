@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use crate::error::LockError;
 use crate::group::GroupLockStore;
+use crate::hold::LockInfo;
 use crate::key::StoreKey;
 use crate::listing::{KeyPattern, ListCursor, ListPage};
 use crate::options::Ttl;
@@ -37,72 +38,6 @@ impl Acquire {
     /// Whether the key was acquired.
     pub fn is_acquired(&self) -> bool {
         matches!(self, Self::Acquired { .. })
-    }
-}
-
-/// The current holder of a key, as reported by [`LockStore::inspect`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LockInfo {
-    /// The holder's token.
-    pub token: Token,
-    /// The holder's fencing number, on stores that fence.
-    pub fence: Option<u64>,
-    /// The time left on the lease, by the store's clock; never more than the TTL.
-    pub ttl_left: Duration,
-    /// How the key is held.
-    pub mode: LockMode,
-    /// The holder's owner, for [group](crate::GroupLockStore) holds; `None` for single
-    /// locks, which record no owner.
-    pub owner: Option<String>,
-}
-
-impl LockInfo {
-    /// Builds a `LockInfo` of an exclusive holder (the struct is `#[non_exhaustive]`).
-    pub fn new(token: Token, fence: Option<u64>, ttl_left: Duration) -> Self {
-        Self { token, fence, ttl_left, mode: LockMode::Exclusive, owner: None }
-    }
-
-    /// Sets the mode (builder style).
-    #[must_use]
-    pub fn with_mode(mut self, mode: LockMode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Sets the owner (builder style).
-    #[must_use]
-    pub fn with_owner(mut self, owner: impl Into<String>) -> Self {
-        self.owner = Some(owner.into());
-        self
-    }
-}
-
-/// How a holder holds a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum LockMode {
-    /// The only holder (or one of the exclusive mode's permits): a mutual-exclusion lock,
-    /// the write side of a read/write lock.
-    #[default]
-    Exclusive,
-    /// One of several holders: the read side of a read/write lock, a semaphore slot.
-    Shared,
-}
-
-impl LockMode {
-    /// The mode's name in tools' output: `"exclusive"` or `"shared"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Exclusive => "exclusive",
-            Self::Shared => "shared",
-        }
-    }
-}
-
-impl std::fmt::Display for LockMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
