@@ -150,3 +150,20 @@ impl EtcdLockStoreBuilder {
         Ok(Config { key_prefix, release_notifications, response_timeout, connect_timeout })
     }
 }
+
+impl EtcdLockStore {
+    /// A builder for the store's settings.
+    pub fn builder() -> EtcdLockStoreBuilder {
+        EtcdLockStoreBuilder::new()
+    }
+
+    /// Connects with the default settings (and the URL's parameters), see
+    /// [`EtcdUrl`](crate::EtcdUrl).
+    ///
+    /// # Errors
+    ///
+    /// As [`EtcdLockStoreBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        EtcdLockStoreBuilder::new().connect(url).await
+    }
+}

@@ -17,7 +17,6 @@ use etcd_client::{
 };
 use tokio::time::Instant;
 
-use crate::builder::EtcdLockStoreBuilder;
 use crate::config::{lease_seconds, Config};
 use crate::notify::ReleaseListener;
 
@@ -85,21 +84,6 @@ impl fmt::Debug for EtcdLockStore {
 }
 
 impl EtcdLockStore {
-    /// A builder for the store's settings.
-    pub fn builder() -> EtcdLockStoreBuilder {
-        EtcdLockStoreBuilder::new()
-    }
-
-    /// Connects with the default settings (and the URL's parameters), see
-    /// [`EtcdUrl`](crate::EtcdUrl).
-    ///
-    /// # Errors
-    ///
-    /// As [`EtcdLockStoreBuilder::connect`].
-    pub async fn connect(url: &str) -> Result<Self, LockError> {
-        EtcdLockStoreBuilder::new().connect(url).await
-    }
-
     pub(crate) async fn from_client(client: Client, config: Config) -> Result<Self, LockError> {
         // The balanced channel connects lazily: ask the cluster once, so a wrong address
         // fails here rather than at the first lock.
