@@ -4,6 +4,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 mod group;
+mod group_state;
 mod shard;
 mod store;
 

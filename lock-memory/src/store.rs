@@ -15,7 +15,7 @@ use distlock_api::{
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::group::Groups;
+use crate::group_state::Groups;
 use crate::shard::{Lease, Shard};
 
 const SHARDS: usize = 32;
