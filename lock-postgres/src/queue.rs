@@ -17,57 +17,10 @@
 use std::time::Duration;
 
 use distlock_api::{Acquire, LockError, StoreKey, Token, Ttl};
-use tokio::sync::OnceCell;
 
 use crate::error::BACKEND;
 use crate::sql::{millis, SCHEMA_LOCK_KEY};
 use crate::store::PostgresLockStore;
-use crate::template::{queue, Names};
-
-/// The notification payload of a hand-over to a token: this followed by the token.
-pub(crate) const TURN: &str = "turn:";
-
-/// The statements of fair waiting.
-#[derive(Debug)]
-pub(crate) struct QueueStatements {
-    /// The queue table, qualified and quoted.
-    pub(crate) table: String,
-    pub(crate) create: [String; 2],
-    pub(crate) exists: String,
-    pub(crate) acquire: String,
-    pub(crate) release: String,
-    pub(crate) wait: String,
-    pub(crate) len: String,
-    pub(crate) purge: String,
-}
-
-impl QueueStatements {
-    pub(crate) fn new(names: &Names) -> Self {
-        Self {
-            create: [names.render(queue::CREATE_TABLE), names.render(queue::CREATE_INDEX)],
-            exists: names.render(queue::EXISTS),
-            acquire: names.render(queue::ACQUIRE),
-            release: names.render(queue::RELEASE),
-            wait: names.render(queue::WAIT),
-            len: names.render(queue::LEN),
-            purge: names.render(queue::PURGE),
-            table: names.queue.clone(),
-        }
-    }
-}
-
-/// Whether the queue table is there (checked, or created, once per store).
-#[derive(Debug, Default)]
-pub(crate) struct QueueState {
-    ready: OnceCell<bool>,
-}
-
-impl QueueState {
-    /// What the check found, if it ran.
-    pub(crate) fn is_ready(&self) -> Option<bool> {
-        self.ready.get().copied()
-    }
-}
 
 impl PostgresLockStore {
     /// Whether this store's queue table exists, creating it (when the store creates its
@@ -110,7 +63,7 @@ impl PostgresLockStore {
         Ok(*ready)
     }
 
-    /// The queued attempt: see [`QueueStatements::acquire`]'s comment.
+    /// The queued attempt: see `src/sql/queue/acquire.sql`.
     pub(crate) async fn acquire_queued(
         &self,
         key: &StoreKey,

@@ -107,8 +107,7 @@ use std::time::Duration;
 
 use crate::config::Layout;
 use crate::group_sql::GroupStatements;
-use crate::queue::QueueStatements;
-use crate::template::{lease, Names};
+use crate::template::{lease, queue, Names};
 
 /// How many rows one purge statement deletes at most, so that it holds row locks (which
 /// acquirers of those keys wait for) only briefly.
@@ -307,6 +306,38 @@ impl Statements {
             ("queue len", &q.len),
             ("queue purge", &q.purge),
         ]
+    }
+}
+
+/// The notification payload of a hand-over to a token: this followed by the token.
+pub(crate) const TURN: &str = "turn:";
+
+/// The statements of fair waiting.
+#[derive(Debug)]
+pub(crate) struct QueueStatements {
+    /// The queue table, qualified and quoted.
+    pub(crate) table: String,
+    pub(crate) create: [String; 2],
+    pub(crate) exists: String,
+    pub(crate) acquire: String,
+    pub(crate) release: String,
+    pub(crate) wait: String,
+    pub(crate) len: String,
+    pub(crate) purge: String,
+}
+
+impl QueueStatements {
+    pub(crate) fn new(names: &Names) -> Self {
+        Self {
+            create: [names.render(queue::CREATE_TABLE), names.render(queue::CREATE_INDEX)],
+            exists: names.render(queue::EXISTS),
+            acquire: names.render(queue::ACQUIRE),
+            release: names.render(queue::RELEASE),
+            wait: names.render(queue::WAIT),
+            len: names.render(queue::LEN),
+            purge: names.render(queue::PURGE),
+            table: names.queue.clone(),
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use distlock_api::{
     LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use sqlx::postgres::PgPool;
+use tokio::sync::OnceCell;
 
 use crate::config::{Layout, MIN_PURGE_HORIZON};
 use crate::error::{
@@ -19,8 +20,20 @@ use crate::error::{
 use crate::group_sql::{GroupSchemaState, GroupStatements, HOLDER_COLUMNS, PERMIT_COLUMNS};
 use crate::inflight::InFlight;
 use crate::notify::Notifier;
-use crate::queue::{QueueState, TURN};
-use crate::sql::{self, SchemaState, Statements, SCHEMA_LOCK_KEY};
+use crate::sql::{self, SchemaState, Statements, SCHEMA_LOCK_KEY, TURN};
+
+/// Whether the queue table is there (checked, or created, once per store).
+#[derive(Debug, Default)]
+pub(crate) struct QueueState {
+    pub(crate) ready: OnceCell<bool>,
+}
+
+impl QueueState {
+    /// What the check found, if it ran.
+    pub(crate) fn is_ready(&self) -> Option<bool> {
+        self.ready.get().copied()
+    }
+}
 
 /// A [`LockStore`] keeping leases in a PostgreSQL table.
 ///
