@@ -28,6 +28,23 @@ where
     Ok(cli)
 }
 
+/// A usage error that fits one line: two flags that cannot go together, named.
+/// `None` for the others, which clap prints with the usage.
+pub(crate) fn one_line(error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::ArgumentConflict {
+        return None;
+    }
+    let flag = |value: Option<&ContextValue>| match value? {
+        ContextValue::String(text) => Some(text.split_whitespace().next()?.to_owned()),
+        ContextValue::Strings(texts) => Some(texts.first()?.split_whitespace().next()?.to_owned()),
+        _ => None,
+    };
+    let given = flag(error.get(ContextKind::InvalidArg))?;
+    let other = flag(error.get(ContextKind::PriorArg))?;
+    Some(format!("{given} cannot be used with {other} (see --help)"))
+}
+
 /// Distributed locks from the shell: run a command under a lock, a read/write lock, a
 /// semaphore slot or a group of names; inspect, list and release locks; set permits;
 /// benchmark a store. One tool for every store: memory://, redis://, postgres://, etcd://.
@@ -151,13 +168,19 @@ pub(crate) struct RunArgs {
     /// The permits assumed for the --read names when the store has none recorded: at
     /// most N shared holders at once — a semaphore of N slots. (Recorded permits, from
     /// `distlock permits NAME --shared N`, win.) Default: unlimited readers.
-    #[arg(long, value_name = "N", requires = "read", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "read",
+        conflicts_with = "key",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
     pub(crate) permits: Option<u32>,
 
     /// The owner recorded with the group's holds, `APP@INSTANCE`, so that an
     /// administrator can free them with `distlock release --owner`. Default:
     /// `distlock@HOST:PID:RANDOM`, unique to this run.
-    #[arg(long, value_name = "APP@INSTANCE", value_parser = parse_owner, requires = "names")]
+    #[arg(long, value_name = "APP@INSTANCE", value_parser = parse_owner, requires = "names", conflicts_with = "key")]
     pub(crate) owner: Option<OwnerId>,
 
     /// The group's names and modes in command-line order (from --read and --write).

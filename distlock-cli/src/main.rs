@@ -30,9 +30,17 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => {
             // --help and --version are "errors" printed on stdout with status 0.
-            let code = if error.use_stderr() { exit::USAGE } else { 0 };
-            let _ = error.print();
-            return ExitCode::from(code);
+            if !error.use_stderr() {
+                let _ = error.print();
+                return ExitCode::from(0);
+            }
+            match cli::one_line(&error) {
+                Some(line) => eprintln!("distlock: {line}"),
+                None => {
+                    let _ = error.print();
+                }
+            }
+            return ExitCode::from(exit::USAGE);
         }
     };
     init_tracing();

@@ -35,6 +35,24 @@ async fn a_kill_grace_that_does_not_fit_in_the_ttl_is_a_usage_error() {
     assert!(stderr(&out).contains("--kill-grace 5s does not fit in --ttl 2s"), "{}", stderr(&out));
 }
 
+/// Flags that cannot go together are refused in one line naming both, never quietly
+/// ignored (a plain lock taken for `--key x --permits 3`).
+#[tokio::test]
+async fn conflicting_flags_are_one_line_naming_both() {
+    for (args, names) in [
+        (&["run", "--key", "k", "--permits", "3", "--", "true"][..], ["--key", "--permits"]),
+        (&["run", "--key", "k", "--owner", "app@one", "--", "true"], ["--key", "--owner"]),
+        (&["run", "--key", "k", "--read", "r", "--", "true"], ["--key", "--read"]),
+        (&["run", "--read", "r", "--no-wait", "--wait", "1s", "--", "true"], ["--no-wait", "--wait"]),
+    ] {
+        let out = output(distlock(Some("redis://127.0.0.1:1"), args)).await;
+        assert_eq!(out.status.code(), Some(USAGE), "{args:?}: {}", stderr(&out));
+        let message = stderr(&out);
+        assert_eq!(message.trim_end().lines().count(), 1, "{args:?}: {message}");
+        assert!(names.iter().all(|name| message.contains(name)), "{args:?}: {message}");
+    }
+}
+
 #[tokio::test]
 async fn out_of_range_options_are_usage_errors_before_any_connection() {
     // Port 1 would fail to connect: the options must be refused first.
@@ -82,7 +100,7 @@ async fn bad_groups_owners_and_permits_are_usage_errors_before_any_connection() 
         (&["run", "--ttl", "5s", "--", "true"], "--key <KEY>|--read <NAME>|--write <NAME>"),
         (&["run", "--read", "a", "--permits", "0", "--", "true"], "--permits"),
         (&["run", "--write", "a", "--permits", "2", "--", "true"], "--read"),
-        (&["run", "--key", "k", "--owner", "app@one", "--", "true"], "--read <NAME>|--write <NAME>"),
+        (&["run", "--key", "k", "--owner", "app@one", "--", "true"], "cannot be used with"),
         (&["run", "--read", "a", "--owner", "no-at-sign", "--", "true"], "app@instance"),
         (&["run", "--read", "", "--", "true"], "the key is empty"),
         (&["release", "--owner", "a@b@c"], "app@instance"),
