@@ -11,6 +11,7 @@ mod group_lock;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+pub mod idempotency;
 mod key;
 mod lease;
 mod listing;

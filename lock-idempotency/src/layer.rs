@@ -17,13 +17,11 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Re
 use tower_layer::Layer;
 use tower_service::Service;
 
+use distlock_api::idempotency::{normalise_json, Fingerprint, IdempotencyKey, StoredResponse};
 use distlock_api::LockError;
 
-use crate::fingerprint::{normalise_json, Fingerprint};
 use crate::header::parse_key;
-use crate::key::IdempotencyKey;
 use crate::manager::{Claim, ClaimHandle, Idempotency};
-use crate::response::StoredResponse;
 
 /// The request header carrying the key.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");

@@ -7,13 +7,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use distlock_api::idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore, StoreClaim, StoredResponse};
 use distlock_api::{LockError, Token, Ttl};
 use tokio::time::Instant;
-
-use crate::fingerprint::Fingerprint;
-use crate::key::IdempotencyKey;
-use crate::response::StoredResponse;
-use crate::store::{IdempotencyStore, StoreClaim};
 
 const SHARDS: usize = 16;
 /// The smallest number of records a shard holds before it sweeps expired ones.

@@ -4,15 +4,12 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use distlock_api::idempotency::{
+    Completion, Fingerprint, IdempotencyKey, IdempotencyStore, StoreClaim, StoredResponse,
+};
 use distlock_api::{LockError, Token, Ttl};
 use distlock_postgres::sqlx::{self, PgExecutor, PgPool, Row};
 use distlock_postgres::{PostgresLockStore, DEFAULT_SCHEMA};
-
-use crate::fingerprint::Fingerprint;
-use crate::key::IdempotencyKey;
-use crate::manager::Completion;
-use crate::response::StoredResponse;
-use crate::store::{IdempotencyStore, StoreClaim};
 
 const BACKEND: &str = "postgres";
 /// The default table: `public.distlock_idempotency`.
@@ -353,10 +350,10 @@ impl PostgresIdempotencyStore {
         response: &StoredResponse,
     ) -> Result<bool, LockError> {
         let done = sqlx::query(&self.sql.complete)
-            .bind(completion.key.as_str())
-            .bind(completion.token.as_str())
+            .bind(completion.key().as_str())
+            .bind(completion.token().as_str())
             .bind(response.encode())
-            .bind(millis(completion.retention))
+            .bind(millis(completion.retention()))
             .execute(executor)
             .await
             .map_err(fail("complete"))?;
@@ -374,8 +371,8 @@ impl PostgresIdempotencyStore {
     }
 }
 
-fn millis(ttl: Ttl) -> i64 {
-    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// A claim's answer from a row `(outcome, data, ms_left)`.
@@ -428,7 +425,7 @@ impl IdempotencyStore for PostgresIdempotencyStore {
                 .bind(key.as_str())
                 .bind(&fingerprint.as_bytes()[..])
                 .bind(token.as_str())
-                .bind(millis(lease))
+                .bind(millis(lease.as_duration()))
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(fail("claim"))?;
@@ -448,7 +445,7 @@ impl IdempotencyStore for PostgresIdempotencyStore {
         let done = sqlx::query(&self.sql.renew)
             .bind(key.as_str())
             .bind(token.as_str())
-            .bind(millis(lease))
+            .bind(millis(lease.as_duration()))
             .execute(&self.pool)
             .await
             .map_err(fail("renew"))?;
@@ -462,7 +459,7 @@ impl IdempotencyStore for PostgresIdempotencyStore {
         response: &StoredResponse,
         retention: Ttl,
     ) -> Result<bool, LockError> {
-        let completion = Completion { key: key.clone(), token: token.clone(), retention };
+        let completion = Completion::new(key.clone(), token.clone(), retention);
         self.complete_in(&self.pool, &completion, response).await
     }
 

@@ -3,15 +3,11 @@
 use std::fmt;
 
 use async_trait::async_trait;
+use distlock_api::idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore, StoreClaim, StoredResponse};
 use distlock_api::{LockError, Token, Ttl};
 use distlock_redis::redis::aio::ConnectionManager;
 use distlock_redis::redis::{self, Script, Value};
 use distlock_redis::RedisLockStore;
-
-use crate::fingerprint::Fingerprint;
-use crate::key::IdempotencyKey;
-use crate::response::StoredResponse;
-use crate::store::{IdempotencyStore, StoreClaim};
 
 const BACKEND: &str = "redis";
 
