@@ -112,7 +112,7 @@ pub async fn connect_idempotency(url: &str) -> Result<Arc<distlock_idempotency::
     match backend_of(url)? {
         Backend::Memory => {
             memory_url(url)?;
-            Ok(Arc::new(distlock_idempotency::MemoryIdempotencyStore::new()))
+            Ok(Arc::new(distlock_memory::MemoryIdempotencyStore::new()))
         }
         Backend::Redis => idempotency::redis(url).await,
         Backend::Postgres => idempotency::postgres(url).await,

@@ -30,9 +30,10 @@ use axum::Router;
 use distlock_api::{Token, Ttl};
 use distlock_conformance::kit::bench::{interleaved_rounds, report_against_first, rounds};
 use distlock_idempotency::{
-    Claim, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyKey, IdempotencyLayer, MemoryIdempotencyStore,
-    PostgresIdempotencyStore, RedisIdempotencyStore, StoredResponse,
+    Claim, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyKey, IdempotencyLayer, PostgresIdempotencyStore,
+    RedisIdempotencyStore, StoredResponse,
 };
+use distlock_memory::MemoryIdempotencyStore;
 use distlock_postgres::sqlx::{self, PgPool};
 use distlock_redis::redis::{self, aio::ConnectionManager};
 use tower::ServiceExt;

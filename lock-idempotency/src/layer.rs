@@ -127,7 +127,8 @@ struct Config {
 /// ```
 /// use std::sync::Arc;
 /// use axum::{routing::post, Router};
-/// use distlock_idempotency::{Idempotency, IdempotencyLayer, MemoryIdempotencyStore};
+/// use distlock_idempotency::{Idempotency, IdempotencyLayer};
+/// use distlock_memory::MemoryIdempotencyStore;
 ///
 /// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
 /// let app: Router = Router::new()
@@ -248,7 +249,8 @@ impl IdempotencyLayer {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use distlock_idempotency::{Fingerprint, Idempotency, IdempotencyLayer, MemoryIdempotencyStore, MismatchStatus};
+    /// use distlock_idempotency::{Fingerprint, Idempotency, IdempotencyLayer, MismatchStatus};
+    /// use distlock_memory::MemoryIdempotencyStore;
     /// use serde_json::Value;
     ///
     /// fn pallet_spec(body: &[u8]) -> Vec<u8> {

@@ -6,14 +6,13 @@
 
 // Layers, each importing only those listed before it: `metric_names` and `header` are
 // leaves; `observe` records metrics; `manager` is claim → run → complete on any store of
-// `distlock_api::idempotency`'s contract; `memory`, `redis` and `postgres` implement the
-// contract; `layer` maps it to HTTP.
+// `distlock_api::idempotency`'s contract; `redis` and `postgres` implement the contract;
+// `layer` maps it to HTTP.
 #[cfg(feature = "axum")]
 mod header;
 #[cfg(feature = "axum")]
 mod layer;
 mod manager;
-mod memory;
 pub mod metric_names;
 mod observe;
 #[cfg(feature = "postgres")]
@@ -31,7 +30,6 @@ pub use layer::{
     default_fingerprint, IdempotencyLayer, IdempotencyService, MismatchStatus, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
 };
 pub use manager::{Claim, ClaimHandle, Idempotency, IdempotencyOptions};
-pub use memory::MemoryIdempotencyStore;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metric_names::describe_metrics;

@@ -159,7 +159,8 @@ pub enum Claim {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), distlock_api::LockError> {
 /// use std::sync::Arc;
-/// use distlock_idempotency::{Claim, Fingerprint, Idempotency, IdempotencyKey, MemoryIdempotencyStore, StoredResponse};
+/// use distlock_idempotency::{Claim, Fingerprint, Idempotency, IdempotencyKey, StoredResponse};
+/// use distlock_memory::MemoryIdempotencyStore;
 ///
 /// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
 /// let key = IdempotencyKey::new("user:7:charge:8e03978e")?;

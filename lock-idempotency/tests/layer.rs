@@ -12,8 +12,9 @@ use axum::routing::{get, post};
 use axum::Router;
 use distlock_idempotency::{
     normalise_json, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyLayer, IdempotencyOptions,
-    MemoryIdempotencyStore, MismatchStatus, PostgresIdempotencyStore, RedisIdempotencyStore,
+    MismatchStatus, PostgresIdempotencyStore, RedisIdempotencyStore,
 };
+use distlock_memory::MemoryIdempotencyStore;
 use serde_json::Value;
 use tokio::sync::Notify;
 use tower::ServiceExt;

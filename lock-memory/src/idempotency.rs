@@ -17,6 +17,17 @@ const MIN_SWEEP_AT: usize = 64;
 
 /// An in-process [`IdempotencyStore`]: for tests, and for a single process.
 ///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), distlock_api::LockError> {
+/// use std::sync::Arc;
+/// use distlock_idempotency::Idempotency;
+/// use distlock_memory::MemoryIdempotencyStore;
+///
+/// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
+/// # let _ = idem; Ok(()) }
+/// ```
+///
 /// Time is tokio's clock (`tokio::time::Instant`), so tests can run the 24 h retention
 /// in paused time (`#[tokio::test(start_paused = true)]` and `tokio::time::advance`).
 /// Each operation is one critical section on one of 16 shards; a shard drops expired
