@@ -130,7 +130,7 @@ mod idempotency {
 
     #[cfg(feature = "redis")]
     pub(super) async fn redis(url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
-        Ok(Arc::new(distlock_idempotency::RedisIdempotencyStore::connect(url).await?))
+        Ok(Arc::new(distlock_redis::RedisIdempotencyStore::connect(url).await?))
     }
 
     #[cfg(not(feature = "redis"))]

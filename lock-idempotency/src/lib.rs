@@ -6,8 +6,8 @@
 
 // Layers, each importing only those listed before it: `metric_names` and `header` are
 // leaves; `observe` records metrics; `manager` is claim → run → complete on any store of
-// `distlock_api::idempotency`'s contract; `redis` and `postgres` implement the contract;
-// `layer` maps it to HTTP.
+// `distlock_api::idempotency`'s contract; `postgres` implements the contract; `layer`
+// maps it to HTTP.
 #[cfg(feature = "axum")]
 mod header;
 #[cfg(feature = "axum")]
@@ -17,8 +17,6 @@ pub mod metric_names;
 mod observe;
 #[cfg(feature = "postgres")]
 mod postgres;
-#[cfg(feature = "redis")]
-mod redis;
 
 pub use distlock_api::idempotency::{
     normalise_json, Completion, DynIdempotencyStore, Fingerprint, IdempotencyKey, IdempotencyStore, StoreClaim,
@@ -36,6 +34,3 @@ pub use metric_names::describe_metrics;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use postgres::{PostgresIdempotencyStore, PostgresIdempotencyStoreBuilder, PurgeTask};
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use redis::{RedisIdempotencyStore, CLAIM_SCRIPT, COMPLETE_SCRIPT};

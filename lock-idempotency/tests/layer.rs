@@ -12,9 +12,10 @@ use axum::routing::{get, post};
 use axum::Router;
 use distlock_idempotency::{
     normalise_json, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyLayer, IdempotencyOptions,
-    MismatchStatus, PostgresIdempotencyStore, RedisIdempotencyStore,
+    MismatchStatus, PostgresIdempotencyStore,
 };
 use distlock_memory::MemoryIdempotencyStore;
+use distlock_redis::RedisIdempotencyStore;
 use serde_json::Value;
 use tokio::sync::Notify;
 use tower::ServiceExt;
