@@ -140,7 +140,7 @@ mod idempotency {
 
     #[cfg(feature = "postgres")]
     pub(super) async fn postgres(url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
-        let store = distlock_idempotency::PostgresIdempotencyStore::connect(url).await?;
+        let store = distlock_postgres::PostgresIdempotencyStore::connect(url).await?;
         store.ensure_schema().await?;
         Ok(Arc::new(store))
     }

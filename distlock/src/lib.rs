@@ -51,6 +51,9 @@ pub use distlock_etcd as etcd;
 pub mod idempotency {
     pub use distlock_idempotency::*;
     pub use distlock_memory::MemoryIdempotencyStore;
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub use distlock_postgres::{PostgresIdempotencyStore, PostgresIdempotencyStoreBuilder, PurgeTask};
     #[cfg(feature = "redis")]
     #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub use distlock_redis::RedisIdempotencyStore;

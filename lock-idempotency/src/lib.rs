@@ -6,8 +6,8 @@
 
 // Layers, each importing only those listed before it: `metric_names` and `header` are
 // leaves; `observe` records metrics; `manager` is claim → run → complete on any store of
-// `distlock_api::idempotency`'s contract; `postgres` implements the contract; `layer`
-// maps it to HTTP.
+// `distlock_api::idempotency`'s contract (implemented in the store crates); `layer` maps
+// it to HTTP.
 #[cfg(feature = "axum")]
 mod header;
 #[cfg(feature = "axum")]
@@ -15,8 +15,6 @@ mod layer;
 mod manager;
 pub mod metric_names;
 mod observe;
-#[cfg(feature = "postgres")]
-mod postgres;
 
 pub use distlock_api::idempotency::{
     normalise_json, Completion, DynIdempotencyStore, Fingerprint, IdempotencyKey, IdempotencyStore, StoreClaim,
@@ -31,6 +29,3 @@ pub use manager::{Claim, ClaimHandle, Idempotency, IdempotencyOptions};
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metric_names::describe_metrics;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use postgres::{PostgresIdempotencyStore, PostgresIdempotencyStoreBuilder, PurgeTask};
