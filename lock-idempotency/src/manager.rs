@@ -367,7 +367,7 @@ impl ClaimHandle {
 
     /// Stops renewal and hands the claim over for completion elsewhere — inside a
     /// transaction of the operation's own database, see `PostgresIdempotencyStore::complete_in`
-    /// (feature `postgres`) — which must then happen within the lease.
+    /// (crate `distlock-postgres`) — which must then happen within the lease.
     ///
     /// # Errors
     ///
