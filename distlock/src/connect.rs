@@ -112,7 +112,7 @@ pub async fn connect_idempotency(url: &str) -> Result<Arc<distlock_idempotency::
     match backend_of(url)? {
         Backend::Memory => {
             memory_url(url)?;
-            Ok(Arc::new(distlock_idempotency::MemoryIdempotencyStore::new()))
+            Ok(Arc::new(distlock_memory::MemoryIdempotencyStore::new()))
         }
         Backend::Redis => idempotency::redis(url).await,
         Backend::Postgres => idempotency::postgres(url).await,
@@ -130,7 +130,7 @@ mod idempotency {
 
     #[cfg(feature = "redis")]
     pub(super) async fn redis(url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
-        Ok(Arc::new(distlock_idempotency::RedisIdempotencyStore::connect(url).await?))
+        Ok(Arc::new(distlock_redis::RedisIdempotencyStore::connect(url).await?))
     }
 
     #[cfg(not(feature = "redis"))]
@@ -140,7 +140,7 @@ mod idempotency {
 
     #[cfg(feature = "postgres")]
     pub(super) async fn postgres(url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
-        let store = distlock_idempotency::PostgresIdempotencyStore::connect(url).await?;
+        let store = distlock_postgres::PostgresIdempotencyStore::connect(url).await?;
         store.ensure_schema().await?;
         Ok(Arc::new(store))
     }

@@ -41,10 +41,23 @@ pub use distlock_etcd as etcd;
 
 /// Idempotency keys (feature `idempotency`): claim → run → complete on the memory store,
 /// and on Redis and PostgreSQL with those features; `idempotency::IdempotencyLayer` for
-/// axum routers with the `axum` feature. See the crate's own documentation.
+/// axum routers with the `axum` feature. See `distlock-idempotency`'s own documentation.
+///
+/// Everything of `distlock-idempotency` (the manager, the layer, the contract it
+/// re-exports from [`api::idempotency`]) and each enabled store's implementation, in one
+/// place.
 #[cfg(feature = "idempotency")]
 #[cfg_attr(docsrs, doc(cfg(feature = "idempotency")))]
-pub use distlock_idempotency as idempotency;
+pub mod idempotency {
+    pub use distlock_idempotency::*;
+    pub use distlock_memory::MemoryIdempotencyStore;
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub use distlock_postgres::{PostgresIdempotencyStore, PostgresIdempotencyStoreBuilder, PurgeTask};
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub use distlock_redis::RedisIdempotencyStore;
+}
 
 /// Optimistic locking and fenced writes on sqlx/PostgreSQL (feature `optimistic`):
 /// `optimistic::VersionedUpdate` checks and bumps a row's version in one statement, and

@@ -12,6 +12,7 @@ mod hold;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+pub mod idempotency;
 mod key;
 mod lease;
 mod listing;

@@ -30,11 +30,13 @@ use axum::Router;
 use distlock_api::{Token, Ttl};
 use distlock_conformance::kit::bench::{interleaved_rounds, report_against_first, rounds};
 use distlock_idempotency::{
-    Claim, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyKey, IdempotencyLayer, MemoryIdempotencyStore,
-    PostgresIdempotencyStore, RedisIdempotencyStore, StoredResponse,
+    Claim, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyKey, IdempotencyLayer, StoredResponse,
 };
+use distlock_memory::MemoryIdempotencyStore;
 use distlock_postgres::sqlx::{self, PgPool};
+use distlock_postgres::PostgresIdempotencyStore;
 use distlock_redis::redis::{self, aio::ConnectionManager};
+use distlock_redis::RedisIdempotencyStore;
 use tower::ServiceExt;
 
 const CYCLES: usize = 300;

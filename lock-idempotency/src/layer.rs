@@ -17,13 +17,11 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Re
 use tower_layer::Layer;
 use tower_service::Service;
 
+use distlock_api::idempotency::{normalise_json, Fingerprint, IdempotencyKey, StoredResponse};
 use distlock_api::LockError;
 
-use crate::fingerprint::{normalise_json, Fingerprint};
 use crate::header::parse_key;
-use crate::key::IdempotencyKey;
 use crate::manager::{Claim, ClaimHandle, Idempotency};
-use crate::response::StoredResponse;
 
 /// The request header carrying the key.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -129,7 +127,8 @@ struct Config {
 /// ```
 /// use std::sync::Arc;
 /// use axum::{routing::post, Router};
-/// use distlock_idempotency::{Idempotency, IdempotencyLayer, MemoryIdempotencyStore};
+/// use distlock_idempotency::{Idempotency, IdempotencyLayer};
+/// use distlock_memory::MemoryIdempotencyStore;
 ///
 /// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
 /// let app: Router = Router::new()
@@ -250,7 +249,8 @@ impl IdempotencyLayer {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use distlock_idempotency::{Fingerprint, Idempotency, IdempotencyLayer, MemoryIdempotencyStore, MismatchStatus};
+    /// use distlock_idempotency::{Fingerprint, Idempotency, IdempotencyLayer, MismatchStatus};
+    /// use distlock_memory::MemoryIdempotencyStore;
     /// use serde_json::Value;
     ///
     /// fn pallet_spec(body: &[u8]) -> Vec<u8> {

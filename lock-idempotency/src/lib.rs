@@ -4,44 +4,28 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// Layers, each importing only those listed before it: `key`, `fingerprint`, `response`
-// and `metric_names` are leaves; `store` is the contract; `observe` records metrics;
-// `manager` is claim → run → complete on any store; `memory`, `redis` and `postgres`
-// implement the contract; `layer` maps it to HTTP.
-mod fingerprint;
+// Layers, each importing only those listed before it: `metric_names` and `header` are
+// leaves; `observe` records metrics; `manager` is claim → run → complete on any store of
+// `distlock_api::idempotency`'s contract (implemented in the store crates); `layer` maps
+// it to HTTP.
 #[cfg(feature = "axum")]
 mod header;
-mod key;
 #[cfg(feature = "axum")]
 mod layer;
 mod manager;
-mod memory;
 pub mod metric_names;
 mod observe;
-#[cfg(feature = "postgres")]
-mod postgres;
-#[cfg(feature = "redis")]
-mod redis;
-mod response;
-mod store;
 
-pub use fingerprint::{normalise_json, Fingerprint};
-pub use key::IdempotencyKey;
+pub use distlock_api::idempotency::{
+    normalise_json, Completion, DynIdempotencyStore, Fingerprint, IdempotencyKey, IdempotencyStore, StoreClaim,
+    StoredResponse,
+};
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use layer::{
     default_fingerprint, IdempotencyLayer, IdempotencyService, MismatchStatus, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
 };
-pub use manager::{Claim, ClaimHandle, Completion, Idempotency, IdempotencyOptions};
-pub use memory::MemoryIdempotencyStore;
+pub use manager::{Claim, ClaimHandle, Idempotency, IdempotencyOptions};
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metric_names::describe_metrics;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use postgres::{PostgresIdempotencyStore, PostgresIdempotencyStoreBuilder, PurgeTask};
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use redis::{RedisIdempotencyStore, CLAIM_SCRIPT, COMPLETE_SCRIPT};
-pub use response::StoredResponse;
-pub use store::{DynIdempotencyStore, IdempotencyStore, StoreClaim};

@@ -5,15 +5,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_api::idempotency::{
+    Completion, DynIdempotencyStore, Fingerprint, IdempotencyKey, StoreClaim, StoredResponse,
+};
 use distlock_api::{LeaseWatch, LockError, LossReason, Renewal, Token, Ttl};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::fingerprint::Fingerprint;
-use crate::key::IdempotencyKey;
 use crate::observe;
-use crate::response::StoredResponse;
-use crate::store::{DynIdempotencyStore, StoreClaim};
 
 /// What the lease of a claim is called in "lease lost" warnings (never the key).
 const LEASE_LABEL: &str = "idempotency claim";
@@ -160,7 +159,8 @@ pub enum Claim {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), distlock_api::LockError> {
 /// use std::sync::Arc;
-/// use distlock_idempotency::{Claim, Fingerprint, Idempotency, IdempotencyKey, MemoryIdempotencyStore, StoredResponse};
+/// use distlock_idempotency::{Claim, Fingerprint, Idempotency, IdempotencyKey, StoredResponse};
+/// use distlock_memory::MemoryIdempotencyStore;
 ///
 /// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
 /// let key = IdempotencyKey::new("user:7:charge:8e03978e")?;
@@ -367,7 +367,7 @@ impl ClaimHandle {
 
     /// Stops renewal and hands the claim over for completion elsewhere — inside a
     /// transaction of the operation's own database, see `PostgresIdempotencyStore::complete_in`
-    /// (feature `postgres`) — which must then happen within the lease.
+    /// (crate `distlock-postgres`) — which must then happen within the lease.
     ///
     /// # Errors
     ///
@@ -375,7 +375,7 @@ impl ClaimHandle {
     pub fn into_completion(self) -> Result<Completion, LockError> {
         self.stop_renewal();
         let retention = Ttl::new(self.idempotency.settings.retention)?;
-        Ok(Completion { key: self.key.clone(), token: self.token.clone(), retention })
+        Ok(Completion::new(self.key.clone(), self.token.clone(), retention))
     }
 
     /// Deletes the claim so that the next retry runs at once; for an operation that
@@ -388,32 +388,6 @@ impl ClaimHandle {
     pub async fn abandon(self) -> Result<bool, LockError> {
         self.stop_renewal();
         self.idempotency.store.abandon(&self.key, &self.token).await
-    }
-}
-
-/// A claim handed over for completion elsewhere, e.g. inside the operation's own
-/// database transaction (`PostgresIdempotencyStore::complete_in`, feature `postgres`).
-#[derive(Debug, Clone)]
-pub struct Completion {
-    pub(crate) key: IdempotencyKey,
-    pub(crate) token: Token,
-    pub(crate) retention: Ttl,
-}
-
-impl Completion {
-    /// The claimed key.
-    pub fn key(&self) -> &IdempotencyKey {
-        &self.key
-    }
-
-    /// The claim's token, which the completion must match.
-    pub fn token(&self) -> &Token {
-        &self.token
-    }
-
-    /// How long the result is to be kept.
-    pub fn retention(&self) -> Duration {
-        self.retention.as_duration()
     }
 }
 

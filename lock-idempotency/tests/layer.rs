@@ -11,9 +11,11 @@ use axum::http::{header, Request, Response, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
 use distlock_idempotency::{
-    normalise_json, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyLayer, IdempotencyOptions,
-    MemoryIdempotencyStore, MismatchStatus, PostgresIdempotencyStore, RedisIdempotencyStore,
+    normalise_json, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyLayer, IdempotencyOptions, MismatchStatus,
 };
+use distlock_memory::MemoryIdempotencyStore;
+use distlock_postgres::PostgresIdempotencyStore;
+use distlock_redis::RedisIdempotencyStore;
 use serde_json::Value;
 use tokio::sync::Notify;
 use tower::ServiceExt;
@@ -411,7 +413,7 @@ mod postgres {
 #[derive(Debug)]
 struct Unreachable;
 
-#[async_trait::async_trait]
+#[distlock_api::async_trait]
 impl distlock_idempotency::IdempotencyStore for Unreachable {
     fn backend(&self) -> &'static str {
         "unreachable"

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use distlock_idempotency::metric_names::{CLAIM_TOTAL, COMPLETION_TOTAL, CONFLICT_TOTAL, REPLAY_TOTAL};
-use distlock_idempotency::{Claim, Fingerprint, Idempotency, IdempotencyKey, MemoryIdempotencyStore, StoredResponse};
+use distlock_idempotency::{Claim, Fingerprint, Idempotency, IdempotencyKey, StoredResponse};
+use distlock_memory::MemoryIdempotencyStore;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
 

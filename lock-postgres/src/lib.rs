@@ -3,14 +3,16 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 // Layers, each importing only those below it:
-//   builder, purge, group → store → sql → group_sql → template → notify → config,
-//   url → config;
+//   builder, purge, group, idempotency → store → sql → group_sql → template → notify
+//   → config, url → config;
 //   error and inflight are leaves.
+// `idempotency` is the idempotency contract on a table of its own, on a store's pool.
 mod builder;
 mod config;
 mod error;
 mod group;
 mod group_sql;
+mod idempotency;
 mod inflight;
 mod notify;
 mod purge;
@@ -26,6 +28,7 @@ pub use config::{
     DEFAULT_TABLE, MAX_ACQUIRE_TIMEOUT, MIN_PURGE_HORIZON,
 };
 pub use error::GroupSchemaMissing;
+pub use idempotency::{PostgresIdempotencyStore, PostgresIdempotencyStoreBuilder, PurgeTask};
 pub use purge::{PurgeOptions, PurgerHandle};
 pub use sql::Statements;
 pub use sqlx;

@@ -13,6 +13,7 @@
 //! | `{table}`, `{sequence}` | `"public"."distribute_lock"`, `"public"."distlock_fence_seq"` |
 //! | `{holders}`, `{permits}`, `{acquire_group}` | `"public"."distribute_lock_holders"`, … |
 //! | `{queue}` | `"public"."distribute_lock_queue"` |
+//! | `{expires_index}` | the index on the table's `expires_at`, `"distribute_lock_expires_at"` |
 //! | `{holders_owner}`, `{queue_order}` | the indexes, `"distribute_lock_holders_owner"`, … |
 //! | `{channel}` | the string literal `'distlock:public.distribute_lock'` |
 //! | `{freed_counts}` | `group/freed_counts.sql`, rendered: the end of three group statements |
@@ -106,6 +107,20 @@ pub(crate) mod queue {
     }
 }
 
+/// The idempotency records (rendered with the idempotency table as the layout's table).
+pub(crate) mod idempotency {
+    sql_files! {
+        CLAIM => "idempotency/claim.sql",
+        READ => "idempotency/read.sql",
+        RENEW => "idempotency/renew.sql",
+        COMPLETE => "idempotency/complete.sql",
+        ABANDON => "idempotency/abandon.sql",
+        PURGE => "idempotency/purge.sql",
+        CREATE_TABLE => "idempotency/create_table.sql",
+        CREATE_INDEX => "idempotency/create_index.sql",
+    }
+}
+
 /// The values of `{unlogged}`: for a logged table, for an `UNLOGGED` one.
 const UNLOGGED: [&str; 2] = ["", "UNLOGGED"];
 
@@ -134,6 +149,7 @@ pub(crate) struct Names {
     acquire_group: String,
     holders_owner: String,
     queue_order: String,
+    expires_index: String,
     /// The channel's name, unquoted.
     pub(crate) channel: String,
     channel_literal: String,
@@ -162,6 +178,7 @@ impl Names {
             holders_owner: layout.table.derived("holders_owner").quoted(),
             queue: qualified(&layout.table.derived("queue")),
             queue_order: layout.table.derived("queue_order").quoted(),
+            expires_index: layout.table.derived("expires_at").quoted(),
             channel_literal: format!("'{channel}'"),
             channel,
             holders_name,
@@ -239,6 +256,7 @@ impl Names {
             "holders_owner" => &self.holders_owner,
             "queue" => &self.queue,
             "queue_order" => &self.queue_order,
+            "expires_index" => &self.expires_index,
             "channel" => &self.channel_literal,
             "freed_counts" => &self.freed_counts,
             "unlogged" => UNLOGGED[usize::from(self.unlogged)],
@@ -258,7 +276,7 @@ pub(crate) mod tests {
         vec![group::FREED_COUNTS]
     }
 
-    /// Every embedded file.
+    /// Every embedded file of the lock store (the idempotency store checks its own).
     pub(crate) fn all_files() -> Vec<SqlFile> {
         [lease::ALL, group::ALL, queue::ALL].concat()
     }
@@ -304,7 +322,8 @@ pub(crate) mod tests {
         let mut on_disk = Vec::new();
         files_on_disk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sql"), "", &mut on_disk);
         on_disk.sort();
-        let mut embedded: Vec<String> = all_files().iter().map(|file| file.path.to_owned()).collect();
+        let files = [all_files(), idempotency::ALL.to_vec()].concat();
+        let mut embedded: Vec<String> = files.iter().map(|file| file.path.to_owned()).collect();
         embedded.sort();
         assert_eq!(on_disk, embedded);
         assert!(on_disk.iter().all(|path| path.ends_with(".sql")), "{on_disk:?}");
@@ -335,6 +354,7 @@ pub(crate) mod tests {
             "holders_owner",
             "queue",
             "queue_order",
+            "expires_index",
         ] {
             let value = names.value(placeholder).unwrap();
             let parts: Vec<&str> = value.split('.').collect();

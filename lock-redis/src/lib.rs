@@ -6,13 +6,15 @@
 // `scripts` (every Lua script, a file of `src/lua/` with helpers of `src/lua/lib/`, and
 // their runner) and `notify` are leaves; `url` parses store URLs with `config`'s rules;
 // `store` runs the commands; `group` (lock groups) adds methods to the store; `builder`
-// makes stores from settings and URLs.
+// makes stores from settings and URLs; `idempotency` is the idempotency contract on a
+// store's connection and scripts.
 mod builder;
 mod cluster;
 mod cluster_group;
 mod config;
 mod fenced_set;
 mod group;
+mod idempotency;
 mod notify;
 mod redlock;
 mod scripts;
@@ -24,6 +26,7 @@ mod url;
 pub use builder::{RedisClusterStoreBuilder, RedisLockStoreBuilder, RedisSentinelStoreBuilder};
 pub use cluster::RedisClusterStore;
 pub use fenced_set::{fenced_set, FencedSet, FENCED_VALUE_FIELD, FENCE_FIELD};
+pub use idempotency::RedisIdempotencyStore;
 pub use redlock::{RedlockStore, RedlockStoreBuilder};
 pub use scripts::RELEASE_SCRIPT;
 pub use sentinel::RedisSentinelStore;

@@ -275,6 +275,14 @@ scripts! {
     /// Stores a value in a hash's `value` field only if the fence it carries is not lower
     /// than the hash's `fence` field, then stores that fence ([`fenced_set`](crate::fenced_set)).
     fenced_set: ["fenced_set.lua"],
+    /// Claims an idempotency record, or reports what holds it (see `idempotency.rs`).
+    idempotency_claim: ["idempotency_claim.lua"],
+    /// Turns the token's running idempotency claim into a completed record.
+    idempotency_complete: ["idempotency_complete.lua"],
+    /// Resets the lease of the token's running idempotency claim.
+    idempotency_renew: ["idempotency_renew.lua"],
+    /// Deletes the token's running idempotency claim.
+    idempotency_abandon: ["idempotency_abandon.lua"],
 }
 
 #[cfg(test)]

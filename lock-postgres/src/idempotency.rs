@@ -1,24 +1,26 @@
-//! `PostgresIdempotencyStore`: one table, one statement per operation.
+//! `PostgresIdempotencyStore`: the idempotency contract of `distlock_api::idempotency`
+//! on one table, one statement per operation (the `.sql` files of `src/sql/idempotency/`,
+//! rendered with the table's validated names as the lock statements are).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use distlock_api::idempotency::{
+    Completion, Fingerprint, IdempotencyKey, IdempotencyStore, StoreClaim, StoredResponse,
+};
 use distlock_api::{LockError, Token, Ttl};
-use distlock_postgres::sqlx::{self, PgExecutor, PgPool, Row};
-use distlock_postgres::{PostgresLockStore, DEFAULT_SCHEMA};
+use sqlx::{PgExecutor, PgPool, Row};
 
-use crate::fingerprint::Fingerprint;
-use crate::key::IdempotencyKey;
-use crate::manager::Completion;
-use crate::response::StoredResponse;
-use crate::store::{IdempotencyStore, StoreClaim};
+use crate::config::{Identifier, Layout, DEFAULT_SCHEMA};
+use crate::error::BACKEND;
+use crate::sql::{millis, PURGE_BATCH};
+use crate::store::PostgresLockStore;
+use crate::template::{idempotency, lease, Names};
 
-const BACKEND: &str = "postgres";
 /// The default table: `public.distlock_idempotency`.
 const DEFAULT_TABLE: &str = "distlock_idempotency";
-/// How many rows one purge statement deletes at most.
-const PURGE_BATCH: i64 = 10_000;
 /// A claim whose statement raced with a concurrent take-over or purge (and so saw no
 /// row) is retried this many times.
 const CLAIM_ATTEMPTS: usize = 5;
@@ -28,7 +30,7 @@ const SCHEMA_LOCK_KEY: i64 = 0x6469_7374_6964_656d;
 /// Builds a [`PostgresIdempotencyStore`] with a non-default schema or table.
 ///
 /// ```
-/// use distlock_idempotency::PostgresIdempotencyStore;
+/// use distlock_postgres::PostgresIdempotencyStore;
 ///
 /// let builder = PostgresIdempotencyStore::builder().schema("app").table("idempotency");
 /// assert!(PostgresIdempotencyStore::builder().table("no-dashes").check().is_err());
@@ -66,8 +68,7 @@ impl PostgresIdempotencyStoreBuilder {
     ///
     /// [`LockError::Config`] naming the setting that is not an identifier.
     pub fn check(&self) -> Result<(), LockError> {
-        identifier("schema", &self.schema)?;
-        identifier("table", &self.table)
+        self.layout().map(drop)
     }
 
     /// The store on `pool`. Call [`ensure_schema`](PostgresIdempotencyStore::ensure_schema)
@@ -77,29 +78,25 @@ impl PostgresIdempotencyStoreBuilder {
     ///
     /// As [`check`](Self::check), before any I/O.
     pub fn build(self, pool: PgPool) -> Result<PostgresIdempotencyStore, LockError> {
-        self.check()?;
-        Ok(PostgresIdempotencyStore { pool, sql: std::sync::Arc::new(Statements::new(&self.schema, &self.table)) })
+        Ok(PostgresIdempotencyStore { pool, sql: Arc::new(Statements::new(&self.layout()?)) })
+    }
+
+    /// The validated names: the idempotency table takes the place of the lock table.
+    fn layout(&self) -> Result<Layout, LockError> {
+        let schema = Identifier::new("schema", &self.schema)?;
+        let table = Identifier::new("table", &self.table)?;
+        Ok(Layout { schema, table, ..Layout::default() })
     }
 }
 
-fn identifier(setting: &str, name: &str) -> Result<(), LockError> {
-    let mut chars = name.chars();
-    let valid = name.len() <= 63
-        && chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if valid {
-        return Ok(());
-    }
-    Err(LockError::Config {
-        message: format!("the PostgreSQL {setting} name {name:?} must match [A-Za-z_][A-Za-z0-9_]{{0,62}}"),
-    })
-}
-
-/// The SQL text, built once per store from validated, quoted names.
+/// The SQL text, rendered once per store from the files and the validated names.
 #[derive(Debug)]
 struct Statements {
-    schema: String,
+    /// The quoted, qualified table name.
     table: String,
+    /// Whether the schema is `public`, which `ensure_schema` does not create.
+    default_schema: bool,
+    lock_schema: String,
     create_schema: String,
     create_table: String,
     create_index: String,
@@ -112,64 +109,21 @@ struct Statements {
 }
 
 impl Statements {
-    fn new(schema: &str, table: &str) -> Self {
-        let t = format!("\"{schema}\".\"{table}\"");
-        let ms = "* interval '1 millisecond'";
-        // The answer of a claim that did not start: mismatch (3) with the stored
-        // fingerprint, replay (1) with the response, or in progress (2) with the lease's
-        // time left in ms.
-        let answer = "CASE WHEN r.fingerprint <> $2 THEN 3 WHEN r.response IS NOT NULL THEN 1 ELSE 2 END, \
-             CASE WHEN r.fingerprint <> $2 THEN r.fingerprint ELSE r.response END, \
-             GREATEST(0, ceil(extract(epoch FROM r.expires_at - clock_timestamp()) * 1000))::bigint";
+    fn new(layout: &Layout) -> Self {
+        let names = Names::new(layout);
         Self {
-            schema: schema.to_owned(),
-            table: table.to_owned(),
-            create_schema: format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""),
-            create_table: format!(
-                "CREATE TABLE IF NOT EXISTS {t} (\
-                     key text PRIMARY KEY, \
-                     fingerprint bytea NOT NULL, \
-                     token text, \
-                     response bytea, \
-                     expires_at timestamptz NOT NULL)"
-            ),
-            create_index: format!("CREATE INDEX IF NOT EXISTS \"{table}_expires_at\" ON {t} (expires_at)"),
-            // One statement. A live record of another claim answers from the snapshot
-            // (no insert attempted: a replay writes and locks nothing). Otherwise insert,
-            // or take over a record whose lease or retention ended, or a claim of the
-            // same token (a retried claim); a row written concurrently by another claim
-            // makes the insert do nothing and the statement return no row.
-            claim: format!(
-                "WITH live AS (\
-                     SELECT fingerprint, token, response, expires_at FROM {t} \
-                     WHERE key = $1 AND expires_at > clock_timestamp()), \
-                 claimed AS (\
-                     INSERT INTO {t} AS r (key, fingerprint, token, response, expires_at) \
-                     SELECT $1, $2, $3, NULL, clock_timestamp() + $4 {ms} \
-                     WHERE NOT EXISTS (SELECT 1 FROM live WHERE live.token IS DISTINCT FROM $3) \
-                     ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, token = EXCLUDED.token, \
-                         response = NULL, expires_at = EXCLUDED.expires_at \
-                     WHERE r.expires_at <= clock_timestamp() OR r.token = EXCLUDED.token \
-                     RETURNING 1) \
-                 SELECT 0, NULL::bytea, NULL::bigint FROM claimed \
-                 UNION ALL \
-                 SELECT {answer} FROM live r WHERE NOT EXISTS (SELECT 1 FROM claimed)"
-            ),
-            read: format!("SELECT {answer} FROM {t} r WHERE r.key = $1 AND r.expires_at > clock_timestamp()"),
-            renew: format!(
-                "UPDATE {t} SET expires_at = clock_timestamp() + $3 {ms} \
-                 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()"
-            ),
-            complete: format!(
-                "UPDATE {t} SET token = NULL, response = $3, expires_at = clock_timestamp() + $4 {ms} \
-                 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()"
-            ),
-            abandon: format!("DELETE FROM {t} WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()"),
-            purge: format!(
-                "DELETE FROM {t} WHERE key = ANY(ARRAY(\
-                     SELECT key FROM {t} WHERE expires_at <= clock_timestamp() LIMIT $1)) \
-                 AND expires_at <= clock_timestamp()"
-            ),
+            table: format!("{}.{}", layout.schema.quoted(), layout.table.quoted()),
+            default_schema: layout.schema.as_str() == DEFAULT_SCHEMA,
+            lock_schema: names.render(lease::LOCK_SCHEMA),
+            create_schema: names.render(lease::CREATE_SCHEMA),
+            create_table: names.render(idempotency::CREATE_TABLE),
+            create_index: names.render(idempotency::CREATE_INDEX),
+            claim: names.render(idempotency::CLAIM),
+            read: names.render(idempotency::READ),
+            renew: names.render(idempotency::RENEW),
+            complete: names.render(idempotency::COMPLETE),
+            abandon: names.render(idempotency::ABANDON),
+            purge: names.render(idempotency::PURGE),
         }
     }
 }
@@ -199,7 +153,8 @@ impl Statements {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), distlock_api::LockError> {
-/// use distlock_idempotency::{Idempotency, PostgresIdempotencyStore};
+/// use distlock_idempotency::Idempotency;
+/// use distlock_postgres::PostgresIdempotencyStore;
 ///
 /// let store = PostgresIdempotencyStore::connect("postgres://app@db/app").await?;
 /// store.ensure_schema().await?;
@@ -209,7 +164,7 @@ impl Statements {
 #[derive(Clone)]
 pub struct PostgresIdempotencyStore {
     pool: PgPool,
-    sql: std::sync::Arc<Statements>,
+    sql: Arc<Statements>,
 }
 
 impl fmt::Debug for PostgresIdempotencyStore {
@@ -230,7 +185,8 @@ impl PostgresIdempotencyStore {
 
     /// The store on `pool`, in `public.distlock_idempotency`.
     pub fn from_pool(pool: PgPool) -> Self {
-        Self { pool, sql: std::sync::Arc::new(Statements::new(DEFAULT_SCHEMA, DEFAULT_TABLE)) }
+        let layout = Layout { table: Identifier::trusted(DEFAULT_TABLE), ..Layout::default() };
+        Self { pool, sql: Arc::new(Statements::new(&layout)) }
     }
 
     /// The store on the lock store's pool, in `public.distlock_idempotency`.
@@ -254,7 +210,7 @@ impl PostgresIdempotencyStore {
 
     /// The quoted table name, e.g. `"public"."distlock_idempotency"`.
     pub fn table_name(&self) -> String {
-        format!("\"{}\".\"{}\"", self.sql.schema, self.sql.table)
+        self.sql.table.clone()
     }
 
     /// Creates the schema (unless `public`), the table and its index if missing; safe to
@@ -265,9 +221,9 @@ impl PostgresIdempotencyStore {
     /// [`LockError::Store`] when the server refuses (e.g. no `CREATE` privilege).
     pub async fn ensure_schema(&self) -> Result<(), LockError> {
         let mut tx = self.pool.begin().await.map_err(fail("ensure schema"))?;
-        let lock = sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(SCHEMA_LOCK_KEY);
+        let lock = sqlx::query(&self.sql.lock_schema).bind(SCHEMA_LOCK_KEY);
         lock.execute(&mut *tx).await.map_err(fail("ensure schema"))?;
-        let schema = (self.sql.schema != DEFAULT_SCHEMA).then_some(&self.sql.create_schema);
+        let schema = (!self.sql.default_schema).then_some(&self.sql.create_schema);
         for ddl in schema.into_iter().chain([&self.sql.create_table, &self.sql.create_index]) {
             sqlx::query(ddl).execute(&mut *tx).await.map_err(fail("ensure schema"))?;
         }
@@ -325,14 +281,14 @@ impl PostgresIdempotencyStore {
     }
 
     /// Stores `response` for the claim given up by
-    /// [`ClaimHandle::into_completion`](crate::ClaimHandle::into_completion), inside
+    /// `ClaimHandle::into_completion` of `distlock-idempotency`, inside
     /// the caller's transaction (`&mut *tx`): it commits with the operation's own writes,
     /// or not at all. Returns `false`, writing nothing, when the claim had lapsed; roll
     /// back then, since a newer request may be running the operation.
     ///
     /// ```no_run
-    /// # async fn demo(store: distlock_idempotency::PostgresIdempotencyStore, claim: distlock_idempotency::ClaimHandle) -> Result<(), Box<dyn std::error::Error>> {
-    /// use distlock_idempotency::StoredResponse;
+    /// # async fn demo(store: distlock_postgres::PostgresIdempotencyStore, claim: distlock_idempotency::ClaimHandle) -> Result<(), Box<dyn std::error::Error>> {
+    /// use distlock_api::idempotency::StoredResponse;
     ///
     /// let mut tx = store.pool().begin().await?;
     /// sqlx::query("UPDATE accounts SET balance = balance - 100 WHERE id = 7").execute(&mut *tx).await?;
@@ -353,10 +309,10 @@ impl PostgresIdempotencyStore {
         response: &StoredResponse,
     ) -> Result<bool, LockError> {
         let done = sqlx::query(&self.sql.complete)
-            .bind(completion.key.as_str())
-            .bind(completion.token.as_str())
+            .bind(completion.key().as_str())
+            .bind(completion.token().as_str())
             .bind(response.encode())
-            .bind(millis(completion.retention))
+            .bind(millis(completion.retention()))
             .execute(executor)
             .await
             .map_err(fail("complete"))?;
@@ -372,10 +328,6 @@ impl PostgresIdempotencyStore {
             .map_err(fail("claim"))?;
         row.map(|row| answer(&row)).transpose()
     }
-}
-
-fn millis(ttl: Ttl) -> i64 {
-    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// A claim's answer from a row `(outcome, data, ms_left)`.
@@ -428,7 +380,7 @@ impl IdempotencyStore for PostgresIdempotencyStore {
                 .bind(key.as_str())
                 .bind(&fingerprint.as_bytes()[..])
                 .bind(token.as_str())
-                .bind(millis(lease))
+                .bind(millis(lease.as_duration()))
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(fail("claim"))?;
@@ -448,7 +400,7 @@ impl IdempotencyStore for PostgresIdempotencyStore {
         let done = sqlx::query(&self.sql.renew)
             .bind(key.as_str())
             .bind(token.as_str())
-            .bind(millis(lease))
+            .bind(millis(lease.as_duration()))
             .execute(&self.pool)
             .await
             .map_err(fail("renew"))?;
@@ -462,7 +414,7 @@ impl IdempotencyStore for PostgresIdempotencyStore {
         response: &StoredResponse,
         retention: Ttl,
     ) -> Result<bool, LockError> {
-        let completion = Completion { key: key.clone(), token: token.clone(), retention };
+        let completion = Completion::new(key.clone(), token.clone(), retention);
         self.complete_in(&self.pool, &completion, response).await
     }
 
@@ -474,5 +426,53 @@ impl IdempotencyStore for PostgresIdempotencyStore {
             .await
             .map_err(fail("abandon"))?;
         Ok(done.rows_affected() == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_is_one_statement_with_quoted_names() {
+        let store = PostgresIdempotencyStore::builder().schema("s").table("t").layout().unwrap();
+        let sql = Statements::new(&store);
+        let statements = [
+            &sql.create_table,
+            &sql.create_index,
+            &sql.claim,
+            &sql.read,
+            &sql.renew,
+            &sql.complete,
+            &sql.abandon,
+            &sql.purge,
+        ];
+        for text in statements.iter().chain([&&sql.lock_schema, &&sql.create_schema]) {
+            assert!(!text.contains(['{', '}']), "{text}");
+        }
+        let names = Names::new(&store);
+        for file in idempotency::ALL {
+            assert!(statements.contains(&&names.render(*file)), "{} is not a statement of the store", file.path);
+            assert!(!file.text.contains("distribute_lock"), "{}", file.path);
+        }
+        assert!(sql.create_table.contains("CREATE TABLE IF NOT EXISTS \"s\".\"t\" ("), "{}", sql.create_table);
+        assert!(sql.create_index.contains("\"t_expires_at\" ON \"s\".\"t\""), "{}", sql.create_index);
+        assert_eq!(sql.create_schema.trim_end(), "CREATE SCHEMA IF NOT EXISTS \"s\"");
+        assert_eq!(sql.table, "\"s\".\"t\"");
+        assert!(!sql.default_schema);
+    }
+
+    #[test]
+    fn names_are_checked_before_any_io() {
+        assert!(PostgresIdempotencyStore::builder().check().is_ok());
+        assert_eq!(Identifier::new("table", DEFAULT_TABLE).unwrap(), Identifier::trusted(DEFAULT_TABLE));
+        for (schema, table) in [("a-b", "t"), ("s", "x; DROP TABLE y"), ("s", ""), ("s", &"n".repeat(64))] {
+            let err = PostgresIdempotencyStore::builder().schema(schema).table(table).check().unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{schema}.{table}: {err}");
+        }
+        let long = "n".repeat(63);
+        let sql = Statements::new(&PostgresIdempotencyStore::builder().table(&long).layout().unwrap());
+        let index = sql.create_index.split('"').nth(1).unwrap();
+        assert!(index.len() <= 63 && index.ends_with("_expires_at"), "{index}");
     }
 }

@@ -1,67 +1,19 @@
-//! `RedisIdempotencyStore`: one hash per key, one Lua script per operation.
+//! `RedisIdempotencyStore`: the idempotency contract of `distlock_api::idempotency` on
+//! one Redis server — one hash per key, one Lua script per operation (the
+//! `idempotency_*.lua` files of `src/lua/`).
 
 use std::fmt;
 
 use async_trait::async_trait;
+use distlock_api::idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore, StoreClaim, StoredResponse};
 use distlock_api::{LockError, Token, Ttl};
-use distlock_redis::redis::aio::ConnectionManager;
-use distlock_redis::redis::{self, Script, Value};
-use distlock_redis::RedisLockStore;
+use redis::aio::ConnectionManager;
+use redis::Value;
 
-use crate::fingerprint::Fingerprint;
-use crate::key::IdempotencyKey;
-use crate::response::StoredResponse;
-use crate::store::{IdempotencyStore, StoreClaim};
+use crate::scripts::SCRIPTS;
+use crate::store::RedisLockStore;
 
 const BACKEND: &str = "redis";
-
-/// The claim: `KEYS[1]` the record, `ARGV` fingerprint, token, lease in ms. Answers
-/// `{0}` started, `{1, response}` replay, `{2, pttl}` in progress, `{3, fingerprint}`
-/// mismatch. A record whose lease or retention ended has expired with its key.
-pub const CLAIM_SCRIPT: &str = r"local r = redis.call('HMGET', KEYS[1], 'fp', 'tok', 'resp')
-if not r[1] then
-  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'tok', ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return {0}
-end
-if r[1] ~= ARGV[1] then return {3, r[1]} end
-if r[3] then return {1, r[3]} end
-if r[2] == ARGV[2] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return {0}
-end
-return {2, redis.call('PTTL', KEYS[1])}";
-
-/// The completion: `KEYS[1]` the record, `ARGV` token, encoded response, retention in
-/// ms. `1` when the token still held the claim (now a completed record), else `0` and
-/// nothing written.
-pub const COMPLETE_SCRIPT: &str = r"if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'tok')
-redis.call('HSET', KEYS[1], 'resp', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1";
-
-/// Renewal: `KEYS[1]`, `ARGV` token, lease in ms → `1` renewed, `0` not claimed by it.
-const RENEW_SCRIPT: &str = r"if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then return 0 end
-return redis.call('PEXPIRE', KEYS[1], ARGV[2])";
-
-/// Abandon: `KEYS[1]`, `ARGV` token → `1` deleted, `0` not claimed by it.
-const ABANDON_SCRIPT: &str = r"if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then return 0 end
-return redis.call('DEL', KEYS[1])";
-
-struct Scripts {
-    claim: Script,
-    complete: Script,
-    renew: Script,
-    abandon: Script,
-}
-
-static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scripts {
-    claim: Script::new(CLAIM_SCRIPT),
-    complete: Script::new(COMPLETE_SCRIPT),
-    renew: Script::new(RENEW_SCRIPT),
-    abandon: Script::new(ABANDON_SCRIPT),
-});
 
 /// An [`IdempotencyStore`] on one Redis server.
 ///
@@ -74,7 +26,8 @@ static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scrip
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), distlock_api::LockError> {
-/// use distlock_idempotency::{Idempotency, RedisIdempotencyStore};
+/// use distlock_idempotency::Idempotency;
+/// use distlock_redis::RedisIdempotencyStore;
 ///
 /// // The URL of the lock store (`?prefix=` included): records are `myapp:idem:{key}`.
 /// let store = RedisIdempotencyStore::connect("redis://127.0.0.1:6379/0?prefix=myapp").await?;
@@ -147,13 +100,12 @@ impl IdempotencyStore for RedisIdempotencyStore {
         lease: Ttl,
     ) -> Result<StoreClaim, LockError> {
         let mut conn = self.conn.clone();
+        let record = self.redis_key(key);
         let answer: Vec<Value> = SCRIPTS
-            .claim
-            .key(self.redis_key(key))
-            .arg(&fingerprint.as_bytes()[..])
-            .arg(token.as_str())
-            .arg(lease.as_millis())
-            .invoke_async(&mut conn)
+            .idempotency_claim
+            .run(&mut conn, |cmd| {
+                cmd.arg(1).arg(&record).arg(&fingerprint.as_bytes()[..]).arg(token.as_str()).arg(lease.as_millis());
+            })
             .await
             .map_err(Self::fail("claim"))?;
         match answer.as_slice() {
@@ -174,12 +126,12 @@ impl IdempotencyStore for RedisIdempotencyStore {
 
     async fn renew(&self, key: &IdempotencyKey, token: &Token, lease: Ttl) -> Result<bool, LockError> {
         let mut conn = self.conn.clone();
+        let record = self.redis_key(key);
         let renewed: i64 = SCRIPTS
-            .renew
-            .key(self.redis_key(key))
-            .arg(token.as_str())
-            .arg(lease.as_millis())
-            .invoke_async(&mut conn)
+            .idempotency_renew
+            .run(&mut conn, |cmd| {
+                cmd.arg(1).arg(&record).arg(token.as_str()).arg(lease.as_millis());
+            })
             .await
             .map_err(Self::fail("renew"))?;
         Ok(renewed == 1)
@@ -193,13 +145,12 @@ impl IdempotencyStore for RedisIdempotencyStore {
         retention: Ttl,
     ) -> Result<bool, LockError> {
         let mut conn = self.conn.clone();
+        let (record, response) = (self.redis_key(key), response.encode());
         let done: i64 = SCRIPTS
-            .complete
-            .key(self.redis_key(key))
-            .arg(token.as_str())
-            .arg(response.encode())
-            .arg(retention.as_millis())
-            .invoke_async(&mut conn)
+            .idempotency_complete
+            .run(&mut conn, |cmd| {
+                cmd.arg(1).arg(&record).arg(token.as_str()).arg(&response).arg(retention.as_millis());
+            })
             .await
             .map_err(Self::fail("complete"))?;
         Ok(done == 1)
@@ -207,11 +158,12 @@ impl IdempotencyStore for RedisIdempotencyStore {
 
     async fn abandon(&self, key: &IdempotencyKey, token: &Token) -> Result<bool, LockError> {
         let mut conn = self.conn.clone();
+        let record = self.redis_key(key);
         let deleted: i64 = SCRIPTS
-            .abandon
-            .key(self.redis_key(key))
-            .arg(token.as_str())
-            .invoke_async(&mut conn)
+            .idempotency_abandon
+            .run(&mut conn, |cmd| {
+                cmd.arg(1).arg(&record).arg(token.as_str());
+            })
             .await
             .map_err(Self::fail("abandon"))?;
         Ok(deleted == 1)

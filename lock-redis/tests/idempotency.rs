@@ -3,13 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_api::idempotency::{DynIdempotencyStore, Fingerprint, IdempotencyKey, IdempotencyStore, StoredResponse};
 use distlock_api::{Token, Ttl};
 use distlock_conformance::idempotency;
 use distlock_conformance::kit::child::{self, ChildProcess};
-use distlock_idempotency::{
-    DynIdempotencyStore, Fingerprint, IdempotencyKey, IdempotencyStore, RedisIdempotencyStore, StoredResponse,
-};
 use distlock_redis::redis::AsyncCommands;
+use distlock_redis::RedisIdempotencyStore;
 
 async fn connect() -> Option<RedisIdempotencyStore> {
     let url = distlock_conformance::kit::redis_url("idempotency on redis")?;

@@ -5,7 +5,7 @@ use std::fmt;
 use sha2::{Digest, Sha256};
 
 /// The SHA-256 digest of what makes a request the same request. A claim with the same
-/// key and another fingerprint is a [mismatch](crate::Claim::Mismatch): the client
+/// key and another fingerprint is a [mismatch](super::StoreClaim::Mismatch): the client
 /// reused a key for a different request.
 ///
 /// Build one from a request's normalised body with [`Fingerprint::of_body`] (the SHA-256
@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 /// [`Fingerprint::from_bytes`].
 ///
 /// ```
-/// use distlock_idempotency::Fingerprint;
+/// use distlock_api::idempotency::Fingerprint;
 ///
 /// let a = Fingerprint::of_json(&serde_json::json!({"b": 1, "a": [2, 3]}));
 /// let b = Fingerprint::of_json(&serde_json::json!({"a": [2, 3], "b": 1}));
@@ -70,7 +70,7 @@ impl Fingerprint {
     }
 
     /// The digest as 64 lowercase hex digits (what the layer's 409 answer carries in the
-    /// `MismatchStatus::ConflictWithHash` mode, feature `axum`).
+    /// `MismatchStatus::ConflictWithHash` mode of `distlock-idempotency`'s layer).
     pub fn to_hex(&self) -> String {
         use fmt::Write;
         self.0.iter().fold(String::with_capacity(64), |mut hex, byte| {
@@ -94,7 +94,7 @@ impl Fingerprint {
 /// reads them: integers within 64 bits exactly, others as the nearest `f64`.
 ///
 /// ```
-/// use distlock_idempotency::normalise_json;
+/// use distlock_api::idempotency::normalise_json;
 ///
 /// let body = br#"{ "b": [2, 1], "a": {"y": null, "x": "text"} }"#;
 /// assert_eq!(normalise_json(body), br#"{"a":{"x":"text","y":null},"b":[2,1]}"#);

@@ -3,10 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_idempotency::{
-    Claim, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyKey, IdempotencyOptions, MemoryIdempotencyStore,
-    StoredResponse,
-};
+use distlock_api::idempotency::{DynIdempotencyStore, Fingerprint, IdempotencyKey, StoredResponse};
+use distlock_idempotency::{Claim, Idempotency, IdempotencyOptions};
+use distlock_memory::MemoryIdempotencyStore;
 
 async fn store() -> Option<Arc<DynIdempotencyStore>> {
     Some(Arc::new(MemoryIdempotencyStore::new()))

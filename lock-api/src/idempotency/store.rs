@@ -4,16 +4,15 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::fingerprint::Fingerprint;
+use super::key::IdempotencyKey;
+use super::response::StoredResponse;
+use crate::{LockError, Token, Ttl};
 use async_trait::async_trait;
-use distlock_api::{LockError, Token, Ttl};
 
-use crate::fingerprint::Fingerprint;
-use crate::key::IdempotencyKey;
-use crate::response::StoredResponse;
-
-/// What a store answers to [`IdempotencyStore::claim`].
+/// What a store answers to [`IdempotencyStore::claim`]: exactly these four, so that the
+/// manager's exhaustive match fails to compile when the contract gains an answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum StoreClaim {
     /// The key was free (never used, or its record expired, or its claim lapsed): it is
     /// now claimed for the caller's token, for the lease asked for. Run the operation.
@@ -34,9 +33,9 @@ pub enum StoreClaim {
 
 /// A store of idempotency records: the atomic primitives, one per method.
 ///
-/// Users work through [`Idempotency`](crate::Idempotency), which validates input,
-/// generates tokens, renews claims, tracks their loss and records metrics; a store only
-/// implements these primitives.
+/// Users work through `Idempotency` (crate `distlock-idempotency`), which validates
+/// input, generates tokens, renews claims, tracks their loss and records metrics; a store
+/// only implements these primitives.
 ///
 /// # Contract
 ///
@@ -128,5 +127,40 @@ impl<T: IdempotencyStore + ?Sized> IdempotencyStore for Arc<T> {
 
     async fn abandon(&self, key: &IdempotencyKey, token: &Token) -> Result<bool, LockError> {
         (**self).abandon(key, token).await
+    }
+}
+
+/// A running claim handed over for completion outside [`IdempotencyStore::complete`],
+/// e.g. inside the operation's own database transaction (the PostgreSQL store's
+/// `complete_in`), which writes the result only if `token` still holds the claim on `key`.
+///
+/// `ClaimHandle::into_completion` of `distlock-idempotency` makes one from a started
+/// claim.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    key: IdempotencyKey,
+    token: Token,
+    retention: Ttl,
+}
+
+impl Completion {
+    /// The claim of `token` on `key`, whose result is to be kept for `retention`.
+    pub fn new(key: IdempotencyKey, token: Token, retention: Ttl) -> Self {
+        Self { key, token, retention }
+    }
+
+    /// The claimed key.
+    pub fn key(&self) -> &IdempotencyKey {
+        &self.key
+    }
+
+    /// The claim's token, which the completion must match.
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// How long the result is to be kept.
+    pub fn retention(&self) -> Duration {
+        self.retention.as_duration()
     }
 }

@@ -7,19 +7,26 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use distlock_api::idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore, StoreClaim, StoredResponse};
 use distlock_api::{LockError, Token, Ttl};
 use tokio::time::Instant;
-
-use crate::fingerprint::Fingerprint;
-use crate::key::IdempotencyKey;
-use crate::response::StoredResponse;
-use crate::store::{IdempotencyStore, StoreClaim};
 
 const SHARDS: usize = 16;
 /// The smallest number of records a shard holds before it sweeps expired ones.
 const MIN_SWEEP_AT: usize = 64;
 
 /// An in-process [`IdempotencyStore`]: for tests, and for a single process.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), distlock_api::LockError> {
+/// use std::sync::Arc;
+/// use distlock_idempotency::Idempotency;
+/// use distlock_memory::MemoryIdempotencyStore;
+///
+/// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
+/// # let _ = idem; Ok(()) }
+/// ```
 ///
 /// Time is tokio's clock (`tokio::time::Instant`), so tests can run the 24 h retention
 /// in paused time (`#[tokio::test(start_paused = true)]` and `tokio::time::advance`).

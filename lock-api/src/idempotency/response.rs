@@ -1,6 +1,6 @@
 //! The stored result of a completed operation, and its byte encoding in the stores.
 
-use distlock_api::LockError;
+use crate::LockError;
 
 /// The result of the first run of an operation, replayed to every retry: for HTTP, the
 /// status, the headers worth replaying and the body — success or error alike (a 500 is
@@ -10,7 +10,7 @@ use distlock_api::LockError;
 /// result (a serialised value) fits in `body` with status `0`.
 ///
 /// ```
-/// use distlock_idempotency::StoredResponse;
+/// use distlock_api::idempotency::StoredResponse;
 ///
 /// let response = StoredResponse::new(201, b"{\"id\":7}".to_vec()).with_header("content-type", "application/json");
 /// let bytes = response.encode();

@@ -4,14 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use distlock_api::idempotency::{DynIdempotencyStore, Fingerprint, IdempotencyKey, IdempotencyStore, StoredResponse};
 use distlock_api::{Token, Ttl};
 use distlock_conformance::idempotency;
 use distlock_conformance::kit::child::{self, ChildProcess};
-use distlock_idempotency::{
-    Claim, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyKey, IdempotencyStore, PostgresIdempotencyStore,
-    StoredResponse,
-};
-use distlock_postgres::sqlx;
+use distlock_idempotency::{Claim, Idempotency};
+use distlock_postgres::{sqlx, PostgresIdempotencyStore};
 
 /// A store on its own pool (each test has its own runtime), its table ensured.
 async fn connect() -> Option<PostgresIdempotencyStore> {

@@ -2,11 +2,11 @@
 
 use std::fmt;
 
-use distlock_api::{LockError, LockKey};
+use crate::{LockError, LockKey};
 
 /// The key an idempotency record is stored under: the client's idempotency key combined
 /// with whatever scopes it (the caller's identity, the method and route — the
-/// [layer](crate) builds it that way), so that one caller can never read another's
+/// layer of `distlock-idempotency` builds it that way), so that one caller can never read another's
 /// responses.
 ///
 /// The rules are those of lock keys ([`LockKey`]): 1–512 bytes of UTF-8 without NUL or
@@ -14,7 +14,7 @@ use distlock_api::{LockError, LockKey};
 /// before any I/O.
 ///
 /// ```
-/// use distlock_idempotency::IdempotencyKey;
+/// use distlock_api::idempotency::IdempotencyKey;
 ///
 /// let key = IdempotencyKey::new("user:7:POST:/orders:8e03978e-40d5-43e8-bc93-6894a57f9324")?;
 /// assert!(key.as_str().ends_with("9324"));

@@ -1,0 +1,1 @@
+CREATE INDEX IF NOT EXISTS {expires_index} ON {table} (expires_at)
