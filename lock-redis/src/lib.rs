@@ -10,9 +10,11 @@
 mod builder;
 mod cluster;
 mod cluster_group;
+mod commands;
 mod config;
 mod fenced_set;
 mod group;
+mod layout;
 mod notify;
 mod redlock;
 mod scripts;
