@@ -21,7 +21,7 @@ use redis::{PushInfo, PushKind, Value};
 use crate::commands::Commands;
 use crate::config;
 use crate::layout::Layout;
-use crate::url::RedisUrl;
+use crate::url::{self, RedisUrl};
 
 /// A connection to one master, or the cluster connection (which follows redirections).
 #[derive(Clone)]
@@ -233,7 +233,7 @@ impl RedisClusterStore {
 
     /// [`RedisClusterStoreBuilder::connect`](crate::RedisClusterStoreBuilder::connect).
     pub(crate) async fn connect_with(builder: crate::RedisClusterStoreBuilder, url: &str) -> Result<Self, LockError> {
-        let nodes = split_cluster_url(url)?;
+        let (nodes, auth) = split_cluster_url(url)?;
         let first = RedisUrl::parse(&nodes[0])?;
         for node in &nodes[1..] {
             RedisUrl::parse(node)?;
@@ -275,27 +275,17 @@ impl RedisClusterStore {
             registry,
             subscribed: Arc::default(),
             fast: Arc::default(),
-            auth: auth_of(&nodes[0]),
+            auth,
         })
     }
 
     /// The lock's Redis key: `{prefix}:{lock:<key>}`.
-    pub fn redis_key(&self, key: &StoreKey) -> String {
+    pub(crate) fn redis_key(&self, key: &StoreKey) -> String {
         self.commands.layout.lock_key(key)
     }
 
-    /// The lock's own fence counter: `{prefix}:{lock:<key>}:fence`.
-    pub fn fence_counter_key(&self, key: &StoreKey) -> String {
-        self.commands.layout.fence_counter_key(key)
-    }
-
-    /// The holder's fence record: `{prefix}:{lock:<key>}:holder`.
-    pub fn fence_key(&self, key: &StoreKey) -> String {
-        self.commands.layout.fence_key(key)
-    }
-
     /// The lock's shard channel: `{prefix}:{lock:<key>}:released`.
-    pub fn release_channel(&self, key: &StoreKey) -> String {
+    pub(crate) fn release_channel(&self, key: &StoreKey) -> String {
         self.commands.layout.release_channel(key)
     }
 
@@ -669,25 +659,15 @@ fn strip_query(url: &str) -> String {
     url.split_once('?').map_or(url, |(base, _)| base).to_owned()
 }
 
-/// `redis+cluster://auth@h1,h2/…?query` → `redis://auth@h1/…?query`, … (no I/O).
-pub(crate) fn split_cluster_url(url: &str) -> Result<Vec<String>, LockError> {
-    let config = |message: String| LockError::Config { message: format!("Redis Cluster URL: {message}") };
-    let Some(rest) = url.strip_prefix("redis+cluster://") else {
-        return Err(config("expected redis+cluster://host1:port1,host2:port2,…".to_owned()));
-    };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let (auth, hosts) = match authority.rsplit_once('@') {
-        Some((auth, hosts)) => (format!("{auth}@"), hosts),
-        None => (String::new(), authority),
-    };
-    if hosts.split(',').any(str::is_empty) {
-        return Err(config("an empty host in the list of nodes".to_owned()));
-    }
+/// The nodes' URLs of `redis+cluster://auth@h1,h2/…?query` (`redis://auth@h1/…?query`, …)
+/// and their credentials (`user:password@`, or empty); no I/O.
+fn split_cluster_url(url: &str) -> Result<(Vec<String>, String), LockError> {
+    let split = url::CLUSTER.split(url)?;
+    let tail = split.tail;
     if !(tail.is_empty() || tail.starts_with('?') || tail.starts_with("/?") || tail == "/" || tail.starts_with("/0")) {
-        return Err(config("Redis Cluster has only database 0".to_owned()));
+        return Err(url::CLUSTER.error("Redis Cluster has only database 0"));
     }
-    Ok(hosts.split(',').map(|host| format!("redis://{auth}{host}{tail}")).collect())
+    Ok((split.node_urls(), split.auth.to_owned()))
 }
 
 #[cfg(test)]
@@ -698,19 +678,12 @@ mod tests {
     fn urls_split_into_nodes() {
         assert_eq!(
             split_cluster_url("redis+cluster://:pw@a:1,b:2?prefix=x").unwrap(),
-            ["redis://:pw@a:1?prefix=x", "redis://:pw@b:2?prefix=x"]
+            (vec!["redis://:pw@a:1?prefix=x".to_owned(), "redis://:pw@b:2?prefix=x".to_owned()], ":pw@".to_owned())
         );
         for bad in ["redis://a", "redis+cluster://a,,b", "redis+cluster://", "redis+cluster://a/3"] {
             assert!(matches!(split_cluster_url(bad), Err(LockError::Config { .. })), "{bad}");
         }
     }
-}
-
-/// `user:password@` of a node URL (`redis://user:password@host…`), or empty.
-fn auth_of(node: &str) -> String {
-    let rest = node.strip_prefix("redis://").unwrap_or(node);
-    let authority = rest.split(['/', '?']).next().unwrap_or("");
-    authority.rsplit_once('@').map(|(auth, _)| format!("{auth}@")).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -724,7 +697,5 @@ mod slot_tests {
         assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
         assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
         assert_eq!(key_slot(b"{lock:a}:fence"), key_slot(b"lock:a"));
-        assert_eq!(auth_of("redis://:pw@h:1?x=y"), ":pw@");
-        assert_eq!(auth_of("redis://h:1"), "");
     }
 }

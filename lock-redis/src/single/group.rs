@@ -53,7 +53,7 @@ use distlock_api::{
 use redis::Cmd;
 
 use crate::scripts::SCRIPTS;
-use crate::store::RedisLockStore;
+use crate::single::RedisLockStore;
 
 /// Keys examined per `SCAN` page while looking for an owner's lease keys.
 pub(crate) const SCAN_PAGE: usize = 1000;
@@ -66,7 +66,7 @@ impl RedisLockStore {
     /// keys are the stem followed by `:s` (the holder that found the name free, a string),
     /// `:h` (every other holder, waiting groups' places and their tickets, one sorted set;
     /// also what a release publishes when the name's holders change) and `:p` (permits).
-    pub fn group_key_stem(&self, key: &StoreKey) -> String {
+    pub(crate) fn group_key_stem(&self, key: &StoreKey) -> String {
         let mut stem = String::new();
         self.push_group_key_stem(&mut stem, key);
         stem
@@ -118,7 +118,7 @@ impl RedisLockStore {
     /// string `<name>\n<name>…\n\n<owner>\n<fence>\n<expiry ms>` (fence `0` without
     /// fencing) that expires with the group's holds. It exists exactly while the group is
     /// live; `release_owner` finds an owner's groups by `SCAN`ning these keys.
-    pub fn group_lease_key(&self, token: &Token) -> String {
+    pub(crate) fn group_lease_key(&self, token: &Token) -> String {
         self.lease_key_ending(token.as_str())
     }
 

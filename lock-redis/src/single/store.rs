@@ -139,7 +139,7 @@ impl RedisLockStore {
     }
 
     /// The Redis key of a lock: `{key_prefix}:lock:{key}`, e.g. `neton:lock:order:1`.
-    pub fn redis_key(&self, key: &StoreKey) -> String {
+    pub(crate) fn redis_key(&self, key: &StoreKey) -> String {
         self.commands.layout.lock_key(key)
     }
 
@@ -152,7 +152,7 @@ impl RedisLockStore {
     /// The fencing counter of the whole store: `{key_prefix}:fence`, e.g. `neton:fence`.
     /// One integer (`INCR`) for every key of the prefix, written only in fencing mode and
     /// never deleted; the only key this store keeps without an expiry.
-    pub fn fence_counter_key(&self) -> String {
+    pub(crate) fn fence_counter_key(&self) -> String {
         format!("{}fence", self.key_stem())
     }
 
@@ -160,21 +160,8 @@ impl RedisLockStore {
     /// `{key_prefix}:fence:{lock key}`, e.g. `neton:fence:lock:order:1`, value
     /// `<fence>:<token>`. Written by a fencing-mode acquire with the lease's own `PX`,
     /// extended with it, so it expires with the lease (release leaves it to expire).
-    pub fn fence_key(&self, key: &StoreKey) -> String {
+    pub(crate) fn fence_key(&self, key: &StoreKey) -> String {
         self.commands.layout.fence_key(key)
-    }
-
-    /// The queue of waiters of a lock (fair waiting): `{key_prefix}:queue:{lock key}`,
-    /// e.g. `neton:queue:lock:order:1`, a sorted set of the waiters' tokens scored by
-    /// their arrival (µs on the server's clock). It exists only while someone waits.
-    pub fn queue_key(&self, key: &StoreKey) -> String {
-        self.commands.layout.queue_keys(key).0
-    }
-
-    /// When each queued waiter's place expires: `{key_prefix}:queue-ttl:{lock key}`, a
-    /// sorted set of the waiters' tokens scored by the expiry (ms on the server's clock).
-    pub fn queue_ttl_key(&self, key: &StoreKey) -> String {
-        self.commands.layout.queue_keys(key).1
     }
 
     /// The key that records the settings every client of the prefix must share:
@@ -182,7 +169,7 @@ impl RedisLockStore {
     /// holding [`shared_settings`](Self::shared_settings). Written by the first store that
     /// [connects](crate::RedisLockStoreBuilder::connect) to the prefix and read by every
     /// later one.
-    pub fn settings_key(&self) -> String {
+    pub(crate) fn settings_key(&self) -> String {
         self.commands.layout.settings_key()
     }
 
@@ -199,7 +186,7 @@ impl RedisLockStore {
     }
 
     /// Records this store's [`shared_settings`](Self::shared_settings) under
-    /// [`settings_key`](Self::settings_key) when the prefix has none yet, and otherwise
+    /// `{key_prefix}:lock-settings` when the prefix has none yet, and otherwise
     /// checks them against the record: `SET {settings key} <settings> NX` and `GET` of it,
     /// pipelined (one round trip). [`RedisLockStoreBuilder::connect`](crate::RedisLockStoreBuilder::connect)
     /// calls it; a store [built](crate::RedisLockStoreBuilder::build) on a connection of
@@ -232,7 +219,7 @@ impl RedisLockStore {
     /// The pub/sub channel every release is published on, `{key_prefix}:released` (the
     /// message is the lock's Redis key), or `None` when release notifications are
     /// [off](crate::RedisLockStoreBuilder::release_notifications).
-    pub fn release_channel(&self) -> Option<&str> {
+    pub(crate) fn release_channel(&self) -> Option<&str> {
         self.release_channel.as_deref()
     }
 
@@ -423,7 +410,7 @@ impl QueueStore for RedisLockStore {
     /// takes the key when it was handed to `token`, or is free with `token` first in line
     /// (or nobody waiting) — in fencing mode with a fencing number, as the fenced acquire
     /// — and otherwise takes or refreshes `token`'s place in
-    /// [`queue_key`](Self::queue_key) for `place`. A free key whose first waiter is
+    /// the key's queue (`{key_prefix}:queue:{lock key}`) for `place`. A free key whose first waiter is
     /// someone else is handed to that waiter. Without the queue, a plain
     /// [`try_acquire`](LockStore::try_acquire).
     ///
@@ -465,7 +452,7 @@ impl QueueStore for RedisLockStore {
     }
 
     /// A read-only script: `ZCOUNT` of the unexpired places in
-    /// [`queue_ttl_key`](Self::queue_ttl_key).
+    /// the key's `{key_prefix}:queue-ttl:{lock key}`.
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         self.commands.queue_len(&mut self.conn.clone(), key).await
     }
