@@ -30,10 +30,11 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::Cmd;
 
 use crate::cluster::RedisClusterStore;
+use crate::commands::UnexpectedReply;
 use crate::scripts::{LuaScript, SCRIPTS};
 use crate::single::group::{
     check_permits, count, glob_escaped, grant_mode, holder_info, mode_names, owned_names, parse_permits,
-    permits_command, released_names, AcquireArgs, HolderRow, UnexpectedReply, SCAN_PAGE,
+    permits_command, released_names, AcquireArgs, HolderRow, SCAN_PAGE,
 };
 
 /// The publish command of the group scripts that publish (their last argument): the

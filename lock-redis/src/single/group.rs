@@ -41,7 +41,6 @@
 //! same TTL within `ttl` leave it alone). Nothing sets an expiry on release: keys only
 //! shrink, and an emptied key is gone.
 
-use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -52,6 +51,7 @@ use distlock_api::{
 };
 use redis::Cmd;
 
+use crate::commands::UnexpectedReply;
 use crate::scripts::SCRIPTS;
 use crate::single::RedisLockStore;
 
@@ -647,16 +647,3 @@ impl GroupLockStore for RedisLockStore {
         Ok(())
     }
 }
-
-/// The server answered something the group scripts never return (another program wrote
-/// the keys).
-#[derive(Debug)]
-pub(crate) struct UnexpectedReply(pub(crate) String);
-
-impl fmt::Display for UnexpectedReply {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UnexpectedReply {}
