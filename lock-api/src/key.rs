@@ -139,6 +139,24 @@ impl From<&LockKey> for StoreKey {
     }
 }
 
+/// Checks a store's key prefix: at most `max_len` bytes and no control characters (the
+/// empty prefix passes; a store that needs one checks that itself).
+///
+/// # Errors
+///
+/// [`LockError::Config`] saying what is wrong with the prefix ("the key prefix is 300
+/// bytes long, …", "… contains a control character at byte 3").
+pub fn check_key_prefix(prefix: &str, max_len: usize) -> Result<(), LockError> {
+    let problem = if prefix.len() > max_len {
+        format!("is {} bytes long, at most {max_len} are allowed", prefix.len())
+    } else if let Some((index, _)) = prefix.char_indices().find(|(_, c)| c.is_control()) {
+        format!("contains a control character at byte {index}")
+    } else {
+        return Ok(());
+    };
+    Err(LockError::Config { message: format!("the key prefix {problem}") })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,5 +190,17 @@ mod tests {
         let store_key = key.to_store_key();
         assert_eq!(store_key.as_str(), "lock:order:1");
         assert_eq!(store_key.lock_key(), "order:1");
+    }
+
+    #[test]
+    fn key_prefixes_are_checked() {
+        for good in ["", "distlock", "app:v2", "订单", &"p".repeat(256)] {
+            assert!(check_key_prefix(good, 256).is_ok(), "{good:?}");
+        }
+        for bad in ["a\nb", "nul\0", "\u{7f}", &"p".repeat(257)] {
+            let err = check_key_prefix(bad, 256).unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{bad:?}: {err}");
+            assert!(err.to_string().contains("key prefix"), "{err}");
+        }
     }
 }

@@ -33,7 +33,7 @@ pub use group::{
     check_group_members, check_group_names, Admission, GroupAcquire, GroupLockStore, GroupMember, GroupRequest,
     LockGroup, OwnerId, Permits, StoreMember,
 };
-pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
+pub use key::{check_key_prefix, LockKey, StoreKey, LOCK_NAMESPACE};
 pub use lease::LeaseWatch;
 
 pub use group_lock::{GroupLock, GroupStamp};

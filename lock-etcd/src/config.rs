@@ -92,16 +92,10 @@ const QUEUE_SEPARATOR: char = '\u{1f}';
 
 /// Checks a key prefix: 1–256 bytes, no control characters.
 pub(crate) fn validate_key_prefix(prefix: &str) -> Result<(), LockError> {
-    let problem = if prefix.is_empty() {
-        "is empty".to_owned()
-    } else if prefix.len() > MAX_KEY_PREFIX_LEN {
-        format!("is {} bytes long, at most {MAX_KEY_PREFIX_LEN} are allowed", prefix.len())
-    } else if let Some((index, _)) = prefix.char_indices().find(|(_, c)| c.is_control()) {
-        format!("contains a control character at byte {index}")
-    } else {
-        return Ok(());
-    };
-    Err(LockError::Config { message: format!("the etcd key prefix {problem}") })
+    if prefix.is_empty() {
+        return Err(LockError::Config { message: "the etcd key prefix is empty".to_owned() });
+    }
+    distlock_api::check_key_prefix(prefix, MAX_KEY_PREFIX_LEN)
 }
 
 /// A timeout as the store uses it: zero is an error naming `setting`; anything above

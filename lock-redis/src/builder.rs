@@ -11,7 +11,7 @@ use redis::AsyncConnectionConfig;
 use crate::cluster::RedisClusterStore;
 use crate::config::{self, checked_timeout, saturated_timeout, validate_key_prefix, Config};
 use crate::sentinel::RedisSentinelStore;
-use crate::store::RedisLockStore;
+use crate::single::RedisLockStore;
 use crate::url::RedisUrl;
 
 /// Builds a [`RedisLockStore`] with a non-default key prefix, fencing, or timeouts.

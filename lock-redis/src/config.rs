@@ -27,17 +27,10 @@ pub(crate) struct Config {
     pub(crate) connect_timeout: Duration,
 }
 
-/// Checks a key prefix: at most 256 bytes, no control characters. An empty prefix is
-/// allowed: keys then start with their namespace (`lock:{key}`).
+/// Checks a key prefix: at most [`MAX_KEY_PREFIX_LEN`] bytes, no control characters. An
+/// empty prefix is allowed: keys then start with their namespace (`lock:{key}`).
 pub(crate) fn validate_key_prefix(prefix: &str) -> Result<(), LockError> {
-    let problem = if prefix.len() > MAX_KEY_PREFIX_LEN {
-        format!("is {} bytes long, at most {MAX_KEY_PREFIX_LEN} are allowed", prefix.len())
-    } else if let Some((index, _)) = prefix.char_indices().find(|(_, c)| c.is_control()) {
-        format!("contains a control character at byte {index}")
-    } else {
-        return Ok(());
-    };
-    Err(LockError::Config { message: format!("the Redis key prefix {problem}") })
+    distlock_api::check_key_prefix(prefix, MAX_KEY_PREFIX_LEN)
 }
 
 /// What every key of a prefix starts with: `{prefix}:`, or nothing for the empty prefix.

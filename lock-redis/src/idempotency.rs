@@ -11,7 +11,7 @@ use redis::aio::ConnectionManager;
 use redis::Value;
 
 use crate::scripts::SCRIPTS;
-use crate::store::RedisLockStore;
+use crate::single::RedisLockStore;
 
 const BACKEND: &str = "redis";
 

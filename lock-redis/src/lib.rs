@@ -2,24 +2,24 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
-// Layers, each importing only those listed before it: `config` (validated settings) and
-// `scripts` (every Lua script, a file of `src/lua/` with helpers of `src/lua/lib/`, and
-// their runner) and `notify` are leaves; `url` parses store URLs with `config`'s rules;
-// `store` runs the commands; `group` (lock groups) adds methods to the store; `builder`
-// makes stores from settings and URLs; `idempotency` is the idempotency contract on a
-// store's connection and scripts.
+// Layers, top-down: `builder` makes stores from settings and URLs (`url/`: every scheme
+// of the family parsed once); `single/`, `cluster/`, `sentinel` and `redlock` are the
+// topologies; `commands` sends each lock operation once, over any connection, with the
+// keys of `layout`; `scripts` holds every Lua script (a file of `src/lua/`, helpers of
+// `src/lua/lib/`) and their runner; `idempotency` is the idempotency contract on a
+// store's connection and scripts. `config`, `layout` and `notify` are leaves.
 mod builder;
 mod cluster;
-mod cluster_group;
+mod commands;
 mod config;
 mod fenced_set;
-mod group;
 mod idempotency;
+mod layout;
 mod notify;
 mod redlock;
 mod scripts;
 mod sentinel;
-mod store;
+mod single;
 mod topology;
 mod url;
 
@@ -30,7 +30,7 @@ pub use idempotency::RedisIdempotencyStore;
 pub use redlock::{RedlockStore, RedlockStoreBuilder};
 pub use scripts::RELEASE_SCRIPT;
 pub use sentinel::RedisSentinelStore;
-pub use store::RedisLockStore;
+pub use single::RedisLockStore;
 pub use topology::{connect_any, TOPOLOGY_SCHEMES};
 pub use url::RedisUrl;
 

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::builder::RedisLockStoreBuilder;
 use crate::scripts::SCRIPTS;
-use crate::store::RedisLockStore;
+use crate::single::RedisLockStore;
 use crate::url::RedisUrl;
 
 /// A [`LockStore`] over N independent Redis masters following the published Redlock
@@ -666,28 +666,13 @@ impl RedlockStoreBuilder {
 
 /// `redlock://auth@h1,h2,h3/db?query` → `redis://auth@h1/db?query`, … (no I/O).
 pub(crate) fn split_redlock_url(url: &str) -> Result<Vec<String>, LockError> {
-    let config = |message: String| LockError::Config { message: format!("Redlock URL: {message}") };
-    let Some(rest) = url.strip_prefix("redlock://") else {
-        return Err(config("expected redlock://host1:port1,host2:port2,…".to_owned()));
-    };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let (auth, hosts) = match authority.rsplit_once('@') {
-        Some((auth, hosts)) => (format!("{auth}@"), hosts),
-        None => (String::new(), authority),
-    };
-    let hosts: Vec<&str> = hosts.split(',').collect();
-    if hosts.iter().any(|host| host.is_empty()) {
-        return Err(config("an empty host in the list of masters".to_owned()));
-    }
-    let mut seen = Vec::new();
-    for host in &hosts {
-        if seen.contains(host) {
-            return Err(config(format!("the master `{host}` is listed twice")));
+    let split = crate::url::REDLOCK.split(url)?;
+    for (index, host) in split.hosts.iter().enumerate() {
+        if split.hosts[..index].contains(host) {
+            return Err(crate::url::REDLOCK.error(format_args!("the master `{host}` is listed twice")));
         }
-        seen.push(host);
     }
-    Ok(hosts.into_iter().map(|host| format!("redis://{auth}{host}{tail}")).collect())
+    Ok(split.node_urls())
 }
 
 #[cfg(test)]

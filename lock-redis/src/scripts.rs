@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::LazyLock;
 
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind, Value};
 
 /// The release script: delete the key only if it still holds the caller's token, the
@@ -52,7 +52,7 @@ impl LuaScript {
     /// script did not run, so the fallback never runs it twice. No other error is retried.
     pub(crate) async fn run<T: FromRedisValue>(
         &self,
-        conn: &mut (impl redis::aio::ConnectionLike + Send),
+        conn: &mut (impl ConnectionLike + Send),
         args: impl Fn(&mut Cmd),
     ) -> RedisResult<T> {
         let mut evalsha = script_cmd("EVALSHA", &self.sha);
@@ -74,7 +74,7 @@ impl LuaScript {
     /// the script; on `NOSCRIPT` both are sent again (`EVAL` + `then`).
     pub(crate) async fn run_then<T: FromRedisValue>(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut (impl ConnectionLike + Send),
         args: impl Fn(&mut Cmd),
         then: &Cmd,
     ) -> RedisResult<(T, RedisResult<Value>)> {
@@ -107,7 +107,7 @@ impl LuaScript {
     /// fallback decide.
     pub(crate) async fn run_loaded<T: FromRedisValue>(
         &self,
-        conn: &mut (impl redis::aio::ConnectionLike + Send),
+        conn: &mut (impl ConnectionLike + Send),
         loaded: &Loaded,
         args: impl Fn(&mut Cmd),
     ) -> RedisResult<T> {
@@ -118,7 +118,7 @@ impl LuaScript {
     /// [`run_then`](Self::run_then), after a `SCRIPT LOAD` as [`run_loaded`](Self::run_loaded).
     pub(crate) async fn run_loaded_then<T: FromRedisValue>(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut (impl ConnectionLike + Send),
         loaded: &Loaded,
         args: impl Fn(&mut Cmd),
         then: &Cmd,
@@ -128,7 +128,7 @@ impl LuaScript {
     }
 
     /// `SCRIPT LOAD` of the script, unless `loaded` says it was sent already.
-    async fn load_once(&self, conn: &mut (impl redis::aio::ConnectionLike + Send), loaded: &Loaded) {
+    async fn load_once(&self, conn: &mut (impl ConnectionLike + Send), loaded: &Loaded) {
         if loaded.0.load(Ordering::Acquire) {
             return;
         }
@@ -160,7 +160,7 @@ fn script_cmd(command: &str, script: &str) -> Cmd {
 /// Sends `first` and `then` in one pipeline; a connection error fails the whole call, a
 /// server error fails only the command it answers.
 async fn pipelined<T: FromRedisValue>(
-    conn: &mut ConnectionManager,
+    conn: &mut (impl ConnectionLike + Send),
     first: Cmd,
     then: &Cmd,
 ) -> RedisResult<(RedisResult<T>, RedisResult<Value>)> {
@@ -255,7 +255,7 @@ scripts! {
     queued_acquire: ["lib/queue.lua", "lib/clock_fence.lua", "queued_acquire.lua"],
     /// How many live places a key's queue has, read only. `KEYS` = queue-ttl.
     queue_len: ["lib/queue.lua", "queue_len.lua"],
-    /// A lock group's atomic attempt at every member, or a read-only probe (see `group.rs`
+    /// A lock group's atomic attempt at every member, or a read-only probe (see `single/group.rs`
     /// for the key layout and the file for the arguments).
     group_acquire: ["lib/group.lua", "lib/clock_fence.lua", "group_acquire.lua"],
     /// Extends every member still held by the token, and the group's lease key.

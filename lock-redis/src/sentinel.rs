@@ -12,7 +12,7 @@ use distlock_api::{
 };
 use tokio::time::Instant;
 
-use crate::store::RedisLockStore;
+use crate::single::RedisLockStore;
 
 /// A [`LockStore`] on a Redis master found through **Sentinel**: the single-node store
 /// (same layout, same scripts, lock groups, fair queue) on the address the sentinels
@@ -269,26 +269,16 @@ struct SentinelUrl {
 
 /// `redis+sentinel://auth@s1,s2/name[/db]?query` (no I/O).
 fn parse_sentinel_url(url: &str) -> Result<SentinelUrl, LockError> {
-    let config = |message: String| LockError::Config { message: format!("Redis Sentinel URL: {message}") };
-    let Some(rest) = url.strip_prefix("redis+sentinel://") else {
-        return Err(config("expected redis+sentinel://sentinel1:26379,sentinel2:26379/<master name>".to_owned()));
-    };
-    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let Some((authority, path)) = rest.split_once('/') else {
-        return Err(config("the master's name is missing: …/<master name>".to_owned()));
-    };
-    let (auth, hosts) = match authority.rsplit_once('@') {
-        Some((auth, hosts)) => (format!("{auth}@"), hosts),
-        None => (String::new(), authority),
-    };
-    let sentinels: Vec<String> = hosts.split(',').map(str::to_owned).collect();
-    if sentinels.iter().any(String::is_empty) {
-        return Err(config("an empty host in the list of sentinels".to_owned()));
-    }
+    let family = &crate::url::SENTINEL;
+    let split = family.split(url)?;
+    let no_master = || family.error("the master's name is missing: …/<master name>");
+    let rest = split.tail.strip_prefix('/').ok_or_else(no_master)?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
     let (master_name, db) = path.split_once('/').unwrap_or((path, ""));
     if master_name.is_empty() {
-        return Err(config("the master's name is missing: …/<master name>".to_owned()));
+        return Err(no_master());
     }
+    let config = |message: String| family.error(message);
     let (mut replicas, mut timeout) = (None, Duration::from_millis(100));
     let mut layout = Vec::new();
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
@@ -316,9 +306,9 @@ fn parse_sentinel_url(url: &str) -> Result<SentinelUrl, LockError> {
         tail.push_str(&layout.join("&"));
     }
     Ok(SentinelUrl {
-        sentinels,
+        sentinels: split.hosts.iter().map(|host| (*host).to_owned()).collect(),
         master_name: master_name.to_owned(),
-        auth,
+        auth: split.auth.to_owned(),
         tail,
         wait_replicas: replicas.map(|n| (n, timeout)),
     })

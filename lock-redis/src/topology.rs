@@ -7,7 +7,7 @@ use distlock_api::{DynLockStore, LockError};
 use crate::cluster::RedisClusterStore;
 use crate::redlock::RedlockStore;
 use crate::sentinel::RedisSentinelStore;
-use crate::store::RedisLockStore;
+use crate::single::RedisLockStore;
 
 /// The URL schemes of the Redis topologies, besides a single node's
 /// (`redis://`, `rediss://`, `redis+unix://`, `unix://` and the `valkey` forms).

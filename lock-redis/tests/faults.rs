@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{eventually, store_key, unique_prefix};
+use common::{eventually, fence_counter_key, fence_key, lock_key, store_key, unique_prefix};
 use distlock_api::{Acquire, DynLockStore, LockError, LockManager, LockOptions, LockStore, Token, Ttl};
 use distlock_conformance::counting::CountingStore;
 use distlock_conformance::kit::child::{self, ChildProcess};
@@ -80,17 +80,17 @@ async fn script_flush_then_release_and_extend_still_work() {
         assert!(store.extend(&key, &token, ttl(Duration::from_secs(60))).await.unwrap(), "fencing={fencing}");
         assert!(script_cached(&server, extend_script), "the NOSCRIPT fallback sent EVAL, which caches the script");
         if fencing {
-            let pttl = server.command(&["PTTL", &store.fence_key(&key)]).as_int().unwrap();
+            let pttl = server.command(&["PTTL", &fence_key(&store, &key)]).as_int().unwrap();
             assert!(pttl > 30_000, "the fence key extended too: PTTL {pttl}");
         }
-        let pttl = server.command(&["PTTL", &store.redis_key(&key)]).as_int().unwrap();
+        let pttl = server.command(&["PTTL", &lock_key(&store, &key)]).as_int().unwrap();
         assert!(pttl > 30_000, "extended: PTTL {pttl}");
 
         server.script_flush();
         assert!(!script_cached(&server, FAIR_RELEASE_SCRIPT));
         assert!(store.release(&key, &token).await.unwrap(), "fencing={fencing}");
         assert!(script_cached(&server, FAIR_RELEASE_SCRIPT));
-        assert_eq!(server.command(&["EXISTS", &store.redis_key(&key)]), Reply::Int(0));
+        assert_eq!(server.command(&["EXISTS", &lock_key(&store, &key)]), Reply::Int(0));
 
         server.script_flush();
         assert!(store.inspect(&key).await.unwrap().is_none());
@@ -178,7 +178,7 @@ async fn fences_survive_a_restart_with_persistence() {
         store.try_acquire(&other, &Token::generate(), long).await.unwrap(),
         Acquire::Acquired { fence: Some(5) }
     );
-    let counter = server.command(&["GET", &store.fence_counter_key()]).as_text();
+    let counter = server.command(&["GET", &fence_counter_key(&store)]).as_text();
     assert_eq!(counter.as_deref(), Some("5"));
 }
 
@@ -286,7 +286,7 @@ async fn an_acquire_whose_reply_is_lost_leaves_no_orphan_lease() {
         assert!(patient.release(&store_key("warm-up"), &warm).await.unwrap());
 
         let key = store_key("uncertain");
-        let redis_key = store.redis_key(&key);
+        let redis_key = lock_key(&store, &key);
         let release_sha = distlock_redis::redis::Script::new(FAIR_RELEASE_SCRIPT).get_hash().to_owned();
         let monitor = tokio::task::block_in_place(|| server.monitor());
         // The server holds writes for 1.5 s, then runs them: the client gives up after 0.3 s
@@ -457,7 +457,7 @@ async fn until_subscribers(server: &RedisServer, channel: &str, expected: i64) {
 async fn a_killed_subscriber_falls_back_to_polling_and_notifications_come_back() {
     let Some(server) = RedisServer::start_or_skip("killed subscriber") else { return };
     let store = Arc::new(builder("subscriber", false).connect(&server.url()).await.unwrap());
-    let channel = store.release_channel().unwrap().to_owned();
+    let channel = format!("{}:released", store.key_prefix());
     let counting = CountingStore::new(store.clone());
     let notified_bound = Duration::from_millis(500);
     let slow_retry = Duration::from_secs(2);

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{cleanup, keys_left, raw, shared_store, store_key};
+use common::{cleanup, group_key_stem, group_lease_key, keys_left, raw, shared_store, store_key};
 use distlock_api::{
     GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockMode, LockStore, OwnerId, StoreKey,
     StoreMember, Token, Ttl,
@@ -103,7 +103,7 @@ const TICKET_BAND: std::ops::Range<f64> = 3e13..4e13;
 /// The places of waiting groups recorded on `name` (live or not yet purged), checking
 /// that each has its ticket.
 async fn intents(store: &RedisLockStore, name: &str) -> i64 {
-    let h = format!("{}:h", store.group_key_stem(&store_key(name)));
+    let h = format!("{}:h", group_key_stem(store, &store_key(name)));
     let entries: Vec<(String, f64)> = raw(store, &["ZRANGEBYSCORE", &h, INTENT_BAND, "+inf", "WITHSCORES"]).await;
     let (tickets, intents): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, score)| TICKET_BAND.contains(score));
     assert_eq!(intents.len(), tickets.len(), "{name}: one ticket per intent: {entries:?}");
@@ -190,11 +190,11 @@ async fn a_blocked_group_takes_nothing() {
         assert_eq!(intents(&store, name).await, 0, "a single attempt leaves no intent on {name}");
     }
     for name in ["a", "c"] {
-        let stem = store.group_key_stem(&store_key(name));
+        let stem = group_key_stem(&store, &store_key(name));
         let left: i64 = raw(&store, &["EXISTS", &format!("{stem}:h")]).await;
         assert_eq!(left, 0, "no key written for {name}");
     }
-    let lease: i64 = raw(&store, &["EXISTS", &store.group_lease_key(&group.token)]).await;
+    let lease: i64 = raw(&store, &["EXISTS", &group_lease_key(&store, &group.token)]).await;
     assert_eq!(lease, 0, "no lease key");
 
     assert_eq!(holder.release(groups).await, 1);
@@ -241,7 +241,7 @@ async fn shared_permits_make_a_semaphore_and_changes_apply_to_the_next_grant() {
 
     let zero = groups.set_permits(&pool, LockMode::Shared, Some(0)).await.unwrap_err();
     assert!(matches!(zero, LockError::InvalidGroup { reason: InvalidGroup::ZeroPermits { .. } }), "{zero}");
-    let _: i64 = raw(&store, &["HSET", &format!("{}:p", store.group_key_stem(&pool)), "shared", "many"]).await;
+    let _: i64 = raw(&store, &["HSET", &format!("{}:p", group_key_stem(&store, &pool)), "shared", "many"]).await;
     let garbage = groups.permits(&pool, LockMode::Shared).await.unwrap_err();
     assert!(matches!(garbage, LockError::Store { .. }), "{garbage}");
     cleanup(&store).await;
@@ -322,11 +322,11 @@ async fn releasing_some_names_keeps_the_others_held() {
     let me = owner("partial");
     let group = Group::new(vec![exclusive("p1"), shared("p2"), exclusive("p3")]).owned_by(me.clone());
     assert!(granted(&group.try_once(groups, Duration::from_secs(20)).await));
-    let before: i64 = raw(&store, &["PTTL", &store.group_lease_key(&group.token)]).await;
+    let before: i64 = raw(&store, &["PTTL", &group_lease_key(&store, &group.token)]).await;
     assert_eq!(groups.release_group(&[store_key("p2")], &group.token).await.unwrap(), 1);
     assert!(groups.holders(&store_key("p2")).await.unwrap().is_empty());
     // The rest keeps its lease, its owner and its fence.
-    let after: i64 = raw(&store, &["PTTL", &store.group_lease_key(&group.token)]).await;
+    let after: i64 = raw(&store, &["PTTL", &group_lease_key(&store, &group.token)]).await;
     assert!(after > 0 && after <= before, "lease key PTTL {before} → {after}");
     let held = groups.holders(&store_key("p3")).await.unwrap();
     assert_eq!(held.len(), 1);
@@ -373,7 +373,7 @@ async fn names_with_braces_keep_their_keys_in_one_hash_slot() {
     let mut tags = BTreeSet::new();
     for name in names {
         let key = store_key(name);
-        let stem = store.group_key_stem(&key);
+        let stem = group_key_stem(&store, &key);
         let mut writer = Group::new(vec![exclusive(name)]);
         let reader = Group::new(vec![shared(name)]);
         assert!(granted(&reader.try_once(groups, LONG).await), "{name}");
@@ -598,7 +598,7 @@ async fn keys_expire_with_their_last_lease() {
     let groups = store.groups().unwrap();
     let group = Group::new(vec![exclusive("gc")]);
     assert!(granted(&group.try_once(groups, Duration::from_secs(20)).await));
-    let stem = store.group_key_stem(&store_key("gc"));
+    let stem = group_key_stem(&store, &store_key("gc"));
     // A name taken free is a string that lives exactly as long as its hold.
     let pttl: i64 = raw(&store, &["PTTL", &format!("{stem}:s")]).await;
     assert!((19_000..=20_000).contains(&pttl), "{stem}:s: PTTL {pttl}");
@@ -611,21 +611,21 @@ async fn keys_expire_with_their_last_lease() {
         !granted(&Group::new(vec![shared("gc")]).try_once(groups, Duration::from_secs(20)).await),
         "gc is held exclusively"
     );
-    let gc3 = store.group_key_stem(&store_key("gc3"));
+    let gc3 = group_key_stem(&store, &store_key("gc3"));
     let pttl: i64 = raw(&store, &["PTTL", &format!("{gc3}:h")]).await;
     assert!((19_000..=40_000).contains(&pttl), "{gc3}:h: PTTL {pttl}");
     // The lease key lives exactly as long as the group's lease.
-    let pttl: i64 = raw(&store, &["PTTL", &store.group_lease_key(&group.token)]).await;
+    let pttl: i64 = raw(&store, &["PTTL", &group_lease_key(&store, &group.token)]).await;
     assert!((19_000..=20_000).contains(&pttl), "lease key: PTTL {pttl}");
     // A group whose lease ran out leaves nothing: its name's key and its lease key are gone.
     let short = Group::new(vec![shared("gc2")]).owned_by(owner("gone"));
     assert!(granted(&short.try_once(groups, Duration::from_millis(100)).await));
     tokio::time::sleep(Duration::from_millis(250)).await;
     for part in [":h", ":s"] {
-        let gone: i64 = raw(&store, &["EXISTS", &format!("{}{part}", store.group_key_stem(&store_key("gc2")))]).await;
+        let gone: i64 = raw(&store, &["EXISTS", &format!("{}{part}", group_key_stem(&store, &store_key("gc2")))]).await;
         assert_eq!(gone, 0, "{part}");
     }
-    let gone: i64 = raw(&store, &["EXISTS", &store.group_lease_key(&short.token)]).await;
+    let gone: i64 = raw(&store, &["EXISTS", &group_lease_key(&store, &short.token)]).await;
     assert_eq!(gone, 0, "the expired group's lease key");
     assert_eq!(groups.release_owner(&owner("gone")).await.unwrap(), 0);
     assert_eq!(short.release(groups).await, 0, "an expired group frees nothing");
@@ -764,11 +764,11 @@ async fn the_index_and_the_name_keys_do_not_grow_over_many_cycles() {
         assert_eq!(cycle.release(groups).await, 2);
     }
     assert_eq!(lease_keys(&store).await, 1, "only the keeper has a lease key");
-    let stem = store.group_key_stem(&store_key("k"));
+    let stem = group_key_stem(&store, &store_key("k"));
     // Only the keeper's hold is left on k (in `s`: it found k free): no intent, no ticket.
     let mut left = keys_left(&store).await;
     left.sort();
-    let mut expected = vec![format!("{stem}:s"), store.group_lease_key(&keeper.token)];
+    let mut expected = vec![format!("{stem}:s"), group_lease_key(&store, &keeper.token)];
     expected.sort();
     assert_eq!(left, expected);
     assert_eq!(groups.release_owner(&me).await.unwrap(), 1);
@@ -797,11 +797,11 @@ async fn release_owner_matches_the_owner_exactly() {
 
 /// `name`'s `:h` key (a sorted set) and `:s` key (the string of a holder that took it free).
 fn h_key(store: &RedisLockStore, name: &str) -> String {
-    format!("{}:h", store.group_key_stem(&store_key(name)))
+    format!("{}:h", group_key_stem(store, &store_key(name)))
 }
 
 fn s_key(store: &RedisLockStore, name: &str) -> String {
-    format!("{}:s", store.group_key_stem(&store_key(name)))
+    format!("{}:s", group_key_stem(store, &store_key(name)))
 }
 
 async fn exists(store: &RedisLockStore, key: &str) -> bool {
@@ -831,12 +831,12 @@ async fn a_group_of_free_names_holds_each_in_a_string() {
         assert!(held[0].fence.is_some_and(|fence| fence > 0), "{held:?}");
         assert!(held[0].ttl_left <= Duration::from_secs(5), "{held:?}");
     }
-    let entry: String = raw(&store, &["GET", &store.group_lease_key(&group.token)]).await;
+    let entry: String = raw(&store, &["GET", &group_lease_key(&store, &group.token)]).await;
     assert!(entry.ends_with("\n-"), "the lease of a group held in strings has no expiry of its own: {entry:?}");
 
     // Extending moves both strings and the lease; another group is refused meanwhile.
     assert_eq!(groups.extend_group(&group.keys(), &group.token, ttl(LONG)).await.unwrap(), 2);
-    for key in [s_key(&store, "s1"), s_key(&store, "s2"), store.group_lease_key(&group.token)] {
+    for key in [s_key(&store, "s1"), s_key(&store, "s2"), group_lease_key(&store, &group.token)] {
         let left: i64 = raw(&store, &["PTTL", &key]).await;
         assert!(left > 5_000 && left <= 30_000, "{key}: PTTL {left} after extending to 30 s");
     }
@@ -900,7 +900,7 @@ async fn releasing_some_names_of_a_group_held_in_strings_keeps_the_others_and_th
     let me = owner("strings-partial");
     let group = Group::new(vec![exclusive("q1"), shared("q2"), exclusive("q3")]).owned_by(me.clone());
     assert!(granted(&group.try_once(groups, Duration::from_secs(20)).await));
-    let lease = store.group_lease_key(&group.token);
+    let lease = group_lease_key(&store, &group.token);
     let before: i64 = raw(&store, &["PTTL", &lease]).await;
     // The lease comes back with what the released name had left.
     assert_eq!(groups.release_group(&[store_key("q2")], &group.token).await.unwrap(), 1);

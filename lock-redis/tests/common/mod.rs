@@ -35,11 +35,57 @@ pub async fn raw<T: FromRedisValue>(store: &RedisLockStore, args: &[&str]) -> T 
     cmd.query_async(&mut conn).await.unwrap_or_else(|err| panic!("{args:?}: {err}"))
 }
 
+/// What every key of the store starts with: `{prefix}:`, or nothing for the empty prefix.
+fn stem(store: &RedisLockStore) -> String {
+    if store.key_prefix().is_empty() {
+        String::new()
+    } else {
+        format!("{}:", store.key_prefix())
+    }
+}
+
+/// A lock's key, as the README documents it: `{prefix}:lock:{key}`.
+pub fn lock_key(store: &RedisLockStore, key: &StoreKey) -> String {
+    format!("{}{}", stem(store), key.as_str())
+}
+
+/// A fencing-mode holder's fence record: `{prefix}:fence:lock:{key}`.
+pub fn fence_key(store: &RedisLockStore, key: &StoreKey) -> String {
+    format!("{}fence:{}", stem(store), key.as_str())
+}
+
+/// The store's one fencing counter: `{prefix}:fence`.
+pub fn fence_counter_key(store: &RedisLockStore) -> String {
+    format!("{}fence", stem(store))
+}
+
+/// The record of the settings every client of the prefix shares: `{prefix}:lock-settings`.
+pub fn settings_key(store: &RedisLockStore) -> String {
+    format!("{}lock-settings", stem(store))
+}
+
+/// The channel releases are published on: `{prefix}:released`.
+pub fn release_channel(store: &RedisLockStore) -> String {
+    format!("{}released", stem(store))
+}
+
+/// The keys of a group name start `{prefix}:group:{<name>}`, the name with `%`, `{` and
+/// `}` written `%25`, `%7B` and `%7D`.
+pub fn group_key_stem(store: &RedisLockStore, key: &StoreKey) -> String {
+    let name = key.lock_key().replace('%', "%25").replace('{', "%7B").replace('}', "%7D");
+    format!("{}group:{{{name}}}", stem(store))
+}
+
+/// The lease key of the group `token` took: `{prefix}:group-lease:<token>`.
+pub fn group_lease_key(store: &RedisLockStore, token: &Token) -> String {
+    format!("{}group-lease:{}", stem(store), token.as_str())
+}
+
 /// Every key under the store's prefix but the record of its settings
-/// ([`RedisLockStore::settings_key`]), which stays for as long as the prefix is used.
+/// ([`settings_key`]), which stays for as long as the prefix is used.
 pub async fn keys_left(store: &RedisLockStore) -> Vec<String> {
     let keys: Vec<String> = raw(store, &["KEYS", &format!("{}:*", store.key_prefix())]).await;
-    let settings = store.settings_key();
+    let settings = settings_key(store);
     keys.into_iter().filter(|key| *key != settings).collect()
 }
 

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use distlock_api::waiters::{KeyState, WaiterRegistry};
 use distlock_api::{
     Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
-    QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClientBuilder;
@@ -18,9 +18,10 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{PushInfo, PushKind, Value};
 
+use crate::commands::Commands;
 use crate::config;
-use crate::scripts::{fence_flag, LuaScript, SCRIPTS};
-use crate::url::RedisUrl;
+use crate::layout::Layout;
+use crate::url::{self, RedisUrl};
 
 /// A connection to one master, or the cluster connection (which follows redirections).
 #[derive(Clone)]
@@ -51,6 +52,25 @@ impl redis::aio::ConnectionLike for AnyConn {
 
     fn get_db(&self) -> i64 {
         0
+    }
+}
+
+/// An error that may be the `redis` crate's: what [`RedisClusterStore::exec`] looks at to
+/// tell a redirection (send again through the cluster connection) or a lost connection.
+pub(crate) trait RedisCause {
+    /// The `redis` error behind this one, if any.
+    fn redis_cause(&self) -> Option<&redis::RedisError>;
+}
+
+impl RedisCause for redis::RedisError {
+    fn redis_cause(&self) -> Option<&redis::RedisError> {
+        Some(self)
+    }
+}
+
+impl RedisCause for LockError {
+    fn redis_cause(&self) -> Option<&redis::RedisError> {
+        self.cause().and_then(|cause| cause.downcast_ref())
     }
 }
 
@@ -85,10 +105,6 @@ fn key_slot(key: &[u8]) -> u16 {
     }
     crc % 16384
 }
-
-/// The publish command of the scripts that publish (their last argument): the lock's own
-/// shard channel.
-const SPUBLISH: &str = "spublish";
 
 /// A [`LockStore`] on **Redis Cluster** (Redis ≥ 7): the single-node store's commands and
 /// scripts, with every key of one lock in **one hash slot**, so no script is ever
@@ -143,9 +159,8 @@ const SPUBLISH: &str = "spublish";
 pub struct RedisClusterStore {
     conn: ClusterConnection,
     key_prefix: String,
-    fencing: bool,
-    clock_fences: bool,
-    notifications: bool,
+    /// The hash-tagged key layout and the commands of every lock operation.
+    commands: Arc<Commands>,
     /// Whether waiters queue (fair waiting); releases hand keys to queued waiters either way.
     fair_queue: bool,
     registry: WaiterRegistry,
@@ -159,9 +174,9 @@ impl fmt::Debug for RedisClusterStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisClusterStore")
             .field("key_prefix", &self.key_prefix)
-            .field("fencing", &self.fencing)
-            .field("clock_fences", &self.clock_fences)
-            .field("notifications", &self.notifications)
+            .field("fencing", &self.commands.fencing)
+            .field("clock_fences", &self.commands.clock_fences)
+            .field("notifications", &self.commands.notifications)
             .field("fair_queue", &self.fair_queue)
             .finish_non_exhaustive()
     }
@@ -218,7 +233,7 @@ impl RedisClusterStore {
 
     /// [`RedisClusterStoreBuilder::connect`](crate::RedisClusterStoreBuilder::connect).
     pub(crate) async fn connect_with(builder: crate::RedisClusterStoreBuilder, url: &str) -> Result<Self, LockError> {
-        let nodes = split_cluster_url(url)?;
+        let (nodes, auth) = split_cluster_url(url)?;
         let first = RedisUrl::parse(&nodes[0])?;
         for node in &nodes[1..] {
             RedisUrl::parse(node)?;
@@ -241,7 +256,8 @@ impl RedisClusterStore {
             .build()
             .map_err(|err| LockError::Config { message: format!("Redis Cluster URL: {err}") })?;
         let mut conn = client.get_async_connection().await.map_err(|err| Self::error("connect", None, err))?;
-        let settings_key = format!("{}lock-settings", config::key_stem(&key_prefix));
+        let layout = Layout::cluster(&key_prefix);
+        let settings_key = layout.settings_key();
         let settings = config::shared_settings(fencing, clock_fences, notifications, fair_queue);
         let recorded: Option<String> = async {
             redis::cmd("SET").arg(&settings_key).arg(&settings).arg("NX").query_async::<()>(&mut conn).await?;
@@ -254,50 +270,33 @@ impl RedisClusterStore {
         Ok(Self {
             conn,
             key_prefix,
-            fencing,
-            clock_fences,
-            notifications,
+            commands: Arc::new(Commands { layout, backend: Self::BACKEND, fencing, clock_fences, notifications }),
             fair_queue,
             registry,
             subscribed: Arc::default(),
             fast: Arc::default(),
-            auth: auth_of(&nodes[0]),
+            auth,
         })
     }
 
     /// The lock's Redis key: `{prefix}:{lock:<key>}`.
-    pub fn redis_key(&self, key: &StoreKey) -> String {
-        format!("{}{{{}}}", config::key_stem(&self.key_prefix), key.as_str())
-    }
-
-    /// The lock's own fence counter: `{prefix}:{lock:<key>}:fence`.
-    pub fn fence_counter_key(&self, key: &StoreKey) -> String {
-        format!("{}:fence", self.redis_key(key))
-    }
-
-    /// The holder's fence record: `{prefix}:{lock:<key>}:holder`.
-    pub fn fence_key(&self, key: &StoreKey) -> String {
-        format!("{}:holder", self.redis_key(key))
+    pub(crate) fn redis_key(&self, key: &StoreKey) -> String {
+        self.commands.layout.lock_key(key)
     }
 
     /// The lock's shard channel: `{prefix}:{lock:<key>}:released`.
-    pub fn release_channel(&self, key: &StoreKey) -> String {
-        format!("{}:released", self.redis_key(key))
-    }
-
-    fn queue_keys(&self, key: &StoreKey) -> (String, String) {
-        let lock = self.redis_key(key);
-        (format!("{lock}:queue"), format!("{lock}:queue-ttl"))
+    pub(crate) fn release_channel(&self, key: &StoreKey) -> String {
+        self.commands.layout.release_channel(key)
     }
 
     /// Whether acquisitions return fencing numbers.
     pub fn fencing(&self) -> bool {
-        self.fencing
+        self.commands.fencing
     }
 
     /// Whether fencing numbers are drawn from the master's clock as well as the counter.
     pub fn clock_fences(&self) -> bool {
-        self.clock_fences
+        self.commands.clock_fences
     }
 
     /// The prefix of every key of the store.
@@ -307,7 +306,7 @@ impl RedisClusterStore {
 
     /// Whether releases are published and waiters wake on them.
     pub fn notifications(&self) -> bool {
-        self.notifications
+        self.commands.notifications
     }
 
     pub(crate) fn registry(&self) -> &WaiterRegistry {
@@ -365,7 +364,7 @@ impl RedisClusterStore {
 
     async fn wait_on(&self, key: &StoreKey, max: Duration, token: Option<&Token>) -> Result<(), LockError> {
         let max = max.min(crate::RedisLockStore::MAX_WAIT);
-        if !self.notifications {
+        if !self.notifications() {
             tokio::time::sleep(max).await;
             return Ok(());
         }
@@ -392,18 +391,21 @@ impl RedisClusterStore {
 
     /// Runs `op` on the master owning `redis_key`'s slot, directly; after a redirection
     /// (the command did not run) through the cluster connection instead.
-    pub(crate) async fn exec<T, F, Fut>(&self, redis_key: &str, op: F) -> redis::RedisResult<T>
+    pub(crate) async fn exec<T, E, F, Fut>(&self, redis_key: &str, op: F) -> Result<T, E>
     where
+        E: RedisCause,
         F: Fn(AnyConn) -> Fut,
-        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+        Fut: std::future::Future<Output = Result<T, E>>,
     {
         if let Some((address, conn)) = self.node_conn(redis_key).await {
             match op(AnyConn::Node(conn)).await {
-                Err(err) if err.is_cluster_error() => {
+                Err(err) if err.redis_cause().is_some_and(redis::RedisError::is_cluster_error) => {
                     self.fast.slots.write().unwrap_or_else(|e| e.into_inner()).clear();
                 }
                 Err(err) => {
-                    if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() {
+                    if err.redis_cause().is_some_and(|err| {
+                        err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error()
+                    }) {
                         self.fast.conns.lock().unwrap_or_else(|e| e.into_inner()).remove(&address);
                     }
                     return Err(err);
@@ -527,8 +529,8 @@ impl LockStore for RedisClusterStore {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::NONE
-            .with_fencing(self.fencing)
-            .with_release_notifications(self.notifications)
+            .with_fencing(self.fencing())
+            .with_release_notifications(self.notifications())
             .with_fair_queue(self.fair_queue)
             .with_group_hash_tag(true)
     }
@@ -544,92 +546,34 @@ impl LockStore for RedisClusterStore {
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
-        let redis_key = self.redis_key(key);
-        if !self.fencing {
-            let mut set = redis::cmd("SET");
-            set.arg(&redis_key).arg(token.as_str()).arg("NX").arg("PX").arg(ttl.as_millis());
-            let set = &set;
-            let reply: Value = self
-                .exec(&redis_key, |mut conn| async move { set.query_async(&mut conn).await })
-                .await
-                .map_err(|err| Self::error("acquire", Some(key), err))?;
-            return match reply {
-                Value::Nil => Ok(Acquire::Held { ttl_left: None }),
-                Value::Okay => Ok(Acquire::Acquired { fence: None }),
-                Value::SimpleString(ref s) if s == "OK" => Ok(Acquire::Acquired { fence: None }),
-                other => Err(Self::error("acquire", Some(key), Unexpected(format!("SET NX PX gave {other:?}")))),
-            };
-        }
-        let script = if self.clock_fences { &SCRIPTS.fenced_acquire_clock } else { &SCRIPTS.fenced_acquire };
-        let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
-        let args = |cmd: &mut redis::Cmd| {
-            cmd.arg(3).arg(&redis_key).arg(&counter).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
-        };
-        let args = &args;
-        let (acquired, number): (i64, i64) = self
-            .exec(&redis_key, |mut conn| async move { script.run(&mut conn, args).await })
-            .await
-            .map_err(|err| Self::error("acquire", Some(key), err))?;
-        acquired_or_held(key, acquired, number, true)
+        let commands = &*self.commands;
+        self.exec(
+            &self.redis_key(key),
+            |mut conn| async move { commands.try_acquire(&mut conn, key, token, ttl).await },
+        )
+        .await
     }
 
     /// The fair release script (seed 000's compare-and-delete, then the hand-over to the
     /// oldest waiter), `SPUBLISH`ing the release on the lock's shard channel.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
-        let redis_key = self.redis_key(key);
-        let (queue, queue_ttl) = self.queue_keys(key);
-        let channel = if self.notifications { self.release_channel(key) } else { String::new() };
-        let args = |cmd: &mut redis::Cmd| {
-            cmd.arg(3).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(token.as_str()).arg(&channel).arg(SPUBLISH);
-        };
-        let args = &args;
-        let released: i64 = self
-            .exec(&redis_key, |mut conn| async move { SCRIPTS.fair_release.run(&mut conn, args).await })
+        let commands = &*self.commands;
+        self.exec(&self.redis_key(key), |mut conn| async move { commands.fair_release(&mut conn, key, token).await })
             .await
-            .map_err(|err| Self::error("release", Some(key), err))?;
-        Ok(released == 1)
     }
 
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
-        let redis_key = self.redis_key(key);
-        let fence_key = self.fence_key(key);
-        let (script, args): (&LuaScript, &(dyn Fn(&mut redis::Cmd) + Sync)) = if self.fencing {
-            (&SCRIPTS.fenced_extend, &|cmd: &mut redis::Cmd| {
-                cmd.arg(2).arg(&redis_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
-            })
-        } else {
-            (&SCRIPTS.extend, &|cmd: &mut redis::Cmd| {
-                cmd.arg(1).arg(&redis_key).arg(token.as_str()).arg(ttl.as_millis());
-            })
-        };
-        let extended: i64 = self
-            .exec(&redis_key, |mut conn| async move { script.run(&mut conn, args).await })
-            .await
-            .map_err(|err| Self::error("extend", Some(key), err))?;
-        Ok(extended == 1)
+        let commands = &*self.commands;
+        self.exec(
+            &self.redis_key(key),
+            |mut conn| async move { commands.extend(&mut conn, None, key, token, ttl).await },
+        )
+        .await
     }
 
     async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
-        let redis_key = self.redis_key(key);
-        let fence_key = self.fencing.then(|| self.fence_key(key));
-        let args = |cmd: &mut redis::Cmd| match &fence_key {
-            Some(fence_key) => {
-                cmd.arg(2).arg(&redis_key).arg(fence_key);
-            }
-            None => {
-                cmd.arg(1).arg(&redis_key);
-            }
-        };
-        let args = &args;
-        let holder: Option<(String, i64, Option<u64>)> = self
-            .exec(&redis_key, |mut conn| async move { SCRIPTS.inspect.run(&mut conn, args).await })
-            .await
-            .map_err(|err| Self::error("inspect", Some(key), err))?;
-        let Some((token, pttl, fence)) = holder else { return Ok(None) };
-        let token = Token::parse(&token).map_err(|err| Self::error("inspect", Some(key), err))?;
-        let ms = u64::try_from(pttl)
-            .map_err(|_| Self::error("inspect", Some(key), Unexpected(format!("the lock key has PTTL {pttl}"))))?;
-        Ok(Some(LockInfo::new(token, fence, Duration::from_millis(ms))))
+        let commands = &*self.commands;
+        self.exec(&self.redis_key(key), |mut conn| async move { commands.inspect(&mut conn, key).await }).await
     }
 
     /// `SSUBSCRIBE` to the lock's shard channel (once per store and channel), then `GET`
@@ -657,8 +601,8 @@ impl LockStore for RedisClusterStore {
             }
         };
         let masters = self.masters("list").await?;
-        let namespace = format!("{}{{", config::key_stem(&self.key_prefix));
-        let glob = format!("{}}}", pattern.to_redis_glob(&format!("{namespace}{LOCK_NAMESPACE}")));
+        let namespace = self.commands.layout.lock_namespace();
+        let glob = format!("{}}}", pattern.to_redis_glob(&namespace));
         let mut found = Vec::new();
         while let Some((host, port)) = masters.get(index) {
             let mut scan = redis::cmd("SCAN");
@@ -682,7 +626,6 @@ impl LockStore for RedisClusterStore {
         let next = (index < masters.len()).then(|| ListCursor::new(format!("{index}:{position}")));
         let reads = found.into_iter().filter_map(|redis_key| {
             let key = redis_key.strip_prefix(&namespace)?.strip_suffix('}')?;
-            let key = key.strip_prefix(LOCK_NAMESPACE)?;
             if !pattern.matches(key) {
                 return None;
             }
@@ -700,22 +643,7 @@ impl LockStore for RedisClusterStore {
 #[async_trait]
 impl QueueStore for RedisClusterStore {
     async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
-        let QueuedAttempt { key, token, ttl, place } = attempt;
-        let redis_key = self.redis_key(key);
-        let (queue, queue_ttl) = self.queue_keys(key);
-        let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
-        let channel = if self.notifications { self.release_channel(key) } else { String::new() };
-        let mut conn = self.conn.clone();
-        let (acquired, number): (i64, i64) = SCRIPTS
-            .queued_acquire
-            .run(&mut conn, |cmd| {
-                cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
-                cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());
-                cmd.arg(fence_flag(self.fencing, self.clock_fences)).arg(&channel).arg(SPUBLISH);
-            })
-            .await
-            .map_err(|err| Self::error("acquire", Some(key), err))?;
-        acquired_or_held(key, acquired, number, self.fencing)
+        self.commands.try_acquire_queued(&mut self.conn.clone(), attempt).await
     }
 
     async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
@@ -723,67 +651,23 @@ impl QueueStore for RedisClusterStore {
     }
 
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        let (_, queue_ttl) = self.queue_keys(key);
-        let mut conn = self.conn.clone();
-        let len: i64 = SCRIPTS
-            .queue_len
-            .run(&mut conn, |cmd| {
-                cmd.arg(1).arg(&queue_ttl);
-            })
-            .await
-            .map_err(|err| Self::error("queue_len", Some(key), err))?;
-        usize::try_from(len).map_err(|_| Self::error("queue_len", Some(key), Unexpected(format!("ZCOUNT gave {len}"))))
+        self.commands.queue_len(&mut self.conn.clone(), key).await
     }
 }
-
-fn acquired_or_held(key: &StoreKey, acquired: i64, number: i64, fencing: bool) -> Result<Acquire, LockError> {
-    match (acquired, u64::try_from(number)) {
-        (1, Ok(0)) if !fencing => Ok(Acquire::Acquired { fence: None }),
-        (1, Ok(fence)) if fencing && fence > 0 => Ok(Acquire::Acquired { fence: Some(fence) }),
-        (0, Ok(ms)) => Ok(Acquire::Held { ttl_left: Some(Duration::from_millis(ms)) }),
-        (0, Err(_)) => Ok(Acquire::Held { ttl_left: None }),
-        _ => Err(RedisClusterStore::error(
-            "acquire",
-            Some(key),
-            Unexpected(format!("acquire returned {{{acquired}, {number}}}")),
-        )),
-    }
-}
-
-#[derive(Debug)]
-struct Unexpected(String);
-
-impl fmt::Display for Unexpected {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Unexpected {}
 
 fn strip_query(url: &str) -> String {
     url.split_once('?').map_or(url, |(base, _)| base).to_owned()
 }
 
-/// `redis+cluster://auth@h1,h2/…?query` → `redis://auth@h1/…?query`, … (no I/O).
-pub(crate) fn split_cluster_url(url: &str) -> Result<Vec<String>, LockError> {
-    let config = |message: String| LockError::Config { message: format!("Redis Cluster URL: {message}") };
-    let Some(rest) = url.strip_prefix("redis+cluster://") else {
-        return Err(config("expected redis+cluster://host1:port1,host2:port2,…".to_owned()));
-    };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let (auth, hosts) = match authority.rsplit_once('@') {
-        Some((auth, hosts)) => (format!("{auth}@"), hosts),
-        None => (String::new(), authority),
-    };
-    if hosts.split(',').any(str::is_empty) {
-        return Err(config("an empty host in the list of nodes".to_owned()));
-    }
+/// The nodes' URLs of `redis+cluster://auth@h1,h2/…?query` (`redis://auth@h1/…?query`, …)
+/// and their credentials (`user:password@`, or empty); no I/O.
+fn split_cluster_url(url: &str) -> Result<(Vec<String>, String), LockError> {
+    let split = url::CLUSTER.split(url)?;
+    let tail = split.tail;
     if !(tail.is_empty() || tail.starts_with('?') || tail.starts_with("/?") || tail == "/" || tail.starts_with("/0")) {
-        return Err(config("Redis Cluster has only database 0".to_owned()));
+        return Err(url::CLUSTER.error("Redis Cluster has only database 0"));
     }
-    Ok(hosts.split(',').map(|host| format!("redis://{auth}{host}{tail}")).collect())
+    Ok((split.node_urls(), split.auth.to_owned()))
 }
 
 #[cfg(test)]
@@ -794,19 +678,12 @@ mod tests {
     fn urls_split_into_nodes() {
         assert_eq!(
             split_cluster_url("redis+cluster://:pw@a:1,b:2?prefix=x").unwrap(),
-            ["redis://:pw@a:1?prefix=x", "redis://:pw@b:2?prefix=x"]
+            (vec!["redis://:pw@a:1?prefix=x".to_owned(), "redis://:pw@b:2?prefix=x".to_owned()], ":pw@".to_owned())
         );
         for bad in ["redis://a", "redis+cluster://a,,b", "redis+cluster://", "redis+cluster://a/3"] {
             assert!(matches!(split_cluster_url(bad), Err(LockError::Config { .. })), "{bad}");
         }
     }
-}
-
-/// `user:password@` of a node URL (`redis://user:password@host…`), or empty.
-fn auth_of(node: &str) -> String {
-    let rest = node.strip_prefix("redis://").unwrap_or(node);
-    let authority = rest.split(['/', '?']).next().unwrap_or("");
-    authority.rsplit_once('@').map(|(auth, _)| format!("{auth}@")).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -820,7 +697,5 @@ mod slot_tests {
         assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
         assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
         assert_eq!(key_slot(b"{lock:a}:fence"), key_slot(b"lock:a"));
-        assert_eq!(auth_of("redis://:pw@h:1?x=y"), ":pw@");
-        assert_eq!(auth_of("redis://h:1"), "");
     }
 }

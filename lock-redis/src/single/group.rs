@@ -41,7 +41,6 @@
 //! same TTL within `ttl` leave it alone). Nothing sets an expiry on release: keys only
 //! shrink, and an emptied key is gone.
 
-use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -52,8 +51,9 @@ use distlock_api::{
 };
 use redis::Cmd;
 
+use crate::commands::UnexpectedReply;
 use crate::scripts::SCRIPTS;
-use crate::store::RedisLockStore;
+use crate::single::RedisLockStore;
 
 /// Keys examined per `SCAN` page while looking for an owner's lease keys.
 pub(crate) const SCAN_PAGE: usize = 1000;
@@ -66,7 +66,7 @@ impl RedisLockStore {
     /// keys are the stem followed by `:s` (the holder that found the name free, a string),
     /// `:h` (every other holder, waiting groups' places and their tickets, one sorted set;
     /// also what a release publishes when the name's holders change) and `:p` (permits).
-    pub fn group_key_stem(&self, key: &StoreKey) -> String {
+    pub(crate) fn group_key_stem(&self, key: &StoreKey) -> String {
         let mut stem = String::new();
         self.push_group_key_stem(&mut stem, key);
         stem
@@ -118,7 +118,7 @@ impl RedisLockStore {
     /// string `<name>\n<name>…\n\n<owner>\n<fence>\n<expiry ms>` (fence `0` without
     /// fencing) that expires with the group's holds. It exists exactly while the group is
     /// live; `release_owner` finds an owner's groups by `SCAN`ning these keys.
-    pub fn group_lease_key(&self, token: &Token) -> String {
+    pub(crate) fn group_lease_key(&self, token: &Token) -> String {
         self.lease_key_ending(token.as_str())
     }
 
@@ -647,16 +647,3 @@ impl GroupLockStore for RedisLockStore {
         Ok(())
     }
 }
-
-/// The server answered something the group scripts never return (another program wrote
-/// the keys).
-#[derive(Debug)]
-pub(crate) struct UnexpectedReply(pub(crate) String);
-
-impl fmt::Display for UnexpectedReply {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UnexpectedReply {}

@@ -7,14 +7,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
-    QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use redis::aio::ConnectionManager;
-use redis::Value;
 
+use crate::commands::{Commands, UnexpectedReply};
 use crate::config::{self, Config};
+use crate::layout::Layout;
 use crate::notify::ReleaseListener;
-use crate::scripts::{fence_flag, Loaded, SCRIPTS};
+use crate::scripts::{Loaded, SCRIPTS};
 
 /// A [`LockStore`] on a single Redis server: `SET NX PX` to acquire, token-checked Lua
 /// scripts to release and extend.
@@ -40,11 +41,8 @@ use crate::scripts::{fence_flag, Loaded, SCRIPTS};
 pub struct RedisLockStore {
     conn: ConnectionManager,
     key_prefix: String,
-    /// What every key starts with: `{key_prefix}:`, or nothing with an empty prefix.
-    key_stem: String,
-    fencing: bool,
-    /// Fencing numbers drawn from the server's clock and the counter.
-    clock_fences: bool,
+    /// The key layout and the commands of every lock operation.
+    commands: Arc<Commands>,
     /// Whether releases hand keys to queued waiters (fair waiting).
     fair_queue: bool,
     /// `{key_prefix}:released`, or `None` when release notifications are off.
@@ -64,8 +62,8 @@ impl fmt::Debug for RedisLockStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLockStore")
             .field("key_prefix", &self.key_prefix)
-            .field("fencing", &self.fencing)
-            .field("clock_fences", &self.clock_fences)
+            .field("fencing", &self.commands.fencing)
+            .field("clock_fences", &self.commands.clock_fences)
             .field("fair_queue", &self.fair_queue)
             .field("release_channel", &self.release_channel)
             .field("listener", &self.listener)
@@ -97,17 +95,21 @@ impl RedisLockStore {
             response_timeout,
             connect_timeout,
         } = config;
-        let key_stem = config::key_stem(&key_prefix);
-        let release_channel = release_notifications.then(|| format!("{key_stem}released"));
+        let layout = Layout::node(&key_prefix);
+        let release_channel = release_notifications.then(|| format!("{}released", layout.stem()));
         let listener = release_channel.as_ref().zip(client).map(|(channel, client)| {
             Arc::new(ReleaseListener::new(client, channel.clone(), connect_timeout, response_timeout))
         });
         Self {
             conn,
             key_prefix,
-            key_stem,
-            fencing,
-            clock_fences,
+            commands: Arc::new(Commands {
+                layout,
+                backend: Self::BACKEND,
+                fencing,
+                clock_fences,
+                notifications: release_notifications,
+            }),
             fair_queue,
             release_channel,
             listener,
@@ -122,13 +124,13 @@ impl RedisLockStore {
 
     /// Whether acquisitions return fencing numbers.
     pub fn fencing(&self) -> bool {
-        self.fencing
+        self.commands.fencing
     }
 
     /// Whether fencing numbers are drawn from the server's clock and the counter
     /// (restart-safe, see [`clock_fences`](crate::RedisLockStoreBuilder::clock_fences)).
     pub fn clock_fences(&self) -> bool {
-        self.clock_fences
+        self.commands.clock_fences
     }
 
     /// The connection the store uses (a clone shares it).
@@ -137,42 +139,29 @@ impl RedisLockStore {
     }
 
     /// The Redis key of a lock: `{key_prefix}:lock:{key}`, e.g. `neton:lock:order:1`.
-    pub fn redis_key(&self, key: &StoreKey) -> String {
-        format!("{}{}", self.key_stem, key.as_str())
+    pub(crate) fn redis_key(&self, key: &StoreKey) -> String {
+        self.commands.layout.lock_key(key)
     }
 
     /// What every key of the store starts with: `{key_prefix}:`, or nothing when the
     /// prefix is empty.
     pub(crate) fn key_stem(&self) -> &str {
-        &self.key_stem
+        self.commands.layout.stem()
     }
 
     /// The fencing counter of the whole store: `{key_prefix}:fence`, e.g. `neton:fence`.
     /// One integer (`INCR`) for every key of the prefix, written only in fencing mode and
     /// never deleted; the only key this store keeps without an expiry.
-    pub fn fence_counter_key(&self) -> String {
-        format!("{}fence", self.key_stem)
+    pub(crate) fn fence_counter_key(&self) -> String {
+        format!("{}fence", self.key_stem())
     }
 
     /// The key that records a lock's fencing number for its holder:
     /// `{key_prefix}:fence:{lock key}`, e.g. `neton:fence:lock:order:1`, value
     /// `<fence>:<token>`. Written by a fencing-mode acquire with the lease's own `PX`,
     /// extended with it, so it expires with the lease (release leaves it to expire).
-    pub fn fence_key(&self, key: &StoreKey) -> String {
-        format!("{}fence:{}", self.key_stem, key.as_str())
-    }
-
-    /// The queue of waiters of a lock (fair waiting): `{key_prefix}:queue:{lock key}`,
-    /// e.g. `neton:queue:lock:order:1`, a sorted set of the waiters' tokens scored by
-    /// their arrival (µs on the server's clock). It exists only while someone waits.
-    pub fn queue_key(&self, key: &StoreKey) -> String {
-        format!("{}queue:{}", self.key_stem, key.as_str())
-    }
-
-    /// When each queued waiter's place expires: `{key_prefix}:queue-ttl:{lock key}`, a
-    /// sorted set of the waiters' tokens scored by the expiry (ms on the server's clock).
-    pub fn queue_ttl_key(&self, key: &StoreKey) -> String {
-        format!("{}queue-ttl:{}", self.key_stem, key.as_str())
+    pub(crate) fn fence_key(&self, key: &StoreKey) -> String {
+        self.commands.layout.fence_key(key)
     }
 
     /// The key that records the settings every client of the prefix must share:
@@ -180,8 +169,8 @@ impl RedisLockStore {
     /// holding [`shared_settings`](Self::shared_settings). Written by the first store that
     /// [connects](crate::RedisLockStoreBuilder::connect) to the prefix and read by every
     /// later one.
-    pub fn settings_key(&self) -> String {
-        format!("{}lock-settings", self.key_stem)
+    pub(crate) fn settings_key(&self) -> String {
+        self.commands.layout.settings_key()
     }
 
     /// The settings that decide what the store writes and expects of the other clients
@@ -193,11 +182,11 @@ impl RedisLockStore {
     /// client without notifications never wakes notified waiters (they wait out their
     /// retry interval), counter and clock fences give numbers of different orders.
     pub fn shared_settings(&self) -> String {
-        config::shared_settings(self.fencing, self.clock_fences, self.release_channel.is_some(), self.fair_queue)
+        config::shared_settings(self.fencing(), self.clock_fences(), self.release_channel.is_some(), self.fair_queue)
     }
 
     /// Records this store's [`shared_settings`](Self::shared_settings) under
-    /// [`settings_key`](Self::settings_key) when the prefix has none yet, and otherwise
+    /// `{key_prefix}:lock-settings` when the prefix has none yet, and otherwise
     /// checks them against the record: `SET {settings key} <settings> NX` and `GET` of it,
     /// pipelined (one round trip). [`RedisLockStoreBuilder::connect`](crate::RedisLockStoreBuilder::connect)
     /// calls it; a store [built](crate::RedisLockStoreBuilder::build) on a connection of
@@ -230,7 +219,7 @@ impl RedisLockStore {
     /// The pub/sub channel every release is published on, `{key_prefix}:released` (the
     /// message is the lock's Redis key), or `None` when release notifications are
     /// [off](crate::RedisLockStoreBuilder::release_notifications).
-    pub fn release_channel(&self) -> Option<&str> {
+    pub(crate) fn release_channel(&self) -> Option<&str> {
         self.release_channel.as_deref()
     }
 
@@ -249,60 +238,6 @@ impl RedisLockStore {
     fn error(operation: &'static str, key: &StoreKey, err: impl Into<distlock_api::BoxError>) -> LockError {
         LockError::store(Self::BACKEND, operation, Some(key.lock_key()), err)
     }
-
-    async fn acquire_plain(
-        &self,
-        key: &StoreKey,
-        redis_key: String,
-        token: &Token,
-        ttl: Ttl,
-    ) -> Result<Acquire, LockError> {
-        let mut conn = self.conn.clone();
-        let reply: Value = redis::cmd("SET")
-            .arg(&redis_key)
-            .arg(token.as_str())
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl.as_millis())
-            .query_async(&mut conn)
-            .await
-            .map_err(|err| Self::error("acquire", key, err))?;
-        match reply {
-            Value::Okay => Ok(Acquire::Acquired { fence: None }),
-            Value::SimpleString(ref s) if s == "OK" => Ok(Acquire::Acquired { fence: None }),
-            Value::Nil => Ok(Acquire::Held { ttl_left: None }),
-            other => Err(Self::error("acquire", key, unexpected("SET … NX PX", &other))),
-        }
-    }
-
-    async fn acquire_fenced(
-        &self,
-        key: &StoreKey,
-        redis_key: String,
-        token: &Token,
-        ttl: Ttl,
-    ) -> Result<Acquire, LockError> {
-        let (counter_key, fence_key) = (self.fence_counter_key(), self.fence_key(key));
-        let mut conn = self.conn.clone();
-        let script = if self.clock_fences { &SCRIPTS.fenced_acquire_clock } else { &SCRIPTS.fenced_acquire };
-        let (acquired, number): (i64, i64) = script
-            .run(&mut conn, |cmd| {
-                cmd.arg(3).arg(&redis_key).arg(&counter_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
-            })
-            .await
-            .map_err(|err| Self::error("acquire", key, err))?;
-        match (acquired, u64::try_from(number)) {
-            (1, Ok(fence)) if fence > 0 => Ok(Acquire::Acquired { fence: Some(fence) }),
-            (0, Ok(ms)) => Ok(Acquire::Held { ttl_left: Some(Duration::from_millis(ms)) }),
-            // PTTL -1: a key without expiry, not written by this store.
-            (0, Err(_)) => Ok(Acquire::Held { ttl_left: None }),
-            _ => Err(Self::error(
-                "acquire",
-                key,
-                UnexpectedReply(format!("fenced acquire returned {{{acquired}, {number}}}")),
-            )),
-        }
-    }
 }
 
 #[async_trait]
@@ -313,7 +248,7 @@ impl LockStore for RedisLockStore {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::NONE
-            .with_fencing(self.fencing)
+            .with_fencing(self.fencing())
             .with_release_notifications(self.notified_waits())
             .with_fair_queue(self.fair_queue)
     }
@@ -335,12 +270,7 @@ impl LockStore for RedisLockStore {
     /// Cancel safe in the [`LockStore`] sense: the command either ran atomically or not;
     /// if it ran, the lease is released by the manager that dropped the future.
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
-        let redis_key = self.redis_key(key);
-        if self.fencing {
-            self.acquire_fenced(key, redis_key, token, ttl).await
-        } else {
-            self.acquire_plain(key, redis_key, token, ttl).await
-        }
+        self.commands.try_acquire(&mut self.conn.clone(), key, token, ttl).await
     }
 
     /// The compare-and-delete script [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) (`EVALSHA`, `EVAL` on `NOSCRIPT`),
@@ -354,48 +284,11 @@ impl LockStore for RedisLockStore {
     ///
     /// Cancel safe: the script runs atomically or not at all.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
-        let redis_key = self.redis_key(key);
         let mut conn = self.conn.clone();
         if self.fair_queue {
-            let (queue, queue_ttl) = (self.queue_key(key), self.queue_ttl_key(key));
-            let channel = self.release_channel().unwrap_or("");
-            let deleted: i64 = SCRIPTS
-                .fair_release
-                .run(&mut conn, |cmd| {
-                    cmd.arg(3).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(token.as_str()).arg(channel);
-                })
-                .await
-                .map_err(|err| Self::error("release", key, err))?;
-            return check_flag("release", key, deleted);
+            return self.commands.fair_release(&mut conn, key, token).await;
         }
-        let args = |cmd: &mut redis::Cmd| {
-            cmd.arg(1).arg(&redis_key).arg(token.as_str());
-        };
-        let deleted: i64 = match &self.release_channel {
-            Some(channel) => {
-                let mut publish = redis::cmd("PUBLISH");
-                publish.arg(channel).arg(&redis_key);
-                let (deleted, published) = SCRIPTS
-                    .release
-                    .run_loaded_then(&mut conn, &self.loaded[RELEASE], args, &publish)
-                    .await
-                    .map_err(|err| Self::error("release", key, err))?;
-                if let Err(err) = published {
-                    tracing::debug!(
-                        redis.key = %redis_key,
-                        error = &err as &dyn std::error::Error,
-                        "PUBLISH of a release failed; waiters will poll"
-                    );
-                }
-                deleted
-            }
-            None => SCRIPTS
-                .release
-                .run_loaded(&mut conn, &self.loaded[RELEASE], args)
-                .await
-                .map_err(|err| Self::error("release", key, err))?,
-        };
-        check_flag("release", key, deleted)
+        self.commands.release(&mut conn, Some(&self.loaded[RELEASE]), key, token).await
     }
 
     /// The extend script (`lua/extend.lua`): `GET` == token, then `PEXPIRE` (`EVALSHA`, `EVAL` on `NOSCRIPT`).
@@ -405,26 +298,7 @@ impl LockStore for RedisLockStore {
     ///
     /// Cancel safe: the script runs atomically or not at all.
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
-        let redis_key = self.redis_key(key);
-        let mut conn = self.conn.clone();
-        let extended: Result<i64, _> = if self.fencing {
-            let fence_key = self.fence_key(key);
-            SCRIPTS
-                .fenced_extend
-                .run(&mut conn, |cmd| {
-                    cmd.arg(2).arg(&redis_key).arg(&fence_key).arg(token.as_str()).arg(ttl.as_millis());
-                })
-                .await
-        } else {
-            SCRIPTS
-                .extend
-                .run_loaded(&mut conn, &self.loaded[EXTEND], |cmd| {
-                    cmd.arg(1).arg(&redis_key).arg(token.as_str()).arg(ttl.as_millis());
-                })
-                .await
-        };
-        let extended = extended.map_err(|err| Self::error("extend", key, err))?;
-        check_flag("extend", key, extended)
+        self.commands.extend(&mut self.conn.clone(), Some(&self.loaded[EXTEND]), key, token, ttl).await
     }
 
     /// `GET` + `PTTL` (+ the fence key in fencing mode) in one read-only script.
@@ -438,31 +312,7 @@ impl LockStore for RedisLockStore {
     ///
     /// Cancel safe: it only reads.
     async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
-        let redis_key = self.redis_key(key);
-        let fence_key = self.fencing.then(|| self.fence_key(key));
-        let mut conn = self.conn.clone();
-        let holder: Option<(String, i64, Option<u64>)> = SCRIPTS
-            .inspect
-            .run(&mut conn, |cmd| match &fence_key {
-                Some(fence_key) => {
-                    cmd.arg(2).arg(&redis_key).arg(fence_key);
-                }
-                None => {
-                    cmd.arg(1).arg(&redis_key);
-                }
-            })
-            .await
-            .map_err(|err| Self::error("inspect", key, err))?;
-        let Some((token, pttl, fence)) = holder else { return Ok(None) };
-        let token = Token::parse(&token).map_err(|err| Self::error("inspect", key, err))?;
-        let Ok(ms) = u64::try_from(pttl) else {
-            return Err(Self::error(
-                "inspect",
-                key,
-                UnexpectedReply(format!("the lock key has no expiry (PTTL {pttl})")),
-            ));
-        };
-        Ok(Some(LockInfo::new(token, fence, Duration::from_millis(ms))))
+        self.commands.inspect(&mut self.conn.clone(), key).await
     }
 
     /// Waits for a published release of `key`, at most `max`.
@@ -538,7 +388,7 @@ impl LockStore for RedisLockStore {
                 message: format!("{cursor:?} is not a listing cursor of the Redis store"),
             })?,
         };
-        let glob = pattern.to_redis_glob(&format!("{}{LOCK_NAMESPACE}", self.key_stem));
+        let glob = pattern.to_redis_glob(&self.commands.layout.lock_namespace());
         let mut conn = self.conn.clone();
         let (next, found): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
             .arg(position)
@@ -560,7 +410,7 @@ impl QueueStore for RedisLockStore {
     /// takes the key when it was handed to `token`, or is free with `token` first in line
     /// (or nobody waiting) — in fencing mode with a fencing number, as the fenced acquire
     /// — and otherwise takes or refreshes `token`'s place in
-    /// [`queue_key`](Self::queue_key) for `place`. A free key whose first waiter is
+    /// the key's queue (`{key_prefix}:queue:{lock key}`) for `place`. A free key whose first waiter is
     /// someone else is handed to that waiter. Without the queue, a plain
     /// [`try_acquire`](LockStore::try_acquire).
     ///
@@ -568,34 +418,10 @@ impl QueueStore for RedisLockStore {
     ///
     /// Cancel safe: the script runs atomically or not at all.
     async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
-        let QueuedAttempt { key, token, ttl, place } = attempt;
         if !self.fair_queue {
-            return self.try_acquire(key, token, ttl).await;
+            return self.try_acquire(attempt.key, attempt.token, attempt.ttl).await;
         }
-        let (redis_key, queue, queue_ttl) = (self.redis_key(key), self.queue_key(key), self.queue_ttl_key(key));
-        let (counter, fence_key) = (self.fence_counter_key(), self.fence_key(key));
-        let channel = self.release_channel().unwrap_or("");
-        let mut conn = self.conn.clone();
-        let (acquired, number): (i64, i64) = SCRIPTS
-            .queued_acquire
-            .run(&mut conn, |cmd| {
-                cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
-                cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());
-                cmd.arg(fence_flag(self.fencing, self.clock_fences)).arg(channel);
-            })
-            .await
-            .map_err(|err| Self::error("acquire", key, err))?;
-        match (acquired, u64::try_from(number)) {
-            (1, Ok(0)) if !self.fencing => Ok(Acquire::Acquired { fence: None }),
-            (1, Ok(fence)) if self.fencing && fence > 0 => Ok(Acquire::Acquired { fence: Some(fence) }),
-            (0, Ok(ms)) => Ok(Acquire::Held { ttl_left: Some(Duration::from_millis(ms)) }),
-            (0, Err(_)) => Ok(Acquire::Held { ttl_left: None }),
-            _ => Err(Self::error(
-                "acquire",
-                key,
-                UnexpectedReply(format!("queued acquire returned {{{acquired}, {number}}}")),
-            )),
-        }
+        self.commands.try_acquire_queued(&mut self.conn.clone(), attempt).await
     }
 
     /// As [`wait_for_release`](LockStore::wait_for_release); the check after registering
@@ -626,18 +452,9 @@ impl QueueStore for RedisLockStore {
     }
 
     /// A read-only script: `ZCOUNT` of the unexpired places in
-    /// [`queue_ttl_key`](Self::queue_ttl_key).
+    /// the key's `{key_prefix}:queue-ttl:{lock key}`.
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        let queue_ttl = self.queue_ttl_key(key);
-        let mut conn = self.conn.clone();
-        let len: i64 = SCRIPTS
-            .queue_len
-            .run(&mut conn, |cmd| {
-                cmd.arg(1).arg(&queue_ttl);
-            })
-            .await
-            .map_err(|err| Self::error("queue_len", key, err))?;
-        usize::try_from(len).map_err(|_| Self::error("queue_len", key, UnexpectedReply(format!("ZCOUNT gave {len}"))))
+        self.commands.queue_len(&mut self.conn.clone(), key).await
     }
 }
 
@@ -650,7 +467,7 @@ impl RedisLockStore {
     /// of at most [`LIST_SCRIPT_BATCH`] keys; keys that are not this store's locks are
     /// skipped.
     async fn holders(&self, pattern: &KeyPattern, found: Vec<Vec<u8>>) -> Result<Vec<HeldLock>, LockError> {
-        let namespace = format!("{}{LOCK_NAMESPACE}", self.key_stem);
+        let namespace = self.commands.layout.lock_namespace();
         let mut keys = Vec::with_capacity(found.len());
         for redis_key in found {
             // Anything here matched the glob; keep what the pattern itself matches and
@@ -672,7 +489,7 @@ impl RedisLockStore {
 
     /// One run of the list script over `keys` (Redis key, application key).
     async fn read_holders(&self, keys: &[(String, LockKey)]) -> Result<Vec<HeldLock>, LockError> {
-        let fence_keys: Vec<String> = if self.fencing {
+        let fence_keys: Vec<String> = if self.fencing() {
             keys.iter().map(|(_, key)| self.fence_key(&key.to_store_key())).collect()
         } else {
             Vec::new()
@@ -709,31 +526,6 @@ impl RedisLockStore {
             .collect())
     }
 }
-
-fn check_flag(operation: &'static str, key: &StoreKey, reply: i64) -> Result<bool, LockError> {
-    match reply {
-        1 => Ok(true),
-        0 => Ok(false),
-        other => Err(RedisLockStore::error(operation, key, UnexpectedReply(format!("script returned {other}")))),
-    }
-}
-
-fn unexpected(command: &str, reply: &Value) -> UnexpectedReply {
-    UnexpectedReply(format!("unexpected reply to {command}: {reply:?}"))
-}
-
-/// The server answered something this store never expects (another program wrote the
-/// key, or a proxy changed the protocol).
-#[derive(Debug)]
-struct UnexpectedReply(String);
-
-impl fmt::Display for UnexpectedReply {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UnexpectedReply {}
 
 #[cfg(test)]
 mod tests {

@@ -30,11 +30,12 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::Cmd;
 
 use crate::cluster::RedisClusterStore;
-use crate::group::{
-    check_permits, count, glob_escaped, grant_mode, holder_info, mode_names, owned_names, parse_permits,
-    permits_command, released_names, AcquireArgs, HolderRow, UnexpectedReply, SCAN_PAGE,
-};
+use crate::commands::UnexpectedReply;
 use crate::scripts::{LuaScript, SCRIPTS};
+use crate::single::group::{
+    check_permits, count, glob_escaped, grant_mode, holder_info, mode_names, owned_names, parse_permits,
+    permits_command, released_names, AcquireArgs, HolderRow, SCAN_PAGE,
+};
 
 /// The publish command of the group scripts that publish (their last argument): the
 /// tag's shard channel.
@@ -96,14 +97,14 @@ impl RedisClusterStore {
     /// for `{orders}:a`) or, for a name without one, the whole name (`%`, `{`, `}`
     /// percent-encoded). The keys are the stem followed by `:s` (the holder that found the
     /// name free), `:h` (other holders, places, tickets) and `:p` (permits).
-    pub fn group_key_stem(&self, key: &StoreKey) -> String {
+    pub(crate) fn group_key_stem(&self, key: &StoreKey) -> String {
         format!("{}group:{{{}}}:{}", crate::config::key_stem(self.key_prefix()), group_tag(key), key.lock_key())
     }
 
     /// The lease key of the group `token` took on names of tag `tag`:
     /// `{key_prefix}:group-lease:{<tag>}:<token>`, which expires with the group's holds
     /// (see [`RedisLockStore::group_lease_key`](crate::RedisLockStore::group_lease_key)).
-    pub fn group_lease_key(&self, tag: &str, token: &Token) -> String {
+    pub(crate) fn group_lease_key(&self, tag: &str, token: &Token) -> String {
         let mut key = self.group_lease_prefix(tag);
         key.push_str(token.as_str());
         key
@@ -115,18 +116,18 @@ impl RedisClusterStore {
     }
 
     /// The fence counter of one tag: `{key_prefix}:group-fence:{<tag>}`.
-    pub fn group_fence_key(&self, tag: &str) -> String {
+    pub(crate) fn group_fence_key(&self, tag: &str) -> String {
         format!("{}group-fence:{{{tag}}}", crate::config::key_stem(self.key_prefix()))
     }
 
     /// The shard channel the releases of one tag's names are published on:
     /// `{key_prefix}:group-released:{<tag>}`.
-    pub fn group_release_channel(&self, tag: &str) -> String {
+    pub(crate) fn group_release_channel(&self, tag: &str) -> String {
         format!("{}group-released:{{{tag}}}", crate::config::key_stem(self.key_prefix()))
     }
 
     fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlock_api::BoxError>) -> LockError {
-        crate::group::group_error(Self::BACKEND, operation, keys, err)
+        crate::single::group::group_error(Self::BACKEND, operation, keys, err)
     }
 
     fn error_on(operation: &'static str, key: &StoreKey, err: impl Into<distlock_api::BoxError>) -> LockError {
