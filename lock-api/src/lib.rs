@@ -4,6 +4,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod engine;
 mod error;
 pub mod grant;
 mod group;
@@ -12,27 +13,24 @@ mod group_lock;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
-mod lease;
 mod listing;
 mod lock;
 mod manager;
 pub mod metric_names;
 mod observe;
 mod options;
-mod reentrant;
-mod release;
 mod store;
 mod token;
 pub mod waiters;
 
 pub use async_trait::async_trait;
+pub use engine::{in_reentrant_scope, reentrant_scope, LeaseWatch};
 pub use error::{BoxError, InvalidGroup, InvalidKey, InvalidOptions, LockError, LossReason};
 pub use group::{
     check_group_members, check_group_names, Admission, GroupAcquire, GroupLockStore, GroupMember, GroupRequest,
     LockGroup, OwnerId, Permits, StoreMember,
 };
 pub use key::{LockKey, StoreKey, LOCK_NAMESPACE};
-pub use lease::LeaseWatch;
 
 pub use group_lock::{GroupLock, GroupStamp};
 pub use listing::{HeldLock, KeyPattern, ListCursor, ListPage};
@@ -42,6 +40,5 @@ pub use manager::LockManager;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metric_names::describe_metrics;
 pub use options::{Fairness, LockOptions, Renewal, Ttl, ValidOptions};
-pub use reentrant::{in_reentrant_scope, reentrant_scope};
 pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockMode, LockStore};
 pub use token::Token;
