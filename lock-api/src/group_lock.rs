@@ -135,23 +135,8 @@ impl LockManager {
         let held = self
             .acquire_group(group, valid, DefaultWait::OneAttempt)
             .await?
-            .ok_or(LockError::NotAcquired { key: first.clone() })?;
-        let outcome = match held.hold.run(valid.renew_every.is_some(), block()).await {
-            Ok(outcome) => outcome,
-            Err(reason) => {
-                drop(held);
-                return Err(E::from(LockError::LeaseLost { key: first, reason }));
-            }
-        };
-        if let Err(error) = held.release().await {
-            tracing::warn!(
-                lock.key = %first,
-                backend = self.store().backend(),
-                error = &error as &dyn std::error::Error,
-                "failed to release the lock group after the block"
-            );
-        }
-        outcome
+            .ok_or(LockError::NotAcquired { key: first })?;
+        Hold::run_then_release(held.hold, valid.renew_every.is_some(), block()).await
     }
 
     /// A read lock: `key` in shared mode, waiting as long as it takes (behind waiting

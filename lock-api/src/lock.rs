@@ -37,8 +37,8 @@ impl DistributedLock {
     }
 
     /// The engine's hold behind this handle.
-    pub(crate) fn hold(&self) -> &Hold {
-        &self.hold
+    pub(crate) fn into_hold(self) -> Arc<Hold> {
+        self.hold
     }
 
     /// How many handles share this lease: 1, or more when a [reentrant

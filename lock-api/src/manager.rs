@@ -5,15 +5,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{Acquisition, DefaultWait, Engine, Plan, Target};
+use crate::engine::{Acquisition, DefaultWait, Engine, Hold, Plan, Target};
 use crate::error::LockError;
 use crate::group::{Admission, OwnerId, Permits};
 use crate::key::LockKey;
 use crate::lock::DistributedLock;
 use crate::options::{LockOptions, ValidOptions};
-use crate::store::{DynLockStore, LockStore};
+use crate::store::DynLockStore;
 
-/// Takes, waits for and releases locks on any [`LockStore`].
+/// Takes, waits for and releases locks on any [`LockStore`](crate::LockStore).
 ///
 /// The manager does everything that must behave the same whatever the store: it
 /// validates keys and options (before any I/O), puts keys in the `lock:` namespace,
@@ -294,30 +294,7 @@ impl LockManager {
         let key = LockKey::new(key)?;
         let options = options.validate(ttl)?;
         let lock = self.lock_valid(key, options, DefaultWait::OneAttempt).await?;
-        let outcome = match lock.hold().run(options.renew_every.is_some(), block()).await {
-            Ok(outcome) => outcome,
-            Err(reason) => {
-                let key = lock.key().as_str().to_owned();
-                drop(lock);
-                return Err(E::from(LockError::LeaseLost { key, reason }));
-            }
-        };
-        let key = lock.key().as_str().to_owned();
-        match lock.release().await {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(
-                lock.key = %key,
-                backend = self.inner.store.backend(),
-                "lock had already expired or been taken over when the block finished"
-            ),
-            Err(error) => tracing::warn!(
-                lock.key = %key,
-                backend = self.inner.store.backend(),
-                error = &error as &dyn std::error::Error,
-                "failed to release lock after the block; retrying in the background"
-            ),
-        }
-        outcome
+        Hold::run_then_release(lock.into_hold(), options.renew_every.is_some(), block()).await
     }
 
     /// The number of background releases (of dropped handles or cancelled acquisitions)

@@ -125,16 +125,41 @@ impl Hold {
         !self.leaked.load(Ordering::Acquire) && !self.is_lost()
     }
 
-    /// Runs `block`, raced (when `renewing`) against the loss of the lease: `Err` with the
-    /// reason when the lease is lost first, the block then dropped mid-way.
-    pub(crate) async fn run<Fut: Future>(&self, renewing: bool, block: Fut) -> Result<Fut::Output, LossReason> {
-        if !renewing {
-            return Ok(block.await);
+    /// Runs `block` while `this` holds the lease, then releases it (the `with_lock`
+    /// calls). With `renewing`, the block is raced against the loss of the lease: lost
+    /// first, the block is dropped mid-way and the answer is [`LockError::LeaseLost`]. A
+    /// failed release is logged, never allowed to replace the block's result.
+    pub(crate) async fn run_then_release<Fut, T, E>(this: Arc<Self>, renewing: bool, block: Fut) -> Result<T, E>
+    where
+        Fut: Future<Output = Result<T, E>>,
+        E: From<LockError>,
+    {
+        let outcome = if renewing {
+            tokio::select! {
+                outcome = block => outcome,
+                reason = this.lost() => {
+                    return Err(E::from(LockError::LeaseLost { key: this.label.as_str().to_owned(), reason }));
+                }
+            }
+        } else {
+            block.await
+        };
+        let (key, backend) = (this.label.clone(), this.backend());
+        match Self::release(this).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                lock.key = %key,
+                backend,
+                "lock had already expired or been taken over when the block finished"
+            ),
+            Err(error) => tracing::warn!(
+                lock.key = %key,
+                backend,
+                error = &error as &dyn std::error::Error,
+                "failed to release lock after the block; retrying in the background"
+            ),
         }
-        tokio::select! {
-            outcome = block => Ok(outcome),
-            reason = self.lost() => Err(reason),
-        }
+        outcome
     }
 
     /// Resets the lease to `ttl` from now, if still held; marks it lost otherwise.
