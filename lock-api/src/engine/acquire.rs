@@ -104,10 +104,17 @@ impl Engine {
         let guard = DropGuard::new(Arc::clone(self), target, Token::generate());
         let place_ttl = options.place_ttl();
         loop {
-            let ask = Ask { plan: &plan, token: guard.token(), ttl: options.ttl, place_ttl, standing };
+            let ask = Ask {
+                target: guard.target(),
+                plan: &plan,
+                token: guard.token(),
+                ttl: options.ttl,
+                place_ttl,
+                standing,
+            };
             guard.arm();
             let sent_at = Instant::now();
-            let holder_ttl_left = match guard.target().attempt(store, ask).await {
+            let holder_ttl_left = match ask.attempt(store).await {
                 Ok(Attempt::Acquired { fence }) => {
                     tracing::debug!(lock.key = %label, backend, fence, "lock acquired");
                     return Ok(Some(Hold::new(guard, label, fence, sent_at, &options)));
@@ -161,7 +168,7 @@ impl Engine {
                 nap = nap.min(left + Duration::from_millis(1));
             }
             let ask = Ask { standing, ..ask };
-            if let Err(error) = guard.target().wait(store, ask, nap).await {
+            if let Err(error) = ask.wait(store, nap).await {
                 tracing::debug!(
                     lock.key = %label,
                     backend,

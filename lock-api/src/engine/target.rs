@@ -58,9 +58,10 @@ pub(crate) struct Standing {
     pub(crate) ticket: Option<u64>,
 }
 
-/// One attempt (or wait) of an acquisition: its plan, token, lease and standing.
+/// One attempt (or wait) of an acquisition: its target, plan, token, lease and standing.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ask<'a> {
+    pub(crate) target: &'a Target,
     pub(crate) plan: &'a Plan<'a>,
     pub(crate) token: &'a Token,
     pub(crate) ttl: Ttl,
@@ -118,7 +119,37 @@ impl<'a> Plan<'a> {
 }
 
 impl Ask<'_> {
-    /// The group request of this ask, for a group plan.
+    /// One attempt to take the target.
+    pub(crate) async fn attempt(&self, store: &DynLockStore) -> Result<Attempt, LockError> {
+        let Some(request) = self.group_request() else {
+            let key = self.target.first();
+            let outcome = if self.standing.queued {
+                store.try_acquire_queued(key, self.token, self.ttl, self.place_ttl).await?
+            } else {
+                store.try_acquire(key, self.token, self.ttl).await?
+            };
+            return Ok(match outcome {
+                Acquire::Acquired { fence } => Attempt::Acquired { fence },
+                Acquire::Held { ttl_left } => Attempt::Blocked { holder_ttl_left: ttl_left, ticket: None },
+            });
+        };
+        Ok(match groups(store, "acquire_group")?.try_acquire_group(request).await? {
+            GroupAcquire::Acquired { fence } => Attempt::Acquired { fence },
+            GroupAcquire::Blocked { ticket } => Attempt::Blocked { holder_ttl_left: None, ticket: Some(ticket) },
+        })
+    }
+
+    /// Sleeps until the target may be free (a release, the waiter's turn, a change of the
+    /// group's names), at most `nap`; spurious returns are allowed.
+    pub(crate) async fn wait(&self, store: &DynLockStore, nap: Duration) -> Result<(), LockError> {
+        match self.group_request() {
+            Some(request) => groups(store, "acquire_group")?.wait_for_change(request, nap).await,
+            None if self.standing.queued => store.wait_for_turn(self.target.first(), self.token, nap).await,
+            None => store.wait_for_release(self.target.first(), nap).await,
+        }
+    }
+
+    /// The request of a group plan; `None` for a single key.
     fn group_request(&self) -> Option<GroupRequest<'_>> {
         let Plan::Group { members, owner, fair, holders_only } = self.plan else {
             return None;
@@ -142,45 +173,6 @@ impl Target {
     /// The application key to name in logs (a group's first member).
     pub(crate) fn log_key(&self) -> &str {
         self.first().lock_key()
-    }
-
-    /// One attempt to take the target.
-    pub(crate) async fn attempt(&self, store: &DynLockStore, ask: Ask<'_>) -> Result<Attempt, LockError> {
-        match self {
-            Self::Key(key) => {
-                let outcome = if ask.standing.queued {
-                    store.try_acquire_queued(key, ask.token, ask.ttl, ask.place_ttl).await?
-                } else {
-                    store.try_acquire(key, ask.token, ask.ttl).await?
-                };
-                Ok(match outcome {
-                    Acquire::Acquired { fence } => Attempt::Acquired { fence },
-                    Acquire::Held { ttl_left } => Attempt::Blocked { holder_ttl_left: ttl_left, ticket: None },
-                })
-            }
-            Self::Group(_) => {
-                let request = ask.group_request().ok_or_else(|| mismatch(store))?;
-                Ok(match groups(store, "acquire_group")?.try_acquire_group(request).await? {
-                    GroupAcquire::Acquired { fence } => Attempt::Acquired { fence },
-                    GroupAcquire::Blocked { ticket } => {
-                        Attempt::Blocked { holder_ttl_left: None, ticket: Some(ticket) }
-                    }
-                })
-            }
-        }
-    }
-
-    /// Sleeps until the target may be free (a release, the waiter's turn, a change of the
-    /// group's names), at most `nap`; spurious returns are allowed.
-    pub(crate) async fn wait(&self, store: &DynLockStore, ask: Ask<'_>, nap: Duration) -> Result<(), LockError> {
-        match self {
-            Self::Key(key) if ask.standing.queued => store.wait_for_turn(key, ask.token, nap).await,
-            Self::Key(key) => store.wait_for_release(key, nap).await,
-            Self::Group(_) => {
-                let request = ask.group_request().ok_or_else(|| mismatch(store))?;
-                groups(store, "acquire_group")?.wait_for_change(request, nap).await
-            }
-        }
     }
 
     /// Leaves the store's queue: a key's place (a release with the waiter's token, which
@@ -216,9 +208,4 @@ pub(crate) fn groups<'a>(
     operation: &'static str,
 ) -> Result<&'a dyn GroupLockStore, LockError> {
     store.groups().ok_or(LockError::Unsupported { backend: store.backend(), operation })
-}
-
-/// A group target with a single-key plan: the engine never builds one.
-fn mismatch(store: &DynLockStore) -> LockError {
-    LockError::Unsupported { backend: store.backend(), operation: "acquire_group" }
 }
