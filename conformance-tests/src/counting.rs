@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, DynLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockStore, StoreKey,
-    Token, Ttl,
+    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
+    LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use tokio::sync::watch;
 
@@ -141,28 +141,13 @@ impl LockStore for CountingStore {
         self.inner.wait_for_release(key, max).await
     }
 
-    /// Counted as an acquisition attempt.
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
-        let outcome = self.inner.try_acquire_queued(key, token, ttl, place).await;
-        self.count_acquire();
-        outcome
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        self.inner.queue()?;
+        Some(self)
     }
 
-    /// Counted as a wait.
-    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        self.waits.fetch_add(1, Ordering::SeqCst);
-        self.calls.send_replace(());
-        self.inner.wait_for_turn(key, token, max).await
-    }
-
-    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        self.inner.queue_len(key).await
+    fn groups(&self) -> Option<&dyn GroupLockStore> {
+        self.inner.groups()
     }
 
     async fn list(
@@ -220,24 +205,13 @@ impl LockStore for LostAnswerStore {
         self.inner.wait_for_release(key, max).await
     }
 
-    /// Like `try_acquire`: runs on the real store, then never answers.
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
-        let _ = self.inner.try_acquire_queued(key, token, ttl, place).await;
-        std::future::pending().await
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        self.inner.queue()?;
+        Some(self)
     }
 
-    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        self.inner.wait_for_turn(key, token, max).await
-    }
-
-    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        self.inner.queue_len(key).await
+    fn groups(&self) -> Option<&dyn GroupLockStore> {
+        self.inner.groups()
     }
 
     async fn list(
@@ -247,5 +221,49 @@ impl LockStore for LostAnswerStore {
         limit: usize,
     ) -> Result<ListPage, LockError> {
         self.inner.list(pattern, cursor, limit).await
+    }
+}
+
+/// The fair queue of the store a wrapper forwards to; the wrappers hand themselves out as
+/// a queue only when it exists.
+pub(crate) fn inner_queue(inner: &DynLockStore) -> Result<&dyn QueueStore, LockError> {
+    inner.queue().ok_or(LockError::Unsupported { backend: inner.backend(), operation: "try_acquire_queued" })
+}
+
+#[async_trait]
+impl QueueStore for CountingStore {
+    /// Counted as an acquisition attempt.
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let outcome = inner_queue(&*self.inner)?.try_acquire_queued(attempt).await;
+        self.count_acquire();
+        outcome
+    }
+
+    /// Counted as a wait.
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.waits.fetch_add(1, Ordering::SeqCst);
+        self.calls.send_replace(());
+        inner_queue(&*self.inner)?.wait_for_turn(key, token, max).await
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        inner_queue(&*self.inner)?.queue_len(key).await
+    }
+}
+
+#[async_trait]
+impl QueueStore for LostAnswerStore {
+    /// Like `try_acquire`: runs on the real store, then never answers.
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let _ = inner_queue(&*self.inner)?.try_acquire_queued(attempt).await;
+        std::future::pending().await
+    }
+
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        inner_queue(&*self.inner)?.wait_for_turn(key, token, max).await
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        inner_queue(&*self.inner)?.queue_len(key).await
     }
 }

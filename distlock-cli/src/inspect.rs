@@ -56,8 +56,14 @@ pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, 
             None => Ok((Vec::new(), 0)),
         }
     };
-    let (plain, (groups, waiting_groups), waiting) =
-        tokio::try_join!(store.inspect(&key), holders, store.queue_len(&key))?;
+    let waiting = async {
+        match store.queue() {
+            Some(queue) => queue.queue_len(&key).await,
+            // A store without a queue keeps no places: its waiters barge.
+            None => Ok(0),
+        }
+    };
+    let (plain, (groups, waiting_groups), waiting) = tokio::try_join!(store.inspect(&key), holders, waiting)?;
     let holder = |kind: &'static str, info: LockInfo| Holder {
         kind,
         mode: info.mode.as_str(),

@@ -39,7 +39,8 @@ async fn child_entry_waits_for_its_turn() {
 async fn queue_reaches(locks: &LockManager, len: usize) {
     let key = LockKey::new(KEY).unwrap().to_store_key();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while locks.store().queue_len(&key).await.unwrap() != len {
+    let queue = locks.store().queue().expect("the store keeps a queue");
+    while queue.queue_len(&key).await.unwrap() != len {
         assert!(Instant::now() < deadline, "the queue never reached {len}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -613,14 +613,14 @@ async fn durations_into_the_redis_builder() {
     let mut problems = Vec::new();
     // One connect at a time, so that a short timeout is not spent queueing behind others.
     for d in durations(&mut rng, 4) {
-        for setting in ["response_timeout", "connection_timeout"] {
+        for setting in ["response_timeout", "connect_timeout"] {
             let url = url.clone();
             let mut batch = Batch::default();
             batch.spawn(format!("RedisLockStoreBuilder::{setting}({d:?})"), async move {
                 let builder = RedisLockStore::builder().key_prefix(private_prefix()).release_notifications(true);
                 let builder = match setting {
                     "response_timeout" => builder.response_timeout(d),
-                    _ => builder.connection_timeout(d),
+                    _ => builder.connect_timeout(d),
                 };
                 let config = builder.connection_manager_config();
                 if config.response_timeout().is_some_and(|t| t > RedisLockStoreBuilder::MAX_TIMEOUT)

@@ -20,7 +20,8 @@ use std::time::Duration;
 use common::Buffer;
 use distlock::memory::MemoryLockStore;
 use distlock::{
-    Acquire, Capabilities, DynLockStore, LockError, LockInfo, LockManager, LockOptions, LockStore, StoreKey, Token, Ttl,
+    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
+    LockManager, LockOptions, LockStore, QueueStore, StoreKey, Token, Ttl,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
@@ -251,8 +252,17 @@ impl LockStore for Faulty {
         self.inner.backend()
     }
 
+    /// Without the inner store's queue: every attempt goes through `try_acquire`.
     fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+        self.inner.capabilities().with_fair_queue(false)
+    }
+
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        None
+    }
+
+    fn groups(&self) -> Option<&dyn GroupLockStore> {
+        None
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
@@ -283,6 +293,15 @@ impl LockStore for Faulty {
 
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
         self.inner.wait_for_release(key, max).await
+    }
+
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        self.inner.list(pattern, cursor, limit).await
     }
 }
 
@@ -452,7 +471,7 @@ fn a_redis_outage_is_one_warning_per_failed_acquisition_and_per_lost_release() {
     let captured = capture(async {
         let redis = distlock::redis::RedisLockStore::builder()
             .response_timeout(Duration::from_secs(1))
-            .connection_timeout(Duration::from_secs(1))
+            .connect_timeout(Duration::from_secs(1))
             .reconnect_retries(1)
             .connect(&url)
             .await

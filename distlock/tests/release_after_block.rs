@@ -2,24 +2,19 @@
 //! at `warn` and never replaces the block's result: the block's `Ok` value, and its own
 //! `Err`, come back unchanged.
 //!
-//! Single keys fail through `distlock::testing::FaultyStore`; lock groups through a
-//! wrapper below whose group releases fail (the fault-injecting store has no groups). In
-//! both, only the release after the block fails: the manager's retry in the background
+//! Single keys and lock groups fail through `distlock::testing::FaultyStore`. In both,
+//! only the release after the block fails: the manager's retry in the background
 //! then frees the lock, so each test also shows that nothing is left held.
 #![cfg(all(feature = "memory", feature = "testing"))]
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use distlock::memory::MemoryLockStore;
-use distlock::testing::{FaultyStore, Op};
-use distlock::{
-    Acquire, Capabilities, GroupAcquire, GroupLockStore, GroupMember, GroupRequest, LockError, LockGroup, LockInfo,
-    LockManager, LockMode, LockOptions, LockStore, OwnerId, StoreKey, Token, Ttl,
-};
+use distlock::testing::{Faults, FaultyStore, Op};
+use distlock::{GroupMember, LockError, LockGroup, LockManager, LockOptions};
 use tracing::field::{Field, Visit};
 use tracing::Level;
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -175,136 +170,33 @@ fn with_lock_returns_the_blocks_error_when_the_release_fails() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Lock groups: a memory store whose next `fail_releases` group releases fail.
+// Lock groups: a faulty memory store whose next group releases fail.
 // ---------------------------------------------------------------------------------------
 
 /// Groups and single keys share the one `with_lock` path, and its warning.
 const GROUP_WARNING: &str = SINGLE_WARNING;
-
-#[derive(Debug)]
-struct GroupReleaseFails {
-    inner: MemoryLockStore,
-    fail_releases: AtomicUsize,
-    release_attempts: AtomicUsize,
-}
-
-impl GroupReleaseFails {
-    fn inner_groups(&self) -> &dyn GroupLockStore {
-        self.inner.groups().expect("the memory store has lock groups")
-    }
-}
-
-#[distlock::async_trait]
-impl LockStore for GroupReleaseFails {
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
-        self.inner.try_acquire(key, token, ttl).await
-    }
-
-    async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
-        self.inner.release(key, token).await
-    }
-
-    async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
-        self.inner.extend(key, token, ttl).await
-    }
-
-    async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
-        self.inner.inspect(key).await
-    }
-
-    async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
-        self.inner.wait_for_release(key, max).await
-    }
-
-    fn groups(&self) -> Option<&dyn GroupLockStore> {
-        Some(self)
-    }
-}
-
-#[distlock::async_trait]
-impl GroupLockStore for GroupReleaseFails {
-    fn max_group(&self) -> usize {
-        self.inner_groups().max_group()
-    }
-
-    async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
-        self.inner_groups().try_acquire_group(request).await
-    }
-
-    async fn extend_group(&self, keys: &[StoreKey], token: &Token, ttl: Ttl) -> Result<usize, LockError> {
-        self.inner_groups().extend_group(keys, token, ttl).await
-    }
-
-    async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
-        self.release_attempts.fetch_add(1, Ordering::SeqCst);
-        let failing = self.fail_releases.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        if failing.is_ok() {
-            let cause = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "injected release failure");
-            return Err(LockError::store(self.backend(), "release", keys.first().map(StoreKey::lock_key), cause));
-        }
-        self.inner_groups().release_group(keys, token).await
-    }
-
-    async fn withdraw_intents(&self, keys: &[StoreKey], token: &Token) -> Result<(), LockError> {
-        self.inner_groups().withdraw_intents(keys, token).await
-    }
-
-    async fn release_owner(&self, owner: &OwnerId) -> Result<u64, LockError> {
-        self.inner_groups().release_owner(owner).await
-    }
-
-    async fn set_permits(&self, key: &StoreKey, mode: LockMode, permits: Option<u32>) -> Result<(), LockError> {
-        self.inner_groups().set_permits(key, mode, permits).await
-    }
-
-    async fn permits(&self, key: &StoreKey, mode: LockMode) -> Result<Option<u32>, LockError> {
-        self.inner_groups().permits(key, mode).await
-    }
-
-    async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
-        self.inner_groups().holders(key).await
-    }
-
-    async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
-        self.inner_groups().waiting(key).await
-    }
-
-    async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {
-        self.inner_groups().wait_for_change(request, max).await
-    }
-}
 
 fn group() -> LockGroup {
     LockGroup::new([GroupMember::exclusive("after:group:a").unwrap(), GroupMember::shared("after:group:b").unwrap()])
         .unwrap()
 }
 
-/// A manager over a store whose next `fail_releases` group releases fail, and the store.
-fn group_release_failing(fail_releases: usize) -> (LockManager, Arc<GroupReleaseFails>) {
-    let store = Arc::new(GroupReleaseFails {
-        inner: MemoryLockStore::new(),
-        fail_releases: AtomicUsize::new(fail_releases),
-        release_attempts: AtomicUsize::new(0),
-    });
-    (LockManager::new(store.clone()), store)
+/// A manager over a store whose next `fail_releases` group releases fail, and its faults.
+fn group_release_failing(fail_releases: usize) -> (LockManager, Faults) {
+    let store = FaultyStore::new(MemoryLockStore::new());
+    let faults = store.faults();
+    faults.fail_next(Op::ReleaseGroup, fail_releases);
+    (LockManager::new(Arc::new(store)), faults)
 }
 
 #[test]
 fn with_lock_group_returns_the_blocks_value_when_the_release_fails() {
     let warnings = warnings_of(async {
-        let (locks, store) = group_release_failing(1);
+        let (locks, faults) = group_release_failing(1);
         let outcome =
             locks.with_lock_group_opts(&group(), TTL, &LockOptions::new(), || async { Ok::<_, AppError>(42) }).await;
         assert_eq!(outcome, Ok(42));
-        assert_eq!(store.release_attempts.load(Ordering::SeqCst), 1, "the release was attempted");
+        assert_eq!(faults.calls(Op::ReleaseGroup), 1, "the release was attempted");
         // Not left behind: the background retry frees the group.
         locks.flush_releases().await;
         assert!(locks.try_lock_group(&group(), TTL).await.unwrap().is_some(), "the retry freed the group");
@@ -315,14 +207,14 @@ fn with_lock_group_returns_the_blocks_value_when_the_release_fails() {
 #[test]
 fn with_lock_group_returns_the_blocks_error_when_the_release_fails() {
     let warnings = warnings_of(async {
-        let (locks, store) = group_release_failing(1);
+        let (locks, faults) = group_release_failing(1);
         let outcome = locks
             .with_lock_group_opts(&group(), TTL, &LockOptions::new(), || async {
                 Err::<(), _>(AppError::Domain("the block's error"))
             })
             .await;
         assert_eq!(outcome, Err(AppError::Domain("the block's error")));
-        assert_eq!(store.release_attempts.load(Ordering::SeqCst), 1, "the release was attempted");
+        assert_eq!(faults.calls(Op::ReleaseGroup), 1, "the release was attempted");
         // Not left behind: the background retry frees the group.
         locks.flush_releases().await;
         assert!(locks.try_lock_group(&group(), TTL).await.unwrap().is_some(), "the retry freed the group");
@@ -330,16 +222,16 @@ fn with_lock_group_returns_the_blocks_error_when_the_release_fails() {
     assert_one_release_warning(&warnings, "after:group:a", GROUP_WARNING);
 }
 
-/// The wrapper is faithful when it does not fail: the same block releases the group, so
+/// The faulty store is faithful when it does not fail: the same block releases the group, so
 /// the tests above see the release failure and nothing else.
 #[test]
 fn with_lock_group_releases_through_the_wrapper_when_nothing_fails() {
     let warnings = warnings_of(async {
-        let (locks, store) = group_release_failing(0);
+        let (locks, faults) = group_release_failing(0);
         let outcome =
             locks.with_lock_group_opts(&group(), TTL, &LockOptions::new(), || async { Ok::<_, AppError>(()) }).await;
         assert_eq!(outcome, Ok(()));
-        assert_eq!(store.release_attempts.load(Ordering::SeqCst), 1);
+        assert_eq!(faults.calls(Op::ReleaseGroup), 1);
         let again = locks.try_lock_group(&group(), TTL).await.unwrap();
         assert!(again.is_some(), "the group was released");
     });

@@ -520,9 +520,7 @@ pub enum GroupAcquire {
 pub trait GroupLockStore: fmt::Debug + Send + Sync {
     /// The most members a group may have on this store (at least 1, at most
     /// [`LockGroup::MAX_MEMBERS`]).
-    fn max_group(&self) -> usize {
-        LockGroup::MAX_MEMBERS
-    }
+    fn max_group(&self) -> usize;
 
     /// One atomic attempt to take every member for `request.token`.
     async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError>;

@@ -40,5 +40,5 @@ pub use manager::LockManager;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metric_names::describe_metrics;
 pub use options::{Fairness, LockOptions, Renewal, Ttl, ValidOptions};
-pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockMode, LockStore};
+pub use store::{Acquire, Capabilities, DynLockStore, LockInfo, LockMode, LockStore, QueueStore, QueuedAttempt};
 pub use token::Token;

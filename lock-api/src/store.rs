@@ -115,7 +115,7 @@ pub struct Capabilities {
     /// [`LockStore::wait_for_release`] wakes on a release signal; without it the method
     /// just sleeps and waiters poll.
     pub release_notifications: bool,
-    /// The store keeps a queue of waiters per key ([`LockStore::try_acquire_queued`]):
+    /// The store keeps a queue of waiters per key ([`LockStore::queue`]):
     /// a release hands the key to the oldest live waiter, so waiting acquisitions are
     /// served in arrival order. Without it, waiting is barging: whoever asks first after
     /// a release gets the key.
@@ -237,8 +237,8 @@ impl Capabilities {
 /// 8. **Cancel safety.** Dropping any returned future leaves the store consistent: the
 ///    operation either happened atomically or not at all. (The manager releases a lease
 ///    whose acquisition was cancelled.)
-/// 9. **Fair queue** (when [`Capabilities::fair_queue`]): a waiter that calls
-///    [`try_acquire_queued`](Self::try_acquire_queued) takes a place in the key's queue
+/// 9. **Fair queue** (when [`Capabilities::fair_queue`], through [`queue`](Self::queue)):
+///    a waiter that calls [`QueueStore::try_acquire_queued`] takes a place in the key's queue
 ///    (arrival order, kept on the server) that lives for its `place` TTL unless a later
 ///    call refreshes it. A release (or the departure of a waiter) that leaves the key free
 ///    while live places remain hands the key to the oldest one: the key is then held by
@@ -249,8 +249,8 @@ impl Capabilities {
 ///    and a key handed to it expires with the place. `release` with a waiter's token
 ///    removes its place. A plain [`try_acquire`](Self::try_acquire) never queues: it
 ///    takes the key only when it is neither held nor handed to a waiter.
-// Wrappers write out every method, those with a default body too: a default a wrapper
-// does not override compiles, and silently bypasses the wrapped store. A new method (or
+// No method has a default body, so a wrapper that misses one does not compile (a default
+// it did not override would silently bypass the wrapped store). A new method (or
 // capability accessor) is forwarded in `forward_lock_store!` below and in
 // distlock-testing's `FaultyStore`, whose `tests/forwarding.rs` fails until it is.
 #[async_trait]
@@ -280,47 +280,18 @@ pub trait LockStore: Debug + Send + Sync + 'static {
     /// sleeps `max`. Spurious early returns are allowed; the caller tries again.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError>;
 
-    /// One attempt of a waiting acquisition that keeps `token`'s place in the key's queue
-    /// of waiters (contract item 9), in one atomic step: acquired when the key was handed
-    /// to `token`, or is free and `token` is the oldest live waiter (or nobody waits);
-    /// otherwise the place is taken (at the back of the queue) or refreshed for `place`,
-    /// and the answer is [`Acquire::Held`].
-    ///
-    /// The default, for stores without a queue, is [`try_acquire`](Self::try_acquire).
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
-        let _ = place;
-        self.try_acquire(key, token, ttl).await
-    }
-
-    /// As [`wait_for_release`](Self::wait_for_release), for a queued waiter: the wait
-    /// also ends at once when the key is handed to `token` (the check after registering
-    /// treats "held by `token`" as free). The default ignores `token`.
-    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        let _ = token;
-        self.wait_for_release(key, max).await
-    }
-
-    /// How many live places the key's queue of waiters has (0 on a store without a
-    /// queue).
-    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        let _ = key;
-        Ok(0)
-    }
+    /// The store's fair queue of waiters (contract item 9), when it keeps one: `Some`
+    /// exactly when [`Capabilities::fair_queue`] is set. A waiting acquisition with
+    /// [`Fairness::Fair`](crate::Fairness::Fair) goes through it; without it, waiting
+    /// is barging.
+    fn queue(&self) -> Option<&dyn QueueStore>;
 
     /// The store's lock groups (read/write locks, semaphores, multi-locks), when it has
     /// them. The default is `None`; the stores of the distlock family all have them.
     ///
     /// Group names live apart from single-lock keys: a group hold of `a` and a
     /// [`try_acquire`](Self::try_acquire) of `a` do not exclude each other.
-    fn groups(&self) -> Option<&dyn GroupLockStore> {
-        None
-    }
+    fn groups(&self) -> Option<&dyn GroupLockStore>;
 
     /// One page of the held locks whose application key matches `pattern`, starting at
     /// `cursor` (`None`: from the beginning), with about `limit` keys examined per page
@@ -336,8 +307,8 @@ pub trait LockStore: Debug + Send + Sync + 'static {
     /// listed. The memory and PostgreSQL stores list in key order (byte order of the
     /// UTF-8 text); Redis in the order of its hash table.
     ///
-    /// The default implementation returns [`LockError::Unsupported`]; the stores of the
-    /// distlock family all implement it.
+    /// A store that cannot list returns [`LockError::Unsupported`]; the stores of the
+    /// distlock family all list.
     ///
     /// # Errors
     ///
@@ -349,10 +320,41 @@ pub trait LockStore: Debug + Send + Sync + 'static {
         pattern: &KeyPattern,
         cursor: Option<&ListCursor>,
         limit: usize,
-    ) -> Result<ListPage, LockError> {
-        let _ = (pattern, cursor, limit);
-        Err(LockError::Unsupported { backend: self.backend(), operation: "list" })
-    }
+    ) -> Result<ListPage, LockError>;
+}
+
+/// One attempt of a queued waiter, as [`QueueStore::try_acquire_queued`] takes it: the
+/// two durations are named, so the lease and the place cannot be swapped.
+#[derive(Debug, Clone, Copy)]
+pub struct QueuedAttempt<'a> {
+    /// The key to take.
+    pub key: &'a StoreKey,
+    /// The waiter's token: its place in the queue and, once acquired, the lease's.
+    pub token: &'a Token,
+    /// The lease the key gets when this attempt acquires it.
+    pub ttl: Ttl,
+    /// How long the waiter's place lives unless a later attempt refreshes it.
+    pub place: Ttl,
+}
+
+/// A store's fair queue of waiters (contract item 9 of [`LockStore`]), reached through
+/// [`LockStore::queue`].
+#[async_trait]
+pub trait QueueStore: Debug + Send + Sync {
+    /// One attempt of a waiting acquisition that keeps `attempt.token`'s place in the
+    /// key's queue of waiters, in one atomic step: acquired when the key was handed to
+    /// the token, or is free and the token is the oldest live waiter (or nobody waits);
+    /// otherwise the place is taken (at the back of the queue) or refreshed for
+    /// `attempt.place`, and the answer is [`Acquire::Held`].
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError>;
+
+    /// As [`LockStore::wait_for_release`], for a queued waiter: the wait also ends at
+    /// once when the key is handed to `token` (the check after registering treats "held
+    /// by `token`" as free).
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError>;
+
+    /// How many live places the key's queue of waiters has.
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError>;
 }
 
 macro_rules! forward_lock_store {
@@ -387,22 +389,8 @@ macro_rules! forward_lock_store {
                 (**self).wait_for_release(key, max).await
             }
 
-            async fn try_acquire_queued(
-                &self,
-                key: &StoreKey,
-                token: &Token,
-                ttl: Ttl,
-                place: Ttl,
-            ) -> Result<Acquire, LockError> {
-                (**self).try_acquire_queued(key, token, ttl, place).await
-            }
-
-            async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-                (**self).wait_for_turn(key, token, max).await
-            }
-
-            async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-                (**self).queue_len(key).await
+            fn queue(&self) -> Option<&dyn QueueStore> {
+                (**self).queue()
             }
 
             fn groups(&self) -> Option<&dyn GroupLockStore> {

@@ -7,7 +7,7 @@ use distlock_api::LockError;
 use etcd_client::{Client, ConnectOptions};
 
 use crate::config::{
-    checked_timeout, validate_key_prefix, Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX, DEFAULT_REQUEST_TIMEOUT,
+    checked_timeout, validate_key_prefix, Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEY_PREFIX, DEFAULT_RESPONSE_TIMEOUT,
 };
 use crate::store::EtcdLockStore;
 use crate::url::EtcdUrl;
@@ -21,7 +21,7 @@ use crate::url::EtcdUrl;
 ///
 /// let store = EtcdLockStore::builder()
 ///     .key_prefix("myapp")
-///     .request_timeout(Duration::from_secs(2))
+///     .response_timeout(Duration::from_secs(2))
 ///     .connect("etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379")
 ///     .await?;
 /// # let _ = store; Ok(()) }
@@ -31,7 +31,7 @@ use crate::url::EtcdUrl;
 pub struct EtcdLockStoreBuilder {
     key_prefix: Option<String>,
     release_notifications: Option<bool>,
-    request_timeout: Option<Duration>,
+    response_timeout: Option<Duration>,
     connect_timeout: Option<Duration>,
 }
 
@@ -44,7 +44,7 @@ impl Default for EtcdLockStoreBuilder {
 impl EtcdLockStoreBuilder {
     /// A builder with every setting at its default.
     pub fn new() -> Self {
-        Self { key_prefix: None, release_notifications: None, request_timeout: None, connect_timeout: None }
+        Self { key_prefix: None, release_notifications: None, response_timeout: None, connect_timeout: None }
     }
 
     /// The key prefix: a lock `order:1` lives at the etcd key `{prefix}/lock:order:1`.
@@ -64,8 +64,8 @@ impl EtcdLockStoreBuilder {
     /// The longest one request may take; a request that takes longer fails with
     /// [`LockError::Store`] (its outcome is then unknown, as after a dropped connection).
     /// Defaults to 5 seconds. A URL's `?timeout=` wins.
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = Some(timeout);
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = Some(timeout);
         self
     }
 
@@ -85,23 +85,8 @@ impl EtcdLockStoreBuilder {
     /// [`LockError::Store`] (operation `"connect"`) when the cluster does not answer.
     pub async fn connect(self, url: &str) -> Result<EtcdLockStore, LockError> {
         let url = EtcdUrl::parse(url)?;
-        let key_prefix =
-            url.key_prefix().map(str::to_owned).or(self.key_prefix).unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned());
-        validate_key_prefix(&key_prefix)?;
-        let request_timeout = checked_timeout(
-            "request_timeout",
-            url.request_timeout().or(self.request_timeout).unwrap_or(DEFAULT_REQUEST_TIMEOUT),
-        )?;
-        let connect_timeout = checked_timeout(
-            "connect_timeout",
-            url.connect_timeout().or(self.connect_timeout).unwrap_or(DEFAULT_CONNECT_TIMEOUT),
-        )?;
-        let config = Config {
-            key_prefix,
-            release_notifications: url.release_notifications().or(self.release_notifications).unwrap_or(true),
-            request_timeout,
-            connect_timeout,
-        };
+        let config = self.resolve(Some(&url))?;
+        let (connect_timeout, response_timeout) = (config.connect_timeout, config.response_timeout);
         let mut options = ConnectOptions::new()
             .with_connect_timeout(connect_timeout)
             // Fail fast on a member cut off from the leader instead of hanging (and end a
@@ -114,11 +99,54 @@ impl EtcdLockStoreBuilder {
             options = options.with_user(name.clone(), password.clone());
         }
         let connecting = Client::connect(url.endpoints(), Some(options));
-        let client = match tokio::time::timeout(connect_timeout.saturating_add(request_timeout), connecting).await {
+        let client = match tokio::time::timeout(connect_timeout.saturating_add(response_timeout), connecting).await {
             Ok(Ok(client)) => client,
             Ok(Err(err)) => return Err(LockError::store("etcd", "connect", None, err)),
             Err(_) => return Err(LockError::store("etcd", "connect", None, "timed out connecting to etcd")),
         };
         EtcdLockStore::from_client(client, config).await
+    }
+
+    /// Builds the store on an existing client (its connection options stay as they
+    /// are), and asks the cluster once for its status, so an unreachable cluster fails
+    /// here rather than at the first lock.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use distlock_etcd::{etcd_client::Client, EtcdLockStore};
+    ///
+    /// let client = Client::connect(["127.0.0.1:2379"], None).await?; // the application's own
+    /// let store = EtcdLockStore::builder().key_prefix("myapp").build(client).await?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a bad setting (before any I/O); [`LockError::Store`]
+    /// (operation `"connect"`) when the cluster does not answer.
+    pub async fn build(self, client: Client) -> Result<EtcdLockStore, LockError> {
+        let config = self.resolve(None)?;
+        EtcdLockStore::from_client(client, config).await
+    }
+
+    /// The checked settings: the URL's, then this builder's, then the defaults.
+    fn resolve(self, url: Option<&EtcdUrl>) -> Result<Config, LockError> {
+        let key_prefix = url
+            .and_then(EtcdUrl::key_prefix)
+            .map(str::to_owned)
+            .or(self.key_prefix)
+            .unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned());
+        validate_key_prefix(&key_prefix)?;
+        let response_timeout = checked_timeout(
+            "response_timeout",
+            url.and_then(EtcdUrl::response_timeout).or(self.response_timeout).unwrap_or(DEFAULT_RESPONSE_TIMEOUT),
+        )?;
+        let connect_timeout = checked_timeout(
+            "connect_timeout",
+            url.and_then(EtcdUrl::connect_timeout).or(self.connect_timeout).unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+        )?;
+        let release_notifications =
+            url.and_then(EtcdUrl::release_notifications).or(self.release_notifications).unwrap_or(true);
+        Ok(Config { key_prefix, release_notifications, response_timeout, connect_timeout })
     }
 }

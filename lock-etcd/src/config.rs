@@ -12,7 +12,7 @@ pub(crate) const MAX_KEY_PREFIX_LEN: usize = 256;
 /// The longest timeout kept as given; longer ones are cut to it.
 pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// The default time one request (or the connection check) may take.
-pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The default time to establish a connection to a member.
 pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -22,7 +22,7 @@ pub(crate) struct Config {
     pub(crate) key_prefix: String,
     pub(crate) release_notifications: bool,
     /// Greater than zero, at most `MAX_TIMEOUT`.
-    pub(crate) request_timeout: Duration,
+    pub(crate) response_timeout: Duration,
     /// Greater than zero, at most `MAX_TIMEOUT`.
     pub(crate) connect_timeout: Duration,
 }
@@ -144,7 +144,7 @@ mod tests {
         let config = Config {
             key_prefix: "app".into(),
             release_notifications: true,
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         };
         assert_eq!(config.lock_key("lock:order:1"), "app/lock:order:1");

@@ -256,7 +256,7 @@ impl EtcdLockStore {
         let ranges: Vec<TxnOp> =
             prefixes.iter().map(|prefix| TxnOp::get(prefix.as_str(), Some(GetOptions::new().with_prefix()))).collect();
         let mut kv = self.client().kv_client();
-        let timeout = self.config().request_timeout;
+        let timeout = self.config().response_timeout;
         let request =
             tokio::spawn(async move { tokio::time::timeout(timeout, kv.txn(Txn::new().and_then(ranges))).await });
         let answer = match request.await {
@@ -272,7 +272,7 @@ impl EtcdLockStore {
     /// the lease has ended.
     async fn keep_alive_once(&self, lease: i64, operation: &'static str, keys: &[StoreKey]) -> Result<bool, LockError> {
         let (mut keeper, mut reader) = (self.client().lease_client(), self.client().lease_client());
-        let timeout = self.config().request_timeout;
+        let timeout = self.config().response_timeout;
         let (kept, left) = tokio::join!(
             tokio::time::timeout(timeout, keeper.keep_alive(lease)),
             tokio::time::timeout(timeout, reader.time_to_live(lease, None))
@@ -516,7 +516,7 @@ impl EtcdLockStore {
             // before returning, so that its put either fails or goes with the lease.
             if let Some(hold) = kept.hold {
                 let mut leases = self.client().lease_client();
-                let timeout = self.config().request_timeout;
+                let timeout = self.config().response_timeout;
                 if let Ok(Err(err)) = tokio::time::timeout(timeout, leases.revoke(hold.lease)).await {
                     if !is_lease_not_found(&err) {
                         tracing::debug!(lease = hold.lease, error = %err, "revoking a group's etcd lease failed; it expires on its own");

@@ -9,7 +9,7 @@ use std::time::Duration;
 use distlock_api::waiters::{KeyState, WaiterRegistry, Woken};
 use distlock_api::{
     async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError,
-    LockInfo, LockKey, LockStore, StoreKey, Token, Ttl,
+    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
@@ -79,7 +79,7 @@ impl fmt::Debug for EtcdLockStore {
         f.debug_struct("EtcdLockStore")
             .field("key_prefix", &self.inner.config.key_prefix)
             .field("release_notifications", &self.inner.config.release_notifications)
-            .field("request_timeout", &self.inner.config.request_timeout)
+            .field("response_timeout", &self.inner.config.response_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -104,7 +104,7 @@ impl EtcdLockStore {
         // The balanced channel connects lazily: ask the cluster once, so a wrong address
         // fails here rather than at the first lock.
         let mut maintenance = client.maintenance_client();
-        match tokio::time::timeout(config.request_timeout, maintenance.status()).await {
+        match tokio::time::timeout(config.response_timeout, maintenance.status()).await {
             Ok(Ok(_)) => {}
             Ok(Err(err)) => return Err(LockError::store(BACKEND, "connect", None, err)),
             Err(_) => return Err(LockError::store(BACKEND, "connect", None, "etcd did not answer in time")),
@@ -163,14 +163,14 @@ impl EtcdLockStore {
         E: Into<distlock_api::BoxError>,
     {
         let key_name = key.map(StoreKey::lock_key);
-        match tokio::time::timeout(self.inner.config.request_timeout, request).await {
+        match tokio::time::timeout(self.inner.config.response_timeout, request).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => Err(LockError::store(BACKEND, operation, key_name, err)),
             Err(_) => Err(LockError::store(
                 BACKEND,
                 operation,
                 key_name,
-                format!("no answer within {:?}", self.inner.config.request_timeout),
+                format!("no answer within {:?}", self.inner.config.response_timeout),
             )),
         }
     }
@@ -182,7 +182,7 @@ impl EtcdLockStore {
             return;
         }
         let mut leases = self.inner.client.lease_client();
-        let timeout = self.inner.config.request_timeout;
+        let timeout = self.inner.config.response_timeout;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 if let Ok(Err(err)) = tokio::time::timeout(timeout, leases.revoke(lease)).await {
@@ -199,7 +199,7 @@ impl EtcdLockStore {
             return Ok(Some((Duration::MAX, 0)));
         }
         let mut leases = self.inner.client.lease_client();
-        match tokio::time::timeout(self.inner.config.request_timeout, leases.time_to_live(lease, None)).await {
+        match tokio::time::timeout(self.inner.config.response_timeout, leases.time_to_live(lease, None)).await {
             Ok(Ok(answer)) if answer.ttl() >= 0 => {
                 Ok(Some((Duration::from_secs(answer.ttl().unsigned_abs()), answer.granted_ttl())))
             }
@@ -283,7 +283,7 @@ impl EtcdLockStore {
                 return Ok(known);
             }
             let mut leases = self.inner.client.lease_client();
-            match tokio::time::timeout(self.inner.config.request_timeout, leases.keep_alive(known.lease)).await {
+            match tokio::time::timeout(self.inner.config.response_timeout, leases.keep_alive(known.lease)).await {
                 Ok(Ok(_)) => {
                     known.refreshed_at = Instant::now();
                     self.places().insert((etcd_key, token.as_str().to_owned()), known);
@@ -339,7 +339,7 @@ impl EtcdLockStore {
         let mut leases = self.inner.client.lease_client();
         match spare {
             Some(spare) if spare.secs == secs => {
-                let timeout = self.inner.config.request_timeout;
+                let timeout = self.inner.config.response_timeout;
                 let mut keeper = self.inner.client.lease_client();
                 // In flight, the spare stays the token's (see below, a new lease).
                 let spare_key = (self.etcd_key(key), token.as_str().to_owned());
@@ -442,7 +442,7 @@ impl EtcdLockStore {
             TxnOp::get(queue.clone(), Some(oldest)),
         ]);
         let mut kv = self.inner.client.kv_client();
-        let timeout = self.inner.config.request_timeout;
+        let timeout = self.inner.config.response_timeout;
         let request = tokio::spawn(async move { tokio::time::timeout(timeout, kv.txn(txn)).await });
         let fail =
             |cause: distlock_api::BoxError| LockError::store(BACKEND, "wait for release", Some(key.lock_key()), cause);
@@ -508,6 +508,10 @@ impl LockStore for EtcdLockStore {
             .with_ttl_granularity(TTL_GRANULARITY)
     }
 
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        Some(self)
+    }
+
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
     }
@@ -564,7 +568,7 @@ impl LockStore for EtcdLockStore {
         let spare = self.spares().remove(&(etcd_key.clone(), token.as_str().to_owned()));
         if let Some(spare) = spare {
             let mut leases = self.inner.client.lease_client();
-            let timeout = self.inner.config.request_timeout;
+            let timeout = self.inner.config.response_timeout;
             if let Ok(Err(err)) = tokio::time::timeout(timeout, leases.revoke(spare.lease)).await {
                 if !is_lease_not_found(&err) {
                     tracing::debug!(lease = spare.lease, error = %err, "revoking a spare etcd lease failed; it expires on its own");
@@ -601,7 +605,7 @@ impl LockStore for EtcdLockStore {
         // The lease's TTL and a keep-alive, in parallel: the keep-alive is what extends
         // with the same TTL, and does no harm when the key moves to a new lease.
         let mut keeper = self.inner.client.lease_client();
-        let timeout = self.inner.config.request_timeout;
+        let timeout = self.inner.config.response_timeout;
         let (left, kept) =
             tokio::join!(self.lease_left(key, current), tokio::time::timeout(timeout, keeper.keep_alive(current)));
         let Some((_, granted)) = left? else { return Ok(false) };
@@ -658,13 +662,56 @@ impl LockStore for EtcdLockStore {
         self.inner.waiters.wait(&etcd_key, max, check).await.map(|_| ())
     }
 
-    async fn try_acquire_queued(
+    async fn list(
         &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
+        let locks_prefix = self.inner.config.locks_prefix();
+        let scope = format!("{locks_prefix}{}", pattern.literal_prefix());
+        let start = match cursor {
+            Some(cursor) => {
+                let after = format!("{locks_prefix}{}\0", cursor.as_str());
+                if !after.starts_with(&scope) && after.as_str() < scope.as_str() {
+                    return Err(LockError::Config {
+                        message: "this list cursor was not issued by this listing".into(),
+                    });
+                }
+                after
+            }
+            None => scope.clone(),
+        };
+        let options = GetOptions::new()
+            .with_range(prefix_end(scope.as_bytes()))
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        let mut kv = self.inner.client.kv_client();
+        let answer = self.call("list", None, kv.get(start, Some(options))).await?;
+        let mut locks = Vec::new();
+        let mut last = None;
+        for found in answer.kvs() {
+            let Ok(name) = std::str::from_utf8(found.key()) else { continue };
+            let Some(app_key) = name.strip_prefix(&locks_prefix) else { continue };
+            last = Some(app_key.to_owned());
+            if !pattern.matches(app_key) {
+                continue;
+            }
+            let Ok(lock_key) = LockKey::new(app_key) else { continue };
+            let store_key = lock_key.to_store_key();
+            if let Some(holder) = self.holder_of(&store_key, found).await? {
+                locks.push(HeldLock::new(lock_key, vec![holder]));
+            }
+        }
+        let next = if answer.more() { last.map(ListCursor::new) } else { None };
+        Ok(ListPage::new(locks, next))
+    }
+}
+
+#[async_trait]
+impl QueueStore for EtcdLockStore {
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let QueuedAttempt { key, token, ttl, place } = attempt;
         let etcd_key = self.etcd_key(key);
         let mine = self.keep_place(key, token, place).await?;
         let queue = self.inner.config.queue_prefix(key.as_str());
@@ -743,51 +790,6 @@ impl LockStore for EtcdLockStore {
         let mut kv = self.inner.client.kv_client();
         let answer = self.call("count waiters", Some(key), kv.get(queue, Some(options))).await?;
         Ok(usize::try_from(answer.count()).unwrap_or(0))
-    }
-
-    async fn list(
-        &self,
-        pattern: &KeyPattern,
-        cursor: Option<&ListCursor>,
-        limit: usize,
-    ) -> Result<ListPage, LockError> {
-        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
-        let locks_prefix = self.inner.config.locks_prefix();
-        let scope = format!("{locks_prefix}{}", pattern.literal_prefix());
-        let start = match cursor {
-            Some(cursor) => {
-                let after = format!("{locks_prefix}{}\0", cursor.as_str());
-                if !after.starts_with(&scope) && after.as_str() < scope.as_str() {
-                    return Err(LockError::Config {
-                        message: "this list cursor was not issued by this listing".into(),
-                    });
-                }
-                after
-            }
-            None => scope.clone(),
-        };
-        let options = GetOptions::new()
-            .with_range(prefix_end(scope.as_bytes()))
-            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
-        let mut kv = self.inner.client.kv_client();
-        let answer = self.call("list", None, kv.get(start, Some(options))).await?;
-        let mut locks = Vec::new();
-        let mut last = None;
-        for found in answer.kvs() {
-            let Ok(name) = std::str::from_utf8(found.key()) else { continue };
-            let Some(app_key) = name.strip_prefix(&locks_prefix) else { continue };
-            last = Some(app_key.to_owned());
-            if !pattern.matches(app_key) {
-                continue;
-            }
-            let Ok(lock_key) = LockKey::new(app_key) else { continue };
-            let store_key = lock_key.to_store_key();
-            if let Some(holder) = self.holder_of(&store_key, found).await? {
-                locks.push(HeldLock::new(lock_key, vec![holder]));
-            }
-        }
-        let next = if answer.more() { last.map(ListCursor::new) } else { None };
-        Ok(ListPage::new(locks, next))
     }
 }
 

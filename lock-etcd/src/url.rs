@@ -22,7 +22,7 @@ use crate::config::{checked_timeout, validate_key_prefix};
 /// |---|---|---|---|
 /// | `prefix` | key prefix: keys are `{prefix}/lock:{key}` | 1–256 bytes, no control characters (percent-encoded as needed) | [`key_prefix`](crate::EtcdLockStoreBuilder::key_prefix) |
 /// | `notifications` | wake waiters through a watch | `true`, `false` | [`release_notifications`](crate::EtcdLockStoreBuilder::release_notifications) |
-/// | `timeout` | the longest one request may take | a humantime-like duration: `500ms`, `5s`, `1m` | [`request_timeout`](crate::EtcdLockStoreBuilder::request_timeout) |
+/// | `timeout` | the longest one request may take | a humantime-like duration: `500ms`, `5s`, `1m` | [`response_timeout`](crate::EtcdLockStoreBuilder::response_timeout) |
 /// | `connect_timeout` | the longest connecting to a member may take | as `timeout` | [`connect_timeout`](crate::EtcdLockStoreBuilder::connect_timeout) |
 ///
 /// Nothing is ignored: an unknown parameter, a parameter given twice, a malformed value,
@@ -45,7 +45,7 @@ pub struct EtcdUrl {
     user: Option<(String, String)>,
     key_prefix: Option<String>,
     release_notifications: Option<bool>,
-    request_timeout: Option<Duration>,
+    response_timeout: Option<Duration>,
     connect_timeout: Option<Duration>,
 }
 
@@ -95,7 +95,7 @@ impl EtcdUrl {
             user,
             key_prefix: None,
             release_notifications: None,
-            request_timeout: None,
+            response_timeout: None,
             connect_timeout: None,
         };
         let mut seen = Vec::new();
@@ -112,7 +112,7 @@ impl EtcdUrl {
                     parsed.key_prefix = Some(value);
                 }
                 "notifications" => parsed.release_notifications = Some(boolean(&name, &value)?),
-                "timeout" => parsed.request_timeout = Some(checked_timeout("timeout", duration(&name, &value)?)?),
+                "timeout" => parsed.response_timeout = Some(checked_timeout("timeout", duration(&name, &value)?)?),
                 "connect_timeout" => {
                     parsed.connect_timeout = Some(checked_timeout("connect_timeout", duration(&name, &value)?)?);
                 }
@@ -152,8 +152,8 @@ impl EtcdUrl {
     }
 
     /// `?timeout=`, when given.
-    pub fn request_timeout(&self) -> Option<Duration> {
-        self.request_timeout
+    pub fn response_timeout(&self) -> Option<Duration> {
+        self.response_timeout
     }
 
     /// `?connect_timeout=`, when given.
@@ -261,7 +261,7 @@ mod tests {
         assert_eq!(url.credentials(), Some(&("u".to_owned(), "p@ss".to_owned())));
         assert_eq!(url.key_prefix(), Some("my/app"));
         assert_eq!(url.release_notifications(), Some(false));
-        assert_eq!(url.request_timeout(), Some(Duration::from_millis(250)));
+        assert_eq!(url.response_timeout(), Some(Duration::from_millis(250)));
         assert_eq!(url.to_string(), "etcd://u:***@a:1,b:2?prefix=my/app");
         assert!(!format!("{url:?}").contains("p@ss"));
         assert_eq!(EtcdUrl::parse("etcd://[::1]:5").unwrap().endpoints(), ["http://[::1]:5"]);

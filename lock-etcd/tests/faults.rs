@@ -26,7 +26,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 async fn store(url: &str, prefix: &str, timeout: Duration) -> EtcdLockStore {
-    EtcdLockStore::builder().key_prefix(prefix).request_timeout(timeout).connect(url).await.expect("connect")
+    EtcdLockStore::builder().key_prefix(prefix).response_timeout(timeout).connect(url).await.expect("connect")
 }
 
 /// What the contending workers saw.

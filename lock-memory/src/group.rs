@@ -123,6 +123,10 @@ impl Groups {
 
 #[async_trait]
 impl GroupLockStore for MemoryLockStore {
+    fn max_group(&self) -> usize {
+        distlock_api::LockGroup::MAX_MEMBERS
+    }
+
     async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
         let groups = self.groups_state();
         let now = Instant::now();

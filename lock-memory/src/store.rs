@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey,
-    LockStore, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -109,6 +109,10 @@ impl LockStore for MemoryLockStore {
         Capabilities::NONE.with_fencing(true).with_release_notifications(true).with_fair_queue(true)
     }
 
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        Some(self)
+    }
+
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
     }
@@ -156,61 +160,6 @@ impl LockStore for MemoryLockStore {
             shard.hand_over(key.as_str(), now, || self.next_fence());
         }
         Ok(held)
-    }
-
-    /// One critical section: a key handed to `token` (or free with `token` first in line,
-    /// or nobody waiting) is taken for `ttl` with a new fence; otherwise `token`'s place
-    /// is taken or refreshed.
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
-        let now = Instant::now();
-        let mut shard = self.shard(key);
-        shard.maybe_sweep(now);
-        let name = key.as_str();
-        let held_by = shard.live(name, now).map(|lease| lease.token == *token);
-        let acquired = match held_by {
-            Some(true) => shard.live(name, now).map(|lease| {
-                lease.expires_at = now + ttl.as_duration();
-                lease.fence
-            }),
-            Some(false) => None,
-            None => {
-                let first =
-                    shard.live_queue(name, now).and_then(|queue| queue.front().map(|head| head.token == *token));
-                if first.unwrap_or(true) {
-                    let fence = self.next_fence();
-                    let released = shard.leases.remove(name).and_then(|lease| lease.released);
-                    let lease = Lease { token: token.clone(), fence, expires_at: now + ttl.as_duration(), released };
-                    shard.leases.insert(name.to_owned(), lease);
-                    Some(fence)
-                } else {
-                    // Free, but another waiter comes first: its turn.
-                    shard.hand_over(name, now, || self.next_fence());
-                    None
-                }
-            }
-        };
-        if let Some(fence) = acquired {
-            shard.leave(name, token);
-            return Ok(Acquire::Acquired { fence: Some(fence) });
-        }
-        shard.queue(name, token, now + place.as_duration());
-        let ttl_left = shard.live(name, now).map(|lease| lease.expires_at - now);
-        Ok(Acquire::Held { ttl_left })
-    }
-
-    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        self.wait(key, Some(token), max).await
-    }
-
-    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        let now = Instant::now();
-        Ok(self.shard(key).live_queue(key.as_str(), now).map_or(0, |queue| queue.len()))
     }
 
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
@@ -274,6 +223,59 @@ impl LockStore for MemoryLockStore {
             .filter_map(|(key, info)| Some(HeldLock::new(LockKey::new(key).ok()?, vec![info])))
             .collect();
         Ok(ListPage::new(locks, next))
+    }
+}
+
+#[async_trait]
+impl QueueStore for MemoryLockStore {
+    /// One critical section: a key handed to `token` (or free with `token` first in line,
+    /// or nobody waiting) is taken for `ttl` with a new fence; otherwise `token`'s place
+    /// is taken or refreshed.
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let QueuedAttempt { key, token, ttl, place } = attempt;
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        shard.maybe_sweep(now);
+        let name = key.as_str();
+        let held_by = shard.live(name, now).map(|lease| lease.token == *token);
+        let acquired = match held_by {
+            Some(true) => shard.live(name, now).map(|lease| {
+                lease.expires_at = now + ttl.as_duration();
+                lease.fence
+            }),
+            Some(false) => None,
+            None => {
+                let first =
+                    shard.live_queue(name, now).and_then(|queue| queue.front().map(|head| head.token == *token));
+                if first.unwrap_or(true) {
+                    let fence = self.next_fence();
+                    let released = shard.leases.remove(name).and_then(|lease| lease.released);
+                    let lease = Lease { token: token.clone(), fence, expires_at: now + ttl.as_duration(), released };
+                    shard.leases.insert(name.to_owned(), lease);
+                    Some(fence)
+                } else {
+                    // Free, but another waiter comes first: its turn.
+                    shard.hand_over(name, now, || self.next_fence());
+                    None
+                }
+            }
+        };
+        if let Some(fence) = acquired {
+            shard.leave(name, token);
+            return Ok(Acquire::Acquired { fence: Some(fence) });
+        }
+        shard.queue(name, token, now + place.as_duration());
+        let ttl_left = shard.live(name, now).map(|lease| lease.expires_at - now);
+        Ok(Acquire::Held { ttl_left })
+    }
+
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.wait(key, Some(token), max).await
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let now = Instant::now();
+        Ok(self.shard(key).live_queue(key.as_str(), now).map_or(0, |queue| queue.len()))
     }
 }
 

@@ -191,6 +191,10 @@ impl<'a> Columns<'a> {
 /// live apart from single-lock keys.
 #[async_trait]
 impl GroupLockStore for PostgresLockStore {
+    fn max_group(&self) -> usize {
+        distlock_api::LockGroup::MAX_MEMBERS
+    }
+
     /// One call of the grant function: advisory locks on the names (in one global
     /// order), a check of every member on a fresh snapshot, then the holds or the intents.
     ///

@@ -8,7 +8,7 @@ use std::time::Duration;
 use distlock_api::waiters::{deadline_after, KeyState};
 use distlock_api::{
     async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError,
-    LockInfo, LockKey, LockStore, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use sqlx::postgres::PgPool;
 
@@ -70,12 +70,6 @@ impl fmt::Debug for PostgresLockStore {
 }
 
 impl PostgresLockStore {
-    /// A store with the default table over an existing pool. Does no I/O.
-    pub fn from_pool(pool: PgPool) -> Self {
-        let layout = Layout::default();
-        Self::from_parts(pool, Arc::new(Statements::new(&layout)), Arc::new(layout), true)
-    }
-
     pub(crate) fn from_parts(pool: PgPool, sql: Arc<Statements>, layout: Arc<Layout>, create_schema: bool) -> Self {
         let notifier = Arc::new(Notifier::new(sql.channel.clone(), pool.clone()));
         Self {
@@ -374,6 +368,10 @@ impl LockStore for PostgresLockStore {
     }
 
     /// Always: see "Lock groups" in the crate documentation.
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        self.capabilities().fair_queue.then_some(self as &dyn QueueStore)
+    }
+
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
     }
@@ -515,43 +513,6 @@ impl LockStore for PostgresLockStore {
         self.wait_until_free(key, None, max).await
     }
 
-    /// One statement (fair waiting): takes the key when it was handed to `token`, or is
-    /// free with `token` first in line (or nobody waiting); otherwise takes or refreshes
-    /// `token`'s place in the queue table for `place`. See "Fair waiting" in the crate
-    /// documentation. Without the queue table, a plain [`try_acquire`](LockStore::try_acquire).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the statement either commits or not; a cancelled place expires with
-    /// its lease, and the manager's release with the same token removes it.
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
-        if !self.queue_ready("acquire").await? {
-            return self.try_acquire(key, token, ttl).await;
-        }
-        self.acquire_queued(key, token, ttl, place).await
-    }
-
-    /// As [`wait_for_release`](LockStore::wait_for_release); a lease handed to `token`
-    /// counts as free.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a dropped waiter unregisters.
-    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        self.wait_until_free(key, Some(token), max).await
-    }
-
-    /// One `SELECT count(*)` of the key's live places.
-    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        self.queued(key).await
-    }
-
     /// One `lease/list.sql` statement: keyset pagination over the primary key.
     ///
     /// The page is the next `limit` rows (at most [`ListPage::MAX_LIMIT`]) after the
@@ -635,6 +596,41 @@ impl LockStore for PostgresLockStore {
             _ => None,
         };
         Ok(ListPage::new(locks, next))
+    }
+}
+
+#[async_trait]
+impl QueueStore for PostgresLockStore {
+    /// One statement (fair waiting): takes the key when it was handed to `token`, or is
+    /// free with `token` first in line (or nobody waiting); otherwise takes or refreshes
+    /// `token`'s place in the queue table for `place`. See "Fair waiting" in the crate
+    /// documentation. Without the queue table, a plain [`try_acquire`](LockStore::try_acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement either commits or not; a cancelled place expires with
+    /// its lease, and the manager's release with the same token removes it.
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let QueuedAttempt { key, token, ttl, place } = attempt;
+        if !self.queue_ready("acquire").await? {
+            return self.try_acquire(key, token, ttl).await;
+        }
+        self.acquire_queued(key, token, ttl, place).await
+    }
+
+    /// As [`wait_for_release`](LockStore::wait_for_release); a lease handed to `token`
+    /// counts as free.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped waiter unregisters.
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.wait_until_free(key, Some(token), max).await
+    }
+
+    /// One `SELECT count(*)` of the key's live places.
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        self.queued(key).await
     }
 }
 

@@ -146,7 +146,7 @@ async fn unreachable_database_gives_store_errors_within_bounded_time() {
     // 192.0.2.1 (TEST-NET-1) is not routed: the connection attempt hangs or fails.
     for url in [UNREACHABLE, "postgres://postgres@192.0.2.1:5432/x"] {
         let pool = PgPoolOptions::new().acquire_timeout(Duration::from_secs(1)).connect_lazy(url).unwrap();
-        let store = PostgresLockStore::from_pool(pool);
+        let store = PostgresLockStore::builder().build(pool).unwrap();
         let (k, token) = (key("unreachable"), Token::generate());
         let started = Instant::now();
         assert_store_error(store.try_acquire(&k, &token, ttl(1_000)).await, "acquire");
@@ -382,7 +382,7 @@ async fn partition_fires_lost_before_the_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_release_without_a_server_sleeps_max() {
     let pool = PgPoolOptions::new().acquire_timeout(Duration::from_millis(300)).connect_lazy(UNREACHABLE).unwrap();
-    let store = PostgresLockStore::from_pool(pool);
+    let store = PostgresLockStore::builder().build(pool).unwrap();
     let k = key("unreachable-wait");
     for max in [Duration::from_millis(200), Duration::from_millis(800)] {
         let started = Instant::now();

@@ -308,7 +308,7 @@ async fn background_purger_deletes_old_rows_until_stopped() {
 #[tokio::test]
 async fn spawn_purger_needs_a_runtime() {
     let pool = sqlx::postgres::PgPoolOptions::new().connect_lazy("postgres://nobody@127.0.0.1:1/x").unwrap();
-    let store = PostgresLockStore::from_pool(pool);
+    let store = PostgresLockStore::builder().build(pool).unwrap();
     let err = std::thread::spawn(move || store.spawn_purger(PurgeOptions::new()).unwrap_err()).join().unwrap();
     assert!(matches!(err, distlock_api::LockError::Config { .. }), "{err}");
 }

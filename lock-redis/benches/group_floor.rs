@@ -154,8 +154,11 @@ fn main() {
         let config = RedisLockStore::builder().connection_manager_config();
         let conn = ConnectionManager::new_with_config(client.clone(), config).await.expect("connect");
         let prefix = format!("dlfloor-{}", Token::generate().as_str());
-        let store =
-            RedisLockStore::builder().key_prefix(&prefix).build_with_client(client, conn.clone()).expect("store");
+        let store = RedisLockStore::builder()
+            .key_prefix(&prefix)
+            .notification_client(client)
+            .build(conn.clone())
+            .expect("store");
         let locks = LockManager::new(Arc::new(store.clone()) as Arc<DynLockStore>);
         let member = |name: &str, mode| StoreMember::new(store_key(name), mode, None);
         let bench = Bench {

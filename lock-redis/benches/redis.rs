@@ -70,7 +70,8 @@ fn main() {
                 .key_prefix(&prefix)
                 .fair_queue(true)
                 .release_notifications(true)
-                .build_with_client(client.clone(), conn.clone())
+                .notification_client(client.clone())
+                .build(conn.clone())
                 .expect("store"),
         );
         if let Some(worker) = worker {
@@ -114,7 +115,7 @@ fn main() {
         // The cost of fair waiting where nobody waits: the release script with the queue
         // check vs seed 000's release + PUBLISH, through the store alone.
         let seed_only = RedisLockStore::builder().key_prefix(&prefix).release_notifications(true);
-        let seed_only: Arc<DynLockStore> = Arc::new(seed_only.build_with_client(client, conn).expect("store"));
+        let seed_only: Arc<DynLockStore> = Arc::new(seed_only.notification_client(client).build(conn).expect("store"));
         let (fair, plain) = (
             Arc::new(StoreDirect::new(Arc::clone(&store), TTL, RETRY).expect("ttl")),
             Arc::new(StoreDirect::new(seed_only, TTL, RETRY).expect("ttl")),

@@ -1,13 +1,16 @@
 //! Making a store: the builder's knobs, their validation, the URL's layout parameters,
 //! and connecting (which checks that the server accepts the connection's settings).
 
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use distlock_api::LockError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::AsyncConnectionConfig;
 
+use crate::cluster::RedisClusterStore;
 use crate::config::{self, checked_timeout, saturated_timeout, validate_key_prefix, Config};
+use crate::sentinel::RedisSentinelStore;
 use crate::store::RedisLockStore;
 use crate::url::RedisUrl;
 
@@ -42,9 +45,16 @@ use crate::url::RedisUrl;
 /// A zero timeout is a [`LockError::Config`] from [`connect`](Self::connect) /
 /// [`build`](Self::build) naming the setting; a timeout longer than
 /// [`MAX_TIMEOUT`](Self::MAX_TIMEOUT) (up to `Duration::MAX`, "never") is cut to it.
-#[derive(Debug, Clone)]
+///
+/// # Every topology
+///
+/// The same builder, with the same settings, makes the store of each topology:
+/// `RedisLockStore::builder()` (one server), [`RedisClusterStore::builder()`]
+/// ([`RedisClusterStoreBuilder`]) and [`RedisSentinelStore::builder()`]
+/// ([`RedisSentinelStoreBuilder`]); each has `connect(url)` for its URL scheme, and the
+/// single-server one [`build`](Self::build) on an existing connection too.
 #[must_use = "a builder does nothing until `connect` or `build` is called"]
-pub struct RedisLockStoreBuilder {
+pub struct RedisLockStoreBuilder<S = RedisLockStore> {
     // The layout: `None` until set, so that a URL can set it instead (see `resolve`).
     key_prefix: Option<String>,
     fencing: Option<bool>,
@@ -52,11 +62,19 @@ pub struct RedisLockStoreBuilder {
     release_notifications: Option<bool>,
     fair_queue: Option<bool>,
     response_timeout: Duration,
-    connection_timeout: Duration,
+    connect_timeout: Duration,
     reconnect_retries: usize,
+    notification_client: Option<redis::Client>,
+    topology: PhantomData<fn() -> S>,
 }
 
-impl Default for RedisLockStoreBuilder {
+/// The builder of a [`RedisClusterStore`]: [`RedisClusterStore::builder`].
+pub type RedisClusterStoreBuilder = RedisLockStoreBuilder<RedisClusterStore>;
+
+/// The builder of a [`RedisSentinelStore`]: [`RedisSentinelStore::builder`].
+pub type RedisSentinelStoreBuilder = RedisLockStoreBuilder<RedisSentinelStore>;
+
+impl<S> Default for RedisLockStoreBuilder<S> {
     fn default() -> Self {
         Self {
             key_prefix: None,
@@ -64,10 +82,40 @@ impl Default for RedisLockStoreBuilder {
             clock_fences: None,
             release_notifications: None,
             fair_queue: None,
-            response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
-            connection_timeout: Self::DEFAULT_CONNECTION_TIMEOUT,
-            reconnect_retries: Self::DEFAULT_RECONNECT_RETRIES,
+            response_timeout: RedisLockStoreBuilder::DEFAULT_RESPONSE_TIMEOUT,
+            connect_timeout: RedisLockStoreBuilder::DEFAULT_CONNECT_TIMEOUT,
+            reconnect_retries: RedisLockStoreBuilder::DEFAULT_RECONNECT_RETRIES,
+            notification_client: None,
+            topology: PhantomData,
         }
+    }
+}
+
+impl<S> Clone for RedisLockStoreBuilder<S> {
+    fn clone(&self) -> Self {
+        Self {
+            key_prefix: self.key_prefix.clone(),
+            notification_client: self.notification_client.clone(),
+            topology: PhantomData,
+            ..*self
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for RedisLockStoreBuilder<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLockStoreBuilder")
+            .field("topology", &std::any::type_name::<S>())
+            .field("key_prefix", &self.key_prefix)
+            .field("fencing", &self.fencing)
+            .field("clock_fences", &self.clock_fences)
+            .field("release_notifications", &self.release_notifications)
+            .field("fair_queue", &self.fair_queue)
+            .field("response_timeout", &self.response_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("reconnect_retries", &self.reconnect_retries)
+            .field("notification_client", &self.notification_client.is_some())
+            .finish()
     }
 }
 
@@ -76,12 +124,12 @@ impl RedisLockStoreBuilder {
     pub const MAX_KEY_PREFIX_LEN: usize = config::MAX_KEY_PREFIX_LEN;
     /// The longest timeout kept as given: 1 hour. A longer
     /// [`response_timeout`](Self::response_timeout) or
-    /// [`connection_timeout`](Self::connection_timeout) (say `Duration::MAX`) is cut to it.
+    /// [`connect_timeout`](Self::connect_timeout) (say `Duration::MAX`) is cut to it.
     pub const MAX_TIMEOUT: Duration = config::MAX_TIMEOUT;
     /// Default [`response_timeout`](Self::response_timeout): 2 s.
     pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-    /// Default [`connection_timeout`](Self::connection_timeout): 2 s.
-    pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+    /// Default [`connect_timeout`](Self::connect_timeout): 2 s.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
     /// Default [`reconnect_retries`](Self::reconnect_retries): 3.
     pub const DEFAULT_RECONNECT_RETRIES: usize = 3;
 
@@ -91,7 +139,9 @@ impl RedisLockStoreBuilder {
     pub fn new() -> Self {
         Self::default()
     }
+}
 
+impl<S> RedisLockStoreBuilder<S> {
     /// The prefix of every key: the store writes `{key_prefix}:lock:{key}`. Default
     /// `distlock`; the URL parameter `?prefix=` sets it too. At most 256 bytes without
     /// control characters; checked by [`connect`](Self::connect) / [`build`](Self::build).
@@ -127,6 +177,22 @@ impl RedisLockStoreBuilder {
     pub fn clock_fences(mut self, enabled: bool) -> Self {
         self.clock_fences = Some(enabled);
         self
+    }
+
+    /// The same settings, for the store of another topology.
+    pub(crate) fn retarget<T>(self) -> RedisLockStoreBuilder<T> {
+        RedisLockStoreBuilder {
+            key_prefix: self.key_prefix,
+            fencing: self.fencing,
+            clock_fences: self.clock_fences,
+            release_notifications: self.release_notifications,
+            fair_queue: self.fair_queue,
+            response_timeout: self.response_timeout,
+            connect_timeout: self.connect_timeout,
+            reconnect_retries: self.reconnect_retries,
+            notification_client: self.notification_client,
+            topology: PhantomData,
+        }
     }
 
     /// [`clock_fences`](Self::clock_fences), unless it was set already (a topology's own default).
@@ -187,8 +253,8 @@ impl RedisLockStoreBuilder {
     /// How long one connection attempt may take. Default 2 s; must be greater than zero;
     /// at most [`MAX_TIMEOUT`](Self::MAX_TIMEOUT) (longer is cut to it). Used by
     /// [`connect`](Self::connect), and for the subscriber connection.
-    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
-        self.connection_timeout = timeout;
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 
@@ -200,120 +266,13 @@ impl RedisLockStoreBuilder {
         self
     }
 
-    /// The [`ConnectionManagerConfig`] that [`connect`](Self::connect) uses: this
-    /// builder's timeouts (cut to [`MAX_TIMEOUT`](Self::MAX_TIMEOUT)) and reconnection
-    /// policy. A zero timeout is passed on as it is here; `connect` refuses it.
-    pub fn connection_manager_config(&self) -> ConnectionManagerConfig {
-        ConnectionManagerConfig::new()
-            .set_response_timeout(Some(saturated_timeout(self.response_timeout)))
-            .set_connection_timeout(Some(saturated_timeout(self.connection_timeout)))
-            .set_number_of_retries(self.reconnect_retries)
-            .set_min_delay(Duration::from_millis(100))
-            .set_max_delay(Duration::from_secs(1))
-    }
-
-    /// Connects to `url` and builds the store.
-    ///
-    /// `url` is `redis://[[user]:password@]host[:port][/db]`, optionally with the
-    /// store's layout as query parameters (`?prefix=neton&fencing=true`); see
-    /// [`RedisUrl`] for every accepted form and parameter.
-    ///
-    /// Connecting checks the server before returning: one connection is opened (no
-    /// retries, within [`connection_timeout`](Self::connection_timeout)), authenticated,
-    /// switched to the URL's database and sent `PING`. So a wrong or missing password,
-    /// a database number the server does not have, or an unreachable server fails here,
-    /// not at the first lock. Then it records the settings every client of the key
-    /// prefix must share, or checks them against the record
-    /// ([`RedisLockStore::check_shared_settings`]).
-    ///
-    /// # Errors
-    ///
-    /// [`LockError::Config`], before any I/O, for an unusable URL, an unknown or
-    /// malformed URL parameter, a URL parameter that contradicts this builder, a bad key
-    /// prefix or a zero timeout; after connecting, when the prefix is in use with other
-    /// settings. [`LockError::Store`] with operation `"connect"` when the
-    /// server cannot be reached or refuses the connection (its message carries the
-    /// server's reason, e.g. `NOAUTH`, `WRONGPASS` or `DB index is out of range`, never
-    /// the password).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future drops the half-made connections; nothing is
-    /// written to the server.
-    pub async fn connect(self, url: &str) -> Result<RedisLockStore, LockError> {
-        let url = RedisUrl::parse(url)?;
-        self.connect_url(&url).await
-    }
-
-    /// [`connect`](Self::connect) with an already parsed URL.
-    ///
-    /// # Errors
-    ///
-    /// As [`connect`](Self::connect).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`connect`](Self::connect).
-    pub async fn connect_url(self, url: &RedisUrl) -> Result<RedisLockStore, LockError> {
-        let config = self.resolve(Some(url))?;
-        let client = url.client().clone();
-        verify_server(&client, &config).await?;
-        let conn = ConnectionManager::new_with_config(client.clone(), self.connection_manager_config())
-            .await
-            .map_err(connect_error)?;
-        let store = RedisLockStore::from_parts(conn, Some(client), config);
-        store.check_shared_settings().await?;
-        Ok(store)
-    }
-
-    /// Builds the store on an existing connection (its timeouts stay as they are).
-    ///
-    /// Without a [`redis::Client`] the store cannot open the subscriber connection of
-    /// notified waits, so [`release_notifications`](Self::release_notifications) is
-    /// refused here: use [`build_with_client`](Self::build_with_client) for them.
-    ///
-    /// # Errors
-    ///
-    /// [`LockError::Config`] for a bad key prefix, a zero timeout, or release
-    /// notifications.
-    pub fn build(self, conn: ConnectionManager) -> Result<RedisLockStore, LockError> {
-        let config = self.resolve(None)?;
-        if config.release_notifications {
-            return Err(LockError::Config {
-                message: "Redis release notifications need a `redis::Client` for the subscriber connection: \
-                          use `RedisLockStoreBuilder::build_with_client`"
-                    .to_owned(),
-            });
-        }
-        Ok(RedisLockStore::from_parts(conn, None, config))
-    }
-
-    /// Builds the store on an existing connection, with `client` (normally the one `conn`
-    /// was made from) for the subscriber connection of notified waits. Nothing is opened
-    /// until the first wait.
-    ///
-    /// # Errors
-    ///
-    /// [`LockError::Config`] for a bad key prefix or a zero timeout.
-    pub fn build_with_client(
-        self,
-        client: redis::Client,
-        conn: ConnectionManager,
-    ) -> Result<RedisLockStore, LockError> {
-        let config = self.resolve(None)?;
-        Ok(RedisLockStore::from_parts(conn, Some(client), config))
-    }
-
-    /// Builds the store on a lazy connection to `url` (nothing is sent until the first
-    /// command), for a Redlock master that was down when connecting.
-    pub(crate) fn build_lazy(
-        self,
-        url: &RedisUrl,
-        client: redis::Client,
-        conn: ConnectionManager,
-    ) -> Result<RedisLockStore, LockError> {
-        let config = self.resolve(Some(url))?;
-        Ok(RedisLockStore::from_parts(conn, Some(client), config))
+    /// The client that [`build`](RedisLockStoreBuilder::build) opens the subscriber
+    /// connection of [release notifications](Self::release_notifications) with (normally
+    /// the one the application's connection was made from). Nothing is opened until the
+    /// first wait. [`connect`](RedisLockStoreBuilder::connect) makes its own from the URL.
+    pub fn notification_client(mut self, client: redis::Client) -> Self {
+        self.notification_client = Some(client);
+        self
     }
 
     /// The checked configuration: this builder's settings, the URL's layout (which must
@@ -357,8 +316,121 @@ impl RedisLockStoreBuilder {
             release_notifications,
             fair_queue,
             response_timeout: checked_timeout("response_timeout", self.response_timeout)?,
-            connection_timeout: checked_timeout("connection_timeout", self.connection_timeout)?,
+            connect_timeout: checked_timeout("connect_timeout", self.connect_timeout)?,
         })
+    }
+}
+
+impl RedisLockStoreBuilder {
+    /// The [`ConnectionManagerConfig`] that [`connect`](Self::connect) uses: this
+    /// builder's timeouts (cut to [`MAX_TIMEOUT`](Self::MAX_TIMEOUT)) and reconnection
+    /// policy. A zero timeout is passed on as it is here; `connect` refuses it.
+    pub fn connection_manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_response_timeout(Some(saturated_timeout(self.response_timeout)))
+            .set_connection_timeout(Some(saturated_timeout(self.connect_timeout)))
+            .set_number_of_retries(self.reconnect_retries)
+            .set_min_delay(Duration::from_millis(100))
+            .set_max_delay(Duration::from_secs(1))
+    }
+
+    /// Connects to `url` and builds the store.
+    ///
+    /// `url` is `redis://[[user]:password@]host[:port][/db]`, optionally with the
+    /// store's layout as query parameters (`?prefix=neton&fencing=true`); see
+    /// [`RedisUrl`] for every accepted form and parameter.
+    ///
+    /// Connecting checks the server before returning: one connection is opened (no
+    /// retries, within [`connect_timeout`](Self::connect_timeout)), authenticated,
+    /// switched to the URL's database and sent `PING`. So a wrong or missing password,
+    /// a database number the server does not have, or an unreachable server fails here,
+    /// not at the first lock. Then it records the settings every client of the key
+    /// prefix must share, or checks them against the record
+    /// ([`RedisLockStore::check_shared_settings`]).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`], before any I/O, for an unusable URL, an unknown or
+    /// malformed URL parameter, a URL parameter that contradicts this builder, a bad key
+    /// prefix or a zero timeout; after connecting, when the prefix is in use with other
+    /// settings. [`LockError::Store`] with operation `"connect"` when the
+    /// server cannot be reached or refuses the connection (its message carries the
+    /// server's reason, e.g. `NOAUTH`, `WRONGPASS` or `DB index is out of range`, never
+    /// the password).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future drops the half-made connections; nothing is
+    /// written to the server.
+    pub async fn connect(self, url: &str) -> Result<RedisLockStore, LockError> {
+        let url = RedisUrl::parse(url)?;
+        self.connect_url(&url).await
+    }
+
+    /// [`connect`](Self::connect) with an already parsed URL.
+    pub(crate) async fn connect_url(self, url: &RedisUrl) -> Result<RedisLockStore, LockError> {
+        let config = self.resolve(Some(url))?;
+        let client = url.client().clone();
+        verify_server(&client, &config).await?;
+        let conn = ConnectionManager::new_with_config(client.clone(), self.connection_manager_config())
+            .await
+            .map_err(connect_error)?;
+        let store = RedisLockStore::from_parts(conn, Some(client), config);
+        store.check_shared_settings().await?;
+        Ok(store)
+    }
+
+    /// Builds the store on an existing connection (its timeouts stay as they are).
+    ///
+    /// The store opens a second connection for the subscriber of notified waits, so
+    /// [`release_notifications`](Self::release_notifications) needs the
+    /// [`notification_client`](Self::notification_client) to open it with; without one
+    /// they are refused here, never silently left off.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use distlock_redis::RedisLockStore;
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let conn = client.get_connection_manager().await?; // the application's own connection
+    /// let store = RedisLockStore::builder()
+    ///     .key_prefix("myapp")
+    ///     .release_notifications(true)
+    ///     .notification_client(client)
+    ///     .build(conn)?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    ///
+    /// Unlike [`connect`](Self::connect), it sends nothing: the settings every client of
+    /// the prefix must share are checked by
+    /// [`RedisLockStore::check_shared_settings`], which an application calls once.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a bad key prefix, a zero timeout, or release
+    /// notifications without a notification client.
+    pub fn build(self, conn: ConnectionManager) -> Result<RedisLockStore, LockError> {
+        let config = self.resolve(None)?;
+        if config.release_notifications && self.notification_client.is_none() {
+            return Err(LockError::Config {
+                message: "Redis release notifications need a subscriber connection: give the builder the \
+                          `redis::Client` to open it with (`RedisLockStoreBuilder::notification_client`)"
+                    .to_owned(),
+            });
+        }
+        Ok(RedisLockStore::from_parts(conn, self.notification_client, config))
+    }
+
+    /// Builds the store on a lazy connection to `url` (nothing is sent until the first
+    /// command), for a Redlock master that was down when connecting.
+    pub(crate) fn build_lazy(
+        self,
+        url: &RedisUrl,
+        client: redis::Client,
+        conn: ConnectionManager,
+    ) -> Result<RedisLockStore, LockError> {
+        let config = self.resolve(Some(url))?;
+        Ok(RedisLockStore::from_parts(conn, Some(client), config))
     }
 }
 
@@ -390,27 +462,55 @@ impl RedisLockStore {
         RedisLockStoreBuilder::new().connect(url).await
     }
 
-    /// A store with the default configuration on an existing connection.
-    ///
-    /// Its waiters poll; use [`RedisLockStoreBuilder::build_with_client`] with
-    /// [`release_notifications`](RedisLockStoreBuilder::release_notifications) on to get
-    /// notified waits.
-    pub fn from_connection_manager(conn: ConnectionManager) -> Self {
-        let defaults = Config {
-            key_prefix: config::DEFAULT_KEY_PREFIX.to_owned(),
-            fencing: false,
-            clock_fences: false,
-            release_notifications: false,
-            fair_queue: false,
-            response_timeout: RedisLockStoreBuilder::DEFAULT_RESPONSE_TIMEOUT,
-            connection_timeout: RedisLockStoreBuilder::DEFAULT_CONNECTION_TIMEOUT,
-        };
-        Self::from_parts(conn, None, defaults)
-    }
-
     /// A builder for a non-default key prefix, fencing mode or timeouts.
     pub fn builder() -> RedisLockStoreBuilder {
         RedisLockStoreBuilder::new()
+    }
+}
+
+impl RedisClusterStoreBuilder {
+    /// Connects to the Cluster at `url` (`redis+cluster://host:port[,host:port…]`) with
+    /// these settings; see [`RedisClusterStore::connect`] for the URL, the Cluster's
+    /// defaults and the errors.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisClusterStore::connect`], and [`LockError::Config`] when the URL
+    /// contradicts the builder or it was given a
+    /// [`notification_client`](Self::notification_client) (a Cluster subscribes on its
+    /// own connections).
+    pub async fn connect(self, url: &str) -> Result<RedisClusterStore, LockError> {
+        if self.notification_client.is_some() {
+            return Err(LockError::Config {
+                message: "a Redis Cluster store subscribes on its own connections: `notification_client` is for \
+                          `RedisLockStoreBuilder::build`"
+                    .to_owned(),
+            });
+        }
+        RedisClusterStore::connect_with(self, url).await
+    }
+}
+
+impl RedisSentinelStoreBuilder {
+    /// Asks the sentinels at `url` (`redis+sentinel://host:port[,host:port…]/master`)
+    /// for the master and connects to it with these settings; see
+    /// [`RedisSentinelStore::connect`] for the URL and the errors.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisSentinelStore::connect`], and [`LockError::Config`] when the URL
+    /// contradicts the builder or it was given a
+    /// [`notification_client`](Self::notification_client) (each master's store opens its
+    /// own subscriber).
+    pub async fn connect(self, url: &str) -> Result<RedisSentinelStore, LockError> {
+        if self.notification_client.is_some() {
+            return Err(LockError::Config {
+                message: "a Redis Sentinel store connects to each master itself: `notification_client` is for \
+                          `RedisLockStoreBuilder::build`"
+                    .to_owned(),
+            });
+        }
+        RedisSentinelStore::connect_with(self.retarget(), url).await
     }
 }
 
@@ -436,7 +536,7 @@ fn agree<T: PartialEq + std::fmt::Debug>(
 /// Whatever the server refuses shows here with its own reason.
 async fn verify_server(client: &redis::Client, config: &Config) -> Result<(), LockError> {
     let settings = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(config.connection_timeout))
+        .set_connection_timeout(Some(config.connect_timeout))
         .set_response_timeout(Some(config.response_timeout));
     let mut conn = client.get_multiplexed_async_connection_with_config(&settings).await.map_err(connect_error)?;
     let _: redis::Value = redis::cmd("PING").query_async(&mut conn).await.map_err(connect_error)?;
@@ -470,7 +570,7 @@ mod tests {
                 release_notifications: false,
                 fair_queue: false,
                 response_timeout: Duration::from_secs(2),
-                connection_timeout: Duration::from_secs(2),
+                connect_timeout: Duration::from_secs(2),
             }
         );
     }
@@ -513,7 +613,7 @@ mod tests {
     fn zero_timeouts_are_config_errors_naming_the_setting() {
         for (builder, setting) in [
             (RedisLockStoreBuilder::new().response_timeout(Duration::ZERO), "`response_timeout`"),
-            (RedisLockStoreBuilder::new().connection_timeout(Duration::ZERO), "`connection_timeout`"),
+            (RedisLockStoreBuilder::new().connect_timeout(Duration::ZERO), "`connect_timeout`"),
         ] {
             let err = builder.resolve(None).unwrap_err();
             assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains(setting), "{err}");
@@ -524,11 +624,11 @@ mod tests {
     fn huge_timeouts_are_cut_to_the_maximum() {
         let builder = RedisLockStoreBuilder::new()
             .response_timeout(Duration::MAX)
-            .connection_timeout(Duration::MAX)
+            .connect_timeout(Duration::MAX)
             .reconnect_retries(usize::MAX);
         let config = builder.resolve(None).unwrap();
         assert_eq!(config.response_timeout, RedisLockStoreBuilder::MAX_TIMEOUT);
-        assert_eq!(config.connection_timeout, RedisLockStoreBuilder::MAX_TIMEOUT);
+        assert_eq!(config.connect_timeout, RedisLockStoreBuilder::MAX_TIMEOUT);
         let manager = builder.connection_manager_config();
         assert_eq!(manager.response_timeout(), Some(RedisLockStoreBuilder::MAX_TIMEOUT));
         assert_eq!(manager.connection_timeout(), Some(RedisLockStoreBuilder::MAX_TIMEOUT));
@@ -540,7 +640,7 @@ mod tests {
             RedisLockStoreBuilder::new().key_prefix("a\nb"),
             RedisLockStoreBuilder::new().fair_queue(false),
             RedisLockStoreBuilder::new().response_timeout(Duration::ZERO),
-            RedisLockStoreBuilder::new().connection_timeout(Duration::ZERO),
+            RedisLockStoreBuilder::new().connect_timeout(Duration::ZERO),
             RedisLockStoreBuilder::new().fencing(true),
         ] {
             let err = builder.clone().connect(&format!("{NOWHERE}/?fencing=false&fair=true")).await.unwrap_err();

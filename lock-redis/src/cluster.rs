@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use distlock_api::waiters::{KeyState, WaiterRegistry};
 use distlock_api::{
     Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
-    StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClientBuilder;
@@ -186,15 +186,16 @@ impl RedisClusterStore {
     /// [`LockError::Config`] before any I/O for a malformed URL; [`LockError::Store`]
     /// (operation `"connect"`) when the cluster cannot be reached.
     pub async fn connect(url: &str) -> Result<Self, LockError> {
-        Self::connect_with(crate::RedisLockStore::builder(), url).await
+        Self::builder().connect(url).await
     }
 
-    /// [`connect`](Self::connect) with the settings of `builder`: the key prefix,
+    /// A builder for the settings of [`RedisLockStoreBuilder`](crate::RedisLockStoreBuilder)
+    /// on a Cluster: the key prefix,
     /// [`fencing`](crate::RedisLockStoreBuilder::fencing),
     /// [`clock_fences`](crate::RedisLockStoreBuilder::clock_fences),
     /// [`release_notifications`](crate::RedisLockStoreBuilder::release_notifications),
     /// [`fair_queue`](crate::RedisLockStoreBuilder::fair_queue) and the response and
-    /// connection timeouts. A setting given by both the builder and the URL must agree;
+    /// connect timeouts. A setting given by both the builder and the URL must agree;
     /// one given by neither takes the Cluster's default (clock fences, notifications and
     /// fair waiting on). As on a single node, the first store of a prefix records its
     /// settings in `{prefix}:lock-settings` and a store with other settings is refused
@@ -202,18 +203,21 @@ impl RedisClusterStore {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), distlock_api::LockError> {
-    /// use distlock_redis::{RedisClusterStore, RedisLockStore};
+    /// use distlock_redis::RedisClusterStore;
     ///
-    /// let barging = RedisLockStore::builder().fair_queue(false).fencing(true);
-    /// let store = RedisClusterStore::connect_with(barging, "redis+cluster://10.0.0.1:7000,10.0.0.2:7000").await?;
+    /// let store = RedisClusterStore::builder()
+    ///     .fair_queue(false)
+    ///     .fencing(true)
+    ///     .connect("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")
+    ///     .await?;
     /// # let _ = store; Ok(()) }
     /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`connect`](Self::connect), and [`LockError::Config`] when the URL contradicts
-    /// the builder.
-    pub async fn connect_with(builder: crate::RedisLockStoreBuilder, url: &str) -> Result<Self, LockError> {
+    pub fn builder() -> crate::RedisClusterStoreBuilder {
+        crate::RedisClusterStoreBuilder::default()
+    }
+
+    /// [`RedisClusterStoreBuilder::connect`](crate::RedisClusterStoreBuilder::connect).
+    pub(crate) async fn connect_with(builder: crate::RedisClusterStoreBuilder, url: &str) -> Result<Self, LockError> {
         let nodes = split_cluster_url(url)?;
         let first = RedisUrl::parse(&nodes[0])?;
         for node in &nodes[1..] {
@@ -232,7 +236,7 @@ impl RedisClusterStore {
         let client = ClusterClientBuilder::new(plain)
             .use_protocol(redis::ProtocolVersion::RESP3)
             .push_sender(sender)
-            .connection_timeout(config.connection_timeout)
+            .connection_timeout(config.connect_timeout)
             .response_timeout(config.response_timeout)
             .build()
             .map_err(|err| LockError::Config { message: format!("Redis Cluster URL: {err}") })?;
@@ -531,6 +535,10 @@ impl LockStore for RedisClusterStore {
 
     /// Lock groups whose names share a hash tag (`{orders}:a`, `{orders}:b`): see
     /// [`RedisClusterStore`], "Lock groups".
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        self.fair_queue.then_some(self as &dyn QueueStore)
+    }
+
     fn groups(&self) -> Option<&dyn distlock_api::GroupLockStore> {
         Some(self)
     }
@@ -630,47 +638,6 @@ impl LockStore for RedisClusterStore {
         self.wait_on(key, max, None).await
     }
 
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
-        let redis_key = self.redis_key(key);
-        let (queue, queue_ttl) = self.queue_keys(key);
-        let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
-        let channel = if self.notifications { self.release_channel(key) } else { String::new() };
-        let mut conn = self.conn.clone();
-        let (acquired, number): (i64, i64) = SCRIPTS
-            .queued_acquire
-            .run(&mut conn, |cmd| {
-                cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
-                cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());
-                cmd.arg(fence_flag(self.fencing, self.clock_fences)).arg(&channel).arg(SPUBLISH);
-            })
-            .await
-            .map_err(|err| Self::error("acquire", Some(key), err))?;
-        acquired_or_held(key, acquired, number, self.fencing)
-    }
-
-    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        self.wait_on(key, max, Some(token)).await
-    }
-
-    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        let (_, queue_ttl) = self.queue_keys(key);
-        let mut conn = self.conn.clone();
-        let len: i64 = SCRIPTS
-            .queue_len
-            .run(&mut conn, |cmd| {
-                cmd.arg(1).arg(&queue_ttl);
-            })
-            .await
-            .map_err(|err| Self::error("queue_len", Some(key), err))?;
-        usize::try_from(len).map_err(|_| Self::error("queue_len", Some(key), Unexpected(format!("ZCOUNT gave {len}"))))
-    }
-
     /// Pages through every master in turn (`SCAN` on one master at a time; the cursor is
     /// `<master index>:<SCAN cursor>`), reading each lock found with the inspect script.
     async fn list(
@@ -727,6 +694,45 @@ impl LockStore for RedisClusterStore {
         });
         let locks = futures_util::future::join_all(reads).await.into_iter().collect::<Result<Vec<_>, _>>()?;
         Ok(ListPage::new(locks.into_iter().flatten().collect(), next))
+    }
+}
+
+#[async_trait]
+impl QueueStore for RedisClusterStore {
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let QueuedAttempt { key, token, ttl, place } = attempt;
+        let redis_key = self.redis_key(key);
+        let (queue, queue_ttl) = self.queue_keys(key);
+        let (counter, fence_key) = (self.fence_counter_key(key), self.fence_key(key));
+        let channel = if self.notifications { self.release_channel(key) } else { String::new() };
+        let mut conn = self.conn.clone();
+        let (acquired, number): (i64, i64) = SCRIPTS
+            .queued_acquire
+            .run(&mut conn, |cmd| {
+                cmd.arg(5).arg(&redis_key).arg(&queue).arg(&queue_ttl).arg(&counter).arg(&fence_key);
+                cmd.arg(token.as_str()).arg(ttl.as_millis()).arg(place.as_millis());
+                cmd.arg(fence_flag(self.fencing, self.clock_fences)).arg(&channel).arg(SPUBLISH);
+            })
+            .await
+            .map_err(|err| Self::error("acquire", Some(key), err))?;
+        acquired_or_held(key, acquired, number, self.fencing)
+    }
+
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.wait_on(key, max, Some(token)).await
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let (_, queue_ttl) = self.queue_keys(key);
+        let mut conn = self.conn.clone();
+        let len: i64 = SCRIPTS
+            .queue_len
+            .run(&mut conn, |cmd| {
+                cmd.arg(1).arg(&queue_ttl);
+            })
+            .await
+            .map_err(|err| Self::error("queue_len", Some(key), err))?;
+        usize::try_from(len).map_err(|_| Self::error("queue_len", Some(key), Unexpected(format!("ZCOUNT gave {len}"))))
     }
 }
 

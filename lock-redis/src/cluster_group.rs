@@ -194,6 +194,10 @@ impl RedisClusterStore {
 /// of the group's hash tag (see the crate README, "Redis Cluster").
 #[async_trait]
 impl GroupLockStore for RedisClusterStore {
+    fn max_group(&self) -> usize {
+        distlock_api::LockGroup::MAX_MEMBERS
+    }
+
     /// One script in the slot of the group's hash tag, as on a single node.
     ///
     /// # Errors

@@ -24,7 +24,7 @@ pub(crate) struct Config {
     /// Greater than zero, at most `MAX_TIMEOUT`.
     pub(crate) response_timeout: Duration,
     /// Greater than zero, at most `MAX_TIMEOUT`.
-    pub(crate) connection_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
 }
 
 /// Checks a key prefix: at most 256 bytes, no control characters. An empty prefix is

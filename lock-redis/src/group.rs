@@ -380,6 +380,10 @@ pub(crate) fn holder_info((mode, token, left, fence, owner): HolderRow) -> Resul
 /// README, "Lock groups", for the layout and the costs.
 #[async_trait]
 impl GroupLockStore for RedisLockStore {
+    fn max_group(&self) -> usize {
+        distlock_api::LockGroup::MAX_MEMBERS
+    }
+
     /// One script: checks every member (no live holder of the other mode; fewer live
     /// holders of its mode than the permits in `{stem}:p`, else the member's default; for
     /// a shared member, no live intent of another token with an older ticket) and either

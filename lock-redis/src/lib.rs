@@ -21,7 +21,7 @@ mod store;
 mod topology;
 mod url;
 
-pub use builder::RedisLockStoreBuilder;
+pub use builder::{RedisClusterStoreBuilder, RedisLockStoreBuilder, RedisSentinelStoreBuilder};
 pub use cluster::RedisClusterStore;
 pub use fenced_set::{fenced_set, FencedSet, FENCED_VALUE_FIELD, FENCE_FIELD};
 pub use redlock::{RedlockStore, RedlockStoreBuilder};

@@ -37,7 +37,7 @@ struct Shared {
     channel: String,
     /// Waiters per Redis lock key; "listening" while the subscriber is subscribed.
     waiters: WaiterRegistry,
-    connection_timeout: Duration,
+    connect_timeout: Duration,
     response_timeout: Duration,
 }
 
@@ -83,10 +83,10 @@ impl ReleaseListener {
     pub(crate) fn new(
         client: redis::Client,
         channel: String,
-        connection_timeout: Duration,
+        connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Self {
-        let shared = Shared { client, channel, waiters: WaiterRegistry::new(), connection_timeout, response_timeout };
+        let shared = Shared { client, channel, waiters: WaiterRegistry::new(), connect_timeout, response_timeout };
         Self { shared: Arc::new(shared), task: Mutex::default() }
     }
 
@@ -168,7 +168,7 @@ async fn subscribe(shared: &Shared) -> RedisResult<PubSub> {
         pubsub.subscribe(&shared.channel).await?;
         Ok(pubsub)
     };
-    match tokio::time::timeout(shared.connection_timeout.saturating_add(shared.response_timeout), attempt).await {
+    match tokio::time::timeout(shared.connect_timeout.saturating_add(shared.response_timeout), attempt).await {
         Ok(result) => result,
         Err(_) => Err(redis::RedisError::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,

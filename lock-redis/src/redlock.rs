@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockStore, StoreKey, Token,
-    Ttl,
+    Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockStore, QueueStore,
+    StoreKey, Token, Ttl,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::ConnectionManager;
@@ -265,6 +265,18 @@ impl LockStore for RedlockStore {
         Capabilities::NONE
             .with_fencing(self.fencing)
             .with_release_notifications(self.masters.iter().all(RedisLockStore::notified_waits))
+    }
+
+    /// None: a queue would have to be kept in agreement by a majority of masters, and
+    /// Redlock refuses `fair=true` (waiting on it is barging).
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        None
+    }
+
+    /// None: a group would need one atomic grant across a majority of independent
+    /// masters; group calls are refused with [`LockError::Unsupported`].
+    fn groups(&self) -> Option<&dyn distlock_api::GroupLockStore> {
+        None
     }
 
     /// The single-node acquire on every master in parallel; granted on a majority within
@@ -543,8 +555,8 @@ impl RedlockStoreBuilder {
     }
 
     /// How long to wait for one connection attempt to a master (default 2 s).
-    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
-        self.node = self.node.connection_timeout(timeout);
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.node = self.node.connect_timeout(timeout);
         self
     }
 
@@ -577,7 +589,7 @@ impl RedlockStoreBuilder {
     /// # Errors
     ///
     /// As [`connect`](Self::connect).
-    pub async fn connect_masters(self, urls: &[String]) -> Result<RedlockStore, LockError> {
+    pub(crate) async fn connect_masters(self, urls: &[String]) -> Result<RedlockStore, LockError> {
         if urls.is_empty() || urls.len() > RedlockStore::MAX_MASTERS {
             return Err(LockError::Config {
                 message: format!("Redlock needs 1 to {} masters, not {}", RedlockStore::MAX_MASTERS, urls.len()),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, GroupAcquire, GroupLockStore, GroupRequest, KeyPattern, ListCursor, ListPage, LockError,
-    LockInfo, LockMode, LockStore, OwnerId, StoreKey, Token, Ttl,
+    LockInfo, LockMode, LockStore, OwnerId, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use tokio::time::Instant;
 
@@ -90,11 +90,11 @@ impl RedisSentinelStore {
     /// [`LockError::Config`] before any I/O for a malformed URL; [`LockError::Store`]
     /// (operation `"connect"`) when no sentinel names a reachable master.
     pub async fn connect(url: &str) -> Result<Self, LockError> {
-        Self::connect_with(crate::RedisLockStore::builder(), url).await
+        Self::builder().connect(url).await
     }
 
-    /// [`connect`](Self::connect) with the settings of `builder` for the store on the
-    /// master (and on every master a failover promotes): its layout
+    /// A builder for the settings of the store on the master (and on every master a
+    /// failover promotes): its layout
     /// ([`fair_queue`](crate::RedisLockStoreBuilder::fair_queue),
     /// [`release_notifications`](crate::RedisLockStoreBuilder::release_notifications),
     /// [`fencing`](crate::RedisLockStoreBuilder::fencing),
@@ -103,18 +103,21 @@ impl RedisSentinelStore {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), distlock_api::LockError> {
-    /// use distlock_redis::{RedisLockStore, RedisSentinelStore};
+    /// use distlock_redis::RedisSentinelStore;
     ///
-    /// let builder = RedisLockStore::builder().fair_queue(true).release_notifications(true);
-    /// let store = RedisSentinelStore::connect_with(builder, "redis+sentinel://127.0.0.1:26379/main").await?;
+    /// let store = RedisSentinelStore::builder()
+    ///     .fair_queue(true)
+    ///     .release_notifications(true)
+    ///     .connect("redis+sentinel://127.0.0.1:26379/main")
+    ///     .await?;
     /// # let _ = store; Ok(()) }
     /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`connect`](Self::connect), and [`LockError::Config`] when the URL contradicts
-    /// the builder.
-    pub async fn connect_with(builder: crate::RedisLockStoreBuilder, url: &str) -> Result<Self, LockError> {
+    pub fn builder() -> crate::RedisSentinelStoreBuilder {
+        crate::RedisSentinelStoreBuilder::default()
+    }
+
+    /// [`RedisSentinelStoreBuilder::connect`](crate::RedisSentinelStoreBuilder::connect).
+    pub(crate) async fn connect_with(builder: crate::RedisLockStoreBuilder, url: &str) -> Result<Self, LockError> {
         let parsed = parse_sentinel_url(url)?;
         // Check the layout before any I/O, on a stand-in address.
         let stand_in = format!("redis://{}127.0.0.1{}", parsed.auth, parsed.tail);
@@ -331,6 +334,10 @@ impl LockStore for RedisSentinelStore {
         self.current().capabilities()
     }
 
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        self.capabilities().fair_queue.then_some(self as &dyn QueueStore)
+    }
+
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
     }
@@ -365,15 +372,23 @@ impl LockStore for RedisSentinelStore {
         self.follow(result).await
     }
 
-    async fn try_acquire_queued(
+    async fn list(
         &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let result = self.current().list(pattern, cursor, limit).await;
+        self.follow(result).await
+    }
+}
+
+#[async_trait]
+impl QueueStore for RedisSentinelStore {
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let (key, token) = (attempt.key, attempt.token);
         let store = self.current();
-        let result = match store.try_acquire_queued(key, token, ttl, place).await {
+        let result = match store.try_acquire_queued(attempt).await {
             Ok(acquired) => self.wait_for_replicas(&store, key, token, acquired).await,
             Err(err) => Err(err),
         };
@@ -387,16 +402,6 @@ impl LockStore for RedisSentinelStore {
 
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         let result = self.current().queue_len(key).await;
-        self.follow(result).await
-    }
-
-    async fn list(
-        &self,
-        pattern: &KeyPattern,
-        cursor: Option<&ListCursor>,
-        limit: usize,
-    ) -> Result<ListPage, LockError> {
-        let result = self.current().list(pattern, cursor, limit).await;
         self.follow(result).await
     }
 }
@@ -466,12 +471,12 @@ mod tests {
     /// Nothing listens on port 1: reaching the network would give a Store error.
     #[tokio::test]
     async fn a_url_contradicting_the_builder_is_refused_before_any_io() {
-        let builder = crate::RedisLockStore::builder().fair_queue(false);
-        let err = RedisSentinelStore::connect_with(builder, "redis+sentinel://127.0.0.1:1/main?fair=true").await;
+        let builder = RedisSentinelStore::builder().fair_queue(false);
+        let err = builder.connect("redis+sentinel://127.0.0.1:1/main?fair=true").await;
         let err = err.unwrap_err();
         assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("`fair`"), "{err}");
-        let builder = crate::RedisLockStore::builder().clock_fences(false);
-        let err = RedisSentinelStore::connect_with(builder, "redis+sentinel://127.0.0.1:1/main?fences=clock").await;
+        let builder = RedisSentinelStore::builder().clock_fences(false);
+        let err = builder.connect("redis+sentinel://127.0.0.1:1/main?fences=clock").await;
         assert!(matches!(err.unwrap_err(), LockError::Config { .. }));
         // The builder's counter fences win over the Sentinel default of clock fences.
         let builder = clock_default(crate::RedisLockStore::builder().clock_fences(false), "redis://h");

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
-    StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use redis::aio::ConnectionManager;
 use redis::Value;
@@ -95,12 +95,12 @@ impl RedisLockStore {
             release_notifications,
             fair_queue,
             response_timeout,
-            connection_timeout,
+            connect_timeout,
         } = config;
         let key_stem = config::key_stem(&key_prefix);
         let release_channel = release_notifications.then(|| format!("{key_stem}released"));
         let listener = release_channel.as_ref().zip(client).map(|(channel, client)| {
-            Arc::new(ReleaseListener::new(client, channel.clone(), connection_timeout, response_timeout))
+            Arc::new(ReleaseListener::new(client, channel.clone(), connect_timeout, response_timeout))
         });
         Self {
             conn,
@@ -319,6 +319,10 @@ impl LockStore for RedisLockStore {
     }
 
     /// Lock groups: see the crate README, "Lock groups".
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        self.fair_queue.then_some(self as &dyn QueueStore)
+    }
+
     fn groups(&self) -> Option<&dyn distlock_api::GroupLockStore> {
         Some(self)
     }
@@ -502,6 +506,56 @@ impl LockStore for RedisLockStore {
         Ok(())
     }
 
+    /// One `SCAN <cursor> MATCH {key_prefix}:lock:<glob> COUNT <limit>`, then the
+    /// read-only list script (`lua/list.lua`) on the keys it found (one run per
+    /// 500 keys): each command bounded by `limit` (at most [`ListPage::MAX_LIMIT`]) or by
+    /// 500 keys, never `KEYS`.
+    ///
+    /// The cursor is `SCAN`'s, so a lock held throughout the listing is listed at least
+    /// once, possibly twice (when the server resizes its hash table meanwhile). Only keys
+    /// in this store's namespace are examined (`{key_prefix}:lock:…`: never the fencing
+    /// keys), and of those only the ones this store could have written (a token with an
+    /// expiry); anything else under the prefix is skipped. In fencing mode each holder's
+    /// fence is read from its fence key, as [`inspect`](LockStore::inspect) does.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when a command fails; [`LockError::Config`] for a cursor
+    /// that is not a `SCAN` cursor.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let position: u64 = match cursor {
+            None => 0,
+            Some(cursor) => cursor.as_str().parse().map_err(|_| LockError::Config {
+                message: format!("{cursor:?} is not a listing cursor of the Redis store"),
+            })?,
+        };
+        let glob = pattern.to_redis_glob(&format!("{}{LOCK_NAMESPACE}", self.key_stem));
+        let mut conn = self.conn.clone();
+        let (next, found): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(position)
+            .arg("MATCH")
+            .arg(&glob)
+            .arg("COUNT")
+            .arg(limit.clamp(1, ListPage::MAX_LIMIT))
+            .query_async(&mut conn)
+            .await
+            .map_err(|err| LockError::store(Self::BACKEND, "list", None, err))?;
+        let locks = self.holders(pattern, found).await?;
+        Ok(ListPage::new(locks, (next != 0).then(|| ListCursor::new(next.to_string()))))
+    }
+}
+
+#[async_trait]
+impl QueueStore for RedisLockStore {
     /// One script (fair waiting, see [`RedisLockStoreBuilder::fair_queue`](crate::RedisLockStoreBuilder::fair_queue)):
     /// takes the key when it was handed to `token`, or is free with `token` first in line
     /// (or nobody waiting) — in fencing mode with a fencing number, as the fenced acquire
@@ -513,13 +567,8 @@ impl LockStore for RedisLockStore {
     /// # Cancel safety
     ///
     /// Cancel safe: the script runs atomically or not at all.
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let QueuedAttempt { key, token, ttl, place } = attempt;
         if !self.fair_queue {
             return self.try_acquire(key, token, ttl).await;
         }
@@ -589,53 +638,6 @@ impl LockStore for RedisLockStore {
             .await
             .map_err(|err| Self::error("queue_len", key, err))?;
         usize::try_from(len).map_err(|_| Self::error("queue_len", key, UnexpectedReply(format!("ZCOUNT gave {len}"))))
-    }
-
-    /// One `SCAN <cursor> MATCH {key_prefix}:lock:<glob> COUNT <limit>`, then the
-    /// read-only list script (`lua/list.lua`) on the keys it found (one run per
-    /// 500 keys): each command bounded by `limit` (at most [`ListPage::MAX_LIMIT`]) or by
-    /// 500 keys, never `KEYS`.
-    ///
-    /// The cursor is `SCAN`'s, so a lock held throughout the listing is listed at least
-    /// once, possibly twice (when the server resizes its hash table meanwhile). Only keys
-    /// in this store's namespace are examined (`{key_prefix}:lock:…`: never the fencing
-    /// keys), and of those only the ones this store could have written (a token with an
-    /// expiry); anything else under the prefix is skipped. In fencing mode each holder's
-    /// fence is read from its fence key, as [`inspect`](LockStore::inspect) does.
-    ///
-    /// # Errors
-    ///
-    /// [`LockError::Store`] when a command fails; [`LockError::Config`] for a cursor
-    /// that is not a `SCAN` cursor.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    async fn list(
-        &self,
-        pattern: &KeyPattern,
-        cursor: Option<&ListCursor>,
-        limit: usize,
-    ) -> Result<ListPage, LockError> {
-        let position: u64 = match cursor {
-            None => 0,
-            Some(cursor) => cursor.as_str().parse().map_err(|_| LockError::Config {
-                message: format!("{cursor:?} is not a listing cursor of the Redis store"),
-            })?,
-        };
-        let glob = pattern.to_redis_glob(&format!("{}{LOCK_NAMESPACE}", self.key_stem));
-        let mut conn = self.conn.clone();
-        let (next, found): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(position)
-            .arg("MATCH")
-            .arg(&glob)
-            .arg("COUNT")
-            .arg(limit.clamp(1, ListPage::MAX_LIMIT))
-            .query_async(&mut conn)
-            .await
-            .map_err(|err| LockError::store(Self::BACKEND, "list", None, err))?;
-        let locks = self.holders(pattern, found).await?;
-        Ok(ListPage::new(locks, (next != 0).then(|| ListCursor::new(next.to_string()))))
     }
 }
 
@@ -761,13 +763,14 @@ mod tests {
         let notified = RedisLockStore::builder()
             .key_prefix("neton")
             .release_notifications(true)
-            .build_with_client(client.clone(), conn.clone())
+            .notification_client(client.clone())
+            .build(conn.clone())
             .unwrap();
         assert_eq!(notified.release_channel(), Some("neton:released"));
         assert!(notified.capabilities().release_notifications);
         let no_subscriber = RedisLockStore::builder().release_notifications(true).build(conn.clone());
         assert!(matches!(no_subscriber, Err(LockError::Config { .. })), "no client for a subscriber: refused");
-        let quiet = RedisLockStore::builder().build_with_client(client, conn.clone()).unwrap();
+        let quiet = RedisLockStore::builder().notification_client(client).build(conn.clone()).unwrap();
         assert!(!quiet.capabilities().release_notifications);
 
         let bare = RedisLockStore::builder().key_prefix("").build(conn).unwrap();

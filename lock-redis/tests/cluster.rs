@@ -56,8 +56,8 @@ async fn a_group_across_hash_tags_is_refused_before_any_io_and_nothing_is_held()
     // with the same (given by a builder) is not.
     let err = RedisClusterStore::connect(&format!("{}?fair=false", cluster.url())).await.unwrap_err();
     assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("distlock:lock-settings"), "{err}");
-    let same = distlock_redis::RedisLockStore::builder().fair_queue(true).release_notifications(true);
-    let same = RedisClusterStore::connect_with(same, &cluster.url()).await.unwrap();
+    let same = RedisClusterStore::builder().fair_queue(true).release_notifications(true);
+    let same = same.connect(&cluster.url()).await.unwrap();
     assert!(same.capabilities().fair_queue && same.notifications());
     let locks = LockManager::new(Arc::new(store));
     let group = LockGroup::new([

@@ -124,7 +124,7 @@ async fn an_unreachable_server_fails_at_once_with_connection_refused() {
     let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port();
     let started = Instant::now();
     let result = RedisLockStoreBuilder::new()
-        .connection_timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(5))
         .connect(&format!("redis://:hunter2@127.0.0.1:{port}"))
         .await;
     let err = assert_connect_error(result, "refused", &["hunter2"]);
@@ -139,7 +139,7 @@ async fn a_server_that_never_answers_fails_within_the_timeouts() {
     let port = silent.local_addr().unwrap().port();
     let started = Instant::now();
     let result = RedisLockStoreBuilder::new()
-        .connection_timeout(Duration::from_millis(300))
+        .connect_timeout(Duration::from_millis(300))
         .response_timeout(Duration::from_millis(300))
         .connect(&format!("redis://127.0.0.1:{port}"))
         .await;

@@ -49,11 +49,11 @@ async fn a_release_wakes_a_waiter(server: &RedisServer, store: RedisLockStore, m
 async fn duration_max_timeouts_give_a_working_store_with_working_notifications() {
     let Some(server) = RedisServer::start_or_skip("Duration::MAX timeouts") else { return };
     for builder in [
-        RedisLockStoreBuilder::new().release_notifications(true).connection_timeout(Duration::MAX),
+        RedisLockStoreBuilder::new().release_notifications(true).connect_timeout(Duration::MAX),
         RedisLockStoreBuilder::new().release_notifications(true).response_timeout(Duration::MAX),
         RedisLockStoreBuilder::new()
             .release_notifications(true)
-            .connection_timeout(Duration::MAX)
+            .connect_timeout(Duration::MAX)
             .response_timeout(Duration::MAX)
             .reconnect_retries(usize::MAX),
     ] {
@@ -70,7 +70,7 @@ async fn duration_max_timeouts_give_a_working_store_with_working_notifications()
 async fn zero_timeouts_are_config_errors_naming_the_setting_from_connect_and_build() {
     let Some(server) = RedisServer::start_or_skip("zero timeouts") else { return };
     for (builder, setting) in [
-        (RedisLockStoreBuilder::new().connection_timeout(Duration::ZERO), "`connection_timeout`"),
+        (RedisLockStoreBuilder::new().connect_timeout(Duration::ZERO), "`connect_timeout`"),
         (RedisLockStoreBuilder::new().response_timeout(Duration::ZERO), "`response_timeout`"),
     ] {
         let err = builder.clone().connect(&server.url()).await.unwrap_err();
@@ -80,7 +80,7 @@ async fn zero_timeouts_are_config_errors_naming_the_setting_from_connect_and_bui
         let conn = ConnectionManager::new(client.clone()).await.unwrap();
         let err = builder.clone().build(conn.clone()).unwrap_err();
         assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains(setting), "{err}");
-        let err = builder.build_with_client(client, conn).unwrap_err();
+        let err = builder.notification_client(client).build(conn).unwrap_err();
         assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains(setting), "{err}");
     }
     // Zero reconnection retries is a policy ("fail at once"), not an error.

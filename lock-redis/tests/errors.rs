@@ -36,7 +36,7 @@ async fn every_operation_names_the_application_key() {
             .key_prefix(PREFIX)
             .fencing(fencing)
             .response_timeout(Duration::from_secs(1))
-            .connection_timeout(Duration::from_secs(1))
+            .connect_timeout(Duration::from_secs(1))
             .reconnect_retries(0)
             .connect(&server.url())
             .await

@@ -41,7 +41,7 @@ fn builder(test: &str, fencing: bool) -> RedisLockStoreBuilder {
         .fair_queue(true)
         .release_notifications(true)
         .response_timeout(Duration::from_secs(1))
-        .connection_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(1))
         .reconnect_retries(2)
 }
 

@@ -28,8 +28,8 @@ async fn the_store_follows_a_failover_under_a_running_workload() {
     let Some(mut set) = start("sentinel failover") else { return };
     tokio::task::block_in_place(|| set.wait_until_monitored(Duration::from_secs(30)));
     // The builder's settings reach the store on the master (and on the promoted one).
-    let builder = distlock_redis::RedisLockStore::builder().fencing(true).fair_queue(true);
-    let store = RedisSentinelStore::connect_with(builder, &set.url()).await.unwrap();
+    let builder = RedisSentinelStore::builder().fencing(true).fair_queue(true);
+    let store = builder.connect(&set.url()).await.unwrap();
     assert!(distlock_api::LockStore::capabilities(&store).fair_queue);
     assert_eq!(store.master_address(), format!("127.0.0.1:{}", set.master_port()));
     let locks = LockManager::new(Arc::new(store.clone()));

@@ -239,7 +239,7 @@ async fn default_prefix_and_existing_connection() {
     let Some(url) = distlock_conformance::kit::redis_url("default_prefix") else { return };
     let client = distlock_redis::redis::Client::open(url.as_str()).unwrap();
     let conn = client.get_connection_manager().await.unwrap();
-    let store = RedisLockStore::from_connection_manager(conn);
+    let store = RedisLockStore::builder().build(conn).unwrap();
     assert_eq!(store.key_prefix(), "distlock");
     assert!(!store.fencing());
     // A unique application key keeps this test apart from others on the default prefix.

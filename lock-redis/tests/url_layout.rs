@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{store_key, unique_prefix};
 use distlock_api::{Acquire, LockError, LockStore, Token, Ttl};
 use distlock_conformance::kit::redis_server::RedisServer;
-use distlock_redis::{RedisLockStore, RedisUrl};
+use distlock_redis::RedisLockStore;
 
 fn ttl() -> Ttl {
     Ttl::new(Duration::from_secs(30)).unwrap()
@@ -50,16 +50,6 @@ async fn prefix_fencing_and_notifications_from_the_url_shape_what_the_server_see
     // The default prefix is another namespace.
     assert!(RedisLockStore::connect(&server.url()).await.unwrap().inspect(&key).await.unwrap().is_none());
     assert!(store.release(&key, &token).await.unwrap());
-}
-
-#[tokio::test]
-async fn a_parsed_url_connects_the_same_way() {
-    let Some(server) = RedisServer::start_or_skip("connect_url") else { return };
-    let prefix = unique_prefix("parsed");
-    let url = RedisUrl::parse(&format!("{}/2?prefix={prefix}&notifications=true", server.url())).unwrap();
-    let store = RedisLockStore::builder().key_prefix(prefix.as_str()).connect_url(&url).await.unwrap();
-    assert_eq!(store.key_prefix(), prefix);
-    assert_eq!(store.release_channel(), Some(format!("{prefix}:released").as_str()));
 }
 
 #[tokio::test]

@@ -36,8 +36,7 @@ fn only_member<'a>(request: &GroupRequest<'a>) -> Option<&'a StoreKey> {
     }
 }
 
-// Every method of `GroupLockStore` is written out, `max_group` (which has a default body)
-// too; `tests/forwarding.rs` checks it.
+// Every method of `GroupLockStore` is written out; `tests/forwarding.rs` checks it.
 #[async_trait]
 impl<S: LockStore> GroupLockStore for Faulty<S> {
     fn max_group(&self) -> usize {

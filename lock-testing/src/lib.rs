@@ -8,6 +8,7 @@ mod faulty;
 mod groups;
 mod injected;
 mod op;
+mod queue;
 mod store;
 
 pub use faults::{Faults, Stolen};

@@ -30,7 +30,7 @@ pub enum Op {
     WaitForRelease,
     /// [`LockStore::list`](distlock_api::LockStore::list).
     List,
-    /// [`LockStore::queue_len`](distlock_api::LockStore::queue_len).
+    /// [`QueueStore::queue_len`](distlock_api::QueueStore::queue_len).
     QueueLen,
     /// [`GroupLockStore::try_acquire_group`](distlock_api::GroupLockStore::try_acquire_group):
     /// every attempt to take a read/write lock, a semaphore slot or a group.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
-    LockStore, StoreKey, Token, Ttl,
+    LockStore, QueueStore, StoreKey, Token, Ttl,
 };
 
 use crate::faults::Faults;
@@ -26,7 +26,7 @@ use crate::op::Op;
 /// so injected errors, logs and metrics read exactly as the real store's would; its
 /// [`capabilities`](LockStore::capabilities) too, except that dropped release
 /// notifications are reported as absent. Every optional ability of the wrapped store is
-/// forwarded: its fair queue, its listing, and its [lock groups](LockStore::groups)
+/// forwarded: its [fair queue](LockStore::queue), its listing, and its [lock groups](LockStore::groups)
 /// (read/write locks, semaphores), whose operations take faults as the others do
 /// ([`Op::AcquireGroup`], [`Op::ReleaseGroup`]…). A store without groups stays without:
 /// `groups()` is `None`, and the manager's group calls fail with
@@ -78,10 +78,9 @@ impl<S: std::fmt::Debug> std::fmt::Debug for FaultyStore<S> {
     }
 }
 
-// Every method of `LockStore` is written out here, those with a default body too: a
-// default that a wrapper does not override silently bypasses the wrapped store (the
-// store's own implementation never runs). `tests/forwarding.rs` fails when the trait
-// has a method this impl does not write out.
+// Every method of `LockStore` and of the capability traits it hands out (`queue()`,
+// `groups()`) is forwarded with faults; `tests/forwarding.rs` fails when a trait has a
+// method the wrappers do not write out.
 #[async_trait]
 impl<S: LockStore> LockStore for FaultyStore<S> {
     fn backend(&self) -> &'static str {
@@ -118,26 +117,10 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
         self.faulty.wait(Op::WaitForRelease, Some(key), max, wait).await
     }
 
-    /// A queued attempt is an [`Op::Acquire`].
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
-        let attempt = self.faulty.inner.try_acquire_queued(key, token, ttl, place);
-        self.faulty.call(Op::Acquire, Some(key), attempt).await
-    }
-
-    /// A queued waiter's wait is an [`Op::WaitForRelease`].
-    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        let wait = self.faulty.inner.wait_for_turn(key, token, max);
-        self.faulty.wait(Op::WaitForRelease, Some(key), max, wait).await
-    }
-
-    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        self.faulty.call(Op::QueueLen, Some(key), self.faulty.inner.queue_len(key)).await
+    /// The wrapped store's fair queue, with faults (`None` when it has none).
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        self.faulty.inner.queue()?;
+        Some(&self.faulty)
     }
 
     /// The wrapped store's groups, with faults (`None` when it has none).

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, DynLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockManager, LockStore,
-    StoreKey, Token, Ttl,
+    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
+    LockManager, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 
 use super::bench::{run, Library, Measured, Scenario, Stop};
@@ -48,23 +48,13 @@ impl LockStore for PollingOnly {
         Ok(())
     }
 
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
-        self.0.try_acquire_queued(key, token, ttl, place).await
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        self.0.queue()?;
+        Some(self)
     }
 
-    async fn wait_for_turn(&self, _key: &StoreKey, _token: &Token, max: Duration) -> Result<(), LockError> {
-        tokio::time::sleep(max).await;
-        Ok(())
-    }
-
-    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        self.0.queue_len(key).await
+    fn groups(&self) -> Option<&dyn GroupLockStore> {
+        self.0.groups()
     }
 
     async fn list(
@@ -74,6 +64,22 @@ impl LockStore for PollingOnly {
         limit: usize,
     ) -> Result<ListPage, LockError> {
         self.0.list(pattern, cursor, limit).await
+    }
+}
+
+#[async_trait]
+impl QueueStore for PollingOnly {
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        crate::counting::inner_queue(&*self.0)?.try_acquire_queued(attempt).await
+    }
+
+    async fn wait_for_turn(&self, _key: &StoreKey, _token: &Token, max: Duration) -> Result<(), LockError> {
+        tokio::time::sleep(max).await;
+        Ok(())
+    }
+
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        crate::counting::inner_queue(&*self.0)?.queue_len(key).await
     }
 }
 

@@ -9,7 +9,7 @@ use crate::error::{InvalidGroup, LockError};
 use crate::group::{GroupAcquire, GroupLockStore, GroupRequest, OwnerId, StoreMember};
 use crate::key::StoreKey;
 use crate::options::{Fairness, Ttl};
-use crate::store::{Acquire, DynLockStore};
+use crate::store::{Acquire, DynLockStore, QueuedAttempt};
 use crate::token::Token;
 
 /// What a hold covers: one key, or every member of a group (acquired, renewed and
@@ -86,7 +86,7 @@ pub(crate) enum Attempt {
 impl<'a> Plan<'a> {
     /// The plan of a single key.
     pub(crate) fn key(store: &DynLockStore, fairness: Fairness) -> Self {
-        Self::Key { queue: fairness == Fairness::Fair && store.capabilities().fair_queue }
+        Self::Key { queue: fairness == Fairness::Fair && store.queue().is_some() }
     }
 
     /// The plan of a group of `members`, checked against what the store takes before any I/O.
@@ -123,10 +123,12 @@ impl Ask<'_> {
     pub(crate) async fn attempt(&self, store: &DynLockStore) -> Result<Attempt, LockError> {
         let Some(request) = self.group_request() else {
             let key = self.target.first();
-            let outcome = if self.standing.queued {
-                store.try_acquire_queued(key, self.token, self.ttl, self.place_ttl).await?
-            } else {
-                store.try_acquire(key, self.token, self.ttl).await?
+            let outcome = match store.queue().filter(|_| self.standing.queued) {
+                Some(queue) => {
+                    let queued = QueuedAttempt { key, token: self.token, ttl: self.ttl, place: self.place_ttl };
+                    queue.try_acquire_queued(queued).await?
+                }
+                None => store.try_acquire(key, self.token, self.ttl).await?,
             };
             return Ok(match outcome {
                 Acquire::Acquired { fence } => Attempt::Acquired { fence },
@@ -144,8 +146,10 @@ impl Ask<'_> {
     pub(crate) async fn wait(&self, store: &DynLockStore, nap: Duration) -> Result<(), LockError> {
         match self.group_request() {
             Some(request) => groups(store, "acquire_group")?.wait_for_change(request, nap).await,
-            None if self.standing.queued => store.wait_for_turn(self.target.first(), self.token, nap).await,
-            None => store.wait_for_release(self.target.first(), nap).await,
+            None => match store.queue().filter(|_| self.standing.queued) {
+                Some(queue) => queue.wait_for_turn(self.target.first(), self.token, nap).await,
+                None => store.wait_for_release(self.target.first(), nap).await,
+            },
         }
     }
 

@@ -96,20 +96,8 @@ impl<S: LockStore> LockStore for Kept<S> {
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
         self.store.wait_for_release(key, max).await
     }
-    async fn try_acquire_queued(
-        &self,
-        key: &StoreKey,
-        token: &Token,
-        ttl: Ttl,
-        place: Ttl,
-    ) -> Result<Acquire, LockError> {
-        self.store.try_acquire_queued(key, token, ttl, place).await
-    }
-    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        self.store.wait_for_turn(key, token, max).await
-    }
-    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
-        self.store.queue_len(key).await
+    fn queue(&self) -> Option<&dyn distlock_api::QueueStore> {
+        self.store.queue()
     }
     fn groups(&self) -> Option<&dyn distlock_api::GroupLockStore> {
         self.store.groups()
