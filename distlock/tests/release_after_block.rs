@@ -173,7 +173,8 @@ fn with_lock_returns_the_blocks_error_when_the_release_fails() {
 // Lock groups: a faulty memory store whose next group releases fail.
 // ---------------------------------------------------------------------------------------
 
-const GROUP_WARNING: &str = "failed to release the lock group after the block";
+/// Groups and single keys share the one `with_lock` path, and its warning.
+const GROUP_WARNING: &str = SINGLE_WARNING;
 
 fn group() -> LockGroup {
     LockGroup::new([GroupMember::exclusive("after:group:a").unwrap(), GroupMember::shared("after:group:b").unwrap()])

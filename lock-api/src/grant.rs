@@ -27,7 +27,7 @@
 //! assert_eq!(decide(&writer, [], places), Decision::Grant);
 //! ```
 
-use crate::hold::LockMode;
+use crate::holder::LockMode;
 
 /// A live holder of the name: an unexpired hold on the store's clock at the moment of the
 /// decision.

@@ -27,7 +27,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{InvalidGroup, LockError};
-use crate::hold::{LockInfo, LockMode};
+use crate::holder::{LockInfo, LockMode};
 use crate::key::{LockKey, StoreKey};
 use crate::options::Ttl;
 use crate::token::Token;

@@ -4,19 +4,16 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
-use tracing::Instrument;
 
+use crate::engine::{groups as group_store, Acquisition, DefaultWait, Hold, Plan, Target};
 use crate::error::{LockError, LossReason};
-use crate::group::{Admission, GroupAcquire, GroupMember, GroupRequest, LockGroup, OwnerId, StoreMember};
-use crate::hold::{LockInfo, LockMode};
+use crate::group::{Admission, GroupMember, LockGroup, OwnerId, StoreMember};
+use crate::holder::{LockInfo, LockMode};
 use crate::key::{LockKey, StoreKey};
-use crate::lease::{Lease, Watchdog};
 use crate::manager::LockManager;
-use crate::observe::{self, AcquireOutcome, ReleaseOutcome};
-use crate::options::{Fairness, LockOptions, Ttl, ValidOptions};
-use crate::release::{group_store, Cleanup, ManagerInner, QueuePlace, Target};
+use crate::observe::{self, ReleaseOutcome};
+use crate::options::{LockOptions, ValidOptions};
 use crate::token::Token;
 
 impl LockManager {
@@ -69,7 +66,7 @@ impl LockManager {
         options: &LockOptions,
     ) -> Result<Option<GroupLock>, LockError> {
         let options = options.validate(ttl)?;
-        self.acquire_group(group, options, false).await
+        self.acquire_group(group, options, DefaultWait::OneAttempt).await
     }
 
     /// Takes every member of `group` for `ttl`, waiting as long as it takes.
@@ -104,7 +101,7 @@ impl LockManager {
     ) -> Result<GroupLock, LockError> {
         let options = options.validate(ttl)?;
         let first = group.members()[0].key.as_str().to_owned();
-        self.acquire_group(group, options, true).await?.ok_or(LockError::NotAcquired { key: first })
+        self.acquire_group(group, options, DefaultWait::Unbounded).await?.ok_or(LockError::NotAcquired { key: first })
     }
 
     /// Runs `block` while holding every member of `group` for `ttl`, taken in one attempt
@@ -135,28 +132,11 @@ impl LockManager {
     {
         let valid = options.validate(ttl)?;
         let first = group.members()[0].key.as_str().to_owned();
-        let held =
-            self.acquire_group(group, valid, false).await?.ok_or(LockError::NotAcquired { key: first.clone() })?;
-        let outcome = if valid.renew_every.is_none() {
-            block().await
-        } else {
-            tokio::select! {
-                outcome = block() => outcome,
-                reason = held.lost() => {
-                    drop(held);
-                    return Err(E::from(LockError::LeaseLost { key: first, reason }));
-                }
-            }
-        };
-        if let Err(error) = held.release().await {
-            tracing::warn!(
-                lock.key = %first,
-                backend = self.store().backend(),
-                error = &error as &dyn std::error::Error,
-                "failed to release the lock group after the block"
-            );
-        }
-        outcome
+        let held = self
+            .acquire_group(group, valid, DefaultWait::OneAttempt)
+            .await?
+            .ok_or(LockError::NotAcquired { key: first })?;
+        Hold::run_then_release(held.hold, valid.renew_every.is_some(), block()).await
     }
 
     /// A read lock: `key` in shared mode, waiting as long as it takes (behind waiting
@@ -284,197 +264,29 @@ impl LockManager {
         &self,
         group: &LockGroup,
         options: ValidOptions,
-        wait_by_default: bool,
+        default_wait: DefaultWait,
     ) -> Result<Option<GroupLock>, LockError> {
-        let inner = self.inner();
-        let store = &inner.store;
-        let backend = store.backend();
-        let groups = group_store(&**store, "acquire_group")?;
-        let max = groups.max_group();
-        if group.members().len() > max {
-            return Err(LockError::InvalidGroup {
-                reason: crate::error::InvalidGroup::TooLarge { len: group.members().len(), max },
-            });
-        }
+        let engine = self.engine();
         let members: Vec<StoreMember> = group
             .members()
             .iter()
             .map(|member| {
-                let default = member.permits.or(inner.permits.of(member.mode));
+                let default = member.permits.or(engine.permits.of(member.mode));
                 StoreMember::new(member.key.to_store_key(), member.mode, default)
             })
             .collect();
         let keys: Arc<[StoreKey]> = members.iter().map(|member| member.key.clone()).collect();
-        let first = group.members()[0].key.clone();
-        let span = tracing::debug_span!("distlock.acquire_group", lock.key = %first, members = keys.len(), backend);
-        let started = Instant::now();
-        let token = Token::generate();
-        let deadline = match (options.wait, wait_by_default) {
-            (Some(wait), _) => Some(started + wait),
-            (None, false) => Some(started),
-            (None, true) => None,
-        };
-        let waits = deadline != Some(started);
         let holders_only = self.admission() == Admission::HoldersOnly;
-        let intents = (waits && !holders_only).then(|| options.place_ttl());
-        let fair = options.fairness == Fairness::Fair;
-        let request = |ticket: Option<u64>| {
-            let request = GroupRequest::new(&members, &token, &inner.owner, options.ttl, intents, ticket);
-            let request = if fair { request } else { request.barging() };
-            if holders_only {
-                request.holders_only()
-            } else {
-                request
-            }
+        let plan = Plan::group(&*engine.store, members, &engine.owner, options.fairness, holders_only)?;
+        let acquisition = Acquisition {
+            target: Target::Group(keys),
+            plan,
+            label: group.members()[0].key.clone(),
+            options,
+            default_wait,
         };
-        let mut ticket = None;
-        let mut contended = false;
-        // The group's places once an attempt left them: a wait that ends without the group
-        // (cancelled, failed) leaves them in the background.
-        let mut places: Option<QueuePlace> = None;
-        let result = async {
-            loop {
-                let attempt = InFlightGroup { manager: inner, keys: &keys, token: &token };
-                let sent_at = Instant::now();
-                match groups.try_acquire_group(request(ticket)).await {
-                    Ok(GroupAcquire::Acquired { fence }) => {
-                        attempt.disarm();
-                        if let Some(places) = places.take() {
-                            places.disarm();
-                        }
-                        tracing::debug!(lock.key = %first, backend, fence, "lock group acquired");
-                        return Ok(Some(self.group_handle(
-                            group,
-                            Arc::clone(&keys),
-                            token.clone(),
-                            fence,
-                            sent_at,
-                            options,
-                        )));
-                    }
-                    Ok(GroupAcquire::Blocked { ticket: given }) => {
-                        attempt.disarm();
-                        contended = true;
-                        ticket = Some(given);
-                        if intents.is_some() && places.is_none() {
-                            places = Some(QueuePlace {
-                                manager: Arc::clone(inner),
-                                target: Target::Group(Arc::clone(&keys)),
-                                token: token.clone(),
-                            });
-                        }
-                    }
-                    Err(error) => {
-                        // The in-flight attempt's release also frees the group's places.
-                        if let Some(places) = places.take() {
-                            places.disarm();
-                        }
-                        tracing::warn!(
-                            lock.key = %first,
-                            backend,
-                            error = &error as &dyn std::error::Error,
-                            "lock group acquisition failed"
-                        );
-                        return Err(error);
-                    }
-                }
-                let now = Instant::now();
-                let mut nap = options.retry_interval;
-                if let Some(deadline) = deadline {
-                    if now >= deadline {
-                        if let Some(places) = places.take() {
-                            places.disarm();
-                            if let Err(error) = groups.withdraw_intents(&keys, &token).await {
-                                tracing::debug!(
-                                    lock.key = %first,
-                                    backend,
-                                    error = &error as &dyn std::error::Error,
-                                    "could not withdraw a waiting group's intents; they expire on their own"
-                                );
-                            }
-                        }
-                        return Ok(None);
-                    }
-                    nap = nap.min(deadline - now);
-                }
-                if groups.wait_for_change(request(ticket), nap).await.is_err() {
-                    tokio::time::sleep_until(now + nap).await;
-                }
-            }
-        }
-        .instrument(span)
-        .await;
-        let outcome = match &result {
-            Ok(Some(_)) => AcquireOutcome::Acquired,
-            Ok(None) => AcquireOutcome::Contended,
-            Err(_) => AcquireOutcome::Error,
-        };
-        observe::acquire(backend, outcome, started.elapsed());
-        if contended {
-            observe::contention(backend);
-        }
-        result
-    }
-
-    fn group_handle(
-        &self,
-        group: &LockGroup,
-        keys: Arc<[StoreKey]>,
-        token: Token,
-        fence: Option<u64>,
-        sent_at: Instant,
-        options: ValidOptions,
-    ) -> GroupLock {
-        let inner = self.inner();
-        let backend = inner.store.backend();
-        let first = group.members()[0].key.clone();
-        let lease = Lease::new(sent_at, options.ttl, options.loss_margin, backend, first);
-        let watchdog = options.renew_every.map(|every| {
-            let watchdog = Watchdog {
-                store: Arc::clone(&inner.store),
-                key: Target::Group(Arc::clone(&keys)),
-                token: token.clone(),
-                ttl: options.ttl,
-                every,
-                lease: Arc::clone(&lease),
-            };
-            tokio::spawn(watchdog.run()).abort_handle()
-        });
-        GroupLock {
-            manager: Arc::clone(inner),
-            members: group.members().iter().map(|member| (member.key.clone(), member.mode)).collect(),
-            keys,
-            token,
-            fence,
-            ttl: options.ttl,
-            lease,
-            watchdog,
-            acquired_at: Instant::now(),
-            armed: true,
-        }
-    }
-}
-
-/// Releases a group attempt whose outcome is unknown (cancelled or failed).
-struct InFlightGroup<'a> {
-    manager: &'a Arc<ManagerInner>,
-    keys: &'a [StoreKey],
-    token: &'a Token,
-}
-
-impl InFlightGroup<'_> {
-    fn disarm(self) {
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for InFlightGroup<'_> {
-    fn drop(&mut self) {
-        self.manager.release_in_background(
-            Target::Group(self.keys.into()),
-            self.token.clone(),
-            Cleanup::UnknownAcquire,
-        );
+        let members = || group.members().iter().map(|member| (member.key.clone(), member.mode)).collect();
+        Ok(engine.acquire(acquisition).await?.map(|hold| GroupLock { hold, members: members() }))
     }
 }
 
@@ -485,16 +297,8 @@ impl Drop for InFlightGroup<'_> {
 /// the background, as a [`DistributedLock`](crate::DistributedLock) is.
 #[must_use = "a lock group is released as soon as its handle is dropped"]
 pub struct GroupLock {
-    manager: Arc<ManagerInner>,
+    hold: Arc<Hold>,
     members: Vec<(LockKey, LockMode)>,
-    keys: Arc<[StoreKey]>,
-    token: Token,
-    fence: Option<u64>,
-    ttl: Ttl,
-    lease: Arc<Lease>,
-    watchdog: Option<AbortHandle>,
-    acquired_at: Instant,
-    armed: bool,
 }
 
 /// What releases a group later, without its handle: the specification's stamp, with the
@@ -533,41 +337,41 @@ impl GroupLock {
     /// The group's fencing number — the specification's *stamp*, strictly increasing —
     /// when the store fences. Not an authority: releasing needs the token.
     pub fn stamp(&self) -> Option<u64> {
-        self.fence
+        self.hold.fence()
     }
 
     /// The group's token.
     pub fn token(&self) -> &Token {
-        &self.token
+        self.hold.token()
     }
 
     /// The lease every member was taken (and is renewed) with.
     pub fn ttl(&self) -> Duration {
-        self.ttl.as_duration()
+        self.hold.ttl()
     }
 
     /// Whether a background task renews the group.
     pub fn is_renewing(&self) -> bool {
-        self.watchdog.as_ref().is_some_and(|task| !task.is_finished())
+        self.hold.is_renewing()
     }
 
     /// Until when every member is surely still held (as
     /// [`DistributedLock::safe_until`](crate::DistributedLock::safe_until)).
     pub fn safe_until(&self) -> Instant {
-        self.lease.safe_until()
+        self.hold.safe_until()
     }
 
     /// Whether the group's lease is lost (renewal found a member no longer held, or its
     /// deadline passed).
     pub fn is_lost(&self) -> bool {
-        self.lease.lost_reason().is_some()
+        self.hold.is_lost()
     }
 
     /// Resolves when the group's lease is lost, as
     /// [`DistributedLock::lost`](crate::DistributedLock::lost): a renewal that finds any
     /// member no longer held reports [`LossReason::NotHeld`].
     pub async fn lost(&self) -> LossReason {
-        self.lease.lost().await
+        self.hold.lost().await
     }
 
     /// Resets every member's lease to `ttl` from now in one operation; `false` (and the
@@ -577,15 +381,7 @@ impl GroupLock {
     ///
     /// [`LockError::InvalidOptions`] for a bad `ttl`; [`LockError::Store`].
     pub async fn extend(&self, ttl: Duration) -> Result<bool, LockError> {
-        let ttl = Ttl::new(ttl)?;
-        let sent_at = Instant::now();
-        let extended = Target::Group(Arc::clone(&self.keys)).extend(&*self.manager.store, &self.token, ttl).await?;
-        if extended {
-            self.lease.renewed(sent_at, ttl);
-        } else {
-            self.lease.mark_lost(LossReason::NotHeld);
-        }
-        Ok(extended)
+        self.hold.extend(ttl).await
     }
 
     /// Releases every member in one operation (and stops renewal).
@@ -595,23 +391,11 @@ impl GroupLock {
     /// [`LockError::GroupNotHeld`] when no member was held any more (every hold expired);
     /// [`LockError::Store`] when the store fails — the group is then released once more in
     /// the background.
-    pub async fn release(mut self) -> Result<(), LockError> {
-        self.stop_renewal();
-        let backend = self.manager.store.backend();
-        let stamp = self.fence.unwrap_or(0);
-        let span = tracing::debug_span!("distlock.release_group", lock.key = %self.members[0].0, backend);
-        let result =
-            Target::Group(Arc::clone(&self.keys)).release(&*self.manager.store, &self.token).instrument(span).await;
-        observe::release(backend, ReleaseOutcome::of(&result));
-        match result {
-            Ok(true) => {
-                self.armed = false;
-                Ok(())
-            }
-            Ok(false) => {
-                self.armed = false;
-                Err(LockError::GroupNotHeld { stamp })
-            }
+    pub async fn release(self) -> Result<(), LockError> {
+        let stamp = self.hold.fence().unwrap_or(0);
+        match Hold::release(self.hold).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(LockError::GroupNotHeld { stamp }),
             Err(error) => Err(error),
         }
     }
@@ -619,30 +403,13 @@ impl GroupLock {
     /// Gives up the handle but keeps the holds (and stops renewal), returning the stamp
     /// that releases them later with [`LockManager::release_stamp`]; otherwise they
     /// expire with their TTL.
-    pub fn into_stamp(mut self) -> GroupStamp {
-        self.stop_renewal();
-        self.armed = false;
-        GroupStamp { keys: Arc::clone(&self.keys), token: self.token.clone(), fence: self.fence }
-    }
-
-    fn stop_renewal(&mut self) {
-        if let Some(task) = self.watchdog.take() {
-            task.abort();
-        }
-    }
-}
-
-impl Drop for GroupLock {
-    fn drop(&mut self) {
-        self.stop_renewal();
-        observe::hold(self.manager.store.backend(), self.acquired_at.elapsed());
-        if self.armed {
-            self.manager.release_in_background(
-                Target::Group(Arc::clone(&self.keys)),
-                self.token.clone(),
-                Cleanup::DroppedHandle,
-            );
-        }
+    pub fn into_stamp(self) -> GroupStamp {
+        self.hold.leak();
+        let keys = match self.hold.target() {
+            Target::Group(keys) => Arc::clone(keys),
+            Target::Key(key) => Arc::from([key.clone()]),
+        };
+        GroupStamp { keys, token: self.hold.token().clone(), fence: self.hold.fence() }
     }
 }
 
@@ -650,9 +417,9 @@ impl fmt::Debug for GroupLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GroupLock")
             .field("members", &self.members)
-            .field("token", &self.token)
-            .field("stamp", &self.fence)
-            .field("backend", &self.manager.store.backend())
+            .field("token", self.token())
+            .field("stamp", &self.stamp())
+            .field("backend", &self.hold.backend())
             .field("renewing", &self.is_renewing())
             .field("lost", &self.is_lost())
             .finish()

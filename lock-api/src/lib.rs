@@ -4,40 +4,38 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod engine;
 mod error;
 pub mod grant;
 mod group;
 mod group_lock;
-mod hold;
+mod holder;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 pub mod idempotency;
 mod key;
-mod lease;
 mod listing;
 mod lock;
 mod manager;
 pub mod metric_names;
 mod observe;
 mod options;
-mod reentrant;
-mod release;
 mod store;
 mod token;
 pub mod waiters;
 
 pub use async_trait::async_trait;
+pub use engine::{in_reentrant_scope, reentrant_scope, LeaseWatch};
 pub use error::{BoxError, InvalidGroup, InvalidKey, InvalidOptions, LockError, LossReason};
 pub use group::{
     check_group_members, check_group_names, Admission, GroupAcquire, GroupLockStore, GroupMember, GroupRequest,
     LockGroup, OwnerId, Permits, StoreMember,
 };
 pub use key::{check_key_prefix, LockKey, StoreKey, LOCK_NAMESPACE};
-pub use lease::LeaseWatch;
 
 pub use group_lock::{GroupLock, GroupStamp};
-pub use hold::{LockInfo, LockMode};
+pub use holder::{LockInfo, LockMode};
 pub use listing::{HeldLock, KeyPattern, ListCursor, ListPage};
 pub use lock::DistributedLock;
 pub use manager::LockManager;
@@ -45,6 +43,5 @@ pub use manager::LockManager;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use metric_names::describe_metrics;
 pub use options::{Fairness, LockOptions, Renewal, Ttl, ValidOptions};
-pub use reentrant::{in_reentrant_scope, reentrant_scope};
 pub use store::{Acquire, Capabilities, DynLockStore, LockStore, QueueStore, QueuedAttempt};
 pub use token::Token;

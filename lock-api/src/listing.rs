@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::error::{InvalidKey, LockError};
-use crate::hold::LockInfo;
+use crate::holder::LockInfo;
 use crate::key::LockKey;
 
 /// A glob over application keys (without the `lock:` namespace), for

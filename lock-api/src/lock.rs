@@ -1,35 +1,15 @@
-//! `DistributedLock`: the handle of one held lock.
+//! `DistributedLock`: the handle of one held lock, a view of the engine's hold.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
-use tracing::Instrument;
 
-use crate::error::LockError;
-use crate::error::LossReason;
+use crate::engine::Hold;
+use crate::error::{LockError, LossReason};
 use crate::key::{LockKey, StoreKey};
-use crate::lease::Lease;
-use crate::observe::{self, ReleaseOutcome};
-use crate::options::Ttl;
-use crate::release::{Cleanup, ManagerInner};
 use crate::token::Token;
-
-/// What the manager hands over to a new handle.
-pub(crate) struct Parts {
-    pub(crate) key: LockKey,
-    pub(crate) store_key: StoreKey,
-    pub(crate) token: Token,
-    pub(crate) fence: Option<u64>,
-    pub(crate) ttl: Ttl,
-    pub(crate) lease: Arc<Lease>,
-    pub(crate) watchdog: Option<AbortHandle>,
-    /// When the acquisition was confirmed, for `distlock_hold_seconds`.
-    pub(crate) acquired_at: Instant,
-}
 
 /// A held lock.
 ///
@@ -50,62 +30,15 @@ pub struct DistributedLock {
     hold: Arc<Hold>,
 }
 
-/// One acquisition, shared by the handles of a reentrant scope (one handle elsewhere).
-pub(crate) struct Hold {
-    manager: Arc<ManagerInner>,
-    parts: Parts,
-    /// Whether dropping the last handle must release the lock in the background.
-    armed: AtomicBool,
-    /// Whether the lock was given up with `leak` (the hold time is then unknown).
-    leaked: AtomicBool,
-}
-
-impl Hold {
-    fn stop_renewal(&self) {
-        if let Some(task) = &self.parts.watchdog {
-            task.abort();
-        }
-    }
-
-    /// Whether another handle may join this hold: the lease is neither lost nor leaked.
-    pub(crate) fn is_joinable(&self) -> bool {
-        !self.leaked.load(Ordering::Acquire) && self.parts.lease.lost_reason().is_none()
-    }
-
-    pub(crate) fn key(&self) -> &LockKey {
-        &self.parts.key
-    }
-}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        self.stop_renewal();
-        if !self.leaked.load(Ordering::Acquire) {
-            observe::hold(self.manager.store.backend(), self.parts.acquired_at.elapsed());
-        }
-        if self.armed.load(Ordering::Acquire) {
-            self.manager.release_in_background(
-                self.parts.store_key.clone(),
-                self.parts.token.clone(),
-                Cleanup::DroppedHandle,
-            );
-        }
-    }
-}
-
 impl DistributedLock {
-    pub(crate) fn new(manager: Arc<ManagerInner>, parts: Parts) -> Self {
-        Self::joining(Arc::new(Hold { manager, parts, armed: AtomicBool::new(true), leaked: AtomicBool::new(false) }))
-    }
-
-    /// Another handle on an existing hold (a reentrant acquisition).
-    pub(crate) fn joining(hold: Arc<Hold>) -> Self {
+    /// The handle of `hold`: a new acquisition, or another handle on a reentrant scope's hold.
+    pub(crate) fn new(hold: Arc<Hold>) -> Self {
         Self { hold }
     }
 
-    /// The shared hold, for the reentrant scope's registry.
-    pub(crate) fn hold(&self) -> &Arc<Hold> {
-        &self.hold
+    /// The engine's hold behind this handle.
+    pub(crate) fn into_hold(self) -> Arc<Hold> {
+        self.hold
     }
 
     /// How many handles share this lease: 1, or more when a [reentrant
@@ -117,34 +50,34 @@ impl DistributedLock {
 
     /// The application's key (without the `lock:` namespace).
     pub fn key(&self) -> &LockKey {
-        &self.hold.parts.key
+        self.hold.label()
     }
 
     /// The namespaced key the store holds.
     pub fn store_key(&self) -> &StoreKey {
-        &self.hold.parts.store_key
+        self.hold.target().first()
     }
 
     /// The token of this acquisition.
     pub fn token(&self) -> &Token {
-        &self.hold.parts.token
+        self.hold.token()
     }
 
     /// The fencing number of this acquisition, when the store fences
     /// ([`Capabilities::fencing`](crate::Capabilities::fencing)). Pass it to the protected
     /// resource, which rejects writes carrying a smaller number than it has seen.
     pub fn fence(&self) -> Option<u64> {
-        self.hold.parts.fence
+        self.hold.fence()
     }
 
     /// The lease length this lock was taken (and is renewed) with.
     pub fn ttl(&self) -> Duration {
-        self.hold.parts.ttl.as_duration()
+        self.hold.ttl()
     }
 
     /// Whether a background task renews the lease.
     pub fn is_renewing(&self) -> bool {
-        self.hold.parts.watchdog.as_ref().is_some_and(|task| !task.is_finished())
+        self.hold.is_renewing()
     }
 
     /// Until when the store surely still holds this lease, unless it is renewed: the
@@ -154,22 +87,19 @@ impl DistributedLock {
     /// [loss margin](crate::LockOptions::loss_margin) earlier when no renewal is
     /// confirmed by then.
     pub fn safe_until(&self) -> Instant {
-        self.hold.parts.lease.safe_until()
+        self.hold.safe_until()
     }
 
     /// The time left until [`safe_until`](Self::safe_until), by this process's monotonic
     /// clock. Zero once lost.
     pub fn time_left(&self) -> Duration {
-        if self.hold.parts.lease.lost_reason().is_some() {
-            return Duration::ZERO;
-        }
-        self.hold.parts.lease.safe_until().saturating_duration_since(Instant::now())
+        self.hold.time_left()
     }
 
     /// Whether the lease is lost: renewal or an extend found it no longer held, renewal
     /// failed too many times in a row, or its deadline passed without a confirmed renewal.
     pub fn is_lost(&self) -> bool {
-        self.hold.parts.lease.lost_reason().is_some()
+        self.hold.is_lost()
     }
 
     /// Resolves when the lease is lost, with the reason:
@@ -206,7 +136,7 @@ impl DistributedLock {
     ///
     /// Cancel safe: it only observes the lease.
     pub async fn lost(&self) -> LossReason {
-        self.hold.parts.lease.lost().await
+        self.hold.lost().await
     }
 
     /// Releases the lock, checking the token: a lock taken over by another owner is never
@@ -231,31 +161,7 @@ impl DistributedLock {
     /// Cancel safe: if the future is dropped before the store answered, the handle is
     /// dropped with it and released in the background.
     pub async fn release(self) -> Result<bool, LockError> {
-        let hold = match Arc::try_unwrap(self.hold) {
-            Ok(hold) => hold,
-            // Other handles of a reentrant scope still hold the lease: this hold just ends.
-            Err(shared) => return Ok(shared.parts.lease.lost_reason().is_none()),
-        };
-        hold.stop_renewal();
-        let manager = Arc::clone(&hold.manager);
-        let backend = manager.store.backend();
-        let span = tracing::debug_span!("distlock.release", lock.key = %hold.parts.key, backend);
-        let result = manager.store.release(&hold.parts.store_key, &hold.parts.token).instrument(span.clone()).await;
-        observe::release(backend, ReleaseOutcome::of(&result));
-        let _entered = span.enter();
-        match &result {
-            Ok(released) => {
-                hold.armed.store(false, Ordering::Release);
-                tracing::debug!(lock.key = %hold.parts.key, backend, released, "lock released");
-            }
-            Err(error) => tracing::debug!(
-                lock.key = %hold.parts.key,
-                backend,
-                error = error as &dyn std::error::Error,
-                "release failed; retrying in the background"
-            ),
-        }
-        result
+        Hold::release(self.hold).await
     }
 
     /// Resets the lease to `ttl` from now, if this handle still holds the lock.
@@ -272,35 +178,25 @@ impl DistributedLock {
     ///
     /// Cancel safe: the extension either happened atomically or not at all.
     pub async fn extend(&self, ttl: Duration) -> Result<bool, LockError> {
-        let ttl = Ttl::new(ttl)?;
-        let sent_at = Instant::now();
-        let extended = self.hold.manager.store.extend(&self.hold.parts.store_key, &self.hold.parts.token, ttl).await?;
-        if extended {
-            self.hold.parts.lease.renewed(sent_at, ttl);
-        } else {
-            self.hold.parts.lease.mark_lost(LossReason::NotHeld);
-        }
-        Ok(extended)
+        self.hold.extend(ttl).await
     }
 
     /// Gives up the handle without releasing the lock (and stops renewal): it stays held
     /// until its TTL runs out, also for the other handles of a reentrant scope. Returns
     /// the token, e.g. to release it later by other means.
     pub fn leak(self) -> Token {
-        self.hold.stop_renewal();
-        self.hold.armed.store(false, Ordering::Release);
-        self.hold.leaked.store(true, Ordering::Release);
-        self.hold.parts.token.clone()
+        self.hold.leak();
+        self.hold.token().clone()
     }
 }
 
 impl fmt::Debug for DistributedLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DistributedLock")
-            .field("key", &self.hold.parts.key)
-            .field("token", &self.hold.parts.token)
-            .field("fence", &self.hold.parts.fence)
-            .field("backend", &self.hold.manager.store.backend())
+            .field("key", self.key())
+            .field("token", self.token())
+            .field("fence", &self.fence())
+            .field("backend", &self.hold.backend())
             .field("renewing", &self.is_renewing())
             .field("lost", &self.is_lost())
             .field("hold_count", &self.hold_count())

@@ -5,26 +5,19 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-use tracing::Instrument;
-
+use crate::engine::{Acquisition, DefaultWait, Engine, Hold, Plan, Target};
 use crate::error::LockError;
 use crate::group::{Admission, OwnerId, Permits};
-use crate::key::{LockKey, StoreKey};
-use crate::lease::{Lease, Watchdog};
+use crate::key::LockKey;
 use crate::lock::DistributedLock;
-use crate::observe::{self, AcquireOutcome};
-use crate::options::{Fairness, LockOptions, ValidOptions};
-use crate::reentrant;
-use crate::release::{InFlightAcquire, ManagerInner, QueuePlace, Target};
-use crate::store::{Acquire, DynLockStore, LockStore, QueuedAttempt};
-use crate::token::Token;
+use crate::options::{LockOptions, ValidOptions};
+use crate::store::DynLockStore;
 
-/// Takes, waits for and releases locks on any [`LockStore`].
+/// Takes, waits for and releases locks on any [`LockStore`](crate::LockStore).
 ///
 /// The manager does everything that must behave the same whatever the store: it
 /// validates keys and options (before any I/O), puts keys in the `lock:` namespace,
-/// generates a fresh [`Token`] per acquisition, waits with a retry interval (waking
+/// generates a fresh [`Token`](crate::Token) per acquisition, waits with a retry interval (waking
 /// early when the store signals a release), and releases the locks of dropped
 /// [`DistributedLock`] handles in the background.
 ///
@@ -54,7 +47,7 @@ use crate::token::Token;
 /// ```
 #[derive(Clone)]
 pub struct LockManager {
-    inner: Arc<ManagerInner>,
+    inner: Arc<Engine>,
     admission: Admission,
 }
 
@@ -69,18 +62,11 @@ impl fmt::Debug for LockManager {
     }
 }
 
-/// What the call does when `LockOptions::wait` is unset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DefaultWait {
-    OneAttempt,
-    Unbounded,
-}
-
 impl LockManager {
     /// A manager over `store`.
     pub fn new(store: Arc<DynLockStore>) -> Self {
         Self {
-            inner: Arc::new(ManagerInner::new(store, OwnerId::for_process(), Permits::DEFAULT)),
+            inner: Arc::new(Engine::new(store, OwnerId::for_process(), Permits::DEFAULT)),
             admission: Admission::default(),
         }
     }
@@ -92,10 +78,7 @@ impl LockManager {
     #[must_use]
     pub fn with_owner(self, owner: OwnerId) -> Self {
         let permits = self.inner.permits;
-        Self {
-            inner: Arc::new(ManagerInner::new(Arc::clone(&self.inner.store), owner, permits)),
-            admission: self.admission,
-        }
+        Self { inner: Arc::new(Engine::new(Arc::clone(&self.inner.store), owner, permits)), admission: self.admission }
     }
 
     /// This manager with `permits` assumed for group members whose name has no entry in
@@ -105,10 +88,7 @@ impl LockManager {
     #[must_use]
     pub fn with_permits(self, permits: Permits) -> Self {
         let owner = self.inner.owner.clone();
-        Self {
-            inner: Arc::new(ManagerInner::new(Arc::clone(&self.inner.store), owner, permits)),
-            admission: self.admission,
-        }
+        Self { inner: Arc::new(Engine::new(Arc::clone(&self.inner.store), owner, permits)), admission: self.admission }
     }
 
     /// This manager with `admission` deciding what refuses its group requests besides the
@@ -314,34 +294,7 @@ impl LockManager {
         let key = LockKey::new(key)?;
         let options = options.validate(ttl)?;
         let lock = self.lock_valid(key, options, DefaultWait::OneAttempt).await?;
-        let outcome = if options.renew_every.is_none() {
-            block().await
-        } else {
-            tokio::select! {
-                outcome = block() => outcome,
-                reason = lock.lost() => {
-                    let key = lock.key().as_str().to_owned();
-                    drop(lock);
-                    return Err(E::from(LockError::LeaseLost { key, reason }));
-                }
-            }
-        };
-        let key = lock.key().as_str().to_owned();
-        match lock.release().await {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(
-                lock.key = %key,
-                backend = self.inner.store.backend(),
-                "lock had already expired or been taken over when the block finished"
-            ),
-            Err(error) => tracing::warn!(
-                lock.key = %key,
-                backend = self.inner.store.backend(),
-                error = &error as &dyn std::error::Error,
-                "failed to release lock after the block; retrying in the background"
-            ),
-        }
-        outcome
+        Hold::run_then_release(lock.into_hold(), options.renew_every.is_some(), block()).await
     }
 
     /// The number of background releases (of dropped handles or cancelled acquisitions)
@@ -361,7 +314,7 @@ impl LockManager {
         self.inner.flush_releases().await;
     }
 
-    pub(crate) fn inner(&self) -> &Arc<ManagerInner> {
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.inner
     }
 
@@ -371,149 +324,13 @@ impl LockManager {
         options: ValidOptions,
         default_wait: DefaultWait,
     ) -> Result<Option<DistributedLock>, LockError> {
-        let backend = self.inner.store.backend();
-        let store_id = reentrant::store_id(&self.inner.store);
-        let store_key = key.to_store_key();
-        if let Some(hold) = reentrant::joinable(store_id, &store_key) {
-            tracing::debug!(lock.key = %hold.key(), backend, "lock re-entered in its reentrant scope");
-            return Ok(Some(DistributedLock::joining(hold)));
-        }
-        let span = tracing::debug_span!("distlock.acquire", lock.key = %key, backend);
-        let started = Instant::now();
-        let mut contended = false;
-        let result = self.acquire_loop(key, store_key, options, default_wait, &mut contended).instrument(span).await;
-        let outcome = match &result {
-            Ok(Some(_)) => AcquireOutcome::Acquired,
-            Ok(None) => AcquireOutcome::Contended,
-            Err(_) => AcquireOutcome::Error,
+        let acquisition = Acquisition {
+            target: Target::Key(key.to_store_key()),
+            plan: Plan::key(&*self.inner.store, options.fairness),
+            label: key,
+            options,
+            default_wait,
         };
-        observe::acquire(backend, outcome, started.elapsed());
-        if contended {
-            observe::contention(backend);
-        }
-        if let Ok(Some(lock)) = &result {
-            reentrant::register(store_id, lock.store_key(), lock.hold());
-        }
-        result
-    }
-
-    async fn acquire_loop(
-        &self,
-        key: LockKey,
-        store_key: StoreKey,
-        options: ValidOptions,
-        default_wait: DefaultWait,
-        contended: &mut bool,
-    ) -> Result<Option<DistributedLock>, LockError> {
-        let store = &self.inner.store;
-        let token = Token::generate();
-        // `None`: no deadline. A wait is at most `LockOptions::MAX_WAIT`, so this never overflows.
-        let deadline = match (options.wait, default_wait) {
-            (Some(wait), _) => Some(Instant::now() + wait),
-            (None, DefaultWait::OneAttempt) => Some(Instant::now()),
-            (None, DefaultWait::Unbounded) => None,
-        };
-        // Fair waiting: after a first plain attempt found the key held, every attempt
-        // keeps this waiter's place in the key's queue on the server.
-        let queue = if options.fairness == Fairness::Fair { store.queue() } else { None };
-        let place_ttl = options.place_ttl();
-        // While queued: leaves the queue (and frees a key handed to this waiter) unless
-        // the wait ends with the lock — on deadline, error or cancellation alike.
-        let mut place: Option<QueuePlace> = None;
-        loop {
-            let attempt = InFlightAcquire { manager: &self.inner, key: &store_key, token: &token };
-            let sent_at = Instant::now();
-            let outcome = match queue.filter(|_| place.is_some()) {
-                Some(queue) => {
-                    let queued = QueuedAttempt { key: &store_key, token: &token, ttl: options.ttl, place: place_ttl };
-                    queue.try_acquire_queued(queued).await
-                }
-                None => store.try_acquire(&store_key, &token, options.ttl).await,
-            };
-            let holder_ttl_left = match outcome {
-                Ok(Acquire::Acquired { fence }) => {
-                    attempt.disarm();
-                    // The lock holds the key now: the place must not release it.
-                    if let Some(place) = place.take() {
-                        place.disarm();
-                    }
-                    tracing::debug!(lock.key = %key, backend = store.backend(), fence, "lock acquired");
-                    let lease = Lease::new(sent_at, options.ttl, options.loss_margin, store.backend(), key.clone());
-                    let watchdog = options.renew_every.map(|every| {
-                        let watchdog = Watchdog {
-                            store: Arc::clone(store),
-                            key: Target::Key(store_key.clone()),
-                            token: token.clone(),
-                            ttl: options.ttl,
-                            every,
-                            lease: Arc::clone(&lease),
-                        };
-                        tokio::spawn(watchdog.run()).abort_handle()
-                    });
-                    let parts = crate::lock::Parts {
-                        key,
-                        store_key,
-                        token,
-                        fence,
-                        ttl: options.ttl,
-                        lease,
-                        watchdog,
-                        acquired_at: Instant::now(),
-                    };
-                    return Ok(Some(DistributedLock::new(Arc::clone(&self.inner), parts)));
-                }
-                Ok(Acquire::Held { ttl_left }) => {
-                    attempt.disarm();
-                    *contended = true;
-                    ttl_left
-                }
-                // The attempt's outcome is unknown: dropping `attempt` releases it in the background.
-                Err(error) => {
-                    tracing::warn!(
-                        lock.key = %key,
-                        backend = store.backend(),
-                        error = &error as &dyn std::error::Error,
-                        "lock acquisition failed"
-                    );
-                    return Err(error);
-                }
-            };
-            let now = Instant::now();
-            let mut nap = options.retry_interval;
-            if let Some(deadline) = deadline {
-                if now >= deadline {
-                    tracing::debug!(lock.key = %key, backend = store.backend(), "lock held by another owner");
-                    return Ok(None);
-                }
-                nap = nap.min(deadline - now);
-            }
-            if queue.is_some() && place.is_none() {
-                // Take a place in the queue at once: arrival order is the order of these calls.
-                place = Some(QueuePlace {
-                    manager: Arc::clone(&self.inner),
-                    target: Target::Key(store_key.clone()),
-                    token: token.clone(),
-                });
-                tracing::trace!(lock.key = %key, backend = store.backend(), "lock held; queueing");
-                continue;
-            }
-            // The holder's lease ends sooner than the next retry: try again when it does.
-            if let Some(left) = holder_ttl_left {
-                nap = nap.min(left + Duration::from_millis(1));
-            }
-            let waited = match queue.filter(|_| place.is_some()) {
-                Some(queue) => queue.wait_for_turn(&store_key, &token, nap).await,
-                None => store.wait_for_release(&store_key, nap).await,
-            };
-            if let Err(error) = waited {
-                tracing::debug!(
-                    lock.key = %key,
-                    backend = store.backend(),
-                    error = &error as &dyn std::error::Error,
-                    "release notification failed; sleeping instead"
-                );
-                tokio::time::sleep_until(now + nap).await;
-            }
-        }
+        Ok(self.inner.acquire(acquisition).await?.map(DistributedLock::new))
     }
 }

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use crate::error::LockError;
 use crate::group::GroupLockStore;
-use crate::hold::LockInfo;
+use crate::holder::LockInfo;
 use crate::key::StoreKey;
 use crate::listing::{KeyPattern, ListCursor, ListPage};
 use crate::options::Ttl;

@@ -1,6 +1,6 @@
 //! Lease tracking for a held lock: its deadline on a monotonic clock, the lost-lease
-//! signal, and the renewal watchdog; [`LeaseWatch`] offers the same to other leases kept
-//! in a store (an idempotency claim).
+//! signal, and the renewal loop; [`LeaseWatch`] offers the same to other leases kept in a
+//! store (an idempotency claim).
 
 use std::fmt;
 use std::future::Future;
@@ -16,9 +16,6 @@ use crate::error::{InvalidOptions, LockError, LossReason};
 use crate::key::LockKey;
 use crate::observe;
 use crate::options::{Renewal, Ttl};
-use crate::release::Target;
-use crate::store::DynLockStore;
-use crate::token::Token;
 
 /// When a lease confirmed by a call sent at `sent_at` surely still holds: the TTL minus
 /// an allowance for clock drift between this process and the store (1 % + 2 ms).
@@ -143,41 +140,14 @@ impl Lease {
     }
 }
 
-/// What the watchdog renews, and how often.
-pub(crate) struct Watchdog {
-    pub(crate) store: Arc<DynLockStore>,
-    pub(crate) key: Target,
-    pub(crate) token: Token,
-    pub(crate) ttl: Ttl,
-    pub(crate) every: Duration,
-    pub(crate) lease: Arc<Lease>,
-}
-
-impl Watchdog {
-    /// Renews the lease every `every` until it is lost; the handle aborts the task on
-    /// release or drop.
-    pub(crate) async fn run(self) {
-        let Self { store, key, token, ttl, every, lease } = self;
-        let backend = store.backend();
-        let span = tracing::debug_span!("distlock.renew", lock.key = %key.log_key(), backend);
-        let log_key = key.log_key().to_owned();
-        let extend = move || -> RenewFuture {
-            let (store, key, token) = (Arc::clone(&store), key.clone(), token.clone());
-            Box::pin(async move { key.extend(&*store, &token, ttl).await })
-        };
-        tracing::Instrument::instrument(renew_until_lost(&lease, backend, ttl, every, Some(&log_key), extend), span)
-            .await;
-    }
-}
-
 /// One renewal: `Ok(true)` renewed, `Ok(false)` no longer held.
-type RenewFuture = Pin<Box<dyn Future<Output = Result<bool, LockError>> + Send>>;
+pub(super) type RenewFuture = Pin<Box<dyn Future<Output = Result<bool, LockError>> + Send>>;
 
 /// Renews `lease` by calling `renew` every `every` until it is lost. A store error is
 /// retried after `every`, or sooner when the attempts left would not all fit before the
 /// loss deadline (see [`retry_at`]); [`Renewal::MAX_CONSECUTIVE_FAILURES`] errors in a row
 /// end renewal. "Not held" is final and never leads to a re-acquisition.
-async fn renew_until_lost<F>(
+pub(super) async fn renew_until_lost<F>(
     lease: &Lease,
     backend: &'static str,
     ttl: Ttl,

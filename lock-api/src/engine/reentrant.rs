@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 
+use super::hold::Hold;
 use crate::key::StoreKey;
-use crate::lock::Hold;
 use crate::store::DynLockStore;
 
 tokio::task_local! {
