@@ -13,7 +13,7 @@
 //!
 //! let Some(mut server) = MysqlServer::start_or_skip("my fault test") else { return };
 //! let url = server.url(); // mysql://root@127.0.0.1:<port>/distlock
-//! server.stop(); // SIGKILL: connections drop at once
+//! server.stop(); // a clean shutdown: connections drop, committed data stays
 //! server.restart(); // same port and data
 //! # let _ = url;
 //! ```
@@ -60,9 +60,9 @@ fn running_as_root() -> bool {
 }
 
 impl MysqlServer {
-    /// Whether a server binary and `mariadb-install-db` can be found.
+    /// Whether a server binary, `mariadb-install-db` and the `mariadb` client can be found.
     pub fn binary_available() -> bool {
-        server_binary().is_some() && which("mariadb-install-db").is_some()
+        server_binary().is_some() && which("mariadb-install-db").is_some() && which("mariadb").is_some()
     }
 
     /// Starts a private server, or returns `None` after printing that `test` skipped
@@ -129,8 +129,21 @@ impl MysqlServer {
         self.port
     }
 
-    /// Kills the server (`SIGKILL`): every connection drops at once, the data stays.
+    /// Shuts the server down (`SIGTERM`, waited for): every connection drops, committed
+    /// data stays.
     pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let terminated = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+            if !terminated.is_ok_and(|status| status.success()) {
+                let _ = child.kill();
+            }
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server (`SIGKILL`): every connection drops at once; changes not yet
+    /// flushed may be lost (the server runs with `innodb_flush_log_at_trx_commit=0`).
+    pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -149,14 +162,22 @@ impl MysqlServer {
         }
     }
 
-    /// Kills (`KILL <id>`) every connection of user `root` other than the caller's own,
-    /// as an operator would, and returns how many.
+    /// Creates the user `name` (no password) with every privilege on the database
+    /// [`DATABASE`] and returns its URL: a pool of that user can be cut off by
+    /// [`kill_connections`] while an admin connection as `root` stays.
     ///
     /// # Panics
     ///
     /// When the server refuses.
-    pub async fn kill_connections(&self) -> u64 {
-        kill_connections(&self.url()).await
+    pub async fn create_user(&self, name: &str) -> String {
+        let mut conn = MySqlConnection::connect(&self.url()).await.expect("admin connection");
+        for statement in
+            [format!("CREATE USER IF NOT EXISTS '{name}'@'%'"), format!("GRANT ALL ON {DATABASE}.* TO '{name}'@'%'")]
+        {
+            sqlx::raw_sql(&statement).execute(&mut conn).await.unwrap_or_else(|e| panic!("{statement}: {e}"));
+        }
+        let _ = conn.close().await;
+        format!("mysql://{name}@127.0.0.1:{}/{DATABASE}", self.port)
     }
 
     fn launch(&mut self) -> Result<(), String> {
@@ -203,17 +224,16 @@ impl MysqlServer {
         }
     }
 
+    /// Creates [`DATABASE`] with the `mariadb` client (the fixture is synchronous, and
+    /// may be started inside a runtime).
     fn create_database(&self) {
-        let base = format!("mysql://root@127.0.0.1:{}", self.port);
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        runtime.block_on(async {
-            let mut conn = MySqlConnection::connect(&base).await.expect("connect to the private mariadbd");
-            sqlx::raw_sql(&format!("CREATE DATABASE IF NOT EXISTS {DATABASE}"))
-                .execute(&mut conn)
-                .await
-                .expect("create the database");
-            let _ = conn.close().await;
-        });
+        let out = Command::new("mariadb")
+            .args(["--protocol=tcp", "-h", "127.0.0.1", "-P", &self.port.to_string(), "-u", "root"])
+            .args(["-e", &format!("CREATE DATABASE IF NOT EXISTS {DATABASE}")])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the mariadb client");
+        assert!(out.status.success(), "create the database: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
 
@@ -228,21 +248,20 @@ fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
-/// Kills (`KILL <id>`) every connection of the URL's user to the server at `url`, other
-/// than the caller's own and the server's own threads, and returns how many.
+/// Kills (`KILL <id>`), as an operator would, every connection of `user` to the server
+/// at `admin_url` other than the admin connection itself, and returns how many.
 ///
 /// # Panics
 ///
 /// When the server cannot be reached or refuses.
-pub async fn kill_connections(url: &str) -> u64 {
-    let mut conn = MySqlConnection::connect(url).await.expect("admin connection");
-    let ids: Vec<u64> = sqlx::query_scalar(
-        "SELECT ID FROM information_schema.PROCESSLIST \
-         WHERE ID <> CONNECTION_ID() AND USER = SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AND COMMAND <> 'Daemon'",
-    )
-    .fetch_all(&mut conn)
-    .await
-    .expect("list connections");
+pub async fn kill_connections(admin_url: &str, user: &str) -> u64 {
+    let mut conn = MySqlConnection::connect(admin_url).await.expect("admin connection");
+    let ids: Vec<i64> =
+        sqlx::query_scalar("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND USER = ?")
+            .bind(user)
+            .fetch_all(&mut conn)
+            .await
+            .expect("list connections");
     for id in &ids {
         // A connection that ended meanwhile is not an error here.
         let _ = sqlx::raw_sql(&format!("KILL {id}")).execute(&mut conn).await;
