@@ -68,6 +68,7 @@ impl MysqlLockStore {
 pub struct MysqlLockStoreBuilder {
     table: Option<String>,
     create_schema: Option<bool>,
+    release_notifications: Option<bool>,
     max_connections: u32,
     acquire_timeout: Duration,
     connect_timeout: Duration,
@@ -78,6 +79,7 @@ impl Default for MysqlLockStoreBuilder {
         Self {
             table: None,
             create_schema: None,
+            release_notifications: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -109,6 +111,16 @@ impl MysqlLockStoreBuilder {
     #[must_use]
     pub fn create_schema(mut self, create: bool) -> Self {
         self.create_schema = Some(create);
+        self
+    }
+
+    /// Whether waiters are woken by releases (default `true`; URL parameter
+    /// `notifications`; see "Waiting" in the crate documentation): the store then keeps
+    /// one more connection, a listener that sleeps until a release it waits for
+    /// interrupts it with `KILL QUERY`. With `false`, waiters poll every retry interval.
+    #[must_use]
+    pub fn release_notifications(mut self, notify: bool) -> Self {
+        self.release_notifications = Some(notify);
         self
     }
 
@@ -228,6 +240,7 @@ impl MysqlLockStoreBuilder {
         let table = self.table.as_deref().map(|name| Identifier::new("table", name)).transpose()?;
         let layout = Layout {
             table: merge("table", table, url.and_then(MysqlUrl::table_identifier), Identifier::trusted(DEFAULT_TABLE))?,
+            notify: merge("notifications", self.release_notifications, url.and_then(MysqlUrl::notifications), true)?,
         };
         let create = merge("create", self.create_schema, url.and_then(MysqlUrl::create), true)?;
         Ok((layout, create))

@@ -85,11 +85,13 @@ impl fmt::Debug for Identifier {
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     pub(crate) table: Identifier,
+    /// Whether waiters register for releases and releases wake them (see `notify.rs`).
+    pub(crate) notify: bool,
 }
 
 impl Default for Layout {
     fn default() -> Self {
-        Self { table: Identifier::trusted(DEFAULT_TABLE) }
+        Self { table: Identifier::trusted(DEFAULT_TABLE), notify: true }
     }
 }
 

@@ -4,12 +4,13 @@
 
 // Layers, each importing only those below it:
 //   builder, group → store → sql → config; url → config;
-//   error and inflight are leaves.
+//   error, inflight and notify are leaves.
 mod builder;
 mod config;
 mod error;
 mod group;
 mod inflight;
+mod notify;
 mod sql;
 mod store;
 mod url;
@@ -18,6 +19,7 @@ pub use builder::MysqlLockStoreBuilder;
 pub use config::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE, MAX_TIMEOUT,
 };
+pub use sql::Statements;
 pub use sqlx;
 pub use store::MysqlLockStore;
 pub use url::MysqlUrl;

@@ -6,6 +6,7 @@
 //! | `{table}` | `` `distribute_lock` `` |
 //! | `{queue}`, `{queue_order}` | `` `distribute_lock_queue` ``, its index |
 //! | `{names}`, `{holders}`, `{holders_owner}`, `{places}`, `{permits}` | `` `distribute_lock_names` ``, … |
+//! | `{waiters}` | `` `distribute_lock_waiters` `` |
 //!
 //! Group statements also hold `{list}` (one `?` per name of the group) and `{rows}` (one
 //! row of values per name), filled per call by [`in_list`] and [`rows`]: MySQL has no
@@ -22,9 +23,10 @@ macro_rules! now_us {
 
 macro_rules! files {
     ($($field:ident = $path:literal),* $(,)?) => {
-        /// Every statement of a layout, ready to send.
+        /// The statements of one store, exactly as it sends them (see
+        /// [`MysqlLockStore::statements`](crate::MysqlLockStore::statements)).
         #[derive(Debug, Clone)]
-        pub(crate) struct Statements {
+        pub struct Statements {
             $(pub(crate) $field: String,)*
         }
 
@@ -78,13 +80,33 @@ files! {
     permits = "group/permits.sql",
     holders = "group/holders.sql",
     waiting = "group/waiting.sql",
+    create_waiters = "notify/create_table.sql",
+    register = "notify/register.sql",
+    held = "notify/held.sql",
+    listeners = "notify/listeners.sql",
+    listen = "notify/listen.sql",
 }
 
 impl Statements {
+    /// The acquire statement (`INSERT … ON DUPLICATE KEY UPDATE`). It binds key, token,
+    /// TTL in ms, token, token, token, TTL in ms; the key was taken exactly when the OK
+    /// packet's last insert id is not 0, and that id is then the fence.
+    pub fn acquire(&self) -> &str {
+        &self.acquire
+    }
+
+    /// The release statement (a token-checked `UPDATE`). It binds key, token, key, token,
+    /// key, token; one row matched means released (the insert id then tells whether
+    /// waiters are to be woken: see `lease/release.sql`).
+    pub fn release(&self) -> &str {
+        &self.release
+    }
+
     /// The `CREATE TABLE IF NOT EXISTS` statements of the layout, in order.
-    pub(crate) fn ddl(&self) -> [&str; 6] {
+    pub fn ddl(&self) -> [&str; 7] {
         [
             &self.create_table,
+            &self.create_waiters,
             &self.create_queue,
             &self.create_names,
             &self.create_holders,
@@ -106,6 +128,7 @@ fn render(text: &str, layout: &Layout) -> String {
         .replace("{holders}", &table.derived("holders").quoted())
         .replace("{places}", &table.derived("places").quoted())
         .replace("{permits}", &table.derived("permits").quoted())
+        .replace("{waiters}", &table.derived("waiters").quoted())
 }
 
 /// `statement` with each `{list}` replaced by `n` comma-separated `?`.
@@ -137,7 +160,7 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_filled_but_the_per_call_ones() {
-        let layout = Layout { table: Identifier::new("table", "leases").unwrap() };
+        let layout = Layout { table: Identifier::new("table", "leases").unwrap(), notify: true };
         let sql = Statements::new(&layout);
         for (path, text) in FILES {
             let rendered = render(text, &layout);

@@ -16,6 +16,7 @@ use sqlx::Connection;
 use crate::config::Layout;
 use crate::error::{is_connection_lost, is_deadlock, UnexpectedAnswer, BACKEND};
 use crate::inflight::InFlight;
+use crate::notify::Notifier;
 use crate::sql::{self, Statements};
 
 /// A [`LockStore`] keeping leases in a MySQL or MariaDB table.
@@ -41,6 +42,7 @@ pub struct MysqlLockStore {
     layout: Arc<Layout>,
     create_schema: bool,
     in_flight: Arc<InFlight>,
+    notifier: Arc<Notifier>,
 }
 
 impl fmt::Debug for MysqlLockStore {
@@ -61,7 +63,8 @@ impl MysqlLockStore {
     }
 
     pub(crate) fn from_parts(pool: MySqlPool, sql: Arc<Statements>, layout: Arc<Layout>, create_schema: bool) -> Self {
-        Self { pool, sql, layout, create_schema, in_flight: Arc::default() }
+        let notifier = Arc::new(Notifier::new(pool.connect_options(), sql.listen.clone()));
+        Self { pool, sql, layout, create_schema, in_flight: Arc::default(), notifier }
     }
 
     /// The pool the store works on.
@@ -85,6 +88,12 @@ impl MysqlLockStore {
     /// store's role may not create tables.
     pub fn ddl(&self) -> Vec<&str> {
         self.sql.ddl().to_vec()
+    }
+
+    /// The statements of this store that are of use outside it (its DDL, its acquire and
+    /// release statements), exactly as it sends them.
+    pub fn statements(&self) -> &Statements {
+        &self.sql
     }
 
     /// Creates the store's tables if they do not exist (`CREATE TABLE IF NOT EXISTS`,
@@ -220,6 +229,93 @@ impl MysqlLockStore {
 /// How often a transaction the server rolled back as a deadlock's victim is run again.
 const DEADLOCK_RETRIES: u32 = 5;
 
+/// The longest one registration of a waiter lasts (a longer wait returns early, and the
+/// caller registers again).
+const MAX_REGISTRATION: Duration = Duration::from_secs(60);
+
+/// How long after a lease's end (as the server computed it) a waiter wakes to retry.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
+
+impl MysqlLockStore {
+    /// Waits at most `max` until `key` is released (or handed to `me`): registers the
+    /// store's listener for the key's release, checks that the key is still held, and
+    /// sleeps until the listener is interrupted, the lease runs out, or `max`.
+    async fn wait_until_free(&self, key: &StoreKey, me: Option<&Token>, max: Duration) -> Result<(), LockError> {
+        let deadline = deadline_after(max);
+        if !self.layout.notify {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(());
+        }
+        let mut changes = self.notifier.subscribe();
+        let bell = self.notifier.bell().notified();
+        tokio::pin!(bell);
+        bell.as_mut().enable();
+        // Until the listener is connected no release can reach this waiter: sleep, cut
+        // short when it comes up.
+        let listener = loop {
+            if let Some(listener) = self.notifier.listener() {
+                break listener;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep_until(deadline).await;
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        changes.mark_unchanged();
+        let registration = max.min(MAX_REGISTRATION);
+        self.retrying("wait for release", || {
+            sqlx::query(&self.sql.register)
+                .bind(key.as_str())
+                .bind(i64::try_from(listener).unwrap_or(i64::MAX))
+                .bind(sql::millis(registration + Duration::from_secs(1)))
+                .execute(&self.pool)
+        })
+        .await
+        .map_err(|error| self.fail("wait for release", key, error))?;
+        let me = me.map_or("", Token::as_str);
+        let left: Option<i64> = self
+            .retrying("wait for release", || {
+                sqlx::query_scalar(&self.sql.held).bind(key.as_str()).bind(me).fetch_optional(&self.pool)
+            })
+            .await
+            .map_err(|error| self.fail("wait for release", key, error))?;
+        let Some(micros_left) = left else { return Ok(()) };
+        let left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1)).saturating_add(EXPIRY_MARGIN);
+        let until = deadline.min(deadline_after(left)).min(deadline_after(registration));
+        tokio::select! {
+            () = bell => {}
+            () = tokio::time::sleep_until(until) => {}
+            _ = changes.changed() => {}
+        }
+        Ok(())
+    }
+
+    /// Interrupts the sleep of every listener registered for `key`'s release (errors
+    /// are only logged: a waiter not woken polls).
+    async fn wake(&self, key: &StoreKey) {
+        let listeners: Result<Vec<i64>, _> =
+            sqlx::query_scalar(&self.sql.listeners).bind(key.as_str()).fetch_all(&self.pool).await;
+        let listeners = match listeners {
+            Ok(listeners) => listeners,
+            Err(error) => {
+                tracing::debug!(%error, key = key.lock_key(), "could not read the waiting listeners");
+                return;
+            }
+        };
+        for listener in listeners {
+            // The id is the server's own integer: nothing else is spliced into the text.
+            if let Err(error) = sqlx::raw_sql(&format!("KILL QUERY {listener}")).execute(&self.pool).await {
+                tracing::debug!(%error, listener, "could not wake a waiting listener");
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl LockStore for MysqlLockStore {
     fn backend(&self) -> &'static str {
@@ -227,7 +323,7 @@ impl LockStore for MysqlLockStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::NONE.with_fencing(true).with_fair_queue(true)
+        Capabilities::NONE.with_fencing(true).with_fair_queue(true).with_release_notifications(self.layout.notify)
     }
 
     /// Always: see "Lock groups" in the crate documentation.
@@ -298,8 +394,12 @@ impl LockStore for MysqlLockStore {
             .await
             .map_err(|error| self.fail("release", key, error))?;
         let released = done.rows_affected() == 1;
-        // 2: the lease had been handed to this token as a waiter, whose place remains.
-        if !released || done.last_insert_id() == 2 {
+        let bits = done.last_insert_id().saturating_sub(1);
+        if released && bits & 2 != 0 {
+            self.wake(key).await;
+        }
+        // The lease had been handed to this token as a waiter, whose place remains.
+        if !released || bits & 1 != 0 {
             self.retrying("release", || {
                 sqlx::query(&self.sql.remove_place).bind(key.as_str()).bind(token.as_str()).execute(&self.pool)
             })
@@ -353,16 +453,23 @@ impl LockStore for MysqlLockStore {
         Ok(Some(LockInfo::new(token, Some(fence), ttl_left)))
     }
 
-    /// Sleeps `max`: MySQL has no server push, so waiters poll at their retry interval
-    /// (see "Waiting" in the crate documentation).
+    /// Registers the store's listener for the release of `key` (one upsert), checks that
+    /// the key is still held (one `SELECT`: a free key returns at once), and waits until
+    /// a release interrupts the listener, the lease runs out, or `max` (see "Waiting" in
+    /// the crate documentation). With
+    /// [`release_notifications(false)`](crate::MysqlLockStoreBuilder::release_notifications),
+    /// or while the listener is not connected, it sleeps `max`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] (operation `"wait for release"`) when the registration or
+    /// the check failed; the caller then sleeps instead.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: it only sleeps.
+    /// Cancel safe: a registration left behind expires.
     async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
-        let _ = key;
-        tokio::time::sleep_until(deadline_after(max)).await;
-        Ok(())
+        self.wait_until_free(key, None, max).await
     }
 
     /// One short transaction (MySQL has no data-modifying common table expressions, so
@@ -388,10 +495,10 @@ impl LockStore for MysqlLockStore {
             .map_err(|error| self.fail("acquire", key, error))
     }
 
-    /// As [`wait_for_release`](LockStore::wait_for_release): sleeps `max`.
+    /// As [`wait_for_release`](LockStore::wait_for_release); a lease handed to `token`
+    /// counts as free.
     async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
-        let _ = token;
-        self.wait_for_release(key, max).await
+        self.wait_until_free(key, Some(token), max).await
     }
 
     /// One `SELECT COUNT(*)` of the key's live places.

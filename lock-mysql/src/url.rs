@@ -10,7 +10,7 @@ use sqlx::mysql::MySqlConnectOptions;
 use crate::config::Identifier;
 
 /// The layout parameters of a store URL, removed before sqlx sees it.
-const LAYOUT_PARAMETERS: [&str; 2] = ["table", "create"];
+const LAYOUT_PARAMETERS: [&str; 3] = ["table", "create", "notifications"];
 
 /// The query parameters sqlx's MySQL driver reads; they are passed through to it.
 const CONNECTION_PARAMETERS: &[&str] = &[
@@ -40,6 +40,7 @@ const CONNECTION_PARAMETERS: &[&str] = &[
 /// |---|---|---|
 /// | `table=NAME` | the lease table (the other tables are named after it) | `distribute_lock` |
 /// | `create=true\|false` | whether the store may create missing tables (`false`: only verify, for a role without DDL rights) | `true` |
+/// | `notifications=true\|false` | release notifications (a listener connection woken by `KILL QUERY`) | `true` |
 ///
 /// Names must match `[A-Za-z_][A-Za-z0-9_]{0,47}`. Any other parameter (among them
 /// `timezone`: the store's connections keep UTC), a parameter given twice, or a malformed
@@ -63,6 +64,7 @@ pub struct MysqlUrl {
     options: MySqlConnectOptions,
     table: Option<Identifier>,
     create: Option<bool>,
+    notifications: Option<bool>,
 }
 
 impl fmt::Debug for MysqlUrl {
@@ -74,6 +76,7 @@ impl fmt::Debug for MysqlUrl {
             .field("username", &self.options.get_username())
             .field("table", &self.table)
             .field("create", &self.create)
+            .field("notifications", &self.notifications)
             .finish_non_exhaustive()
     }
 }
@@ -94,7 +97,7 @@ impl MysqlUrl {
         let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
         let mut passed = Vec::new();
         let mut seen = Vec::new();
-        let (mut table, mut create) = (None, None);
+        let (mut table, mut create, mut notifications) = (None, None, None);
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             if seen.contains(&name) {
@@ -103,12 +106,17 @@ impl MysqlUrl {
             seen.push(name);
             match name {
                 "table" => table = Some(Identifier::new("table", value)?),
-                "create" => {
-                    create = Some(match value {
+                "create" | "notifications" => {
+                    let flag = match value {
                         "true" => true,
                         "false" => false,
-                        _ => return Err(config("URL parameter `create` must be `true` or `false`".to_owned())),
-                    });
+                        _ => return Err(config(format!("URL parameter `{name}` must be `true` or `false`"))),
+                    };
+                    if name == "create" {
+                        create = Some(flag);
+                    } else {
+                        notifications = Some(flag);
+                    }
                 }
                 _ if CONNECTION_PARAMETERS.contains(&name) => passed.push(pair),
                 _ => {
@@ -127,7 +135,7 @@ impl MysqlUrl {
         }
         let options = MySqlConnectOptions::from_str(&sqlx_url)
             .map_err(|error| config(format!("not a usable MySQL URL: {}", strip_url(&error.to_string()))))?;
-        Ok(Self { options, table, create })
+        Ok(Self { options, table, create, notifications })
     }
 
     /// The connection settings for sqlx.
@@ -143,6 +151,11 @@ impl MysqlUrl {
     /// The `create` parameter, if given.
     pub fn create(&self) -> Option<bool> {
         self.create
+    }
+
+    /// The `notifications` parameter, if given.
+    pub fn notifications(&self) -> Option<bool> {
+        self.notifications
     }
 
     pub(crate) fn table_identifier(&self) -> Option<Identifier> {

@@ -1,12 +1,16 @@
--- ? key (twice), ? token (twice), ? key, ? token → 1 row affected when released. The
--- lease goes to the oldest live queued waiter other than the releaser (with a new fence,
--- for the rest of that waiter's place), or is freed. The insert id reports what the
--- released lease was: 1 a plain lease, 2 one handed to the releaser as a queued waiter
--- (whose place the caller then removes).
+-- ? key, ? token (twice each), ? key, ? token → 1 row matched when released. The lease
+-- goes to the oldest live queued waiter other than the releaser (with a new fence, for
+-- the rest of that waiter's place), or is freed. The insert id reports the released
+-- lease: 1, plus 1 when it had been handed to the releaser as a queued waiter (whose
+-- place the caller then removes), plus 2 when a listener waits for the key's release
+-- (whom the caller then wakes). `handed` becomes whether the lease was handed on.
 UPDATE {table} SET
-    handed = LAST_INSERT_ID(handed + 1) - handed - 1 + EXISTS (
-        SELECT 1 FROM {queue} AS place
-        WHERE place.lock_key = ? AND place.token <> ? AND place.expires_at > CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)),
+    handed = 0 * LAST_INSERT_ID(1 + handed + 2 * EXISTS (
+                 SELECT 1 FROM {waiters} AS waiter
+                 WHERE waiter.lock_key = {table}.lock_key AND waiter.expires_at > CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)))
+             + EXISTS (
+                 SELECT 1 FROM {queue} AS place
+                 WHERE place.lock_key = ? AND place.token <> ? AND place.expires_at > CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)),
     fence = IF(handed = 1, GREATEST(fence + 1, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)), fence),
     token = (SELECT place.token FROM {queue} AS place
              WHERE place.lock_key = ? AND place.token <> ? AND place.expires_at > CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
