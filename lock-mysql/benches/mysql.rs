@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! DISTLOCK_MYSQL_URL=mysql://root@127.0.0.1:3306/distlock cargo bench -p distlock-mysql
-//! # only the hand-off scenario:
+//! # only the hand-off scenario (or only `groups`, or only the `cycles` against raw):
 //! DISTLOCK_MYSQL_URL=mysql://root@127.0.0.1:3306/distlock cargo bench -p distlock-mysql -- handoff
 //! # fewer rounds on a busy machine:
 //! DISTLOCK_BENCH_ROUNDS=3 DISTLOCK_MYSQL_URL=… cargo bench -p distlock-mysql
@@ -15,8 +15,8 @@
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release`.
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
 //! - hand-off: 8 waiters take turns on one hot key (hold 0, retry interval 50 ms): latency
-//!   from a release to the next holder (p50/p99), waiters polling at their retry
-//!   interval (the store has no release notifications), the median of the rounds.
+//!   from a release to the next holder (p50/p99) and critical sections per second, woken
+//!   by the store's listener vs polling only, alternating, the median round of each.
 //! - lock groups (`kit::group_bench`, through the manager; `-- groups` runs only these).
 //!
 //! The tables get random names and are dropped at the end.
@@ -27,7 +27,7 @@ use std::time::Duration;
 use distlock_api::{DynLockStore, Token};
 use distlock_conformance::kit::bench::{rounds, RawMysql, Scenario, SideBySide, Unit};
 use distlock_conformance::kit::group_bench::{self, GroupPlan};
-use distlock_conformance::kit::handoff;
+use distlock_conformance::kit::handoff::{self, Plan};
 use distlock_mysql::sqlx;
 use distlock_mysql::MysqlLockStore;
 
@@ -42,6 +42,7 @@ fn main() {
     let url = std::env::var("DISTLOCK_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/distlock".to_owned());
     let only_hand_off = std::env::args().skip(1).any(|arg| arg == "handoff");
     let only_groups = std::env::args().skip(1).any(|arg| arg == "groups");
+    let only_cycles = std::env::args().skip(1).any(|arg| arg == "cycles");
     let rounds = rounds(15);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
@@ -67,7 +68,7 @@ fn main() {
             let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
             bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::STATEMENT).await;
         }
-        if !only_hand_off {
+        if !only_hand_off && !only_cycles {
             let plan = GroupPlan {
                 cycles: CYCLES,
                 rounds,
@@ -78,22 +79,15 @@ fn main() {
             };
             group_bench::compare(Arc::clone(&dyn_store), &format!("{prefix}groups:"), plan).await;
         }
-        if !only_groups {
-            let hot = format!("{prefix}handoff:");
-            // Warm-up: connections, the row.
-            handoff::hot_key(Arc::clone(&dyn_store), &hot, TASKS, 100, RETRY).await;
-            let mut measured = Vec::new();
-            for _ in 0..rounds.min(5) {
-                measured.push(handoff::hot_key(Arc::clone(&dyn_store), &hot, TASKS, 160, RETRY).await);
-            }
-            assert!(measured.iter().all(|round| round.violations == 0), "two holders at once");
-            measured.sort_by_key(|round| round.p50);
-            let all: Vec<String> =
-                measured.iter().map(|round| format!("{:.2}", round.p50.as_secs_f64() * 1e3)).collect();
-            println!(
-                "hand-off on one hot key, {TASKS} waiters, hold 0, retry {RETRY:?}, polling at the retry interval"
-            );
-            println!("  {}   (p50 per round: {} ms)", measured[measured.len() / 2], all.join(" "));
+        if !only_groups && !only_cycles {
+            let plan = Plan {
+                waiters: TASKS,
+                retry: RETRY,
+                notified_sections: 1_600,
+                polling_sections: 160,
+                rounds: rounds.min(5),
+            };
+            handoff::compare(Arc::clone(&dyn_store), "", &format!("{prefix}handoff:"), plan).await;
         }
         let tables: Vec<String> = ["", "_queue", "_names", "_holders", "_places", "_permits"]
             .iter()
