@@ -30,7 +30,7 @@ use distlock_api::{DynLockStore, LockError};
 ///   `?create=false` (only check the layout, for a role without DDL rights),
 ///   `?notifications=true|false` — see [`PostgresUrl`](crate::postgres::PostgresUrl);
 /// - MySQL/MariaDB: `?table=`, `?create=false` (only check the table, for a role
-///   without DDL rights) — see [`MysqlUrl`](crate::mysql::MysqlUrl);
+///   without DDL rights), `?notifications=true|false` — see [`MysqlUrl`](crate::mysql::MysqlUrl);
 /// - etcd: `?prefix=myapp` (keys `myapp/lock:…`), `?notifications=true|false`,
 ///   `?timeout=5s`, `?connect_timeout=5s` — see `distlock_etcd::EtcdUrl`.
 ///
