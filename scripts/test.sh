@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # The one test command (README, CI): formatting, lints, docs, and every test — unit,
-# conformance, fault and doc tests — against a real Redis, a real PostgreSQL and a real etcd.
+# conformance, fault and doc tests — against a real Redis, a real PostgreSQL, a real MariaDB and
+# a real etcd.
 #
-# Servers: by default the script starts its own — a `redis-server` and a freshly
-# initialised PostgreSQL (`initdb`) on free loopback ports, in a temporary directory — and
+# Servers: by default the script starts its own — a `redis-server`, a freshly initialised
+# PostgreSQL (`initdb`) and MariaDB (`mariadb-install-db`, data in /dev/shm) on free
+# loopback ports, in a temporary directory — and
 # stops them and removes the directory on exit (also after a failing step or Ctrl-C), so
 # no result depends on what earlier runs or other users left in a server. The machine's
-# own services (6379, 5432) are never used unless named:
+# own services (6379, 5432, 3306) are never used unless named:
 #   DISTLOCK_REDIS_URL=redis://…      use this Redis instead of a private one
 #   DISTLOCK_POSTGRES_URL=postgres://… use this PostgreSQL instead of a private one
+#   DISTLOCK_MYSQL_URL=mysql://user[:password]@host[:port]/database
+#                                      use this MySQL or MariaDB instead of a private one
+#                                      (the user creates tables in that database)
 #   DISTLOCK_ETCD_URL=etcd://host:port  use this etcd instead of a private one (a single
 #                                      `etcd` node, data in /dev/shm)
 # Building the etcd store needs `protoc` (its gRPC client compiles etcd's protos); the
 # script installs `protobuf-compiler` too when it is missing.
-# A missing `redis-server` or `initdb` is installed with apt-get when the script runs as
+# A missing `redis-server`, `initdb` or `mariadbd` is installed with apt-get when the script runs as
 # root (DISTLOCK_TEST_INSTALL=0 turns that off); otherwise it says what to install.
 #
 # DISTLOCK_REQUIRE_SERVICES defaults to 1 here: a missing server fails, never skips.
@@ -52,6 +57,8 @@ etcd_pid=""
 etcd_data=""
 pg_ctl=""
 pgdata=""
+mysql_pid=""
+mysql_data=""
 cleanup() {
   local status=$?
   trap - EXIT INT TERM HUP
@@ -64,6 +71,11 @@ cleanup() {
     wait "$etcd_pid" 2>/dev/null || true
   fi
   if [ -n "$etcd_data" ]; then rm -rf "$etcd_data"; fi
+  if [ -n "$mysql_pid" ]; then
+    kill -9 "$mysql_pid" 2>/dev/null || true
+    wait "$mysql_pid" 2>/dev/null || true
+  fi
+  if [ -n "$mysql_data" ]; then rm -rf "$mysql_data"; fi
   if [ -n "$pgdata" ] && [ -f "$pgdata/postmaster.pid" ]; then
     as_postgres "$pg_ctl" -D "$pgdata" -m immediate -w -t 30 stop >/dev/null 2>&1 \
       || kill -9 "$(head -n1 "$pgdata/postmaster.pid")" 2>/dev/null || true
@@ -122,9 +134,9 @@ install_or_explain() {
     if DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"; then
       return
     fi
-    fail "could not install $what: run \`apt-get update && apt-get install -y $what\` by hand, or set DISTLOCK_REDIS_URL / DISTLOCK_POSTGRES_URL / DISTLOCK_ETCD_URL to servers of your own"
+    fail "could not install $what: run \`apt-get update && apt-get install -y $what\` by hand, or set DISTLOCK_REDIS_URL / DISTLOCK_POSTGRES_URL / DISTLOCK_MYSQL_URL / DISTLOCK_ETCD_URL to servers of your own"
   fi
-  fail "the tests need their own servers and tools; install them with \`sudo apt-get install $what\` (Debian/Ubuntu), or set DISTLOCK_REDIS_URL / DISTLOCK_POSTGRES_URL / DISTLOCK_ETCD_URL to servers of your own"
+  fail "the tests need their own servers and tools; install them with \`sudo apt-get install $what\` (Debian/Ubuntu), or set DISTLOCK_REDIS_URL / DISTLOCK_POSTGRES_URL / DISTLOCK_MYSQL_URL / DISTLOCK_ETCD_URL to servers of your own"
 }
 
 # Bounded: whatever listens on a port may accept and never answer.
@@ -138,6 +150,23 @@ etcd_healthy() {
     | grep -q '"health":"true"'
 }
 pg_query() { PGCONNECT_TIMEOUT=5 timeout 10 psql "$1" -qtAX -c "$2" 2>/dev/null; }
+# One query with the `mariadb` client against mysql://user[:password]@host[:port]/database.
+mysql_query() {
+  local url="${1#*://}" auth hostport user password host port database
+  [[ "$url" == *@* ]] && auth="${url%%@*}" && url="${url#*@}"
+  user="${auth%%:*}"
+  [[ "$auth" == *:* ]] && password="${auth#*:}"
+  hostport="${url%%/*}"
+  database="${url#*/}"
+  [[ "$url" == */* ]] || database=""
+  database="${database%%\?*}"
+  host="${hostport%%:*}"
+  port="${hostport##*:}"
+  [[ "$hostport" == *:* ]] || port=3306
+  MYSQL_PWD="${password:-}" timeout 10 mariadb --protocol=tcp -h "$host" -P "$port" -u "${user:-root}" \
+    --connect-timeout=5 -N -B -e "$2" ${database:+"$database"} 2>/dev/null
+}
+mysql_server_bin() { command -v mariadbd 2>/dev/null || { [ -x /usr/sbin/mariadbd ] && echo /usr/sbin/mariadbd; }; }
 
 make_scratch() {
   [ -n "$scratch" ] && return
@@ -226,6 +255,59 @@ start_etcd() {
   done
 }
 
+# MariaDB in /dev/shm (tmpfs) when there is one: a throw-away server tuned for a test load
+# (no binary log, no flush at commit), as root when the script runs as root. The URL
+# names the database `distlock`, created here.
+start_mysql() {
+  local bin port log attempt base answered
+  bin="$(mysql_server_bin)"
+  make_scratch
+  base="$scratch"
+  [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm
+  mysql_data="$(mktemp -d "$base/distlock-mysql.XXXXXX")"
+  local user=()
+  [ "$(id -u)" = 0 ] && user=(--user=root)
+  if ! mariadb-install-db --no-defaults --datadir="$mysql_data/data" --auth-root-authentication-method=normal \
+    --skip-test-db "${user[@]}" >"$mysql_data/install.log" 2>&1; then
+    cat "$mysql_data/install.log" >&2
+    fail "mariadb-install-db failed (output above)"
+  fi
+  log="$mysql_data/error.log"
+  for attempt in 1 2 3 4 5; do
+    port="$(free_port)"
+    rm -f "$log"
+    "$bin" --no-defaults --datadir="$mysql_data/data" --port="$port" --bind-address=127.0.0.1 \
+      --socket="$mysql_data/mysqld.sock" --pid-file="$mysql_data/mysqld.pid" --log-error="$log" \
+      --skip-log-bin --skip-name-resolve --innodb-flush-log-at-trx-commit=0 --innodb-buffer-pool-size=256M \
+      --max-connections="$(pg_max_connections)" "${user[@]}" </dev/null >/dev/null 2>&1 &
+    mysql_pid=$!
+    for _ in $(seq 300); do # up to 30 s
+      if ! kill -0 "$mysql_pid" 2>/dev/null; then break; fi
+      # Our own server answers there, not whoever else may have the port.
+      answered="$(mysql_query "mysql://root@127.0.0.1:$port" 'SELECT @@datadir' || true)"
+      if [ "${answered%/}" = "$mysql_data/data" ]; then
+        mysql_query "mysql://root@127.0.0.1:$port" 'CREATE DATABASE IF NOT EXISTS distlock' >/dev/null \
+          || fail "could not create the database distlock in the private MariaDB"
+        export DISTLOCK_MYSQL_URL="mysql://root@127.0.0.1:$port/distlock"
+        return
+      fi
+      sleep 0.1
+    done
+    local what="did not answer on port $port within 30 s"
+    kill -0 "$mysql_pid" 2>/dev/null || what="exited"
+    kill -9 "$mysql_pid" 2>/dev/null || true
+    wait "$mysql_pid" 2>/dev/null || true
+    mysql_pid=""
+    if grep -qi "already in use" "$log" 2>/dev/null && [ "$attempt" -lt 5 ]; then
+      echo "port $port was taken meanwhile; trying another"
+      continue
+    fi
+    echo "--- $log" >&2
+    cat "$log" >&2 || true
+    fail "the private MariaDB $what (log above)"
+  done
+}
+
 # Connections the suite opens at once: a test holds at most ~40 PostgreSQL connections
 # (four `distlock run` processes, each a pool of up to 8 plus a LISTEN connection); nextest
 # runs 4 tests at a time, `cargo test` one per core. Room for twice that, and for backends
@@ -306,6 +388,9 @@ servers() {
   if [ -z "${DISTLOCK_POSTGRES_URL:-}" ]; then
     [ -n "$(pg_bindir)" ] && command -v psql >/dev/null || missing+=(postgresql)
   fi
+  # The kit's private MariaDB (fault tests) needs the binaries even with DISTLOCK_MYSQL_URL.
+  { [ -n "$(mysql_server_bin)" ] && command -v mariadb-install-db >/dev/null && command -v mariadb >/dev/null; } \
+    || missing+=(mariadb-server mariadb-client)
   # The kit's three-member clusters (fault tests) need the binary even with DISTLOCK_ETCD_URL.
   command -v etcd >/dev/null || missing+=(etcd-server)
   command -v protoc >/dev/null || [ -n "${PROTOC:-}" ] || missing+=(protobuf-compiler)
@@ -325,6 +410,14 @@ servers() {
   else
     start_postgres
     echo "DISTLOCK_POSTGRES_URL=$DISTLOCK_POSTGRES_URL (private PostgreSQL $(pg_query "$DISTLOCK_POSTGRES_URL" 'SHOW server_version'), in $scratch/postgres)"
+  fi
+  if [ -n "${DISTLOCK_MYSQL_URL:-}" ]; then
+    mysql_query "$DISTLOCK_MYSQL_URL" 'SELECT 1' >/dev/null \
+      || fail "DISTLOCK_MYSQL_URL=$(shown "$DISTLOCK_MYSQL_URL") does not accept connections"
+    echo "DISTLOCK_MYSQL_URL=$(shown "$DISTLOCK_MYSQL_URL") (yours)"
+  else
+    start_mysql
+    echo "DISTLOCK_MYSQL_URL=$DISTLOCK_MYSQL_URL (private MariaDB $(mysql_query "$DISTLOCK_MYSQL_URL" 'SELECT VERSION()'), pid $mysql_pid, data in $mysql_data)"
   fi
   if [ -n "${DISTLOCK_ETCD_URL:-}" ]; then
     etcd_healthy "$DISTLOCK_ETCD_URL" || fail "DISTLOCK_ETCD_URL=$DISTLOCK_ETCD_URL does not answer /health"

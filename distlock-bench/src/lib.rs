@@ -2,7 +2,7 @@
 //!
 //! - [`Locker`]: what is measured — distlock's manager ([`Library`]), a store without the
 //!   manager ([`StoreDirect`]), or a store's own commands sent raw ([`RawMemory`],
-//!   [`RawRedis`], [`RawPostgres`]);
+//!   [`RawRedis`], [`RawPostgres`], [`RawMysql`]);
 //! - [`run`]: the scenarios — a cycle loop on one key, N workers on distinct keys, N
 //!   workers handing one hot key to each other ([`Scenario`]);
 //! - [`interleaved_rounds`] and [`report_against_first`]: variants run back to back in
@@ -16,6 +16,7 @@
 //! runs the scenarios here against a user's server.
 
 mod locker;
+mod raw_mysql;
 mod raw_postgres;
 mod raw_redis;
 mod workload;
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant};
 use distlock_api::{DynLockStore, LockError, LockManager};
 
 pub use self::locker::{Library, Locker, RawMemory, StoreDirect};
+pub use self::raw_mysql::RawMysql;
 pub use self::raw_postgres::RawPostgres;
 pub use self::raw_redis::RawRedis;
 pub use self::workload::{run, BenchError, Measured, Scenario, Stop};

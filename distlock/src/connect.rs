@@ -14,6 +14,7 @@ use distlock_api::{DynLockStore, LockError};
 /// | `redis+cluster://host1:port,host2:port,…` (Redis Cluster, hash-tagged keys) | `distlock_redis::RedisClusterStore::connect` | `redis` |
 /// | `redis+sentinel://sentinel1:26379,…/<master name>` (Sentinel, follows failovers) | `distlock_redis::RedisSentinelStore::connect` | `redis` |
 /// | `postgres://`, `postgresql://` | [`PostgresLockStore::connect`](crate::postgres::PostgresLockStore::connect), then [`ensure_schema`](crate::postgres::PostgresLockStore::ensure_schema) | `postgres` |
+/// | `mysql://`, `mariadb://` | `distlock_mysql::MysqlLockStore::connect`, then `ensure_schema` | `mysql` |
 /// | `etcd://host:port[,host:port…]` | `distlock_etcd::EtcdLockStore::connect` | `etcd` |
 ///
 /// The store's layout is part of its URL, so that every process and the `distlock` CLI
@@ -28,6 +29,8 @@ use distlock_api::{DynLockStore, LockError};
 /// - PostgreSQL: `?schema=`, `?table=`, `?sequence=`, `?unlogged=true|false`,
 ///   `?create=false` (only check the layout, for a role without DDL rights),
 ///   `?notifications=true|false` — see [`PostgresUrl`](crate::postgres::PostgresUrl);
+/// - MySQL/MariaDB: `?table=`, `?create=false` (only check the table, for a role
+///   without DDL rights), `?notifications=true|false` — see `distlock_mysql::MysqlUrl`;
 /// - etcd: `?prefix=myapp` (keys `myapp/lock:…`), `?notifications=true|false`,
 ///   `?timeout=5s`, `?connect_timeout=5s` — see `distlock_etcd::EtcdUrl`.
 ///
@@ -59,6 +62,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockStore>, LockError> {
         Backend::Memory => memory(url),
         Backend::Redis => redis(url).await,
         Backend::Postgres => postgres(url).await,
+        Backend::Mysql => mysql(url).await,
         Backend::Etcd => etcd(url).await,
     }
 }
@@ -68,11 +72,12 @@ enum Backend {
     Memory,
     Redis,
     Postgres,
+    Mysql,
     Etcd,
 }
 
 fn backend_of(url: &str) -> Result<Backend, LockError> {
-    const EXPECTED: &str = "expected `memory://`, `redis://…`, `postgres://…` or `etcd://…`";
+    const EXPECTED: &str = "expected `memory://`, `redis://…`, `postgres://…`, `mysql://…` or `etcd://…`";
     let Some(scheme) = scheme_of(url) else {
         return Err(config(format!("not a store URL (no `scheme://` at its start): {EXPECTED}")));
     };
@@ -82,6 +87,7 @@ fn backend_of(url: &str) -> Result<Backend, LockError> {
         // The scale-out Redis topologies (Redlock…), under the same feature.
         scheme if is_redis_topology(scheme) => Ok(Backend::Redis),
         "postgres" | "postgresql" => Ok(Backend::Postgres),
+        "mysql" | "mariadb" => Ok(Backend::Mysql),
         "etcd" => Ok(Backend::Etcd),
         other => Err(config(format!("unknown store URL scheme `{other}://`: {EXPECTED}"))),
     }
@@ -116,6 +122,7 @@ pub async fn connect_idempotency(url: &str) -> Result<Arc<distlock_idempotency::
         }
         Backend::Redis => idempotency::redis(url).await,
         Backend::Postgres => idempotency::postgres(url).await,
+        Backend::Mysql => Err(LockError::Unsupported { backend: "mysql", operation: "idempotency" }),
         Backend::Etcd => Err(LockError::Unsupported { backend: "etcd", operation: "idempotency" }),
     }
 }
@@ -219,6 +226,18 @@ async fn postgres(_url: &str) -> Result<Arc<DynLockStore>, LockError> {
     Err(not_enabled("postgres", "postgres://"))
 }
 
+#[cfg(feature = "mysql")]
+async fn mysql(url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    let store = distlock_mysql::MysqlLockStore::connect(url).await?;
+    store.ensure_schema().await?;
+    Ok(Arc::new(store))
+}
+
+#[cfg(not(feature = "mysql"))]
+async fn mysql(_url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    Err(not_enabled("mysql", "mysql://"))
+}
+
 #[cfg(feature = "etcd")]
 async fn etcd(url: &str) -> Result<Arc<DynLockStore>, LockError> {
     Ok(Arc::new(distlock_etcd::EtcdLockStore::connect(url).await?))
@@ -240,7 +259,8 @@ mod tests {
 
     #[tokio::test]
     async fn rejects_unknown_and_malformed_urls() {
-        for url in ["", "localhost:6379", "mysql://db/x", "zk://x", "memory://x", "memory://?prefix=a", "redis:6379"] {
+        for url in ["", "localhost:6379", "mongodb://db/x", "zk://x", "memory://x", "memory://?prefix=a", "redis:6379"]
+        {
             let err = connect(url).await.unwrap_err();
             assert!(matches!(err, LockError::Config { .. }), "{url}: {err}");
         }
@@ -257,6 +277,8 @@ mod tests {
             "postgres://app:secret@127.0.0.1:1/db?bogus=1",
             "redis://:secret@127.0.0.1:1/0?prefix=",
             "etcd://root:secret@127.0.0.1:1?bogus=1",
+            "mysql://app:secret@127.0.0.1:1/db?bogus=1",
+            "mariadb://app:secret@127.0.0.1:1/db",
         ] {
             let err = connect(url).await.unwrap_err();
             assert!(!err.to_string().contains("secret"), "{url}: {err}");

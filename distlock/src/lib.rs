@@ -33,6 +33,12 @@ pub use distlock_redis as redis;
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use distlock_postgres as postgres;
 
+/// The MySQL/MariaDB store (feature `mysql`): `mysql://user@host/db?table=…` (or
+/// `mariadb://…`), or `mysql::MysqlLockStore::builder()`.
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+pub use distlock_mysql as mysql;
+
 /// The etcd store (feature `etcd`): `etcd://host:2379,host:2379?prefix=…`, or
 /// `etcd::EtcdLockStore::builder()`. Building it needs `protoc`.
 #[cfg(feature = "etcd")]

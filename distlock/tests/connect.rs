@@ -37,6 +37,23 @@ async fn postgres_url() {
     round_trip(&url, "postgres").await;
 }
 
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn mysql_url() {
+    let Some(url) = distlock_conformance::kit::mysql_url("distlock::connect mysql") else { return };
+    round_trip(&url, "mysql").await;
+    let mariadb = url.replacen("mysql://", "mariadb://", 1);
+    round_trip(&mariadb, "mysql").await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn unreachable_mysql_is_a_typed_error() {
+    let outcome = tokio::time::timeout(Duration::from_secs(30), distlock::connect("mysql://root@127.0.0.1:1/x")).await;
+    let err = outcome.expect("connect hung").expect_err("nothing listens on port 1");
+    assert!(matches!(err, distlock::LockError::Store { backend: "mysql", .. }), "{err}");
+}
+
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn unreachable_redis_is_a_typed_error() {

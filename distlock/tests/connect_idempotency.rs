@@ -21,8 +21,11 @@ async fn memory_url() {
     round_trip("memory://", "memory").await;
     let err = distlock::connect_idempotency("memory://host").await.unwrap_err();
     assert!(matches!(err, LockError::Config { .. }), "{err}");
-    let err = distlock::connect_idempotency("mysql://db").await.unwrap_err();
+    let err = distlock::connect_idempotency("mongodb://db").await.unwrap_err();
     assert!(matches!(err, LockError::Config { .. }), "{err}");
+    // The MySQL store keeps no idempotency records: refused before any I/O.
+    let err = distlock::connect_idempotency("mysql://db").await.unwrap_err();
+    assert!(matches!(err, LockError::Unsupported { backend: "mysql", .. }), "{err}");
 }
 
 #[cfg(feature = "redis")]

@@ -1,7 +1,7 @@
 //! The test kit: where the servers are, and real fault hooks.
 //!
-//! Tests find servers through environment variables: `DISTLOCK_REDIS_URL` and
-//! `DISTLOCK_POSTGRES_URL` (and `DISTLOCK_ETCD_URL` for the etcd store). When one is not set, a test prints that it skipped —
+//! Tests find servers through environment variables: `DISTLOCK_REDIS_URL`,
+//! `DISTLOCK_POSTGRES_URL` and `DISTLOCK_MYSQL_URL` (and `DISTLOCK_ETCD_URL` for the etcd store). When one is not set, a test prints that it skipped —
 //! unless `DISTLOCK_REQUIRE_SERVICES=1` (set by `scripts/test.sh` and CI), which turns
 //! the skip into a failure.
 
@@ -11,6 +11,7 @@ pub mod etcd_server;
 pub mod fair_bench;
 pub mod group_bench;
 pub mod handoff;
+pub mod mysql_server;
 pub mod postgres_server;
 pub mod proxy;
 mod reaper;
@@ -52,6 +53,11 @@ pub fn redis_url(test: &str) -> Option<String> {
 /// `DISTLOCK_POSTGRES_URL`, see [`server_url`].
 pub fn postgres_url(test: &str) -> Option<String> {
     server_url("DISTLOCK_POSTGRES_URL", test)
+}
+
+/// `DISTLOCK_MYSQL_URL` (`mysql://user@host:port/database`), see [`server_url`].
+pub fn mysql_url(test: &str) -> Option<String> {
+    server_url("DISTLOCK_MYSQL_URL", test)
 }
 
 /// `DISTLOCK_ETCD_URL` (`etcd://host:port[,host:port…]`), see [`server_url`].

@@ -1,0 +1,102 @@
+//! MySQL store benchmark: each scenario beside the same statements sent raw, in one run.
+//!
+//! ```text
+//! DISTLOCK_MYSQL_URL=mysql://root@127.0.0.1:3306/distlock cargo bench -p distlock-mysql
+//! # only the hand-off scenario (or only `groups`, or only the `cycles` against raw):
+//! DISTLOCK_MYSQL_URL=mysql://root@127.0.0.1:3306/distlock cargo bench -p distlock-mysql -- handoff
+//! # fewer rounds on a busy machine:
+//! DISTLOCK_BENCH_ROUNDS=3 DISTLOCK_MYSQL_URL=… cargo bench -p distlock-mysql
+//! ```
+//!
+//! - uncontended: one acquire + release cycle, one task:
+//!   - `raw`: the store's own acquire and release statements
+//!     ([`MysqlLockStore::statements`]) sent with `sqlx::query` through the same pool;
+//!   - `store`: `MysqlLockStore::try_acquire` + `release` (fixed token);
+//!   - `manager`: `LockManager::try_lock` + `DistributedLock::release`.
+//! - distinct: 8 tasks, each cycling its own key, same three variants.
+//! - hand-off: 8 waiters take turns on one hot key (hold 0, retry interval 50 ms): latency
+//!   from a release to the next holder (p50/p99) and critical sections per second, woken
+//!   by the store's listener vs polling only, alternating, the median round of each.
+//! - lock groups (`kit::group_bench`, through the manager; `-- groups` runs only these).
+//!
+//! The tables get random names and are dropped at the end.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::{DynLockStore, Token};
+use distlock_conformance::kit::bench::{rounds, RawMysql, Scenario, SideBySide, Unit};
+use distlock_conformance::kit::group_bench::{self, GroupPlan};
+use distlock_conformance::kit::handoff::{self, Plan};
+use distlock_mysql::sqlx;
+use distlock_mysql::MysqlLockStore;
+
+const LONGER_HOLDS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(20)];
+const CYCLES: u64 = 300;
+const TASKS: usize = 8;
+const TASK_CYCLES: u64 = 100;
+const TTL: Duration = Duration::from_secs(30);
+const RETRY: Duration = Duration::from_millis(50);
+
+fn main() {
+    let url = std::env::var("DISTLOCK_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/distlock".to_owned());
+    let only_hand_off = std::env::args().skip(1).any(|arg| arg == "handoff");
+    let only_groups = std::env::args().skip(1).any(|arg| arg == "groups");
+    let only_cycles = std::env::args().skip(1).any(|arg| arg == "cycles");
+    let rounds = rounds(15);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        println!("distlock-mysql benchmark against {url}: {rounds} rounds, median round");
+        let suffix = Token::generate().as_str()[..8].to_owned();
+        let prefix = format!("{suffix}:bench:");
+        let table = format!("bench_{suffix}");
+        let store = MysqlLockStore::builder()
+            .table(&table)
+            .max_connections(TASKS as u32 + 2)
+            .connect(&url)
+            .await
+            .expect("connect");
+        store.ensure_schema().await.expect("ensure_schema");
+        let store = Arc::new(store);
+        let dyn_store: Arc<DynLockStore> = store.clone();
+        if !only_hand_off && !only_groups {
+            let sql = store.statements();
+            let raw = RawMysql::new(store.pool().clone(), sql.acquire(), sql.release(), TTL, RETRY);
+            let bench = SideBySide::new(raw, Arc::clone(&dyn_store), TTL, RETRY, &prefix).expect("bench");
+            let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round");
+            bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::STATEMENT).await;
+            let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
+            bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::STATEMENT).await;
+        }
+        if !only_hand_off && !only_cycles {
+            let plan = GroupPlan {
+                cycles: CYCLES,
+                rounds,
+                hold: Duration::from_millis(5),
+                hot_cycles: 20,
+                writer_samples: 100,
+                longer_holds: &LONGER_HOLDS,
+            };
+            group_bench::compare(Arc::clone(&dyn_store), &format!("{prefix}groups:"), plan).await;
+        }
+        if !only_groups && !only_cycles {
+            let plan = Plan {
+                waiters: TASKS,
+                retry: RETRY,
+                notified_sections: 1_600,
+                polling_sections: 160,
+                rounds: rounds.min(5),
+            };
+            handoff::compare(Arc::clone(&dyn_store), "", &format!("{prefix}handoff:"), plan).await;
+        }
+        let tables: Vec<String> = ["", "_queue", "_names", "_holders", "_places", "_permits"]
+            .iter()
+            .map(|suffix| format!("`{table}{suffix}`"))
+            .collect();
+        sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {}", tables.join(", ")))
+            .execute(store.pool())
+            .await
+            .expect("drop the bench tables");
+        store.pool().close().await;
+    });
+}

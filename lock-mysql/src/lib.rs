@@ -1,0 +1,25 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(rustdoc::broken_intra_doc_links)]
+
+// Layers, each importing only those below it:
+//   builder, group → store → sql → config; url → config;
+//   error, inflight and notify are leaves.
+mod builder;
+mod config;
+mod error;
+mod group;
+mod inflight;
+mod notify;
+mod sql;
+mod store;
+mod url;
+
+pub use builder::MysqlLockStoreBuilder;
+pub use config::{
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE, MAX_TIMEOUT,
+};
+pub use sql::Statements;
+pub use sqlx;
+pub use store::MysqlLockStore;
+pub use url::MysqlUrl;

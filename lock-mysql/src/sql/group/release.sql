@@ -1,0 +1,3 @@
+-- The names ({list}), ? token → rows affected: the token's live holds freed. (Its expired
+-- holds go with the next grant of the name.)
+DELETE FROM {holders} WHERE name IN ({list}) AND token = ? AND expires_at > CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)

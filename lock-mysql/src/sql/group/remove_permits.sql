@@ -1,0 +1,2 @@
+-- ? name, ? mode: removes the recorded permits of (name, mode).
+DELETE FROM {permits} WHERE name = ? AND mode = ?

@@ -1,0 +1,2 @@
+-- The names ({list}), ? token: removes the token's places.
+DELETE FROM {places} WHERE name IN ({list}) AND token = ?

@@ -1,0 +1,617 @@
+//! `MysqlLockStore`: the `LockStore` implementation over a `MySqlPool`.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::waiters::deadline_after;
+use distlock_api::{
+    async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError,
+    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+};
+use sqlx::mysql::MySqlPool;
+use sqlx::Connection;
+
+use crate::config::Layout;
+use crate::error::{is_connection_lost, is_deadlock, UnexpectedAnswer, BACKEND};
+use crate::inflight::InFlight;
+use crate::notify::Notifier;
+use crate::sql::{self, Statements};
+
+/// A [`LockStore`] keeping leases in a MySQL or MariaDB table.
+///
+/// Every single-lock operation is one autocommit statement on the pool, timed by the
+/// server's clock (`NOW(6)`); queued (fair) attempts and group grants are short
+/// transactions that lock the rows they decide on. See the crate documentation for the
+/// tables and the statements. Fencing is always on.
+///
+/// # Dead connections
+///
+/// After a server restart or `KILL <id>`, the pool still holds connections whose server
+/// threads are gone. An operation that meets one runs its statement again on the next
+/// connection (at most once per pooled connection, plus one). Re-running is harmless:
+/// release and extend are token-checked, and an acquisition recognises a live lease of
+/// its own token as acquired, keeping its fence.
+///
+/// Cloning is cheap and clones share the pool.
+#[derive(Clone)]
+pub struct MysqlLockStore {
+    pub(crate) pool: MySqlPool,
+    pub(crate) sql: Arc<Statements>,
+    layout: Arc<Layout>,
+    create_schema: bool,
+    in_flight: Arc<InFlight>,
+    notifier: Arc<Notifier>,
+}
+
+impl fmt::Debug for MysqlLockStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MysqlLockStore")
+            .field("table", &self.table_name())
+            .field("create_schema", &self.create_schema)
+            .field("pool_size", &self.pool.size())
+            .finish()
+    }
+}
+
+impl MysqlLockStore {
+    pub(crate) fn from_parts(pool: MySqlPool, sql: Arc<Statements>, layout: Arc<Layout>, create_schema: bool) -> Self {
+        let notifier = Arc::new(Notifier::new(pool.connect_options(), sql.listen.clone()));
+        Self { pool, sql, layout, create_schema, in_flight: Arc::default(), notifier }
+    }
+
+    /// The pool the store works on.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// The lease table, quoted as it appears in the SQL, e.g. `` `distribute_lock` ``.
+    pub fn table_name(&self) -> String {
+        self.layout.table.quoted()
+    }
+
+    /// Whether [`ensure_schema`](Self::ensure_schema) may create what is missing (see
+    /// [`create_schema`](crate::MysqlLockStoreBuilder::create_schema)).
+    pub fn creates_schema(&self) -> bool {
+        self.create_schema
+    }
+
+    /// The `CREATE TABLE IF NOT EXISTS` statements of this store's tables, exactly as
+    /// [`ensure_schema`](Self::ensure_schema) sends them: for a DBA to run where the
+    /// store's role may not create tables.
+    pub fn ddl(&self) -> Vec<&str> {
+        self.sql.ddl().to_vec()
+    }
+
+    /// The statements of this store that are of use outside it (its DDL, its acquire and
+    /// release statements), exactly as it sends them.
+    pub fn statements(&self) -> &Statements {
+        &self.sql
+    }
+
+    /// Creates the store's tables if they do not exist (`CREATE TABLE IF NOT EXISTS`,
+    /// safe when many processes call it at once), then checks that the lease table has
+    /// the columns the store reads. With
+    /// [`create_schema(false)`](crate::MysqlLockStoreBuilder::create_schema) it creates
+    /// nothing and only checks.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] (operation `"ensure schema"`) when the server fails or
+    /// refuses (the server's message names the missing table, column or privilege).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: each statement is idempotent.
+    pub async fn ensure_schema(&self) -> Result<(), LockError> {
+        const OPERATION: &str = "ensure schema";
+        if self.create_schema {
+            for ddl in self.sql.ddl() {
+                sqlx::query(ddl)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|error| LockError::store(BACKEND, OPERATION, None, error))?;
+            }
+        }
+        self.check_schema(OPERATION).await
+    }
+
+    /// Checks that the lease table exists with the columns the statements use.
+    pub(crate) async fn check_schema(&self, operation: &'static str) -> Result<(), LockError> {
+        sqlx::query(&self.sql.check_table)
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(|error| LockError::store(BACKEND, operation, None, error))
+    }
+
+    pub(crate) fn fail(
+        &self,
+        operation: &'static str,
+        key: &StoreKey,
+        error: impl Into<distlock_api::BoxError>,
+    ) -> LockError {
+        LockError::store(BACKEND, operation, Some(key.lock_key()), error)
+    }
+
+    /// How often an operation runs its statement again after a lost connection: once per
+    /// connection the pool may hold, so that a pool full of dead connections is drained.
+    fn retries(&self) -> u32 {
+        self.pool.options().get_max_connections()
+    }
+
+    /// Runs `statement` (a fresh future per call, each on a connection from the pool),
+    /// again while it fails because its connection was lost (see "Dead connections") or
+    /// its transaction was a deadlock's victim (rolled back, so nothing of it remains).
+    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, mut statement: F) -> Result<T, sqlx::Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, sqlx::Error>>,
+    {
+        let mut retries = self.retries();
+        let mut deadlocks = DEADLOCK_RETRIES;
+        loop {
+            match statement().await {
+                Err(error) if retries > 0 && is_connection_lost(&error) => {
+                    retries -= 1;
+                    tracing::debug!(%error, operation, "lost a pooled connection; running the statement on another");
+                }
+                Err(error) if deadlocks > 0 && is_deadlock(&error) => {
+                    deadlocks -= 1;
+                    tracing::debug!(%error, operation, "the transaction was a deadlock's victim; running it again");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The queued attempt (see [`LockStore::try_acquire_queued`]) as one transaction: the
+    /// key's lease row is made to exist (its own autocommit statement) and locked, the
+    /// oldest live place read, and then either the lease taken (the token's place and
+    /// the expired places removed) or the token's place taken or refreshed.
+    async fn acquire_queued(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        place: Ttl,
+    ) -> Result<Acquire, sqlx::Error> {
+        let me = token.as_str().as_bytes();
+        let mut attempt = self.in_flight.begin(token);
+        let conn = self.pool.acquire().await?;
+        let conn = attempt.hold(conn);
+        sqlx::query(&self.sql.ensure_row).bind(key.as_str()).execute(&mut **conn).await?;
+        let mut tx = conn.begin().await?;
+        let (holder, live, micros_left): (Option<Vec<u8>>, i64, i64) =
+            sqlx::query_as(&self.sql.lock_lease).bind(key.as_str()).fetch_one(&mut *tx).await?;
+        let live = live != 0 && holder.is_some();
+        let mine = live && holder.as_deref() == Some(me);
+        let first = if live {
+            false
+        } else {
+            let head: Option<Vec<u8>> =
+                sqlx::query_scalar(&self.sql.head).bind(key.as_str()).fetch_optional(&mut *tx).await?;
+            head.is_none_or(|head| head == me)
+        };
+        let answer = if mine || first {
+            let done = sqlx::query(&self.sql.take)
+                .bind(token.as_str())
+                .bind(token.as_str())
+                .bind(sql::millis(ttl.as_duration()))
+                .bind(key.as_str())
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(&self.sql.leave).bind(key.as_str()).bind(token.as_str()).execute(&mut *tx).await?;
+            Acquire::Acquired { fence: Some(done.last_insert_id()) }
+        } else {
+            sqlx::query(&self.sql.place)
+                .bind(key.as_str())
+                .bind(token.as_str())
+                .bind(sql::millis(place.as_duration()))
+                .execute(&mut *tx)
+                .await?;
+            let ttl_left = live.then(|| Duration::from_micros(u64::try_from(micros_left).unwrap_or(1)));
+            Acquire::Held { ttl_left }
+        };
+        tx.commit().await?;
+        attempt.finish();
+        Ok(answer)
+    }
+}
+
+/// How often a transaction the server rolled back as a deadlock's victim is run again.
+const DEADLOCK_RETRIES: u32 = 5;
+
+/// The longest one registration of a waiter lasts (a longer wait returns early, and the
+/// caller registers again).
+const MAX_REGISTRATION: Duration = Duration::from_secs(60);
+
+/// How long after a lease's end (as the server computed it) a waiter wakes to retry.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
+
+impl MysqlLockStore {
+    /// Waits at most `max` until `key` is released (or handed to `me`): registers the
+    /// store's listener for the key's release, checks that the key is still held, and
+    /// sleeps until the listener is interrupted, the lease runs out, or `max`.
+    async fn wait_until_free(&self, key: &StoreKey, me: Option<&Token>, max: Duration) -> Result<(), LockError> {
+        let deadline = deadline_after(max);
+        if !self.layout.notify {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(());
+        }
+        let mut changes = self.notifier.subscribe();
+        let bell = self.notifier.bell().notified();
+        tokio::pin!(bell);
+        bell.as_mut().enable();
+        // Until the listener is connected no release can reach this waiter: sleep, cut
+        // short when it comes up.
+        let listener = loop {
+            if let Some(listener) = self.notifier.listener() {
+                break listener;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep_until(deadline).await;
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        changes.mark_unchanged();
+        let registration = max.min(MAX_REGISTRATION);
+        self.retrying("wait for release", || {
+            sqlx::query(&self.sql.register)
+                .bind(key.as_str())
+                .bind(i64::try_from(listener).unwrap_or(i64::MAX))
+                .bind(sql::millis(registration + Duration::from_secs(1)))
+                .execute(&self.pool)
+        })
+        .await
+        .map_err(|error| self.fail("wait for release", key, error))?;
+        let me = me.map_or("", Token::as_str);
+        let left: Option<i64> = self
+            .retrying("wait for release", || {
+                sqlx::query_scalar(&self.sql.held).bind(key.as_str()).bind(me).fetch_optional(&self.pool)
+            })
+            .await
+            .map_err(|error| self.fail("wait for release", key, error))?;
+        let Some(micros_left) = left else { return Ok(()) };
+        let left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1)).saturating_add(EXPIRY_MARGIN);
+        let until = deadline.min(deadline_after(left)).min(deadline_after(registration));
+        tokio::select! {
+            () = bell => {}
+            () = tokio::time::sleep_until(until) => {}
+            _ = changes.changed() => {}
+        }
+        Ok(())
+    }
+
+    /// Interrupts the sleep of every listener registered for `key`'s release (errors
+    /// are only logged: a waiter not woken polls).
+    async fn wake(&self, key: &StoreKey) {
+        let listeners: Result<Vec<i64>, _> =
+            sqlx::query_scalar(&self.sql.listeners).bind(key.as_str()).fetch_all(&self.pool).await;
+        let listeners = match listeners {
+            Ok(listeners) => listeners,
+            Err(error) => {
+                tracing::debug!(%error, key = key.lock_key(), "could not read the waiting listeners");
+                return;
+            }
+        };
+        for listener in listeners {
+            // The id is the server's own integer: nothing else is spliced into the text.
+            if let Err(error) = sqlx::raw_sql(&format!("KILL QUERY {listener}")).execute(&self.pool).await {
+                tracing::debug!(%error, listener, "could not wake a waiting listener");
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl LockStore for MysqlLockStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE.with_fencing(true).with_fair_queue(true).with_release_notifications(self.layout.notify)
+    }
+
+    /// Always: see "Lock groups" in the crate documentation.
+    fn queue(&self) -> Option<&dyn QueueStore> {
+        Some(self)
+    }
+
+    fn groups(&self) -> Option<&dyn GroupLockStore> {
+        Some(self)
+    }
+
+    /// One `INSERT … ON DUPLICATE KEY UPDATE` whose conditional assignments take a free
+    /// or expired row and report the fence through `LAST_INSERT_ID(expr)` (run again on
+    /// another connection when its connection was lost).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement either commits or not. If the future is dropped while
+    /// the statement is in flight, a [`release`](LockStore::release) with the same token
+    /// first waits until the statement has been answered.
+    async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
+        let ttl_ms = sql::millis(ttl.as_duration());
+        let mut attempt = self.in_flight.begin(token);
+        let mut retries = self.retries();
+        let done = loop {
+            let conn = self.pool.acquire().await.map_err(|error| self.fail("acquire", key, error))?;
+            let done = sqlx::query(&self.sql.acquire)
+                .bind(key.as_str())
+                .bind(token.as_str())
+                .bind(ttl_ms)
+                .bind(token.as_str())
+                .bind(token.as_str())
+                .bind(token.as_str())
+                .bind(ttl_ms)
+                .execute(&mut **attempt.hold(conn))
+                .await;
+            match done {
+                Err(error) if retries > 0 && is_connection_lost(&error) => {
+                    retries -= 1;
+                    tracing::debug!(%error, "lost a pooled connection; acquiring again on another");
+                }
+                done => break done,
+            }
+        };
+        attempt.finish();
+        let fence = done.map_err(|error| self.fail("acquire", key, error))?.last_insert_id();
+        Ok(if fence == 0 { Acquire::Held { ttl_left: None } } else { Acquire::Acquired { fence: Some(fence) } })
+    }
+
+    /// One token-checked `UPDATE` that frees the lease or hands it to the oldest live
+    /// queued waiter, sent once any cancelled acquisition with the same token has been
+    /// answered; then, when the token was (or had been handed the key as) a queued
+    /// waiter, one `DELETE` of its place.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: each statement either committed or did not; a place left behind
+    /// expires with its lease.
+    async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
+        self.in_flight.settled(token).await;
+        let done = self
+            .retrying("release", || {
+                sqlx::query(&self.sql.release)
+                    .bind(key.as_str())
+                    .bind(token.as_str())
+                    .bind(key.as_str())
+                    .bind(token.as_str())
+                    .bind(key.as_str())
+                    .bind(token.as_str())
+                    .execute(&self.pool)
+            })
+            .await
+            .map_err(|error| self.fail("release", key, error))?;
+        let released = done.rows_affected() == 1;
+        let bits = done.last_insert_id().saturating_sub(1);
+        if released && bits & 2 != 0 {
+            self.wake(key).await;
+        }
+        // The lease had been handed to this token as a waiter, whose place remains.
+        if !released || bits & 1 != 0 {
+            self.retrying("release", || {
+                sqlx::query(&self.sql.remove_place).bind(key.as_str()).bind(token.as_str()).execute(&self.pool)
+            })
+            .await
+            .map_err(|error| self.fail("release", key, error))?;
+        }
+        Ok(released)
+    }
+
+    /// One token-checked `UPDATE … SET expires_at = <clock> + ttl`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the statement either committed or did not.
+    async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
+        let done = self
+            .retrying("extend", || {
+                sqlx::query(&self.sql.extend)
+                    .bind(sql::millis(ttl.as_duration()))
+                    .bind(key.as_str())
+                    .bind(token.as_str())
+                    .execute(&self.pool)
+            })
+            .await
+            .map_err(|error| self.fail("extend", key, error))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// One `SELECT`; the time left is computed on the server.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
+        let row = self
+            .retrying("inspect", || {
+                sqlx::query_as::<_, (Option<Vec<u8>>, i64, i64)>(&self.sql.inspect)
+                    .bind(key.as_str())
+                    .fetch_optional(&self.pool)
+            })
+            .await
+            .map_err(|error| self.fail("inspect", key, error))?;
+        let Some((Some(token), fence, micros_left)) = row else {
+            return Ok(None);
+        };
+        let token = parse_token(&token)
+            .ok_or_else(|| self.fail("inspect", key, UnexpectedAnswer("the stored token is not a UUID v4".into())))?;
+        let fence = u64::try_from(fence)
+            .map_err(|_| self.fail("inspect", key, UnexpectedAnswer(format!("negative fence {fence}"))))?;
+        let ttl_left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
+        Ok(Some(LockInfo::new(token, Some(fence), ttl_left)))
+    }
+
+    /// Registers the store's listener for the release of `key` (one upsert), checks that
+    /// the key is still held (one `SELECT`: a free key returns at once), and waits until
+    /// a release interrupts the listener, the lease runs out, or `max` (see "Waiting" in
+    /// the crate documentation). With
+    /// [`release_notifications(false)`](crate::MysqlLockStoreBuilder::release_notifications),
+    /// or while the listener is not connected, it sleeps `max`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] (operation `"wait for release"`) when the registration or
+    /// the check failed; the caller then sleeps instead.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a registration left behind expires.
+    async fn wait_for_release(&self, key: &StoreKey, max: Duration) -> Result<(), LockError> {
+        self.wait_until_free(key, None, max).await
+    }
+
+    /// One `SELECT` per page: keyset pagination over the primary key.
+    ///
+    /// The page is the next `limit` rows (at most [`ListPage::MAX_LIMIT`]) after the
+    /// cursor within the key range of the pattern's literal prefix (a range scan of the
+    /// binary primary key), whether they match or not; of those it returns the held ones
+    /// that match. The cursor is the last key examined. It takes no row locks.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when the statement fails; [`LockError::Config`] for a cursor
+    /// that is not a key of this store.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let after = match cursor {
+            None => "",
+            Some(cursor) if cursor.as_str().starts_with(LOCK_NAMESPACE) => cursor.as_str(),
+            Some(cursor) => {
+                return Err(LockError::Config {
+                    message: format!("{cursor:?} is not a listing cursor of the MySQL store"),
+                })
+            }
+        };
+        let unexpected = |what: String| LockError::store(BACKEND, "list", None, UnexpectedAnswer(what));
+        let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
+        let beyond = prefix_successor(lowest.as_bytes())
+            .ok_or_else(|| unexpected(format!("no key range for the prefix {lowest:?}")))?;
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
+        let page_size = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<ListRow> = self
+            .retrying("list", || {
+                sqlx::query_as(&self.sql.list)
+                    .bind(&lowest)
+                    .bind(after)
+                    .bind(&beyond)
+                    .bind(page_size)
+                    .fetch_all(&self.pool)
+            })
+            .await
+            .map_err(|error| LockError::store(BACKEND, "list", None, error))?;
+        let examined = rows.len();
+        let last = rows.last().map(|(key, ..)| key.clone());
+        let mut locks = Vec::new();
+        for (key, token, fence, micros_left) in rows {
+            let (Some(token), Some(micros_left)) = (token, micros_left) else { continue };
+            let key =
+                String::from_utf8(key).map_err(|_| unexpected("the table holds a key that is not UTF-8".into()))?;
+            let Some(key) = key.strip_prefix(LOCK_NAMESPACE) else { continue };
+            if !pattern.matches(key) {
+                continue;
+            }
+            let key = LockKey::new(key).map_err(|_| unexpected(format!("the table holds an invalid key {key:?}")))?;
+            let token = parse_token(&token)
+                .ok_or_else(|| unexpected(format!("the stored token of `{key}` is not a UUID v4")))?;
+            let fence = u64::try_from(fence).map_err(|_| unexpected(format!("negative fence {fence}")))?;
+            let ttl_left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
+            locks.push(HeldLock::new(key, vec![LockInfo::new(token, Some(fence), ttl_left)]));
+        }
+        let next = match last {
+            Some(last) if examined >= limit => Some(ListCursor::new(
+                String::from_utf8(last).map_err(|_| unexpected("the table holds a key that is not UTF-8".into()))?,
+            )),
+            _ => None,
+        };
+        Ok(ListPage::new(locks, next))
+    }
+}
+
+#[async_trait]
+impl QueueStore for MysqlLockStore {
+    /// One short transaction (MySQL has no data-modifying common table expressions, so
+    /// reading the queue and writing the lease cannot be one statement): takes the key
+    /// when it was handed to `token`, or is free with `token` first in line (or nobody
+    /// waiting); otherwise takes or refreshes `token`'s place in the queue table for
+    /// `place`. See "Fair waiting" in the crate documentation.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped transaction is rolled back (a release with the same token
+    /// waits until it has been); a place left behind expires, and the manager's release
+    /// with the same token removes it.
+    async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let QueuedAttempt { key, token, ttl, place } = attempt;
+        self.retrying("acquire", || self.acquire_queued(key, token, ttl, place))
+            .await
+            .map_err(|error| self.fail("acquire", key, error))
+    }
+
+    /// As [`wait_for_release`](LockStore::wait_for_release); a lease handed to `token`
+    /// counts as free.
+    async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
+        self.wait_until_free(key, Some(token), max).await
+    }
+
+    /// One `SELECT COUNT(*)` of the key's live places.
+    async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
+        let count: i64 = self
+            .retrying("queue length", || {
+                sqlx::query_scalar(&self.sql.queue_len).bind(key.as_str()).fetch_one(&self.pool)
+            })
+            .await
+            .map_err(|error| self.fail("queue length", key, error))?;
+        Ok(usize::try_from(count).unwrap_or(0))
+    }
+}
+
+/// One row of `lease/list.sql`: `(key, token, fence, µs left when held)`.
+type ListRow = (Vec<u8>, Option<Vec<u8>>, i64, Option<i64>);
+
+/// A token as stored (ASCII bytes), or `None` when it is not one distlock wrote.
+pub(crate) fn parse_token(bytes: &[u8]) -> Option<Token> {
+    std::str::from_utf8(bytes).ok().and_then(|text| Token::parse(text).ok())
+}
+
+/// The smallest byte string greater than every string that starts with `prefix`, or
+/// `None` when there is none (all bytes 0xFF).
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut bytes = prefix.to_vec();
+    while let Some(last) = bytes.pop() {
+        if last < u8::MAX {
+            bytes.push(last + 1);
+            return Some(bytes);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_successors_bound_every_key_with_the_prefix() {
+        assert_eq!(prefix_successor(b"lock:").as_deref(), Some(&b"lock;"[..]));
+        assert_eq!(prefix_successor(b"lock:a\xff").as_deref(), Some(&b"lock:b"[..]));
+        assert_eq!(prefix_successor(b"\xff"), None);
+    }
+}
