@@ -4,10 +4,11 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 // Layers, each importing only those below it:
-//   builder, group → store → sql, notify, process, clock, config; url → config.
+//   builder, group → store → sql, notify, gate, process, clock, config; url → config.
 mod builder;
 mod clock;
 mod config;
+mod gate;
 mod group;
 mod notify;
 mod process;

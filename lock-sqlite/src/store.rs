@@ -17,6 +17,7 @@ use sqlx::{Row as _, SqliteConnection, Transaction};
 
 use crate::clock::{self, boot_id, left, ms_after, now_ms};
 use crate::config::Layout;
+use crate::gate::{Gate, Turn};
 use crate::notify::{lock_channel, receive, Notifier, Sent};
 use crate::process::{self, any_exited, ExitWatch, ProcessId};
 use crate::sql::{json_array, Statements};
@@ -60,6 +61,9 @@ pub(crate) struct Inner {
     /// The channels this process's socket is registered for in the waiters table.
     registered: tokio::sync::Mutex<HashSet<String>>,
     ready: tokio::sync::OnceCell<()>,
+    /// The host-wide write gate beside the database file (`None` for a database without
+    /// a file of its own, or once opening it failed).
+    host_gate: std::sync::OnceLock<Option<Gate>>,
 }
 
 impl fmt::Debug for SqliteLockStore {
@@ -76,7 +80,9 @@ impl fmt::Debug for SqliteLockStore {
 
 /// A write transaction and this store's turn to write.
 pub(crate) struct Write<'a> {
+    // Field order is drop order: the transaction ends before the turns are let go.
     pub(crate) tx: Transaction<'static, Sqlite>,
+    _host_turn: Option<Turn>,
     _turn: tokio::sync::MutexGuard<'a, ()>,
 }
 
@@ -158,6 +164,7 @@ impl SqliteLockStore {
             notifier: Arc::new(Notifier::new()),
             registered: tokio::sync::Mutex::default(),
             ready: tokio::sync::OnceCell::new(),
+            host_gate: std::sync::OnceLock::new(),
         };
         Self { inner: Arc::new(inner) }
     }
@@ -214,6 +221,8 @@ impl SqliteLockStore {
         // any fence of this boot is handed out.
         let options = (*self.inner.pool.connect_options()).clone().synchronous(SqliteSynchronous::Full);
         let mut conn = SqliteConnection::connect_with(&options).await.map_err(fail)?;
+        let _turn = self.inner.gate.lock().await;
+        let _host_turn = self.host_turn().await.map_err(fail)?;
         enable_wal(&mut conn).await.map_err(fail)?;
         let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(fail)?;
         let sql = &self.inner.sql;
@@ -237,9 +246,32 @@ impl SqliteLockStore {
         Ok(())
     }
 
+    /// This process's turn at the host-wide write gate, when the database has one.
+    async fn host_turn(&self) -> Result<Option<Turn>, sqlx::Error> {
+        let gate = self.inner.host_gate.get_or_init(|| {
+            let options = self.inner.pool.connect_options();
+            let database = options.get_filename();
+            if database.as_os_str().is_empty() || database == std::path::Path::new(":memory:") {
+                return None;
+            }
+            match Gate::open(database) {
+                Ok(gate) => Some(gate),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot open the write gate beside the database; writers of other processes wait in SQLite's busy handler");
+                    None
+                }
+            }
+        });
+        match gate {
+            Some(gate) => Ok(Some(gate.turn().await.map_err(sqlx::Error::Io)?)),
+            None => Ok(None),
+        }
+    }
+
     /// Begins a write transaction (`BEGIN IMMEDIATE`) in this store's turn.
     pub(crate) async fn begin(&self) -> Result<Write<'_>, sqlx::Error> {
         let turn = self.inner.gate.lock().await;
+        let host_turn = self.host_turn().await?;
         // A `BEGIN` cancelled while SQLite still waits for the write lock would complete
         // later and leave its connection in the pool inside a transaction (sqlx only rolls
         // back a transaction it handed out). Run to completion in a task of its own, the
@@ -248,7 +280,7 @@ impl SqliteLockStore {
         let tx = tokio::spawn(async move { pool.begin_with("BEGIN IMMEDIATE").await })
             .await
             .map_err(|error| sqlx::Error::Io(std::io::Error::other(error)))??;
-        Ok(Write { tx, _turn: turn })
+        Ok(Write { tx, _host_turn: host_turn, _turn: turn })
     }
 
     /// Runs one autocommit write statement in this store's turn.
@@ -258,6 +290,7 @@ impl SqliteLockStore {
     ) -> Result<u64, sqlx::Error> {
         let _turn = self.inner.gate.lock().await;
         let mut conn = self.inner.pool.acquire().await?;
+        let _host_turn = self.host_turn().await?;
         Ok(query.execute(&mut *conn).await?.rows_affected())
     }
 
