@@ -276,3 +276,48 @@ async fn releases_wake_waiting_processes() {
     );
     assert!(p50 < 50_000, "hand-offs take {p50} µs at the median: waiters poll instead of being woken?");
 }
+
+/// Child entry: holds the group `{shelf: exclusive}` for a minute (`URL`) and waits to be
+/// killed.
+#[tokio::test]
+async fn child_holds_a_group() {
+    let Some(url) = child::role_arg("group-holder") else { return };
+    let (_, locks) = open(&url).await;
+    let group = distlock_api::LockGroup::new([distlock_api::GroupMember::exclusive("shelf").unwrap()]).unwrap();
+    let _held = locks.lock_group(&group, Duration::from_secs(60)).await.expect("acquire the group");
+    child::announce("ACQUIRED");
+    child::park().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_group_holder_frees_its_names_at_once() {
+    let url = fresh_url("killed-group");
+    let mut holder = ChildProcess::spawn("child_holds_a_group", "group-holder", &url);
+    holder.wait_for_line("ACQUIRED", CHILD_START);
+    let (store, locks) = open(&url).await;
+    let group = distlock_api::LockGroup::new([distlock_api::GroupMember::shared("shelf").unwrap()]).unwrap();
+    let ttl = Duration::from_secs(60);
+    let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(Duration::from_secs(20));
+    let waiter = tokio::spawn({
+        let (locks, group) = (locks.clone(), group.clone());
+        async move {
+            let held = locks.lock_group_opts(&group, ttl, &options).await;
+            (SqliteLockStore::clock(), held)
+        }
+    });
+    // The waiter is parked once its place (intent) is recorded.
+    let key = distlock_api::LockKey::new("shelf").unwrap().to_store_key();
+    let groups = store.groups().expect("lock groups");
+    let deadline = std::time::Instant::now() + CHILD_START;
+    while groups.waiting(&key).await.unwrap() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the waiter never queued");
+        tokio::task::yield_now().await;
+    }
+    let killed_at = SqliteLockStore::clock();
+    holder.kill9();
+    let (acquired_at, held) = waiter.await.unwrap();
+    assert!(held.is_ok(), "{held:?}");
+    let after = acquired_at.saturating_sub(killed_at);
+    println!("group acquired {after:?} after kill -9 of the holder");
+    assert!(after < Duration::from_millis(100), "acquired {after:?} after the holder was killed");
+}
