@@ -97,26 +97,41 @@ impl ProcessId {
     }
 
     /// A handle that becomes readable when this process exits, for waiters to wake when
-    /// a holder dies; `None` when the process is gone already, is this process, or cannot
-    /// be watched (another namespace, no pidfd support).
-    pub(crate) fn exit_watch(&self) -> Option<ExitWatch> {
+    /// a holder dies: [`Exit::Gone`] when it is gone already, [`Exit::Unknown`] when it
+    /// cannot be watched (this process, another namespace, no pidfd support).
+    pub(crate) fn exit_watch(&self) -> Exit {
         let me = current();
         if self.namespace == 0 || self.namespace != me.namespace || self.pid == me.pid || self.start == 0 {
-            return None;
+            return Exit::Unknown;
         }
-        let pid = i32::try_from(self.pid).ok().and_then(Pid::from_raw)?;
-        let fd: OwnedFd = pidfd_open(pid, PidfdFlags::NONBLOCK).ok()?;
+        let Some(pid) = i32::try_from(self.pid).ok().and_then(Pid::from_raw) else { return Exit::Unknown };
+        let fd: OwnedFd = match pidfd_open(pid, PidfdFlags::NONBLOCK) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::SRCH) => return Exit::Gone,
+            Err(_) => return Exit::Unknown,
+        };
         // The handle names whichever process has the id now: it is the holder only if the
         // start time still matches (checked after opening, so a reuse cannot slip between).
         if self.is_gone() {
-            return None;
+            return Exit::Gone;
         }
         // `AsyncFd::new` is deprecated because it cannot know whether the caller owns the
         // descriptor; here it takes the `OwnedFd` itself, which nothing else can close.
         #[allow(deprecated)]
         let watch = AsyncFd::new(fd);
-        watch.ok().map(ExitWatch)
+        watch.map_or(Exit::Unknown, |watch| Exit::Watch(ExitWatch(watch)))
     }
+}
+
+/// What [`ProcessId::exit_watch`] found.
+#[derive(Debug)]
+pub(crate) enum Exit {
+    /// The process runs; the handle reports its exit.
+    Watch(ExitWatch),
+    /// The process is gone already.
+    Gone,
+    /// The process cannot be watched from here.
+    Unknown,
 }
 
 /// A process handle (pidfd) that is readable once the process has exited.

@@ -19,7 +19,7 @@ use crate::clock::{self, boot_id, left, ms_after, now_ms};
 use crate::config::Layout;
 use crate::gate::{Gate, Turn};
 use crate::notify::{lock_channel, receive, Notifier, Sent};
-use crate::process::{self, any_exited, ExitWatch, ProcessId};
+use crate::process::{self, any_exited, Exit, ExitWatch, ProcessId};
 use crate::sql::{json_array, Statements};
 
 /// The fences of one boot's epoch: each boot's first store raises the counter to
@@ -497,11 +497,17 @@ impl SqliteLockStore {
             Ok(found) => found?,
         };
         let Found::Held { left, holders } = found else { return Ok(()) };
-        let watches: Vec<ExitWatch> = if self.inner.layout.liveness {
-            holders.iter().filter_map(ProcessId::exit_watch).collect()
-        } else {
-            Vec::new()
-        };
+        let mut watches: Vec<ExitWatch> = Vec::new();
+        if self.inner.layout.liveness {
+            for holder in &holders {
+                match holder.exit_watch() {
+                    Exit::Watch(watch) => watches.push(watch),
+                    // Died since the check: look again at once.
+                    Exit::Gone => return Ok(()),
+                    Exit::Unknown => {}
+                }
+            }
+        }
         let wake_at = deadline.min(deadline_after(left + Duration::from_millis(1)));
         tokio::select! {
             _ = first_wake(&mut released, &mut listening, wake_at, deadline) => {}
