@@ -394,6 +394,8 @@ servers() {
   # The kit's three-member clusters (fault tests) need the binary even with DISTLOCK_ETCD_URL.
   command -v etcd >/dev/null || missing+=(etcd-server)
   command -v protoc >/dev/null || [ -n "${PROTOC:-}" ] || missing+=(protobuf-compiler)
+  # The SQLite store's wall-clock test runs a child under libfaketime.
+  ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing+=(faketime)
   [ "${#missing[@]}" = 0 ] || install_or_explain "${missing[@]}"
 
   if [ -n "${DISTLOCK_REDIS_URL:-}" ]; then

@@ -16,6 +16,7 @@ use distlock_api::{DynLockStore, LockError};
 /// | `postgres://`, `postgresql://` | [`PostgresLockStore::connect`](crate::postgres::PostgresLockStore::connect), then [`ensure_schema`](crate::postgres::PostgresLockStore::ensure_schema) | `postgres` |
 /// | `mysql://`, `mariadb://` | `distlock_mysql::MysqlLockStore::connect`, then `ensure_schema` | `mysql` |
 /// | `etcd://host:port[,host:port…]` | `distlock_etcd::EtcdLockStore::connect` | `etcd` |
+/// | `sqlite:///path/to/locks.db` (one host, no server) | `distlock_sqlite::SqliteLockStore::connect`: creates the file and its tables if missing | `sqlite` |
 ///
 /// The store's layout is part of its URL, so that every process and the `distlock` CLI
 /// agree on where locks live:
@@ -32,7 +33,9 @@ use distlock_api::{DynLockStore, LockError};
 /// - MySQL/MariaDB: `?table=`, `?create=false` (only check the table, for a role
 ///   without DDL rights), `?notifications=true|false` — see `distlock_mysql::MysqlUrl`;
 /// - etcd: `?prefix=myapp` (keys `myapp/lock:…`), `?notifications=true|false`,
-///   `?timeout=5s`, `?connect_timeout=5s` — see `distlock_etcd::EtcdUrl`.
+///   `?timeout=5s`, `?connect_timeout=5s` — see `distlock_etcd::EtcdUrl`;
+/// - SQLite: `?table=`, `?notifications=true|false`, `?fair_queue=true|false`,
+///   `?liveness=true|false` — see `distlock_sqlite::SqliteUrl`.
 ///
 /// An unknown or malformed parameter is a [`LockError::Config`] naming it; nothing is
 /// silently ignored. Connecting checks the server (credentials, database), so a wrong
@@ -64,6 +67,7 @@ pub async fn connect(url: &str) -> Result<Arc<DynLockStore>, LockError> {
         Backend::Postgres => postgres(url).await,
         Backend::Mysql => mysql(url).await,
         Backend::Etcd => etcd(url).await,
+        Backend::Sqlite => sqlite(url).await,
     }
 }
 
@@ -74,10 +78,11 @@ enum Backend {
     Postgres,
     Mysql,
     Etcd,
+    Sqlite,
 }
 
 fn backend_of(url: &str) -> Result<Backend, LockError> {
-    const EXPECTED: &str = "expected `memory://`, `redis://…`, `postgres://…`, `mysql://…` or `etcd://…`";
+    const EXPECTED: &str = "expected `memory://`, `redis://…`, `postgres://…`, `mysql://…`, `etcd://…` or `sqlite://…`";
     let Some(scheme) = scheme_of(url) else {
         return Err(config(format!("not a store URL (no `scheme://` at its start): {EXPECTED}")));
     };
@@ -89,6 +94,7 @@ fn backend_of(url: &str) -> Result<Backend, LockError> {
         "postgres" | "postgresql" => Ok(Backend::Postgres),
         "mysql" | "mariadb" => Ok(Backend::Mysql),
         "etcd" => Ok(Backend::Etcd),
+        "sqlite" => Ok(Backend::Sqlite),
         other => Err(config(format!("unknown store URL scheme `{other}://`: {EXPECTED}"))),
     }
 }
@@ -124,6 +130,7 @@ pub async fn connect_idempotency(url: &str) -> Result<Arc<distlock_idempotency::
         Backend::Postgres => idempotency::postgres(url).await,
         Backend::Mysql => Err(LockError::Unsupported { backend: "mysql", operation: "idempotency" }),
         Backend::Etcd => Err(LockError::Unsupported { backend: "etcd", operation: "idempotency" }),
+        Backend::Sqlite => Err(LockError::Unsupported { backend: "sqlite", operation: "idempotency" }),
     }
 }
 
@@ -248,6 +255,16 @@ async fn etcd(_url: &str) -> Result<Arc<DynLockStore>, LockError> {
     Err(not_enabled("etcd", "etcd://"))
 }
 
+#[cfg(feature = "sqlite")]
+async fn sqlite(url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    Ok(Arc::new(distlock_sqlite::SqliteLockStore::connect(url).await?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn sqlite(_url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    Err(not_enabled("sqlite", "sqlite://"))
+}
+
 #[allow(dead_code)] // unused when every store feature is on
 fn not_enabled(feature: &str, scheme: &str) -> LockError {
     config(format!("`{scheme}` URLs need the `{feature}` feature of the `distlock` crate, which is not enabled"))
@@ -291,6 +308,17 @@ mod tests {
         assert_eq!(connect("memory://").await.unwrap().backend(), "memory");
         assert_eq!(connect("MEMORY://").await.unwrap().backend(), "memory");
         assert_eq!(connect("memory:///").await.unwrap().backend(), "memory");
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn sqlite_urls_open_a_file() {
+        let dir = std::env::temp_dir().join(format!("distlock-connect-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = connect(&format!("sqlite://{}", dir.join("locks.db").display())).await.unwrap();
+        assert_eq!(store.backend(), "sqlite");
+        let err = connect("sqlite:///tmp/locks.db?tabel=x").await.unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("`tabel`"), "{err}");
     }
 
     #[cfg(not(feature = "redis"))]

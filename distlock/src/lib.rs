@@ -39,6 +39,13 @@ pub use distlock_postgres as postgres;
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub use distlock_mysql as mysql;
 
+/// The SQLite store (feature `sqlite`): `sqlite:///path/to/locks.db?table=…`, or
+/// `sqlite::SqliteLockStore::builder()`. Locks shared by the processes of one host
+/// through one database file, without a server.
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use distlock_sqlite as sqlite;
+
 /// The etcd store (feature `etcd`): `etcd://host:2379,host:2379?prefix=…`, or
 /// `etcd::EtcdLockStore::builder()`. Building it needs `protoc`.
 #[cfg(feature = "etcd")]

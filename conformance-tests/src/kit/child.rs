@@ -71,8 +71,23 @@ impl ChildProcess {
     /// `arg` in its environment (see [`role_arg`]). Server URLs and other variables are
     /// inherited.
     pub fn spawn(test: &str, role: &str, arg: &str) -> Self {
+        Self::spawn_under(&[], test, role, arg)
+    }
+
+    /// As [`spawn`](Self::spawn), with the test binary run by `wrapper` (a program and its
+    /// first arguments, e.g. `["faketime", "-f", "+10d"]`), which gets the binary's path
+    /// and arguments after its own. An empty `wrapper` runs the binary itself.
+    pub fn spawn_under(wrapper: &[&str], test: &str, role: &str, arg: &str) -> Self {
         let exe = std::env::current_exe().expect("the test binary's path");
-        let mut child = Command::new(exe)
+        let mut command = match wrapper.split_first() {
+            Some((program, first)) => {
+                let mut command = Command::new(program);
+                command.args(first).arg(exe);
+                command
+            }
+            None => Command::new(exe),
+        };
+        let mut child = command
             .args(["--exact", test, "--nocapture", "--test-threads", "1"])
             .env(ROLE_VAR, role)
             .env(ARG_VAR, arg)

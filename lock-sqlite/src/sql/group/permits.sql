@@ -1,0 +1,1 @@
+SELECT permits FROM {permits} WHERE key = ?1 AND mode = ?2

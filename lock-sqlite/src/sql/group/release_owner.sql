@@ -1,0 +1,1 @@
+DELETE FROM {holders} WHERE owner = ?1 RETURNING key, boot, expires_ms

@@ -1,0 +1,1 @@
+DELETE FROM {permits} WHERE key = ?1 AND mode = ?2

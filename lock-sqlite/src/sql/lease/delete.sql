@@ -1,0 +1,1 @@
+DELETE FROM {leases} WHERE key = ?1 AND token = ?2 RETURNING boot, expires_ms

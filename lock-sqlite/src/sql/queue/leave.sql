@@ -1,0 +1,1 @@
+DELETE FROM {queue} WHERE key = ?1 AND token = ?2

@@ -1,0 +1,1 @@
+SELECT boot, epoch FROM {boots} WHERE id = 1

@@ -1,0 +1,2 @@
+-- Rows written under another boot than ?1 are expired: removed when a store connects.
+DELETE FROM {leases} WHERE boot <> ?1

@@ -1,0 +1,1 @@
+UPDATE {counter} SET value = max(value, ?1) WHERE id = 1

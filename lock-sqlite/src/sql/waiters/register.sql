@@ -1,0 +1,1 @@
+INSERT OR IGNORE INTO {waiters} (channel, socket) VALUES (?1, ?2)

@@ -1,0 +1,1 @@
+DELETE FROM {waiters} WHERE channel = ?1 AND socket = ?2
