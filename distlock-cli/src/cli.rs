@@ -20,7 +20,11 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let matches = Cli::command().try_get_matches_from(args)?;
+    let help = |arg: clap::Arg| {
+        let own = arg.get_long_help().or(arg.get_help()).map(ToString::to_string).unwrap_or_default();
+        arg.long_help(format!("{own}\n\n{}", crate::store::default_help()))
+    };
+    let matches = Cli::command().mut_arg("store", help).try_get_matches_from(args)?;
     let mut cli = Cli::from_arg_matches(&matches).map_err(|error| error.format(&mut Cli::command()))?;
     if let (Command::Run(run), Some(("run", run_matches))) = (&mut cli.command, matches.subcommand()) {
         run.order_members(run_matches);
@@ -47,14 +51,17 @@ pub(crate) fn one_line(error: &clap::Error) -> Option<String> {
 
 /// Distributed locks from the shell: run a command under a lock, a read/write lock, a
 /// semaphore slot or a group of names; inspect, list and release locks; set permits;
-/// benchmark a store. One tool for every store: memory://, redis://, postgres://, etcd://.
+/// benchmark a store. One tool for every store: sqlite:// (the default), redis://, postgres://,
+/// mysql://, etcd://, memory://.
 #[derive(Debug, Parser)]
 #[command(name = "distlock", version, after_help = EXIT_STATUS_HELP)]
 pub(crate) struct Cli {
-    /// The lock store: `memory://`, `redis://[:PASSWORD@]HOST[:PORT][/DB]` or
-    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` (also `redis+cluster://H1,H2,…`,
-    /// `redis+sentinel://S1,S2,…/MASTER`, `redlock://H1,H2,H3`, and `etcd://H1:P1,H2:P2,…`
-    /// in a build with the `etcd` feature).
+    /// The lock store: `sqlite:///PATH` (the processes of one host, no server; the
+    /// default), `redis://[:PASSWORD@]HOST[:PORT][/DB]`,
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`, `mysql://USER@HOST/DB` or `memory://`
+    /// (also `redis+cluster://H1,H2,…`, `redis+sentinel://S1,S2,…/MASTER`,
+    /// `redlock://H1,H2,H3`, and `etcd://H1:P1,H2:P2,…` in a build with the `etcd`
+    /// feature).
     #[arg(long, global = true, env = "DISTLOCK_STORE", value_name = "URL", hide_env_values = true)]
     pub(crate) store: Option<String>,
 

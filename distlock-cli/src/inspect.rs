@@ -45,7 +45,8 @@ struct Inspection<'a> {
 /// Prints every holder of a name — the plain lock's and the group holders — or that it
 /// is free, and how many acquisitions wait in the plain lock's queue and as groups.
 pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, Failure> {
-    let url = store::require_url(url, "inspect")?;
+    let (url, _) = store::url_or_default(url)?;
+    let url = url.as_str();
     store::refuse_memory(url, "inspect")?;
     let store = store::connect(url).await?;
     let key = args.key.to_store_key();
@@ -139,7 +140,8 @@ fn write_table(out: &mut impl Write, inspection: &Inspection<'_>, show_tokens: b
 
 /// Releases a lock if `--token` still holds it, or every group hold of `--owner`.
 pub(crate) async fn release(url: Option<&str>, args: ReleaseArgs) -> Result<u8, Failure> {
-    let url = store::require_url(url, "release")?;
+    let (url, _) = store::url_or_default(url)?;
+    let url = url.as_str();
     store::refuse_memory(url, "release")?;
     let store = store::connect(url).await?;
     let (key, token) = match (args.key, args.token, args.owner) {

@@ -44,7 +44,11 @@ pub(crate) async fn list(url: Option<&str>, args: ListArgs) -> Result<u8, Failur
     if args.watch.is_some_and(|interval| interval.is_zero()) {
         return Err(Failure::usage("--watch interval must be greater than zero"));
     }
-    let url = store::require_url(url, "list")?;
+    let (url, default) = store::url_or_default(url)?;
+    let url = url.as_str();
+    if default {
+        eprintln!("distlock: the embedded store {url} (--store or DISTLOCK_STORE picks another)");
+    }
     let lock_store = store::connect(url).await?;
     if store::is_memory(url) {
         eprintln!(

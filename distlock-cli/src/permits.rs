@@ -22,7 +22,8 @@ struct Recorded<'a> {
 
 /// Applies the setters (if any), then prints the recorded permits of both modes.
 pub(crate) async fn permits(url: Option<&str>, args: PermitsArgs) -> Result<u8, Failure> {
-    let url = store::require_url(url, "permits")?;
+    let (url, _) = store::url_or_default(url)?;
+    let url = url.as_str();
     store::refuse_memory(url, "permits")?;
     let locks = LockManager::new(store::connect(url).await?);
     let key = args.key.as_str();

@@ -123,7 +123,8 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
     };
     waiting(wait).validate(args.ttl)?;
     let wanted = Wanted::from_args(&args)?;
-    let url = store::require_url(url, "run")?;
+    let (url, _) = store::url_or_default(url)?;
+    let url = url.as_str();
     store::refuse_memory(url, "run")?;
     // Installed before anything slow, so that Ctrl-C while connecting or waiting ends
     // distlock cleanly rather than killing it mid-acquisition.

@@ -83,10 +83,43 @@ async fn bad_keys_tokens_and_missing_stores_are_usage_errors() {
         (Some("redis://127.0.0.1:1"), &["run", "--key", "k"]),
         (Some("redis://127.0.0.1:1"), &["frobnicate"]),
     ] {
-        let out = output(distlock(store, args)).await;
+        // Without a store and without a state directory there is no default store either.
+        let mut command = distlock(store, args);
+        command.env_remove("HOME").env_remove("XDG_STATE_HOME");
+        let out = output(command).await;
         assert_eq!(out.status.code(), Some(USAGE), "{store:?} {args:?}: {}", stderr(&out));
         assert!(!stderr(&out).is_empty());
     }
+}
+
+/// Without --store or DISTLOCK_STORE, commands use the embedded store in the user's
+/// state directory: created on first use, shown by --help and by `list`, and shared by
+/// the processes of the host (a lock held by one `run` is seen by `inspect`).
+#[tokio::test]
+async fn the_default_store_is_the_embedded_one_in_the_state_directory() {
+    let state = std::env::temp_dir().join(format!("distlock-cli-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let database = state.join("distlock").join("locks.db");
+    let with_state = |args: &[&str]| {
+        let mut command = distlock(None, args);
+        command.env("XDG_STATE_HOME", &state);
+        command
+    };
+    let help = stdout(&output(with_state(&["--help"])).await);
+    let url = format!("sqlite://{}", database.display());
+    assert!(help.contains(&url), "--help names the default store {url}:\n{help}");
+
+    // The command, run under the lock, inspects it through the default store too.
+    let inspect = format!("{} inspect default-store-key", env!("CARGO_BIN_EXE_distlock"));
+    let out = output(with_state(&["run", "--key", "default-store-key", "--", "sh", "-c", &inspect])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("free"), "the lock is held while the command runs:\n{}", stdout(&out));
+    assert!(database.is_file(), "the database was created at {}", database.display());
+
+    let out = output(with_state(&["list"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&url), "list names the store: {}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&state);
 }
 
 #[tokio::test]
