@@ -55,6 +55,12 @@ impl fmt::Debug for MysqlLockStore {
     }
 }
 
+/// Why a release or extend that found nothing to change after a lost connection is an
+/// error, not `false`: the first attempt may have done it before the connection died
+/// (the server commits, then cannot answer), so "not held" would be a false answer.
+const UNKNOWN_OUTCOME: &str =
+    "the connection was lost while the statement ran and it may have taken effect: outcome unknown";
+
 impl MysqlLockStore {
     pub(crate) fn from_parts(pool: MySqlPool, sql: Arc<Statements>, layout: Arc<Layout>, create_schema: bool) -> Self {
         let notifier = Arc::new(Notifier::new(pool.connect_options(), sql.listen.clone()));
@@ -378,8 +384,10 @@ impl LockStore for MysqlLockStore {
     /// expires with its lease.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         self.in_flight.settled(token).await;
+        let mut attempts = 0;
         let done = self
             .retrying("release", || {
+                attempts += 1;
                 sqlx::query(&self.sql.release)
                     .bind(key.as_str())
                     .bind(token.as_str())
@@ -391,6 +399,9 @@ impl LockStore for MysqlLockStore {
             })
             .await
             .map_err(|error| self.fail("release", key, error))?;
+        if done.rows_affected() == 0 && attempts > 1 {
+            return Err(self.fail("release", key, UNKNOWN_OUTCOME));
+        }
         let released = done.rows_affected() == 1;
         let bits = done.last_insert_id().saturating_sub(1);
         if released && bits & 2 != 0 {
@@ -413,8 +424,10 @@ impl LockStore for MysqlLockStore {
     ///
     /// Cancel safe: the statement either committed or did not.
     async fn extend(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<bool, LockError> {
+        let mut attempts = 0;
         let done = self
             .retrying("extend", || {
+                attempts += 1;
                 sqlx::query(&self.sql.extend)
                     .bind(sql::millis(ttl.as_duration()))
                     .bind(key.as_str())
@@ -423,6 +436,9 @@ impl LockStore for MysqlLockStore {
             })
             .await
             .map_err(|error| self.fail("extend", key, error))?;
+        if done.rows_affected() == 0 && attempts > 1 {
+            return Err(self.fail("extend", key, UNKNOWN_OUTCOME));
+        }
         Ok(done.rows_affected() == 1)
     }
 
