@@ -18,13 +18,16 @@ pub const LEASE_LOST: i32 = 76;
 pub const NOT_RELEASED: i32 = 1;
 pub const COMMAND_NOT_FOUND: i32 = 127;
 
-/// `distlock ARGS…` on `store` (none when `None`), stdin closed, killed if dropped.
+/// `distlock ARGS…` on `store`, stdin closed, killed if dropped. With `None`, neither a
+/// store nor a state directory: no default store either (a test that wants the default
+/// store sets `XDG_STATE_HOME` to a folder of its own), so no test writes to `$HOME`.
 pub fn distlock(store: Option<&str>, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_distlock"));
     command.args(args).env_remove("DISTLOCK_STORE").env_remove("DISTLOCK_LOG").stdin(Stdio::null()).kill_on_drop(true);
-    if let Some(store) = store {
-        command.env("DISTLOCK_STORE", store);
-    }
+    match store {
+        Some(store) => command.env("DISTLOCK_STORE", store),
+        None => command.env_remove("HOME").env_remove("XDG_STATE_HOME"),
+    };
     command
 }
 
