@@ -484,7 +484,7 @@ fn a_redis_outage_is_one_warning_per_failed_acquisition_and_per_lost_release() {
         for key in ["logs:redis:a", "logs:redis:b"] {
             let err = locks.try_lock(key, TTL).await.expect_err("the server is down");
             assert!(matches!(err, LockError::Store { backend: "redis", .. }), "{err}");
-            failures.push((key, err.to_string()));
+            failures.push((key, err.report().to_string()));
         }
         drop(held);
         locks.flush_releases().await;

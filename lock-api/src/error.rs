@@ -99,13 +99,12 @@ pub enum LockError {
     /// answered something unexpected. The outcome of the operation is unknown; the
     /// manager never reports such an operation as acquired or released.
     ///
-    /// Its `Display` is one line with everything known: the backend, the operation, the
-    /// key when there is one, and the root cause, e.g.
+    /// Its `Display` names the backend, the operation and the key when there is one, e.g.
+    /// ``redis store failed to acquire lock `order:42` ``; the driver's error is its
+    /// [`source()`](StdError::source) (also [`LockError::cause`]), so error reporters
+    /// (`anyhow`, `eyre`, [`LockError::report`]) print the chain once:
     /// ``redis store failed to acquire lock `order:42`: Connection refused (os error 111)``.
-    /// Because the cause is part of the message, it is not also returned by
-    /// [`source()`](StdError::source) (reporters would print it twice); read it with
-    /// [`LockError::cause`].
-    #[error("{backend} store failed to {operation}{}: {}", KeySuffix(key.as_deref()), CauseChain(&**cause))]
+    #[error("{backend} store failed to {operation}{}", KeySuffix(key.as_deref()))]
     Store {
         /// The store's [`backend`](crate::LockStore::backend) name, e.g. `"redis"`.
         backend: &'static str,
@@ -116,6 +115,7 @@ pub enum LockError {
         /// concerned one key.
         key: Option<String>,
         /// The driver's error.
+        #[source]
         cause: BoxError,
     },
 }
@@ -166,13 +166,30 @@ impl LockError {
         Self::Store { backend, operation, key: key.map(str::to_owned), cause: cause.into() }
     }
 
-    /// The driver's error behind a [`LockError::Store`] (also part of its message), for
-    /// code that wants to inspect or downcast it.
+    /// The driver's error behind a [`LockError::Store`] (its
+    /// [`source()`](StdError::source), with `Send + Sync`), for code that wants to inspect or
+    /// downcast it.
     pub fn cause(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
         match self {
             Self::Store { cause, .. } => Some(&**cause),
             _ => None,
         }
+    }
+
+    /// The error and its causes on one line, `a: b: c`, skipping a cause whose message
+    /// the one before already contains (as many drivers repeat theirs): what to log when
+    /// no error reporter walks the chain.
+    ///
+    /// ```
+    /// use distlock_api::LockError;
+    ///
+    /// let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+    /// let err = LockError::store("redis", "acquire", Some("order:42"), refused);
+    /// assert_eq!(err.to_string(), "redis store failed to acquire lock `order:42`");
+    /// assert_eq!(err.report().to_string(), "redis store failed to acquire lock `order:42`: connection refused");
+    /// ```
+    pub fn report(&self) -> impl std::fmt::Display + '_ {
+        CauseChain(self)
     }
 
     /// Whether this error means "the lock is held by someone else".
@@ -349,14 +366,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn store_error_says_everything_on_one_line_once() {
+    fn a_store_error_carries_its_cause_as_its_source() {
         let cause = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
         let err = LockError::store("redis", "acquire", Some("a"), cause);
-        assert_eq!(err.to_string(), "redis store failed to acquire lock `a`: connection refused");
-        assert!(err.source().is_none(), "the cause is in the message; returning it too prints it twice");
+        assert_eq!(err.to_string(), "redis store failed to acquire lock `a`");
+        assert_eq!(err.source().map(ToString::to_string).as_deref(), Some("connection refused"));
         assert_eq!(err.cause().map(ToString::to_string).as_deref(), Some("connection refused"));
+        assert_eq!(err.report().to_string(), "redis store failed to acquire lock `a`: connection refused");
         let err = LockError::store("postgres", "connect", None, "refused");
-        assert_eq!(err.to_string(), "postgres store failed to connect: refused");
+        assert_eq!(err.report().to_string(), "postgres store failed to connect: refused");
     }
 
     #[test]

@@ -160,9 +160,9 @@ impl LockError {
         // Contention is normal, whatever status it is given: not logged.
         let contention = self.is_not_acquired();
         if status == StatusCode::INTERNAL_SERVER_ERROR && !contention {
-            tracing::error!(error = %self, status = status.as_u16(), "lock error answered with 500");
+            tracing::error!(error = %self.report(), status = status.as_u16(), "lock error answered with 500");
         } else if status.is_server_error() && !contention {
-            tracing::warn!(error = %self, status = status.as_u16(), "lock error answered with {status}");
+            tracing::warn!(error = %self.report(), status = status.as_u16(), "lock error answered with {status}");
         }
         let mut response = (status, self.json_body()).into_response();
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -61,7 +61,7 @@ async fn a_refused_connection_is_reported_at_once_with_its_cause() {
     let elapsed = started.elapsed();
     let cause = store_error_cause(&err, "connect");
     assert!(cause.to_lowercase().contains("refused"), "{err}");
-    assert!(err.to_string().to_lowercase().contains("refused"), "one line with the root cause: {err}");
+    assert!(err.report().to_string().to_lowercase().contains("refused"), "one line with the root cause: {err}");
     assert!(elapsed < Duration::from_millis(1500), "took {elapsed:?}");
     assert!(!format!("{err} {err:?}").contains("pw-not-shown"), "{err:?}");
 }
@@ -287,7 +287,8 @@ async fn group_objects_are_checked_and_created_at_the_first_group_operation() {
         ],
         "{err}"
     );
-    assert!(err.to_string().contains("create_schema is off") && err.to_string().contains("sql()"), "{err}");
+    let report = err.report().to_string();
+    assert!(report.contains("create_schema is off") && report.contains("sql()"), "{report}");
     let sql = missing.sql();
     for object in ["leases_holders", "leases_permits", "leases_acquire_group"] {
         assert!(sql.contains(&qualified(object)), "{sql}");

@@ -19,7 +19,7 @@ fn assert_names_the_key<T: std::fmt::Debug>(result: Result<T, LockError>, operat
         Err(ref err @ LockError::Store { backend: "redis", operation: op, key: Some(ref named), .. })
             if op == operation && named == key =>
         {
-            let message = err.to_string();
+            let message = err.report().to_string();
             assert!(message.contains(&format!("failed to {operation} lock `{key}`: ")), "{message}");
             assert!(!message.contains(PREFIX), "{message}");
         }

@@ -42,7 +42,7 @@ fn assert_injected(err: &LockError, op: Op, key: Option<&str>, reached_store: bo
     let fault = InjectedFault::of(err).expect("an injected fault");
     assert_eq!(fault.op(), op);
     assert_eq!(fault.reached_store(), reached_store);
-    assert!(err.to_string().contains("injected fault"), "{err}");
+    assert!(err.report().to_string().contains("injected fault"), "{}", err.report());
 }
 
 #[tokio::test(start_paused = true)]

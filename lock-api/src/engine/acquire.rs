@@ -131,7 +131,7 @@ impl Engine {
                     tracing::warn!(
                         lock.key = %label,
                         backend,
-                        error = &error as &dyn std::error::Error,
+                        error = %error.report(),
                         "lock acquisition failed"
                     );
                     return Err(error);
@@ -147,7 +147,7 @@ impl Engine {
                             Err(error) => tracing::debug!(
                                 lock.key = %label,
                                 backend,
-                                error = &error as &dyn std::error::Error,
+                                error = %error.report(),
                                 "could not leave the queue; retrying in the background"
                             ),
                         }
@@ -172,7 +172,7 @@ impl Engine {
                 tracing::debug!(
                     lock.key = %label,
                     backend,
-                    error = &error as &dyn std::error::Error,
+                    error = %error.report(),
                     "release notification failed; sleeping instead"
                 );
                 tokio::time::sleep_until(now + nap).await;

@@ -155,7 +155,7 @@ impl Hold {
             Err(error) => tracing::warn!(
                 lock.key = %key,
                 backend,
-                error = &error as &dyn std::error::Error,
+                error = %error.report(),
                 "failed to release lock after the block; retrying in the background"
             ),
         }
@@ -201,7 +201,7 @@ impl Hold {
             Err(error) => tracing::debug!(
                 lock.key = %hold.label,
                 backend,
-                error = error as &dyn std::error::Error,
+                error = %error.report(),
                 "release failed; retrying in the background"
             ),
         }

@@ -183,13 +183,13 @@ pub(super) async fn renew_until_lost<F>(
             Ok(Err(error)) => {
                 observe::renew_failure(backend);
                 failures += 1;
-                let error = &error as &dyn std::error::Error;
+                let error = error.report();
                 if failures >= Renewal::MAX_CONSECUTIVE_FAILURES {
-                    tracing::warn!(lock.key = log_key, backend, error, failures, "lease renewal failed; renewal stops");
+                    tracing::warn!(lock.key = log_key, backend, %error, failures, "lease renewal failed; renewal stops");
                     lease.mark_lost(LossReason::RenewalFailed);
                     break;
                 }
-                tracing::warn!(lock.key = log_key, backend, error, failures, "lease renewal failed; retrying");
+                tracing::warn!(lock.key = log_key, backend, %error, failures, "lease renewal failed; retrying");
                 next = retry_at(Instant::now(), deadline, every, Renewal::MAX_CONSECUTIVE_FAILURES - failures);
             }
             Err(_) => {

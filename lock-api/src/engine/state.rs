@@ -86,7 +86,7 @@ impl Engine {
                     tracing::warn!(
                         lock.key = %key,
                         backend,
-                        error = error as &dyn std::error::Error,
+                        error = %error.report(),
                         "background release failed; the lock will be freed when its TTL expires"
                     );
                 }
@@ -99,7 +99,7 @@ impl Engine {
                 (Err(error), Cleanup::UnknownAcquire) => tracing::debug!(
                     lock.key = %key,
                     backend,
-                    error = error as &dyn std::error::Error,
+                    error = %error.report(),
                     "could not clean up an acquisition whose outcome was unknown; a lease it may have taken expires with its TTL"
                 ),
             }
