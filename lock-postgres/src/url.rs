@@ -145,7 +145,7 @@ impl PostgresUrl {
         }
         // sqlx's messages name the part that is wrong, never the whole URL.
         parsed.options = PgConnectOptions::from_str(&connection_url)
-            .map_err(|error| config(format!("unusable PostgreSQL URL: {error}")))?;
+            .map_err(|error| config(format!("unusable PostgreSQL URL: {}", sqlx_message(&error))))?;
         Ok(parsed)
     }
 
@@ -238,6 +238,17 @@ fn config(message: String) -> LockError {
     LockError::Config { message }
 }
 
+/// sqlx's message without its "error with configuration: " prefixes (it wraps some of its
+/// own configuration errors in another, so the prefix can come twice).
+fn sqlx_message(error: &sqlx::Error) -> String {
+    let text = error.to_string();
+    let mut rest = text.as_str();
+    while let Some(inner) = rest.strip_prefix("error with configuration: ") {
+        rest = inner;
+    }
+    rest.to_owned()
+}
+
 fn message(error: LockError) -> String {
     match error {
         LockError::Config { message } => message,
@@ -294,6 +305,14 @@ mod tests {
             Err(LockError::Config { message }) => message,
             other => panic!("{url}: expected a Config error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_driver_message_is_not_prefixed_twice() {
+        let message = config_message("postgres://h/db?sslmode=sometimes");
+        assert!(message.starts_with("unusable PostgreSQL URL: "), "{message}");
+        assert!(!message.contains("error with configuration"), "{message}");
+        assert!(message.contains("sometimes"), "{message}");
     }
 
     #[test]
