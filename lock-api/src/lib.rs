@@ -21,6 +21,7 @@ mod manager;
 pub mod metric_names;
 mod observe;
 mod options;
+pub mod probe;
 mod store;
 mod token;
 pub mod waiters;
