@@ -133,10 +133,12 @@ impl std::fmt::Display for KeySuffix<'_> {
 }
 
 /// An error and its sources on one line, `a: b: c`, skipping a source whose message the
-/// previous one already contains (many drivers repeat their cause in their own message).
-struct CauseChain<'a>(&'a (dyn StdError + 'static));
+/// previous one already contains (many drivers repeat their cause in their own message);
+/// made by [`LockError::report`].
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorReport<'a>(&'a (dyn StdError + 'static));
 
-impl std::fmt::Display for CauseChain<'_> {
+impl std::fmt::Display for ErrorReport<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut shown = self.0.to_string();
         f.write_str(&shown)?;
@@ -188,8 +190,8 @@ impl LockError {
     /// assert_eq!(err.to_string(), "redis store failed to acquire lock `order:42`");
     /// assert_eq!(err.report().to_string(), "redis store failed to acquire lock `order:42`: connection refused");
     /// ```
-    pub fn report(&self) -> impl std::fmt::Display + '_ {
-        CauseChain(self)
+    pub fn report(&self) -> ErrorReport<'_> {
+        ErrorReport(self)
     }
 
     /// Whether this error means "the lock is held by someone else".
@@ -393,8 +395,8 @@ mod tests {
         }
         let inner = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         let repeating = Outer(inner(), "io error: refused");
-        assert_eq!(CauseChain(&repeating).to_string(), "io error: refused");
+        assert_eq!(ErrorReport(&repeating).to_string(), "io error: refused");
         let wrapping = Outer(inner(), "pool failed");
-        assert_eq!(CauseChain(&wrapping).to_string(), "pool failed: refused");
+        assert_eq!(ErrorReport(&wrapping).to_string(), "pool failed: refused");
     }
 }
