@@ -474,6 +474,37 @@ package_check() {
   rm -rf "$unpacked"
 }
 
+# The declared MSRV (`rust-version` in Cargo.toml) against the dependencies: no crate that
+# a published crate builds with (normal and build dependencies, every feature, as locked)
+# may declare a newer `rust-version`. Clippy's `incompatible_msrv` lint (on by default,
+# reading the same `rust-version`) covers the standard library APIs the code itself uses.
+msrv_check() {
+  cargo metadata --format-version 1 --locked --all-features | python3 -c '
+import json, sys
+meta = json.load(sys.stdin)
+packages = {p["id"]: p for p in meta["packages"]}
+version = lambda v: tuple(int(x) for x in ((v or "0") + ".0.0").split(".")[:3])
+ours = {p["id"] for p in meta["packages"] if p["source"] is None and p["publish"] != []}
+msrv = max(version(packages[i]["rust_version"]) for i in ours)
+nodes = {n["id"]: n for n in meta["resolve"]["nodes"]}
+seen, todo, newer = set(), list(ours), []
+while todo:
+    node = nodes[todo.pop()]
+    for dep in node["deps"]:
+        if any(k["kind"] in (None, "build") for k in dep["dep_kinds"]) and dep["pkg"] not in seen:
+            seen.add(dep["pkg"])
+            todo.append(dep["pkg"])
+for i in seen:
+    p = packages[i]
+    if version(p["rust_version"]) > msrv:
+        newer.append("%s %s needs Rust %s" % (p["name"], p["version"], p["rust_version"]))
+declared = ".".join(map(str, msrv[:2]))
+if newer:
+    sys.exit(f"rust-version {declared} is too low for: " + "; ".join(sorted(newer)))
+print(f"rust-version {declared}: every dependency of the published crates builds with it ({len(seen)} crates)")
+'
+}
+
 # cargo-deny, installed into ~/.cargo/bin from crates.io when missing.
 ensure_cargo_deny() {
   command -v cargo-deny >/dev/null && return
@@ -541,11 +572,16 @@ fi
 if wants package; then
   step "package: every published crate packed and its packed sources built"
   package_check
+  step "msrv: the declared rust-version against the dependencies"
+  msrv_check
 fi
 
 if wants deny; then
   ensure_cargo_deny
   step "cargo deny: dependency licenses and duplicate versions (deny.toml)"
+  # The graph covers every platform: fetch what this machine has not downloaded yet
+  # (from the registry); the checks themselves fetch nothing.
+  cargo fetch --locked -q
   cargo deny --offline check licenses bans
 fi
 step "done"
