@@ -23,7 +23,10 @@
 #
 # DISTLOCK_REQUIRE_SERVICES defaults to 1 here: a missing server fails, never skips.
 # DISTLOCK_TEST_STEPS picks steps (default: all of fmt clippy doc tests features doctests
-# examples); `DISTLOCK_TEST_STEPS=servers` only starts the servers, prints them, and stops.
+# examples package deny); `DISTLOCK_TEST_STEPS=servers` only starts the servers, prints
+# them, and stops. `package` packs every published crate as `cargo publish` would and
+# builds the packed sources; `deny` checks dependency licenses and duplicate versions with
+# cargo-deny (installed from crates.io with `cargo install` when missing).
 # With arguments, the script runs that command with the servers up instead of the steps:
 #   scripts/test.sh cargo nextest run -p distlock-postgres --all-features
 set -euo pipefail
@@ -32,7 +35,7 @@ cd "$(dirname "$0")/.."
 export DISTLOCK_REQUIRE_SERVICES="${DISTLOCK_REQUIRE_SERVICES:-1}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
-steps=" ${DISTLOCK_TEST_STEPS:-fmt clippy doc tests features doctests examples} "
+steps=" ${DISTLOCK_TEST_STEPS:-fmt clippy doc tests features doctests examples package deny} "
 steps="${steps//,/ }"
 
 # Each step line shows the seconds since the script started (CI logs: where time goes).
@@ -41,8 +44,8 @@ fail() { printf 'scripts/test.sh: %s\n' "$*" >&2; exit 1; }
 wants() { [[ "$steps" == *" $1 "* ]]; }
 for name in $steps; do
   case "$name" in
-    servers | fmt | clippy | doc | tests | features | doctests | examples) ;;
-    *) fail "unknown step \`$name\` in DISTLOCK_TEST_STEPS (steps: servers fmt clippy doc tests features doctests examples)" ;;
+    servers | fmt | clippy | doc | tests | features | doctests | examples | package | deny) ;;
+    *) fail "unknown step \`$name\` in DISTLOCK_TEST_STEPS (steps: servers fmt clippy doc tests features doctests examples package deny)" ;;
   esac
 done
 # A URL as printed: any password replaced by `***`.
@@ -436,6 +439,84 @@ servers() {
   export DISTLOCK_KIT_SHARED_DIR="$scratch/shared" DISTLOCK_KIT_OWNER_PID="$$"
 }
 
+# The published crates as `cargo publish` would upload them, in dependency order, without
+# a registry: `cargo package` packs each (resolving the others from the packs made before
+# it), then one `cargo check` builds the unpacked sources as a workspace of their own, each
+# crate's dependencies on the others patched to the packs. What this catches: a file the
+# sources need but the package leaves out, a manifest that only works inside this
+# workspace, a published crate depending on an unpublished one. The packed crates are not
+# built once per crate (`cargo package` without `--no-verify`): the sources are the ones
+# the other steps build, and the check reuses their compiled dependencies.
+package_check() {
+  local unpacked crate members=() patches=()
+  rm -rf target/package
+  cargo package --workspace --no-verify --allow-dirty --locked --offline
+  unpacked="$(mktemp -d -t distlock-package.XXXXXX)"
+  for crate in target/package/*.crate; do
+    tar -xzf "$crate" -C "$unpacked"
+    crate="$(basename "$crate" .crate)"
+    members+=("\"$crate\"")
+    patches+=("${crate%-*} = { path = \"$crate\" }")
+  done
+  {
+    echo '[workspace]'
+    echo 'resolver = "2"'
+    echo "members = [$(IFS=,; echo "${members[*]}")]"
+    echo
+    echo '[patch.crates-io]'
+    printf '%s\n' "${patches[@]}"
+    echo
+    # The same profiles as this workspace, so the check reuses its compiled dependencies.
+    sed -n '/^\[profile/,$p' Cargo.toml
+  } >"$unpacked/Cargo.toml"
+  cp Cargo.lock "$unpacked/"
+  (cd "$unpacked" && CARGO_TARGET_DIR="$OLDPWD/target" cargo check --workspace --all-features --offline)
+  rm -rf "$unpacked"
+}
+
+# The declared MSRV (`rust-version` in Cargo.toml) against the dependencies: no crate that
+# a published crate builds with (normal and build dependencies, every feature, as locked)
+# may declare a newer `rust-version`. Clippy's `incompatible_msrv` lint (on by default,
+# reading the same `rust-version`) covers the standard library APIs the code itself uses.
+msrv_check() {
+  cargo metadata --format-version 1 --locked --all-features | python3 -c '
+import json, sys
+meta = json.load(sys.stdin)
+packages = {p["id"]: p for p in meta["packages"]}
+version = lambda v: tuple(int(x) for x in ((v or "0") + ".0.0").split(".")[:3])
+ours = {p["id"] for p in meta["packages"] if p["source"] is None and p["publish"] != []}
+msrv = max(version(packages[i]["rust_version"]) for i in ours)
+nodes = {n["id"]: n for n in meta["resolve"]["nodes"]}
+seen, todo, newer = set(), list(ours), []
+while todo:
+    node = nodes[todo.pop()]
+    for dep in node["deps"]:
+        if any(k["kind"] in (None, "build") for k in dep["dep_kinds"]) and dep["pkg"] not in seen:
+            seen.add(dep["pkg"])
+            todo.append(dep["pkg"])
+for i in seen:
+    p = packages[i]
+    if version(p["rust_version"]) > msrv:
+        newer.append("%s %s needs Rust %s" % (p["name"], p["version"], p["rust_version"]))
+declared = ".".join(map(str, msrv[:2]))
+if newer:
+    sys.exit(f"rust-version {declared} is too low for: " + "; ".join(sorted(newer)))
+print(f"rust-version {declared}: every dependency of the published crates builds with it ({len(seen)} crates)")
+'
+}
+
+# cargo-deny, installed into ~/.cargo/bin from crates.io when missing.
+ensure_cargo_deny() {
+  command -v cargo-deny >/dev/null && return
+  [ -x "$HOME/.cargo/bin/cargo-deny" ] && export PATH="$HOME/.cargo/bin:$PATH" && return
+  [ "${DISTLOCK_TEST_INSTALL:-1}" != 0 ] \
+    || fail "the \`deny\` step needs cargo-deny: \`cargo install cargo-deny --locked\`"
+  step "installing cargo-deny (cargo install; DISTLOCK_TEST_INSTALL=0 turns this off)"
+  cargo install cargo-deny --locked \
+    || fail "could not install cargo-deny: run \`cargo install cargo-deny --locked\` by hand"
+  export PATH="$HOME/.cargo/bin:$PATH"
+}
+
 step "servers"
 servers
 
@@ -487,5 +568,20 @@ if wants examples; then
   step "examples"
   cargo run -q -p distlock --example contention
   DATABASE_URL="$DISTLOCK_POSTGRES_URL" cargo run -q -p distlock --features optimistic --example optimistic
+fi
+if wants package; then
+  step "package: every published crate packed and its packed sources built"
+  package_check
+  step "msrv: the declared rust-version against the dependencies"
+  msrv_check
+fi
+
+if wants deny; then
+  ensure_cargo_deny
+  step "cargo deny: dependency licenses and duplicate versions (deny.toml)"
+  # The graph covers every platform: fetch what this machine has not downloaded yet
+  # (from the registry); the checks themselves fetch nothing.
+  cargo fetch --locked -q
+  cargo deny --offline check licenses bans
 fi
 step "done"

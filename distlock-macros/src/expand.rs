@@ -24,6 +24,19 @@ pub(crate) fn lock(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStr
             "a #[distlock::lock] fn must return `Result<T, E>` where `E: From<distlock::LockError>`",
         ));
     };
+    if let Type::ImplTrait(impl_trait) = strip_parens(return_type) {
+        // The lock's own outcome (`LockError::NotAcquired`…) has to leave the function
+        // through the return type, and an opaque `impl Trait` gives it no way out.
+        let bounds = impl_trait.bounds.to_token_stream().to_string();
+        return Err(syn::Error::new(
+            return_type.span(),
+            format!(
+                "a #[distlock::lock] fn must return `Result<T, E>` where `E: From<distlock::LockError>`, \
+                 not `impl {bounds}`: write `Result<impl {bounds}, distlock::LockError>` (for an axum \
+                 handler, with distlock's `axum` feature: a lock not acquired answers 409 Conflict)"
+            ),
+        ));
+    }
 
     let template = KeyTemplate::parse(&args.key)?;
     let parameters = parameter_names(sig.inputs.iter());
@@ -169,6 +182,14 @@ fn bindings(pat: &Pat, names: &mut Vec<Ident>) {
 fn ident_text(ident: &Ident) -> String {
     let text = ident.to_string();
     text.strip_prefix("r#").map(str::to_owned).unwrap_or(text)
+}
+
+fn strip_parens(ty: &Type) -> &Type {
+    match ty {
+        Type::Paren(paren) => strip_parens(&paren.elem),
+        Type::Group(group) => strip_parens(&group.elem),
+        _ => ty,
+    }
 }
 
 fn contains_impl_trait(ty: &Type) -> bool {

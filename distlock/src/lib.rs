@@ -107,7 +107,23 @@ pub mod __private {
     }
 }
 
-/// The workspace README's examples, compiled and run as doctests.
-#[cfg(doctest)]
+/// The workspace README's examples, compiled and run as doctests (one uses `testing`).
+#[cfg(all(doctest, feature = "memory", feature = "testing"))]
 #[doc = include_str!("../../README.md")]
 pub struct WorkspaceReadmeDoctests;
+
+/// The guide's examples (`docs/guide.md`), compiled and run as doctests; they use every
+/// feature.
+#[cfg(all(
+    doctest,
+    feature = "memory",
+    feature = "redis",
+    feature = "postgres",
+    feature = "macros",
+    feature = "axum",
+    feature = "metrics",
+    feature = "optimistic",
+    feature = "testing"
+))]
+#[doc = include_str!("../../docs/guide.md")]
+pub struct GuideDoctests;

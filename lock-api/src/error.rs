@@ -11,7 +11,7 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// Match on variants, not on messages:
 ///
 /// ```
-/// use distlock_api::{LockError, LockKey};
+/// use distlock::{LockError, LockKey};
 ///
 /// let err = LockKey::new("").unwrap_err();
 /// assert!(matches!(err, LockError::InvalidKey { .. }), "{err}");

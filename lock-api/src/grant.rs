@@ -9,8 +9,8 @@
 //! — is the [`GroupLockStore`](crate::GroupLockStore) contract's.
 //!
 //! ```
-//! use distlock_api::grant::{decide, Decision, Holder, Place, Request};
-//! use distlock_api::LockMode;
+//! use distlock::grant::{decide, Decision, Holder, Place, Request};
+//! use distlock::LockMode;
 //!
 //! // A reader holds the name and a writer waits with ticket 7.
 //! let holders = [Holder { token: "r1", mode: LockMode::Shared }];

@@ -47,12 +47,12 @@ use crate::token::Token;
 /// free the live holds of the other.
 ///
 /// ```
-/// use distlock_api::OwnerId;
+/// use distlock::OwnerId;
 ///
 /// let owner = OwnerId::new("billing", "billing-7f9c-2")?;
 /// assert_eq!(owner.as_str(), "billing@billing-7f9c-2");
 /// assert!(OwnerId::new("", "x").is_err());
-/// # Ok::<(), distlock_api::LockError>(())
+/// # Ok::<(), distlock::LockError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct OwnerId(String);
@@ -95,7 +95,7 @@ impl OwnerId {
     /// `OwnerId::from_env("billing").unwrap_or_else(|_| OwnerId::for_process())`.
     ///
     /// ```
-    /// use distlock_api::{InvalidGroup, LockError, OwnerId};
+    /// use distlock::{InvalidGroup, LockError, OwnerId};
     ///
     /// std::env::set_var(OwnerId::INSTANCE_VAR, "billing-2");
     /// assert_eq!(OwnerId::from_env("billing")?.as_str(), "billing@billing-2");
@@ -252,12 +252,12 @@ impl GroupMember {
 /// all together or not at all.
 ///
 /// ```
-/// use distlock_api::{GroupMember, LockGroup};
+/// use distlock::{GroupMember, LockGroup};
 ///
 /// let group = LockGroup::new([GroupMember::exclusive("WS2")?, GroupMember::shared("WS1")?])?;
 /// assert_eq!(group.members().len(), 2);
 /// assert!(LockGroup::new([GroupMember::shared("a")?, GroupMember::exclusive("a")?]).is_err());
-/// # Ok::<(), distlock_api::LockError>(())
+/// # Ok::<(), distlock::LockError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockGroup {

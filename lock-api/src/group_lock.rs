@@ -23,8 +23,8 @@ impl LockManager {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use distlock_api::{GroupMember, LockGroup, LockManager};
-    /// # async fn demo(locks: LockManager) -> Result<(), distlock_api::LockError> {
+    /// # use distlock::{GroupMember, LockGroup, LockManager};
+    /// # async fn demo(locks: LockManager) -> Result<(), distlock::LockError> {
     /// let group = LockGroup::new([GroupMember::exclusive("WS2")?, GroupMember::shared("WS1")?])?;
     /// if let Some(held) = locks.try_lock_group(&group, Duration::from_secs(30)).await? {
     ///     println!("stamp {:?}", held.stamp());
@@ -207,8 +207,8 @@ impl LockManager {
     /// process with the same owner id runs, it frees that process's live holds.
     ///
     /// ```
-    /// # use distlock_api::{LockManager, OwnerId};
-    /// # async fn start(store: std::sync::Arc<distlock_api::DynLockStore>) -> Result<(), distlock_api::LockError> {
+    /// # use distlock::{LockManager, OwnerId};
+    /// # async fn start(store: std::sync::Arc<distlock::DynLockStore>) -> Result<(), distlock::LockError> {
     /// let locks = LockManager::new(store).with_owner(OwnerId::from_env("billing")?);
     /// let freed = locks.release_owner().await?; // before taking anything
     /// # let _ = freed; Ok(()) }

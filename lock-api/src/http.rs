@@ -27,14 +27,14 @@
 //! [`LockError::into_response_with`].
 //!
 //! ```
-//! use distlock_api::http::{not_acquired_status, set_not_acquired_status};
+//! use distlock::http::{not_acquired_status, set_not_acquired_status};
 //! use axum::http::StatusCode;
 //!
 //! set_not_acquired_status(StatusCode::LOCKED)?; // once, at start-up
 //! assert_eq!(not_acquired_status(), StatusCode::LOCKED);
 //! assert!(set_not_acquired_status(StatusCode::OK).is_err()); // "not acquired" is never a success
 //! # set_not_acquired_status(StatusCode::CONFLICT)?;
-//! # Ok::<(), distlock_api::LockError>(())
+//! # Ok::<(), distlock::LockError>(())
 //! ```
 
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -138,7 +138,7 @@ impl LockError {
     ///
     /// ```
     /// use axum::http::StatusCode;
-    /// use distlock_api::LockError;
+    /// use distlock::LockError;
     ///
     /// let busy = LockError::NotAcquired { key: "report:daily".into() };
     /// assert_eq!(busy.into_response_with(StatusCode::LOCKED).status(), StatusCode::LOCKED);

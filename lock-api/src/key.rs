@@ -15,13 +15,13 @@ pub const LOCK_NAMESPACE: &str = "lock:";
 /// is **not** part of a `LockKey`; see [`StoreKey`].
 ///
 /// ```
-/// use distlock_api::LockKey;
+/// use distlock::LockKey;
 ///
 /// let key = LockKey::new("order:42")?;
 /// assert_eq!(key.as_str(), "order:42");
 /// assert!(LockKey::new("").is_err());
 /// assert!(LockKey::new("bad\nkey").is_err());
-/// # Ok::<(), distlock_api::LockError>(())
+/// # Ok::<(), distlock::LockError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LockKey(String);

@@ -18,14 +18,14 @@ use crate::key::LockKey;
 /// pattern means the same on every store.
 ///
 /// ```
-/// use distlock_api::KeyPattern;
+/// use distlock::KeyPattern;
 ///
 /// let orders = KeyPattern::new("order:*")?;
 /// assert!(orders.matches("order:42"));
 /// assert!(!orders.matches("invoice:42"));
 /// assert!(KeyPattern::new(r"50\%\*")?.matches("50%*"));
 /// assert!(KeyPattern::all().matches("anything"));
-/// # Ok::<(), distlock_api::LockError>(())
+/// # Ok::<(), distlock::LockError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct KeyPattern {

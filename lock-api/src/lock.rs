@@ -122,8 +122,8 @@ impl DistributedLock {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # async fn demo(locks: distlock_api::LockManager) -> Result<(), distlock_api::LockError> {
-    /// let options = distlock_api::LockOptions::new().auto_renew();
+    /// # async fn demo(locks: distlock::LockManager) -> Result<(), distlock::LockError> {
+    /// let options = distlock::LockOptions::new().auto_renew();
     /// let lock = locks.lock_opts("job:import", Duration::from_secs(10), &options).await?;
     /// tokio::select! {
     ///     () = async { /* … the long job … */ } => { lock.release().await?; }

@@ -36,8 +36,8 @@ use crate::store::DynLockStore;
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// # use distlock_api::{LockManager, LockStore};
-/// # async fn demo(store: Arc<dyn LockStore>) -> Result<(), distlock_api::LockError> {
+/// # use distlock::{LockManager, LockStore};
+/// # async fn demo(store: Arc<dyn LockStore>) -> Result<(), distlock::LockError> {
 /// let locks = LockManager::new(store);
 /// if let Some(lock) = locks.try_lock("order:42", Duration::from_secs(15)).await? {
 ///     // … the critical section …
@@ -100,7 +100,7 @@ impl LockManager {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// # use distlock_api::{Admission, LockManager, LockStore, Permits};
+    /// # use distlock::{Admission, LockManager, LockStore, Permits};
     /// # fn demo(store: Arc<dyn LockStore>) {
     /// let locks = LockManager::new(store).with_permits(Permits::SEED).with_admission(Admission::HoldersOnly);
     /// assert_eq!(locks.admission(), Admission::HoldersOnly);
@@ -236,11 +236,11 @@ impl LockManager {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # async fn demo(locks: distlock_api::LockManager) -> Result<(), distlock_api::LockError> {
+    /// # async fn demo(locks: distlock::LockManager) -> Result<(), distlock::LockError> {
     /// let paid = locks
     ///     .with_lock("order:42", Duration::from_secs(15), || async {
     ///         // … charge the order exactly once …
-    ///         Ok::<_, distlock_api::LockError>(true)
+    ///         Ok::<_, distlock::LockError>(true)
     ///     })
     ///     .await?;
     /// # let _ = paid; Ok(()) }

@@ -13,12 +13,12 @@ use crate::error::{InvalidOptions, LockError};
 ///
 /// ```
 /// use std::time::Duration;
-/// use distlock_api::Ttl;
+/// use distlock::Ttl;
 ///
 /// assert_eq!(Ttl::new(Duration::from_micros(1))?.as_millis(), 1);
 /// assert_eq!(Ttl::new(Duration::from_micros(1_500))?.as_millis(), 2);
 /// assert!(Ttl::new(Duration::ZERO).is_err());
-/// # Ok::<(), distlock_api::LockError>(())
+/// # Ok::<(), distlock::LockError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Ttl(u64);
@@ -81,7 +81,7 @@ fn ceil_millis(d: Duration) -> u64 {
 ///
 /// ```
 /// use std::time::Duration;
-/// use distlock_api::LockOptions;
+/// use distlock::LockOptions;
 ///
 /// let options = LockOptions::new()
 ///     .wait(Duration::from_secs(2))
@@ -90,7 +90,7 @@ fn ceil_millis(d: Duration) -> u64 {
 /// let valid = options.validate(Duration::from_secs(15))?;
 /// assert_eq!(valid.ttl.as_millis(), 15_000);
 /// assert_eq!(valid.loss_margin, Duration::from_secs(3));
-/// # Ok::<(), distlock_api::LockError>(())
+/// # Ok::<(), distlock::LockError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -173,7 +173,7 @@ impl Default for LockOptions {
 ///
 /// ```
 /// use std::time::Duration;
-/// use distlock_api::{Renewal, Ttl};
+/// use distlock::{Renewal, Ttl};
 ///
 /// let every = |renewal: Renewal, ttl_ms: u64| {
 ///     let ttl = Ttl::new(Duration::from_millis(ttl_ms))?;
@@ -189,7 +189,7 @@ impl Default for LockOptions {
 /// assert_eq!(every(Renewal::HalfTtl, 30_000)?, secs(15));
 /// assert_eq!(every(Renewal::Off, 30_000)?, None);
 /// assert!(every(Renewal::Every(Duration::from_millis(1)), 30_000).is_err());
-/// # Ok::<(), distlock_api::LockError>(())
+/// # Ok::<(), distlock::LockError>(())
 /// ```
 ///
 /// [`LossReason::RenewalFailed`]: crate::LossReason::RenewalFailed

@@ -118,7 +118,7 @@ impl Capabilities {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use distlock_api::Capabilities;
+    /// use distlock::Capabilities;
     ///
     /// let whole_seconds = Capabilities::NONE.with_ttl_granularity(Duration::from_secs(1));
     /// assert_eq!(whole_seconds.granted_ttl(Duration::from_millis(300)), Duration::from_secs(1));

@@ -28,9 +28,9 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use distlock_api::waiters::{KeyState, WaiterRegistry, Woken};
+//! use distlock::waiters::{KeyState, WaiterRegistry, Woken};
 //!
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), distlock_api::LockError> {
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), distlock::LockError> {
 //! let waiters = WaiterRegistry::new();
 //! // What the listener does once it is subscribed:
 //! waiters.set_listening(true);

@@ -15,9 +15,9 @@ use crate::url::EtcdUrl;
 /// Builds an [`EtcdLockStore`]: the key prefix, release notifications and timeouts.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), distlock_api::LockError> {
+/// # async fn demo() -> Result<(), distlock::LockError> {
 /// use std::time::Duration;
-/// use distlock_etcd::EtcdLockStore;
+/// use distlock::etcd::EtcdLockStore;
 ///
 /// let store = EtcdLockStore::builder()
 ///     .key_prefix("myapp")
@@ -113,7 +113,7 @@ impl EtcdLockStoreBuilder {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use distlock_etcd::{etcd_client::Client, EtcdLockStore};
+    /// use distlock::etcd::{etcd_client::Client, EtcdLockStore};
     ///
     /// let client = Client::connect(["127.0.0.1:2379"], None).await?; // the application's own
     /// let store = EtcdLockStore::builder().key_prefix("myapp").build(client).await?;

@@ -127,8 +127,8 @@ struct Config {
 /// ```
 /// use std::sync::Arc;
 /// use axum::{routing::post, Router};
-/// use distlock_idempotency::{Idempotency, IdempotencyLayer};
-/// use distlock_memory::MemoryIdempotencyStore;
+/// use distlock::idempotency::{Idempotency, IdempotencyLayer};
+/// use distlock::memory::MemoryIdempotencyStore;
 ///
 /// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
 /// let app: Router = Router::new()
@@ -249,8 +249,8 @@ impl IdempotencyLayer {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use distlock_idempotency::{Fingerprint, Idempotency, IdempotencyLayer, MismatchStatus};
-    /// use distlock_memory::MemoryIdempotencyStore;
+    /// use distlock::idempotency::{Fingerprint, Idempotency, IdempotencyLayer, MismatchStatus};
+    /// use distlock::memory::MemoryIdempotencyStore;
     /// use serde_json::Value;
     ///
     /// fn pallet_spec(body: &[u8]) -> Vec<u8> {

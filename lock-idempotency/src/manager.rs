@@ -28,7 +28,7 @@ const LEASE_LABEL: &str = "idempotency claim";
 ///
 /// ```
 /// use std::time::Duration;
-/// use distlock_idempotency::IdempotencyOptions;
+/// use distlock::idempotency::IdempotencyOptions;
 ///
 /// let options = IdempotencyOptions::new().lease(Duration::from_secs(10)).retention(Duration::from_secs(3600));
 /// assert_eq!(options.get_retention(), Duration::from_secs(3600));
@@ -157,10 +157,10 @@ pub enum Claim {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), distlock_api::LockError> {
+/// # async fn main() -> Result<(), distlock::LockError> {
 /// use std::sync::Arc;
-/// use distlock_idempotency::{Claim, Fingerprint, Idempotency, IdempotencyKey, StoredResponse};
-/// use distlock_memory::MemoryIdempotencyStore;
+/// use distlock::idempotency::{Claim, Fingerprint, Idempotency, IdempotencyKey, StoredResponse};
+/// use distlock::memory::MemoryIdempotencyStore;
 ///
 /// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
 /// let key = IdempotencyKey::new("user:7:charge:8e03978e")?;

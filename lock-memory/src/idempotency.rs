@@ -19,10 +19,10 @@ const MIN_SWEEP_AT: usize = 64;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), distlock_api::LockError> {
+/// # async fn main() -> Result<(), distlock::LockError> {
 /// use std::sync::Arc;
-/// use distlock_idempotency::Idempotency;
-/// use distlock_memory::MemoryIdempotencyStore;
+/// use distlock::idempotency::Idempotency;
+/// use distlock::memory::MemoryIdempotencyStore;
 ///
 /// let idem = Idempotency::new(Arc::new(MemoryIdempotencyStore::new()));
 /// # let _ = idem; Ok(()) }

@@ -34,10 +34,10 @@ const SHARDS: usize = 32;
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use distlock_api::LockManager;
-/// use distlock_memory::MemoryLockStore;
+/// use distlock::LockManager;
+/// use distlock::memory::MemoryLockStore;
 ///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), distlock_api::LockError> {
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), distlock::LockError> {
 /// let locks = LockManager::new(Arc::new(MemoryLockStore::new()));
 /// let ttl = Duration::from_secs(10);
 /// let lock = locks.lock("job:nightly", ttl).await?;

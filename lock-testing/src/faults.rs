@@ -87,9 +87,9 @@ pub struct Stolen {
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use distlock_api::{LockError, LockManager};
-/// use distlock_memory::MemoryLockStore;
-/// use distlock_testing::{FaultyStore, InjectedFault, Op};
+/// use distlock::{LockError, LockManager};
+/// use distlock::memory::MemoryLockStore;
+/// use distlock::testing::{FaultyStore, InjectedFault, Op};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), LockError> {

@@ -15,8 +15,8 @@ use crate::op::Op;
 /// production; a test can tell the two apart with [`InjectedFault::of`]:
 ///
 /// ```
-/// use distlock_api::LockError;
-/// use distlock_testing::InjectedFault;
+/// use distlock::LockError;
+/// use distlock::testing::InjectedFault;
 ///
 /// fn is_injected(err: &LockError) -> bool {
 ///     InjectedFault::of(err).is_some()

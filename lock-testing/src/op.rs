@@ -6,7 +6,7 @@ use std::fmt;
 /// and a key of call counts.
 ///
 /// ```
-/// use distlock_testing::Op;
+/// use distlock::testing::Op;
 ///
 /// assert_eq!(Op::Acquire.as_str(), "acquire");
 /// assert!(Op::ALL.contains(&Op::Extend));

@@ -34,9 +34,9 @@ use crate::op::Op;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use distlock_api::{DynLockStore, LockManager};
-/// use distlock_memory::MemoryLockStore;
-/// use distlock_testing::FaultyStore;
+/// use distlock::{DynLockStore, LockManager};
+/// use distlock::memory::MemoryLockStore;
+/// use distlock::testing::FaultyStore;
 ///
 /// // A concrete store…
 /// let store = FaultyStore::new(MemoryLockStore::new());

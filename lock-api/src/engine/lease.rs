@@ -223,9 +223,9 @@ fn retry_at(now: Instant, deadline: Instant, every: Duration, attempts_left: u32
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), distlock_api::LockError> {
+/// # async fn main() -> Result<(), distlock::LockError> {
 /// use std::time::Duration;
-/// use distlock_api::{LeaseWatch, LossReason, Ttl};
+/// use distlock::{LeaseWatch, LossReason, Ttl};
 ///
 /// let ttl = Ttl::new(Duration::from_secs(10))?;
 /// let sent_at = tokio::time::Instant::now();

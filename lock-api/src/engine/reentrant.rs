@@ -47,10 +47,10 @@ const PRUNE_AT: usize = 64;
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// # use distlock_api::LockManager;
-/// # async fn demo(locks: LockManager) -> Result<(), distlock_api::LockError> {
+/// # use distlock::LockManager;
+/// # async fn demo(locks: LockManager) -> Result<(), distlock::LockError> {
 /// let ttl = Duration::from_secs(10);
-/// distlock_api::reentrant_scope(async {
+/// distlock::reentrant_scope(async {
 ///     let outer = locks.lock("account:7", ttl).await?;
 ///     // Would wait forever outside a scope; here it shares `outer`'s lease.
 ///     let inner = locks.lock("account:7", ttl).await?;

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 /// [`Fingerprint::from_bytes`].
 ///
 /// ```
-/// use distlock_api::idempotency::Fingerprint;
+/// use distlock::idempotency::Fingerprint;
 ///
 /// let a = Fingerprint::of_json(&serde_json::json!({"b": 1, "a": [2, 3]}));
 /// let b = Fingerprint::of_json(&serde_json::json!({"a": [2, 3], "b": 1}));
@@ -94,7 +94,7 @@ impl Fingerprint {
 /// reads them: integers within 64 bits exactly, others as the nearest `f64`.
 ///
 /// ```
-/// use distlock_api::idempotency::normalise_json;
+/// use distlock::idempotency::normalise_json;
 ///
 /// let body = br#"{ "b": [2, 1], "a": {"y": null, "x": "text"} }"#;
 /// assert_eq!(normalise_json(body), br#"{"a":{"x":"text","y":null},"b":[2,1]}"#);

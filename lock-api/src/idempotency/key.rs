@@ -14,12 +14,12 @@ use crate::{LockError, LockKey};
 /// before any I/O.
 ///
 /// ```
-/// use distlock_api::idempotency::IdempotencyKey;
+/// use distlock::idempotency::IdempotencyKey;
 ///
 /// let key = IdempotencyKey::new("user:7:POST:/orders:8e03978e-40d5-43e8-bc93-6894a57f9324")?;
 /// assert!(key.as_str().ends_with("9324"));
 /// assert!(IdempotencyKey::new("").is_err());
-/// # Ok::<(), distlock_api::LockError>(())
+/// # Ok::<(), distlock::LockError>(())
 /// ```
 ///
 /// `Debug` and `Display` show the key: keep it out of logs where keys are sensitive (the

@@ -10,12 +10,12 @@ use crate::LockError;
 /// result (a serialised value) fits in `body` with status `0`.
 ///
 /// ```
-/// use distlock_api::idempotency::StoredResponse;
+/// use distlock::idempotency::StoredResponse;
 ///
 /// let response = StoredResponse::new(201, b"{\"id\":7}".to_vec()).with_header("content-type", "application/json");
 /// let bytes = response.encode();
 /// assert_eq!(StoredResponse::decode(&bytes)?, response);
-/// # Ok::<(), distlock_api::LockError>(())
+/// # Ok::<(), distlock::LockError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StoredResponse {
