@@ -9,6 +9,7 @@ pub use distlock_bench as bench;
 pub mod child;
 pub mod etcd_server;
 pub mod fair_bench;
+pub mod faults;
 pub mod group_bench;
 pub mod handoff;
 pub mod mysql_server;
