@@ -20,6 +20,7 @@ pub mod redis_cluster;
 pub mod redis_sentinel;
 pub mod redis_server;
 pub mod shared;
+pub mod sql_bench;
 
 /// Whether `DISTLOCK_REQUIRE_SERVICES=1`: a missing server fails the test instead of
 /// skipping it.
