@@ -16,9 +16,8 @@
 //! runs the scenarios here against a user's server.
 
 mod locker;
-mod raw_mysql;
-mod raw_postgres;
 mod raw_redis;
+mod raw_sql;
 mod workload;
 
 use std::future::Future;
@@ -28,9 +27,8 @@ use std::time::{Duration, Instant};
 use distlock_api::{DynLockStore, LockError, LockManager};
 
 pub use self::locker::{Library, Locker, RawMemory, StoreDirect};
-pub use self::raw_mysql::RawMysql;
-pub use self::raw_postgres::RawPostgres;
 pub use self::raw_redis::RawRedis;
+pub use self::raw_sql::{RawMysql, RawPostgres, RawSql, RawStatements};
 pub use self::workload::{run, BenchError, Measured, Scenario, Stop};
 
 /// `DISTLOCK_BENCH_ROUNDS` when set to a positive number (short runs on a busy machine),

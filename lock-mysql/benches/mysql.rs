@@ -19,24 +19,17 @@
 //!   by the store's listener vs polling only, alternating, the median round of each.
 //! - lock groups (`kit::group_bench`, through the manager; `-- groups` runs only these).
 //!
+//! The settings are those of every SQL store's benchmark (`kit::sql_bench`).
+//!
 //! The tables get random names and are dropped at the end.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use distlock_api::{DynLockStore, Token};
-use distlock_conformance::kit::bench::{rounds, RawMysql, Scenario, SideBySide, Unit};
-use distlock_conformance::kit::group_bench::{self, GroupPlan};
-use distlock_conformance::kit::handoff::{self, Plan};
+use distlock_conformance::kit::bench::{rounds, RawMysql};
+use distlock_conformance::kit::sql_bench::{self, RETRY, TASKS, TTL};
 use distlock_mysql::sqlx;
 use distlock_mysql::MysqlLockStore;
-
-const LONGER_HOLDS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(20)];
-const CYCLES: u64 = 300;
-const TASKS: usize = 8;
-const TASK_CYCLES: u64 = 100;
-const TTL: Duration = Duration::from_secs(30);
-const RETRY: Duration = Duration::from_millis(50);
 
 fn main() {
     let url = std::env::var("DISTLOCK_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/distlock".to_owned());
@@ -62,32 +55,13 @@ fn main() {
         if !only_hand_off && !only_groups {
             let sql = store.statements();
             let raw = RawMysql::new(store.pool().clone(), sql.acquire(), sql.release(), TTL, RETRY);
-            let bench = SideBySide::new(raw, Arc::clone(&dyn_store), TTL, RETRY, &prefix).expect("bench");
-            let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round");
-            bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::STATEMENT).await;
-            let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
-            bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::STATEMENT).await;
+            sql_bench::cycles(raw, Arc::clone(&dyn_store), "", &prefix, rounds).await;
         }
         if !only_hand_off && !only_cycles {
-            let plan = GroupPlan {
-                cycles: CYCLES,
-                rounds,
-                hold: Duration::from_millis(5),
-                hot_cycles: 20,
-                writer_samples: 100,
-                longer_holds: &LONGER_HOLDS,
-            };
-            group_bench::compare(Arc::clone(&dyn_store), &format!("{prefix}groups:"), plan).await;
+            sql_bench::groups(Arc::clone(&dyn_store), &prefix, rounds).await;
         }
         if !only_groups && !only_cycles {
-            let plan = Plan {
-                waiters: TASKS,
-                retry: RETRY,
-                notified_sections: 1_600,
-                polling_sections: 160,
-                rounds: rounds.min(5),
-            };
-            handoff::compare(Arc::clone(&dyn_store), "", &format!("{prefix}handoff:"), plan).await;
+            sql_bench::hand_off(Arc::clone(&dyn_store), "", &prefix, rounds).await;
         }
         let tables: Vec<String> = ["", "_queue", "_names", "_holders", "_places", "_permits"]
             .iter()

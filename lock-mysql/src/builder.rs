@@ -4,14 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::LockError;
-use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
-use sqlx::Connection;
+use distlock_sql::connect::{check_timeouts, first_connection, merge, pool_options};
+use sqlx::mysql::{MySqlConnection, MySqlPool};
 
 use crate::config::{
     Identifier, Layout, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE,
     MAX_TIMEOUT,
 };
-use crate::error::{ConnectTimedOut, BACKEND};
+use crate::error::BACKEND;
 use crate::sql::Statements;
 use crate::store::MysqlLockStore;
 use crate::url::MysqlUrl;
@@ -182,23 +182,11 @@ impl MysqlLockStoreBuilder {
     pub async fn connect(self, url: &str) -> Result<MysqlLockStore, LockError> {
         let url = MysqlUrl::parse(url)?;
         let (layout, create) = self.settings(Some(&url))?;
-        for (name, timeout) in [("acquire_timeout", self.acquire_timeout), ("connect_timeout", self.connect_timeout)] {
-            if timeout.is_zero() || timeout > MAX_TIMEOUT {
-                return Err(LockError::Config {
-                    message: format!("{name} must be between 1 ms and {MAX_TIMEOUT:?}, got {timeout:?}"),
-                });
-            }
-        }
+        let timeouts = [("acquire_timeout", self.acquire_timeout), ("connect_timeout", self.connect_timeout)];
+        check_timeouts(&timeouts, MAX_TIMEOUT)?;
         let options = url.connect_options().clone();
-        self.first_connection(&options).await?;
-        let pool = MySqlPoolOptions::new()
-            .max_connections(self.max_connections.max(1))
-            .acquire_timeout(self.acquire_timeout)
-            // No ping before each operation (a round trip added to every lock operation):
-            // the store runs a statement again on another connection when its connection
-            // turns out to be dead.
-            .test_before_acquire(false)
-            .connect_lazy_with(options);
+        first_connection::<MySqlConnection>(BACKEND, &options, "connect timeout", self.connect_timeout).await?;
+        let pool = pool_options(self.max_connections, self.acquire_timeout).connect_lazy_with(options);
         let store = store(pool, layout, create);
         if !create {
             store.check_schema("connect").await?;
@@ -206,37 +194,9 @@ impl MysqlLockStoreBuilder {
         Ok(store)
     }
 
-    async fn first_connection(&self, options: &MySqlConnectOptions) -> Result<(), LockError> {
-        let fail = |error: Box<dyn std::error::Error + Send + Sync>| LockError::store(BACKEND, "connect", None, error);
-        let conn = tokio::time::timeout(self.connect_timeout, MySqlConnection::connect_with(options))
-            .await
-            .map_err(|_| fail(Box::new(ConnectTimedOut(self.connect_timeout))))?
-            .map_err(|error| fail(Box::new(error)))?;
-        if let Err(error) = conn.close().await {
-            tracing::debug!(%error, "closing the first connection failed");
-        }
-        Ok(())
-    }
-
     /// The layout and `create_schema` from this builder's settings, merged with `url`'s
     /// parameters (which must agree with settings made on the builder).
     fn settings(&self, url: Option<&MysqlUrl>) -> Result<(Layout, bool), LockError> {
-        fn merge<T: PartialEq>(
-            parameter: &str,
-            builder: Option<T>,
-            url: Option<T>,
-            default: T,
-        ) -> Result<T, LockError> {
-            match (builder, url) {
-                (Some(a), Some(b)) if a != b => Err(LockError::Config {
-                    message: format!(
-                        "URL parameter `{parameter}` contradicts the builder's `{parameter}` setting; set it in one place"
-                    ),
-                }),
-                (Some(value), _) | (None, Some(value)) => Ok(value),
-                (None, None) => Ok(default),
-            }
-        }
         let table = self.table.as_deref().map(|name| Identifier::new("table", name)).transpose()?;
         let layout = Layout {
             table: merge("table", table, url.and_then(MysqlUrl::table_identifier), Identifier::trusted(DEFAULT_TABLE))?,

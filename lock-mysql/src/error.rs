@@ -2,7 +2,6 @@
 //! and the classification of driver errors the store retries.
 
 use std::fmt;
-use std::time::Duration;
 
 /// The backend name reported by `LockStore::backend` and in `LockError::Store`.
 pub(crate) const BACKEND: &str = "mysql";
@@ -19,34 +18,18 @@ impl fmt::Display for UnexpectedAnswer {
 
 impl std::error::Error for UnexpectedAnswer {}
 
-/// Connecting did not finish within the configured time.
-#[derive(Debug)]
-pub(crate) struct ConnectTimedOut(pub(crate) Duration);
-
-impl fmt::Display for ConnectTimedOut {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no answer from the server within the connect timeout ({:?})", self.0)
-    }
-}
-
-impl std::error::Error for ConnectTimedOut {}
-
 /// Whether `error` means the connection was dead before (or died while) the statement
 /// ran: the socket was closed or reset (a server restart, `KILL <id>`), or the server's
 /// goodbye was read as the answer (1053 shutdown in progress, 1927 connection killed,
 /// 4031 disconnected by the server for inactivity). Such a statement is run again on
 /// another connection when running it twice is harmless. A pool timeout is not one.
 pub(crate) fn is_connection_lost(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(error) => {
-            error.code().is_some_and(|code| matches!(code.as_ref(), "08S01" | "08004" | "70100"))
-                || error
-                    .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                    .is_some_and(|error| matches!(error.number(), 1053 | 1927 | 4031 | 2006 | 2013))
-        }
-        _ => false,
-    }
+    distlock_sql::retry::is_connection_lost(error, |error| {
+        error.code().is_some_and(|code| matches!(code.as_ref(), "08S01" | "08004" | "70100"))
+            || error
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|error| matches!(error.number(), 1053 | 1927 | 4031 | 2006 | 2013))
+    })
 }
 
 /// Whether the server rolled the statement's transaction back as a deadlock's victim

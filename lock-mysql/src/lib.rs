@@ -4,12 +4,11 @@
 
 // Layers, each importing only those below it:
 //   builder, group → store → sql → config; url → config;
-//   error, inflight and notify are leaves.
+//   error and notify are leaves; the cancel safety of acquisitions is `distlock_sql::InFlight`.
 mod builder;
 mod config;
 mod error;
 mod group;
-mod inflight;
 mod notify;
 mod sql;
 mod store;

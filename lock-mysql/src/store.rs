@@ -7,17 +7,18 @@ use std::time::Duration;
 
 use distlock_api::waiters::deadline_after;
 use distlock_api::{
-    async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError,
-    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    async_trait, Acquire, Capabilities, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
+    LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use sqlx::mysql::MySqlPool;
 use sqlx::Connection;
 
 use crate::config::Layout;
 use crate::error::{is_connection_lost, is_deadlock, UnexpectedAnswer, BACKEND};
-use crate::inflight::InFlight;
 use crate::notify::Notifier;
 use crate::sql::{self, Statements};
+use distlock_sql::listing::{held_lock, lock_info, page_start};
+use distlock_sql::{InFlight, Retry};
 
 /// A [`LockStore`] keeping leases in a MySQL or MariaDB table.
 ///
@@ -150,26 +151,14 @@ impl MysqlLockStore {
     /// Runs `statement` (a fresh future per call, each on a connection from the pool),
     /// again while it fails because its connection was lost (see "Dead connections") or
     /// its transaction was a deadlock's victim (rolled back, so nothing of it remains).
-    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, mut statement: F) -> Result<T, sqlx::Error>
+    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, statement: F) -> Result<T, sqlx::Error>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, sqlx::Error>>,
     {
-        let mut retries = self.retries();
-        let mut deadlocks = DEADLOCK_RETRIES;
-        loop {
-            match statement().await {
-                Err(error) if retries > 0 && is_connection_lost(&error) => {
-                    retries -= 1;
-                    tracing::debug!(%error, operation, "lost a pooled connection; running the statement on another");
-                }
-                Err(error) if deadlocks > 0 && is_deadlock(&error) => {
-                    deadlocks -= 1;
-                    tracing::debug!(%error, operation, "the transaction was a deadlock's victim; running it again");
-                }
-                other => return other,
-            }
-        }
+        let retry =
+            Retry { lost_connections: self.retries(), deadlocks: DEADLOCK_RETRIES, is_connection_lost, is_deadlock };
+        retry.run(operation, statement).await
     }
 
     /// The queued attempt (see [`LockStore::try_acquire_queued`]) as one transaction: the
@@ -459,12 +448,9 @@ impl LockStore for MysqlLockStore {
         let Some((Some(token), fence, micros_left)) = row else {
             return Ok(None);
         };
-        let token = parse_token(&token)
-            .ok_or_else(|| self.fail("inspect", key, UnexpectedAnswer("the stored token is not a UUID v4".into())))?;
-        let fence = u64::try_from(fence)
-            .map_err(|_| self.fail("inspect", key, UnexpectedAnswer(format!("negative fence {fence}"))))?;
-        let ttl_left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
-        Ok(Some(LockInfo::new(token, Some(fence), ttl_left)))
+        let info = lock_info(token_text(&token), fence, micros_left)
+            .map_err(|what| self.fail("inspect", key, UnexpectedAnswer(what)))?;
+        Ok(Some(info))
     }
 
     /// Registers the store's listener for the release of `key` (one upsert), checks that
@@ -507,15 +493,7 @@ impl LockStore for MysqlLockStore {
         cursor: Option<&ListCursor>,
         limit: usize,
     ) -> Result<ListPage, LockError> {
-        let after = match cursor {
-            None => "",
-            Some(cursor) if cursor.as_str().starts_with(LOCK_NAMESPACE) => cursor.as_str(),
-            Some(cursor) => {
-                return Err(LockError::Config {
-                    message: format!("{cursor:?} is not a listing cursor of the MySQL store"),
-                })
-            }
-        };
+        let after = page_start(cursor, "MySQL")?;
         let unexpected = |what: String| LockError::store(BACKEND, "list", None, UnexpectedAnswer(what));
         let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
         let beyond = prefix_successor(lowest.as_bytes())
@@ -540,16 +518,7 @@ impl LockStore for MysqlLockStore {
             let (Some(token), Some(micros_left)) = (token, micros_left) else { continue };
             let key =
                 String::from_utf8(key).map_err(|_| unexpected("the table holds a key that is not UTF-8".into()))?;
-            let Some(key) = key.strip_prefix(LOCK_NAMESPACE) else { continue };
-            if !pattern.matches(key) {
-                continue;
-            }
-            let key = LockKey::new(key).map_err(|_| unexpected(format!("the table holds an invalid key {key:?}")))?;
-            let token = parse_token(&token)
-                .ok_or_else(|| unexpected(format!("the stored token of `{key}` is not a UUID v4")))?;
-            let fence = u64::try_from(fence).map_err(|_| unexpected(format!("negative fence {fence}")))?;
-            let ttl_left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
-            locks.push(HeldLock::new(key, vec![LockInfo::new(token, Some(fence), ttl_left)]));
+            locks.extend(held_lock(pattern, &key, token_text(&token), fence, micros_left).map_err(unexpected)?);
         }
         let next = match last {
             Some(last) if examined >= limit => Some(ListCursor::new(
@@ -604,7 +573,12 @@ type ListRow = (Vec<u8>, Option<Vec<u8>>, i64, Option<i64>);
 
 /// A token as stored (ASCII bytes), or `None` when it is not one distlock wrote.
 pub(crate) fn parse_token(bytes: &[u8]) -> Option<Token> {
-    std::str::from_utf8(bytes).ok().and_then(|text| Token::parse(text).ok())
+    Token::parse(token_text(bytes)).ok()
+}
+
+/// A stored token's text; empty (not a token) when the bytes are not UTF-8.
+fn token_text(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).unwrap_or_default()
 }
 
 /// The smallest byte string greater than every string that starts with `prefix`, or

@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use distlock_api::LockError;
+use distlock_sql::query::{flag, identifier, read_query, unknown};
 use sqlx::mysql::MySqlConnectOptions;
 
 use crate::config::Identifier;
@@ -96,38 +97,31 @@ impl MysqlUrl {
             .ok_or_else(|| config("a MySQL store URL starts with mysql:// or mariadb://".to_owned()))?;
         let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
         let mut passed = Vec::new();
-        let mut seen = Vec::new();
         let (mut table, mut create, mut notifications) = (None, None, None);
-        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            if seen.contains(&name) {
-                return Err(config(format!("URL parameter `{name}` is given twice")));
-            }
-            seen.push(name);
-            match name {
-                "table" => table = Some(Identifier::new("table", value)?),
-                "create" | "notifications" => {
-                    let flag = match value {
-                        "true" => true,
-                        "false" => false,
-                        _ => return Err(config(format!("URL parameter `{name}` must be `true` or `false`"))),
-                    };
-                    if name == "create" {
-                        create = Some(flag);
-                    } else {
-                        notifications = Some(flag);
-                    }
+        read_query(
+            query,
+            &LAYOUT_PARAMETERS,
+            |name, value| {
+                match name {
+                    "table" => table = Some(identifier(name, value)?),
+                    "create" => create = Some(flag(name, value)?),
+                    _ => notifications = Some(flag(name, value)?),
                 }
-                _ if CONNECTION_PARAMETERS.contains(&name) => passed.push(pair),
-                _ => {
-                    return Err(config(format!(
-                        "unknown URL parameter `{name}` (the store reads {}; sqlx reads {})",
+                Ok(())
+            },
+            |name, pair| {
+                if !CONNECTION_PARAMETERS.contains(&name) {
+                    let expected = format!(
+                        "a parameter the store reads ({}) or one sqlx reads ({})",
                         LAYOUT_PARAMETERS.join(", "),
                         CONNECTION_PARAMETERS.join(", ")
-                    )))
+                    );
+                    return Err(unknown("MySQL", name, &expected));
                 }
-            }
-        }
+                passed.push(pair);
+                Ok(())
+            },
+        )?;
         let mut sqlx_url = format!("mysql://{base}");
         if !passed.is_empty() {
             sqlx_url.push('?');

@@ -1,12 +1,12 @@
 //! Fault tests against real MariaDB servers: a private server stopped and restarted,
 //! connections killed with `KILL <id>`, and a lock holder killed with `kill -9`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock_api::{Acquire, LockError, LockKey, LockManager, LockOptions, LockStore, StoreKey, Token, Ttl};
+use distlock_api::{Acquire, LockError, LockKey, LockManager, LockStore, StoreKey, Token, Ttl};
 use distlock_conformance::kit::child::{self, ChildProcess};
+use distlock_conformance::kit::faults::{self, StoredToken};
 use distlock_conformance::kit::mysql_server::{self, MysqlServer};
 use distlock_conformance::kit::{self};
 use distlock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
@@ -35,17 +35,6 @@ async fn stored_token(admin: &MySqlPool, key: &StoreKey) -> Option<String> {
     token.flatten().map(|token| String::from_utf8(token).unwrap())
 }
 
-/// Releases with `token` until the store answers (the outcome of an acquisition was
-/// unknown).
-async fn release_until_answered(store: &MysqlLockStore, key: &StoreKey, token: &Token, errors: &AtomicU64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while store.release(key, token).await.is_err() {
-        errors.fetch_add(1, Ordering::Relaxed);
-        assert!(Instant::now() < deadline, "the store never answered a release again");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// While four workers run acquire/verify/release cycles, every connection of the
 /// store's user is killed (`KILL <id>`) three times. Every answer the store gives must be
 /// true (checked on an admin pool of another user); errors are allowed, and afterwards
@@ -57,69 +46,13 @@ async fn killed_connections_cause_errors_never_false_answers_and_operations_resu
     let store = MysqlLockStore::builder().max_connections(4).connect(&app_url).await.unwrap();
     store.ensure_schema().await.unwrap();
     let admin = MySqlPoolOptions::new().max_connections(2).connect(&server.url()).await.unwrap();
-    let cycles = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = (0..4)
-        .map(|_| {
-            let (store, admin) = (store.clone(), admin.clone());
-            let (cycles, errors, stop) = (Arc::clone(&cycles), Arc::clone(&errors), Arc::clone(&stop));
-            tokio::spawn(async move {
-                let k = key("worker");
-                while !stop.load(Ordering::Relaxed) {
-                    let token = Token::generate();
-                    match store.try_acquire(&k, &token, ttl(30_000)).await {
-                        Ok(Acquire::Acquired { .. }) => {
-                            let held = stored_token(&admin, &k).await;
-                            assert_eq!(held.as_deref(), Some(token.as_str()), "false \"acquired\"");
-                        }
-                        Ok(other) => panic!("the worker's own key was not free: {other:?}"),
-                        Err(LockError::Store { .. }) => {
-                            errors.fetch_add(1, Ordering::Relaxed);
-                            release_until_answered(&store, &k, &token, &errors).await;
-                            assert_eq!(stored_token(&admin, &k).await, None, "left behind");
-                            continue;
-                        }
-                        Err(other) => panic!("unexpected error {other}"),
-                    }
-                    match store.release(&k, &token).await {
-                        Ok(true) => {}
-                        Ok(false) => panic!("false \"not released\": the worker held the key"),
-                        Err(LockError::Store { .. }) => {
-                            errors.fetch_add(1, Ordering::Relaxed);
-                            release_until_answered(&store, &k, &token, &errors).await;
-                        }
-                        Err(other) => panic!("unexpected error {other}"),
-                    }
-                    assert_eq!(stored_token(&admin, &k).await, None, "false \"released\"");
-                    cycles.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    let wait_for_cycles = |target: u64| {
-        let cycles = Arc::clone(&cycles);
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while cycles.load(Ordering::Relaxed) < target {
-                assert!(Instant::now() < deadline, "workers stalled below {target} cycles");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
-    };
-    for _ in 0..3 {
-        let before = cycles.load(Ordering::Relaxed);
-        wait_for_cycles(before + 50).await;
-        let killed = mysql_server::kill_connections(&server.url(), "distlock_app").await;
-        assert!(killed > 0, "no connection of the pool was killed");
-    }
-    let before = cycles.load(Ordering::Relaxed);
-    wait_for_cycles(before + 100).await;
-    stop.store(true, Ordering::Relaxed);
-    for worker in workers {
-        worker.await.unwrap();
-    }
-    eprintln!("cycles: {}, store errors: {}", cycles.load(Ordering::Relaxed), errors.load(Ordering::Relaxed));
+    let stored: StoredToken = Arc::new(move |key| {
+        let admin = admin.clone();
+        Box::pin(async move { stored_token(&admin, &key).await })
+    });
+    let admin_url = server.url();
+    let kill = || mysql_server::kill_connections(&admin_url, "distlock_app");
+    faults::answers_stay_true_while_connections_are_killed(Arc::new(store), 4, stored, kill, 100).await;
 }
 
 /// The server is shut down while a lease is held: operations fail with a store error
@@ -186,32 +119,6 @@ async fn killed_holder_frees_the_lock_after_its_ttl() {
     let store = MysqlLockStore::connect(&url).await.unwrap();
     store.ensure_schema().await.unwrap();
     let name = format!("faults:{}:killed-holder", Token::generate().short());
-    let mut holder = ChildProcess::spawn("child_entry_holds_lock", "mysql-holder", &name);
-    let line = holder.wait_for_line("ACQUIRED ", Duration::from_secs(60));
-    let child_fence: u64 = line["ACQUIRED ".len()..].trim().parse().unwrap();
-    let store_key = LockKey::new(name.as_str()).unwrap().to_store_key();
-    let info = store.inspect(&store_key).await.unwrap().expect("the child holds the lock");
-    let lease_ends = Instant::now() + info.ttl_left;
-    holder.kill9();
-    let killed_at = Instant::now();
-    assert!(lease_ends > killed_at, "the lease ran out before the kill; nothing left to test");
-
-    let locks = LockManager::new(Arc::new(store.clone()));
-    if Instant::now() + Duration::from_millis(100) < lease_ends {
-        let early = locks.try_lock(&name, Duration::from_secs(5)).await.unwrap();
-        assert!(early.is_none(), "acquired before the killed holder's TTL ran out");
-    }
-    let lock = locks
-        .lock_opts(
-            &name,
-            Duration::from_secs(5),
-            &LockOptions::new().wait(Duration::from_secs(5)).retry_interval(Duration::from_millis(20)),
-        )
-        .await
-        .unwrap();
-    let acquired_at = Instant::now();
-    assert!(acquired_at + Duration::from_millis(100) >= lease_ends, "acquired {:?} early", lease_ends - acquired_at);
-    assert!(acquired_at <= killed_at + Duration::from_secs(2 + 3), "took {:?} after the kill", acquired_at - killed_at);
-    assert!(lock.fence().unwrap() > child_fence);
-    assert!(lock.release().await.unwrap());
+    let holder = ChildProcess::spawn("child_entry_holds_lock", "mysql-holder", &name);
+    faults::killed_holder_frees_the_lock_after_its_ttl(Arc::new(store), &name, holder).await;
 }

@@ -30,29 +30,21 @@
 //!   groups` runs only these).
 //!
 //! The scenarios, rounds and report are the conformance kit's (`kit::bench`,
-//! `kit::handoff`). The tables live in schema `distlock_bench` under random names and
-//! are dropped at the end.
+//! `kit::handoff`), with the settings of every SQL store's benchmark (`kit::sql_bench`).
+//! The tables live in schema `distlock_bench` under random names and are dropped at the
+//! end.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{DynLockStore, Token};
 use distlock_conformance::kit::bench::{
-    interleaved_rounds, report_against_first, rounds, run, RawPostgres, Scenario, SideBySide, Stop, StoreDirect, Unit,
+    interleaved_rounds, report_against_first, rounds, run, RawPostgres, Scenario, Stop, StoreDirect,
 };
 use distlock_conformance::kit::fair_bench::{self, FairPlan};
-use distlock_conformance::kit::group_bench::{self, GroupPlan};
-use distlock_conformance::kit::handoff::{self, Plan};
+use distlock_conformance::kit::sql_bench::{self, RETRY, TASKS, TASK_CYCLES, TTL};
 use distlock_postgres::sqlx;
 use distlock_postgres::PostgresLockStore;
-
-/// The writer among continuous readers again with these longer holds (see `GroupPlan`).
-const LONGER_HOLDS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(20)];
-const CYCLES: u64 = 300;
-const TASKS: usize = 8;
-const TASK_CYCLES: u64 = 100;
-const TTL: Duration = Duration::from_secs(30);
-const RETRY: Duration = Duration::from_millis(50);
 
 async fn connect(url: &str, table: &str, unlogged: bool, notify: bool) -> Arc<PostgresLockStore> {
     let store = PostgresLockStore::builder()
@@ -75,13 +67,6 @@ fn raw(store: &PostgresLockStore, release_sql: Option<&str>) -> RawPostgres {
     let sql = store.statements();
     let release = release_sql.unwrap_or(sql.release());
     RawPostgres::new(store.pool().clone(), sql.acquire(), release, TTL, RETRY)
-}
-
-async fn scenarios(bench: &SideBySide<RawPostgres>, kind: &str, rounds: usize) {
-    let title = format!("{kind}: uncontended acquire+release, 1 task, {CYCLES} cycles/round");
-    bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::STATEMENT).await;
-    let title = format!("{kind}: distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
-    bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::STATEMENT).await;
 }
 
 /// What notifications cost releases nobody waits for: the distinct-keys scenario on the
@@ -171,34 +156,18 @@ fn main() {
                 fair_bench::compare(Arc::clone(&dyn_store), &table, &format!("{prefix}fair:"), plan).await;
             }
             if !only_hand_off && !only_groups && !only_fair {
-                let bench =
-                    SideBySide::new(raw(&store, None), Arc::clone(&dyn_store), TTL, RETRY, &prefix).expect("bench");
-                scenarios(&bench, kind, rounds).await;
+                sql_bench::cycles(raw(&store, None), Arc::clone(&dyn_store), &format!("{kind}: "), &prefix, rounds)
+                    .await;
                 let silent = connect(&url, &table, unlogged, false).await;
                 notify_cost(&store, &silent, kind, &prefix, rounds).await;
                 silent.pool().close().await;
             }
             if !only_hand_off && !only_fair {
                 println!("{kind}:");
-                let plan = GroupPlan {
-                    cycles: CYCLES,
-                    rounds,
-                    hold: Duration::from_millis(5),
-                    hot_cycles: 20,
-                    writer_samples: 100,
-                    longer_holds: &LONGER_HOLDS,
-                };
-                group_bench::compare(Arc::clone(&dyn_store), &format!("{prefix}groups:"), plan).await;
+                sql_bench::groups(Arc::clone(&dyn_store), &prefix, rounds).await;
             }
-            let plan = Plan {
-                waiters: TASKS,
-                retry: RETRY,
-                notified_sections: 1_600,
-                polling_sections: 160,
-                rounds: rounds.min(5),
-            };
             if !only_groups && !only_fair {
-                handoff::compare(dyn_store, &format!("{kind}: "), &format!("{prefix}handoff:"), plan).await;
+                sql_bench::hand_off(dyn_store, &format!("{kind}: "), &prefix, rounds).await;
             }
             // The objects named after the table (short names: derived without a hash).
             let object = |suffix: &str| format!("\"distlock_bench\".\"{table}_{suffix}\"");

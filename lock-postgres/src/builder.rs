@@ -4,14 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::LockError;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
-use sqlx::Connection;
+use distlock_sql::connect::{check_timeouts, first_connection, merge, pool_options};
+use sqlx::postgres::{PgConnection, PgPool};
 
 use crate::config::{
     Identifier, Layout, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_APPLICATION_NAME, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA,
     DEFAULT_SEQUENCE, DEFAULT_TABLE, MAX_ACQUIRE_TIMEOUT,
 };
-use crate::error::{ConnectTimedOut, BACKEND};
+use crate::error::BACKEND;
 use crate::sql::Statements;
 use crate::store::PostgresLockStore;
 use crate::url::PostgresUrl;
@@ -237,14 +237,7 @@ impl PostgresLockStoreBuilder {
     pub async fn connect(self, url: &str) -> Result<PostgresLockStore, LockError> {
         let url = PostgresUrl::parse(url)?;
         let (layout, create) = self.settings(Some(&url))?;
-        if self.acquire_timeout.is_zero() || self.acquire_timeout > MAX_ACQUIRE_TIMEOUT {
-            return Err(LockError::Config {
-                message: format!(
-                    "acquire_timeout must be between 1 ms and {MAX_ACQUIRE_TIMEOUT:?}, got {:?}",
-                    self.acquire_timeout
-                ),
-            });
-        }
+        check_timeouts(&[("acquire_timeout", self.acquire_timeout)], MAX_ACQUIRE_TIMEOUT)?;
         let mut options = url.connect_options().clone();
         match &self.application_name {
             Some(name) => options = options.application_name(name),
@@ -253,17 +246,8 @@ impl PostgresLockStoreBuilder {
             }
             None => {}
         }
-        // The pool retries a refused connection until its acquire timeout and then reports
-        // only "pool timed out"; one direct connection reports the real cause at once.
-        self.first_connection(&options).await?;
-        let pool = PgPoolOptions::new()
-            .max_connections(self.max_connections.max(1))
-            .acquire_timeout(self.acquire_timeout)
-            // No ping before each operation (a round trip added to every lock operation):
-            // the store runs a statement again on another connection when its connection
-            // turns out to be dead, and sqlx discards a connection that failed.
-            .test_before_acquire(false)
-            .connect_lazy_with(options);
+        first_connection::<PgConnection>(BACKEND, &options, "acquire timeout", self.acquire_timeout).await?;
+        let pool = pool_options(self.max_connections, self.acquire_timeout).connect_lazy_with(options);
         let store = store(pool, layout, create);
         if !create {
             store.check_schema("connect").await?;
@@ -271,37 +255,9 @@ impl PostgresLockStoreBuilder {
         Ok(store)
     }
 
-    async fn first_connection(&self, options: &PgConnectOptions) -> Result<(), LockError> {
-        let fail = |error: Box<dyn std::error::Error + Send + Sync>| LockError::store(BACKEND, "connect", None, error);
-        let conn = tokio::time::timeout(self.acquire_timeout, PgConnection::connect_with(options))
-            .await
-            .map_err(|_| fail(Box::new(ConnectTimedOut(self.acquire_timeout))))?
-            .map_err(|error| fail(Box::new(error)))?;
-        if let Err(error) = conn.close().await {
-            tracing::debug!(%error, "closing the first connection failed");
-        }
-        Ok(())
-    }
-
     /// The layout and `create_schema` from this builder's settings, merged with `url`'s
     /// parameters (which must agree with settings made on the builder).
     fn settings(&self, url: Option<&PostgresUrl>) -> Result<(Layout, bool), LockError> {
-        fn merge<T: PartialEq + Clone>(
-            parameter: &str,
-            builder: Option<T>,
-            url: Option<T>,
-            default: T,
-        ) -> Result<T, LockError> {
-            match (builder, url) {
-                (Some(a), Some(b)) if a != b => Err(LockError::Config {
-                    message: format!(
-                        "URL parameter `{parameter}` contradicts the builder's `{parameter}` setting; set it in one place"
-                    ),
-                }),
-                (Some(value), _) | (None, Some(value)) => Ok(value),
-                (None, None) => Ok(default),
-            }
-        }
         let name = |what: &str, value: &Option<String>| value.as_deref().map(|v| Identifier::new(what, v)).transpose();
         let schema = name("schema", &self.schema)?;
         let table = name("table", &self.table)?;

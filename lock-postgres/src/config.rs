@@ -1,10 +1,9 @@
 //! Plain validated configuration: SQL identifiers, the table layout and the defaults.
 //! Imports nothing from the rest of the crate.
 
-use std::fmt;
 use std::time::Duration;
 
-use distlock_api::LockError;
+use distlock_sql::IdentifierRules;
 
 /// The schema used unless [`PostgresLockStoreBuilder::schema`](crate::PostgresLockStoreBuilder::schema) or `?schema=` says otherwise.
 pub const DEFAULT_SCHEMA: &str = "public";
@@ -20,7 +19,7 @@ pub const DEFAULT_APPLICATION_NAME: &str = "distlock";
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 8;
 /// How long [`PostgresLockStore::connect`](crate::PostgresLockStore::connect)'s pool
 /// waits for a connection (including opening one) before an operation fails with
-/// [`LockError::Store`].
+/// [`LockError::Store`](distlock_api::LockError::Store).
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest [`acquire_timeout`](crate::PostgresLockStoreBuilder::acquire_timeout) a
 /// builder accepts: one hour.
@@ -32,71 +31,19 @@ pub const MAX_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// [crate documentation](crate)). One minute.
 pub const MIN_PURGE_HORIZON: Duration = Duration::from_secs(60);
 
-/// A PostgreSQL identifier that matched `[A-Za-z_][A-Za-z0-9_]{0,62}`.
-///
-/// Only such names are ever spliced into SQL text, and always double-quoted, so a
-/// configured name can neither inject SQL nor be silently case-folded or truncated by
-/// the server (63 bytes is PostgreSQL's `NAMEDATALEN - 1`).
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Identifier(String);
+/// PostgreSQL's names: at most 63 bytes (`NAMEDATALEN - 1`, so a configured name is
+/// never silently truncated by the server), double-quoted (never case-folded).
+#[derive(Debug)]
+pub(crate) struct PgNames;
 
-impl Identifier {
+impl IdentifierRules for PgNames {
     const MAX_LEN: usize = 63;
-
-    /// Validates `name`; `what` ("schema", "table"…) goes into the error message.
-    pub(crate) fn new(what: &str, name: &str) -> Result<Self, LockError> {
-        let mut chars = name.chars();
-        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-        let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if first_ok && rest_ok && name.len() <= Self::MAX_LEN {
-            Ok(Self(name.to_owned()))
-        } else {
-            Err(LockError::Config {
-                message: format!(
-                    "{what} name {name:?} is not a plain SQL identifier: expected 1 to {} characters \
-                     matching [A-Za-z_][A-Za-z0-9_]*",
-                    Self::MAX_LEN
-                ),
-            })
-        }
-    }
-
-    /// One of this crate's constant default names (checked by a unit test).
-    pub(crate) fn trusted(name: &'static str) -> Self {
-        Self(name.to_owned())
-    }
-
-    pub(crate) fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The identifier double-quoted, ready for SQL text.
-    pub(crate) fn quoted(&self) -> String {
-        format!("\"{}\"", self.0)
-    }
-
-    /// The name of an object that belongs to this one: `<name>_<suffix>`, or, when that
-    /// would exceed 63 bytes, the name cut short followed by `_`, a 32-bit FNV-1a hash of
-    /// the whole name in hex and `_<suffix>` (so two long names stay apart). `suffix` is
-    /// one of this crate's constants: lower-case ASCII letters, digits and `_`.
-    pub(crate) fn derived(&self, suffix: &str) -> Self {
-        let plain = format!("{}_{suffix}", self.0);
-        if plain.len() <= Self::MAX_LEN {
-            return Self(plain);
-        }
-        let hash =
-            self.0.bytes().fold(0x811c_9dc5_u32, |hash, byte| (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193));
-        // An identifier is ASCII, so any byte offset is a character boundary.
-        let keep = Self::MAX_LEN.saturating_sub(suffix.len() + 10).min(self.0.len());
-        Self(format!("{}_{hash:08x}_{suffix}", &self.0[..keep]))
-    }
+    const SERVER_MAX_LEN: usize = 63;
+    const QUOTE: char = '"';
 }
 
-impl fmt::Debug for Identifier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
-    }
-}
+/// A PostgreSQL identifier that matched `[A-Za-z_][A-Za-z0-9_]{0,62}`.
+pub(crate) type Identifier = distlock_sql::Identifier<PgNames>;
 
 /// Where the store keeps its state: validated schema, table and sequence names.
 #[derive(Debug, Clone)]
@@ -126,16 +73,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn identifiers_follow_the_plain_pattern() {
-        for good in ["a", "_", "public", "Locks_2", "_x9", &"n".repeat(63)] {
-            let id = Identifier::new("table", good).unwrap();
-            assert_eq!(id.quoted(), format!("\"{good}\""));
-        }
-        let too_long = "n".repeat(64);
-        for bad in ["", "9a", "x; DROP TABLE y", "a\"b", "a-b", "a b", "ü", "a.b", "a'b", "a\0", too_long.as_str()] {
-            let err = Identifier::new("table", bad).unwrap_err();
-            assert!(matches!(err, LockError::Config { .. }), "{bad:?}: {err}");
-        }
+    fn names_of_up_to_63_bytes_are_double_quoted() {
+        let longest = "n".repeat(63);
+        assert_eq!(Identifier::new("table", &longest).unwrap().quoted(), format!("\"{longest}\""));
+        assert!(Identifier::new("table", &format!("{longest}n")).is_err());
     }
 
     #[test]
@@ -158,13 +99,6 @@ mod tests {
             assert!(a.as_str().len() <= 63 && a.as_str().ends_with(&format!("_{suffix}")), "{a:?}");
             assert_eq!(Identifier::new("derived", a.as_str()).unwrap(), a);
             assert_ne!(a, b, "long names that differ only at the end stay apart");
-            assert_eq!(a, long.derived(suffix), "stable");
         }
-    }
-
-    #[test]
-    fn config_errors_name_the_identifier() {
-        let err = Identifier::new("schema", "a\"b").unwrap_err();
-        assert!(err.to_string().contains("schema name \"a\\\"b\""), "{err}");
     }
 }

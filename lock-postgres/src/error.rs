@@ -52,18 +52,6 @@ impl fmt::Display for SchemaProblem {
 
 impl std::error::Error for SchemaProblem {}
 
-/// Connecting did not finish within the configured time.
-#[derive(Debug)]
-pub(crate) struct ConnectTimedOut(pub(crate) Duration);
-
-impl fmt::Display for ConnectTimedOut {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no answer from the server within the acquire timeout ({:?})", self.0)
-    }
-}
-
-impl std::error::Error for ConnectTimedOut {}
-
 /// Whether `error` means the connection was dead before (or died while) the statement
 /// ran, so that PostgreSQL cannot have committed it, except in the narrow case of a
 /// backend that died between its commit and its answer. Such a statement is safe to run
@@ -78,13 +66,9 @@ impl std::error::Error for ConnectTimedOut {}
 /// A pool timeout is *not* one: no connection could be had at all, so another attempt
 /// would only wait again.
 pub(crate) fn is_connection_lost(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(error) => {
-            error.code().is_some_and(|code| code.starts_with("57P") || code.starts_with("08"))
-        }
-        _ => false,
-    }
+    distlock_sql::retry::is_connection_lost(error, |error| {
+        error.code().is_some_and(|code| code.starts_with("57P") || code.starts_with("08"))
+    })
 }
 
 /// Whether the server aborted the statement as a deadlock's victim (SQLSTATE `40P01`):

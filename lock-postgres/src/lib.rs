@@ -5,7 +5,7 @@
 // Layers, each importing only those below it:
 //   builder, purge, group, idempotency → store → sql → group_sql → template → notify
 //   → config, url → config;
-//   error and inflight are leaves.
+//   error is a leaf; the cancel safety of acquisitions is `distlock_sql::InFlight`.
 // `idempotency` is the idempotency contract on a table of its own, on a store's pool.
 mod builder;
 mod config;
@@ -13,7 +13,6 @@ mod error;
 mod group;
 mod group_sql;
 mod idempotency;
-mod inflight;
 mod notify;
 mod purge;
 mod queue;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, KeyState};
 use distlock_api::{
-    async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError,
-    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    async_trait, Acquire, Capabilities, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
+    LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use sqlx::postgres::PgPool;
 use tokio::sync::OnceCell;
@@ -18,9 +18,10 @@ use crate::error::{
     is_connection_lost, is_deadlock, GroupSchemaMissing, SchemaProblem, SlowAcquire, UnexpectedAnswer, BACKEND,
 };
 use crate::group_sql::{GroupSchemaState, GroupStatements, HOLDER_COLUMNS, PERMIT_COLUMNS};
-use crate::inflight::InFlight;
 use crate::notify::Notifier;
 use crate::sql::{self, SchemaState, Statements, SCHEMA_LOCK_KEY, TURN};
+use distlock_sql::listing::{held_lock, lock_info, page_start};
+use distlock_sql::{InFlight, Retry};
 
 /// Whether the queue table is there (checked, or created, once per store).
 #[derive(Debug, Default)]
@@ -342,29 +343,16 @@ impl PostgresLockStore {
     }
 
     /// Runs `statement` (a fresh future per call, each on a connection from the pool),
-    /// again while it fails because its connection was lost (see "Dead connections").
-    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, mut statement: F) -> Result<T, sqlx::Error>
+    /// again while it fails because its connection was lost (see "Dead connections") or
+    /// its transaction was a deadlock's victim (rolled back, so nothing of it remains).
+    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, statement: F) -> Result<T, sqlx::Error>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, sqlx::Error>>,
     {
-        let mut retries = self.retries();
-        let mut deadlocks = DEADLOCK_RETRIES;
-        loop {
-            match statement().await {
-                Err(error) if retries > 0 && is_connection_lost(&error) => {
-                    retries -= 1;
-                    tracing::debug!(%error, operation, "lost a pooled connection; running the statement on another");
-                }
-                // The server rolled the statement back as a deadlock's victim: it did
-                // nothing, so running it again is the same as running it the first time.
-                Err(error) if deadlocks > 0 && is_deadlock(&error) => {
-                    deadlocks -= 1;
-                    tracing::debug!(%error, operation, "the statement was a deadlock's victim; running it again");
-                }
-                other => return other,
-            }
-        }
+        let retry =
+            Retry { lost_connections: self.retries(), deadlocks: DEADLOCK_RETRIES, is_connection_lost, is_deadlock };
+        retry.run(operation, statement).await
     }
 }
 
@@ -491,12 +479,9 @@ impl LockStore for PostgresLockStore {
         let Some((Some(token), fence, micros_left)) = row else {
             return Ok(None);
         };
-        let token = Token::parse(&token)
-            .map_err(|_| self.fail("inspect", key, UnexpectedAnswer("the stored token is not a UUID v4".into())))?;
-        let fence = u64::try_from(fence)
-            .map_err(|_| self.fail("inspect", key, UnexpectedAnswer(format!("negative fence {fence}"))))?;
-        let ttl_left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
-        Ok(Some(LockInfo::new(token, Some(fence), ttl_left)))
+        let info =
+            lock_info(&token, fence, micros_left).map_err(|what| self.fail("inspect", key, UnexpectedAnswer(what)))?;
+        Ok(Some(info))
     }
 
     /// Waits for a `NOTIFY` of a release of `key` on the store's one listener connection,
@@ -551,15 +536,7 @@ impl LockStore for PostgresLockStore {
         cursor: Option<&ListCursor>,
         limit: usize,
     ) -> Result<ListPage, LockError> {
-        let after = match cursor {
-            None => "",
-            Some(cursor) if cursor.as_str().starts_with(LOCK_NAMESPACE) => cursor.as_str(),
-            Some(cursor) => {
-                return Err(LockError::Config {
-                    message: format!("{cursor:?} is not a listing cursor of the PostgreSQL store"),
-                })
-            }
-        };
+        let after = page_start(cursor, "PostgreSQL")?;
         let unexpected = |what: String| LockError::store(BACKEND, "list", None, UnexpectedAnswer(what));
         let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
         // Never `None`: the namespace's own characters can be incremented.
@@ -590,18 +567,9 @@ impl LockStore for PostgresLockStore {
             let (Some(key), Some(token), Some(fence), Some(micros_left)) = (key, token, fence, micros_left) else {
                 continue;
             };
-            let Some(key) = key.strip_prefix(LOCK_NAMESPACE) else { continue };
-            // The LIKE already matched; this also keeps `?` exact where the database's
-            // encoding makes `_` match a byte rather than a character.
-            if !pattern.matches(key) {
-                continue;
-            }
-            let key = LockKey::new(key).map_err(|_| unexpected(format!("the table holds an invalid key {key:?}")))?;
-            let token = Token::parse(&token)
-                .map_err(|_| unexpected(format!("the stored token of `{key}` is not a UUID v4")))?;
-            let fence = u64::try_from(fence).map_err(|_| unexpected(format!("negative fence {fence}")))?;
-            let ttl_left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
-            locks.push(HeldLock::new(key, vec![LockInfo::new(token, Some(fence), ttl_left)]));
+            // The LIKE already matched; matching again also keeps `?` exact where the
+            // database's encoding makes `_` match a byte rather than a character.
+            locks.extend(held_lock(pattern, &key, &token, fence, micros_left).map_err(unexpected)?);
         }
         let complete = usize::try_from(examined).map_or(true, |examined| examined < limit);
         let next = match last {

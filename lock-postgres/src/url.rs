@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use distlock_api::LockError;
+use distlock_sql::query::{flag, identifier, read_query, unknown};
 use sqlx::postgres::PgConnectOptions;
 
 use crate::config::Identifier;
@@ -110,30 +111,26 @@ impl PostgresUrl {
             notifications: None,
         };
         let mut passed_on = Vec::new();
-        let mut seen = Vec::new();
-        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-            let (raw_name, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
-            let name = decode(raw_name).ok_or_else(|| config("a URL parameter name is not UTF-8".to_owned()))?;
-            let shown = shown_name(&name);
-            if LAYOUT_PARAMETERS.contains(&name.as_str()) {
-                if seen.contains(&name) {
-                    return Err(config(format!("URL parameter `{shown}` is given more than once")));
+        read_query(
+            query,
+            &LAYOUT_PARAMETERS,
+            |name, value| parsed.set(name, value),
+            |name, pair| {
+                if !is_connection_parameter(name) {
+                    return Err(unknown(
+                        "PostgreSQL",
+                        name,
+                        &format!(
+                            "one of {} or a connection parameter (sslmode, sslrootcert, sslcert, sslkey, \
+                             application_name, options, host, port, dbname, user, password, statement-cache-capacity)",
+                            LAYOUT_PARAMETERS.join(", ")
+                        ),
+                    ));
                 }
-                seen.push(name.clone());
-                let value = decode(raw_value)
-                    .ok_or_else(|| config(format!("the value of URL parameter `{shown}` is not UTF-8")))?;
-                parsed.set(&name, &value)?;
-            } else if is_connection_parameter(&name) {
                 passed_on.push(pair);
-            } else {
-                return Err(config(format!(
-                    "unknown PostgreSQL URL parameter `{shown}`: expected one of {} or a connection parameter \
-                     (sslmode, sslrootcert, sslcert, sslkey, application_name, options, host, port, dbname, user, \
-                     password, statement-cache-capacity)",
-                    LAYOUT_PARAMETERS.join(", ")
-                )));
-            }
-        }
+                Ok(())
+            },
+        )?;
         let mut connection_url = base.to_owned();
         if !passed_on.is_empty() {
             connection_url.push('?');
@@ -150,18 +147,12 @@ impl PostgresUrl {
     }
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), LockError> {
-        let identifier = |what: &str| {
-            Identifier::new(what, value).map_err(|error| config(format!("URL parameter `{name}`: {}", message(error))))
-        };
-        let boolean = || match value.to_ascii_lowercase().as_str() {
-            "true" => Ok(true),
-            "false" => Ok(false),
-            _ => Err(config(format!("URL parameter `{name}` must be `true` or `false`, got {:?}", shown_value(value)))),
-        };
+        let identifier = || identifier(name, value);
+        let boolean = || flag(name, value);
         match name {
-            "schema" => self.schema = Some(identifier("schema")?),
-            "table" => self.table = Some(identifier("table")?),
-            "sequence" => self.sequence = Some(identifier("sequence")?),
+            "schema" => self.schema = Some(identifier()?),
+            "table" => self.table = Some(identifier()?),
+            "sequence" => self.sequence = Some(identifier()?),
             "unlogged" => self.unlogged = Some(boolean()?),
             "create" => self.create = Some(boolean()?),
             _ => self.notifications = Some(boolean()?),
@@ -249,53 +240,6 @@ fn sqlx_message(error: &sqlx::Error) -> String {
     rest.to_owned()
 }
 
-fn message(error: LockError) -> String {
-    match error {
-        LockError::Config { message } => message,
-        other => other.to_string(),
-    }
-}
-
-/// A parameter name as it may appear in an error: printable and short.
-fn shown_name(name: &str) -> String {
-    let printable: String = name.chars().filter(|c| !c.is_control()).take(40).collect();
-    if printable.len() < name.len() {
-        format!("{printable}…")
-    } else {
-        printable
-    }
-}
-
-fn shown_value(value: &str) -> String {
-    shown_name(value)
-}
-
-/// Percent-decoding as in `application/x-www-form-urlencoded` (what sqlx's URL parser
-/// applies to query parameters): `+` is a space. `None` when the result is not UTF-8.
-fn decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(byte) => {
-                        out.push(byte);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            byte => out.push(byte),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,12 +315,5 @@ mod tests {
         }
         let err = PostgresUrl::parse("postgres://user:pw@host/db?unlogged=maybe").unwrap_err();
         assert!(!err.to_string().contains("pw"), "{err}");
-    }
-
-    #[test]
-    fn decoding_matches_form_urlencoding() {
-        assert_eq!(decode("a+b%20c%2B%zz%"), Some("a b c+%zz%".to_owned()));
-        assert_eq!(decode("%C3%A9"), Some("é".to_owned()));
-        assert_eq!(decode("%FF"), None);
     }
 }

@@ -4,13 +4,13 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{key, TestTable, TEST_SCHEMA};
-use distlock_api::{Acquire, LockError, LockKey, LockManager, LockOptions, LockStore, Token, Ttl};
+use distlock_api::{LockError, LockKey, LockManager, LockStore, Token, Ttl};
 use distlock_conformance::kit::child::{self, ChildProcess};
+use distlock_conformance::kit::faults::{self, StoredToken};
 use distlock_conformance::kit::proxy::FaultProxy;
 use distlock_conformance::kit::{self, postgres_server};
 use distlock_postgres::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -46,91 +46,15 @@ async fn stored_token(admin: &sqlx::PgPool, table: &str, key: &distlock_api::Sto
 async fn terminated_backends_cause_errors_never_false_answers_and_operations_resume() {
     let Some(t) = TestTable::new("terminated_backends_cause_errors_never_false_answers").await else { return };
     let admin = PgPoolOptions::new().max_connections(2).connect(&t.url).await.unwrap();
-    let cycles = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = (0..8)
-        .map(|_| {
-            let (store, admin, table) = (t.store.clone(), admin.clone(), t.store.table_name());
-            let (cycles, errors, stop) = (Arc::clone(&cycles), Arc::clone(&errors), Arc::clone(&stop));
-            tokio::spawn(async move {
-                let k = key("worker");
-                while !stop.load(Ordering::Relaxed) {
-                    let token = Token::generate();
-                    match store.try_acquire(&k, &token, ttl(30_000)).await {
-                        Ok(Acquire::Acquired { .. }) => {
-                            let held = stored_token(&admin, &table, &k).await;
-                            assert_eq!(held.as_deref(), Some(token.as_str()), "false \"acquired\"");
-                        }
-                        Ok(other) => panic!("the worker's own key was not free: {other:?}"),
-                        Err(LockError::Store { .. }) => {
-                            errors.fetch_add(1, Ordering::Relaxed);
-                            // Outcome unknown: release with the same token until the store answers.
-                            release_until_answered(&store, &k, &token, &errors).await;
-                            assert_eq!(stored_token(&admin, &table, &k).await, None, "left behind");
-                            continue;
-                        }
-                        Err(other) => panic!("unexpected error {other}"),
-                    }
-                    match store.release(&k, &token).await {
-                        Ok(true) => {}
-                        Ok(false) => panic!("false \"not released\": the worker held the key"),
-                        Err(LockError::Store { .. }) => {
-                            errors.fetch_add(1, Ordering::Relaxed);
-                            release_until_answered(&store, &k, &token, &errors).await;
-                        }
-                        Err(other) => panic!("unexpected error {other}"),
-                    }
-                    assert_eq!(stored_token(&admin, &table, &k).await, None, "false \"released\"");
-                    cycles.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-
-    let wait_for_cycles = |target: u64| {
-        let cycles = Arc::clone(&cycles);
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while cycles.load(Ordering::Relaxed) < target {
-                assert!(Instant::now() < deadline, "workers stalled below {target} cycles");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
-    };
-    for _ in 0..3 {
-        let before = cycles.load(Ordering::Relaxed);
-        wait_for_cycles(before + 50).await;
-        let killed = postgres_server::terminate_backends(&t.url, &t.application_name).await;
-        assert!(killed > 0, "no backend of the pool was terminated");
-    }
-    let before = cycles.load(Ordering::Relaxed);
-    wait_for_cycles(before + 200).await;
-    stop.store(true, Ordering::Relaxed);
-    for worker in workers {
-        tokio::time::timeout(Duration::from_secs(30), worker).await.expect("worker stopped").unwrap();
-    }
-    eprintln!("cycles: {}, store errors seen: {}", cycles.load(Ordering::Relaxed), errors.load(Ordering::Relaxed));
+    let (pool, table) = (admin.clone(), t.store.table_name());
+    let stored: StoredToken = Arc::new(move |key| {
+        let (admin, table) = (pool.clone(), table.clone());
+        Box::pin(async move { stored_token(&admin, &table, &key).await })
+    });
+    let kill = || postgres_server::terminate_backends(&t.url, &t.application_name);
+    faults::answers_stay_true_while_connections_are_killed(Arc::new(t.store.clone()), 8, stored, kill, 200).await;
     admin.close().await;
     t.drop().await;
-}
-
-async fn release_until_answered(
-    store: &PostgresLockStore,
-    k: &distlock_api::StoreKey,
-    token: &Token,
-    errors: &AtomicU64,
-) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match store.release(k, token).await {
-            Ok(_) => return,
-            Err(_) => {
-                errors.fetch_add(1, Ordering::Relaxed);
-                assert!(Instant::now() < deadline, "the store never recovered");
-            }
-        }
-    }
 }
 
 /// Nothing listens on port 1: connecting fails with a store error within the acquire
@@ -288,38 +212,8 @@ async fn killed_holder_frees_the_lock_after_its_ttl() {
     let name = postgres_server::random_identifier("killed");
     let table = t.store.table_name();
     let table = table.rsplit('.').next().unwrap().trim_matches('"').to_owned();
-    let mut holder = ChildProcess::spawn("child_entry_holds_lock", "postgres-holder", &format!("{table}|{name}"));
-    let line = tokio::task::block_in_place(|| holder.wait_for_line("ACQUIRED", Duration::from_secs(60)));
-    let child_fence: u64 = line["ACQUIRED ".len()..].parse().unwrap();
-
-    let store_key = LockKey::new(name.as_str()).unwrap().to_store_key();
-    let info = t.store.inspect(&store_key).await.unwrap().expect("the child holds the lock");
-    let lease_ends = Instant::now() + info.ttl_left;
-    holder.kill9();
-    let killed_at = Instant::now();
-    assert!(lease_ends > killed_at, "the lease ran out before the kill; nothing left to test");
-
-    let locks = LockManager::new(Arc::new(t.store.clone()));
-    tokio::time::sleep_until((killed_at + Duration::from_millis(500)).into()).await;
-    if Instant::now() + Duration::from_millis(50) < lease_ends {
-        let early = locks.try_lock(&name, Duration::from_secs(5)).await.unwrap();
-        assert!(early.is_none(), "acquired before the killed holder's TTL ran out");
-    }
-    let lock = locks
-        .lock_opts(
-            &name,
-            Duration::from_secs(5),
-            &LockOptions::new().wait(Duration::from_secs(5)).retry_interval(Duration::from_millis(20)),
-        )
-        .await
-        .unwrap();
-    let acquired_at = Instant::now();
-    // The server's clock decides; allow for the two clocks' reading of "now" differing by
-    // the round trip of the inspect above.
-    assert!(acquired_at + Duration::from_millis(100) >= lease_ends, "acquired {:?} early", lease_ends - acquired_at);
-    assert!(acquired_at <= killed_at + Duration::from_secs(2 + 3), "took {:?} after the kill", acquired_at - killed_at);
-    assert!(lock.fence().unwrap() > child_fence);
-    assert!(lock.release().await.unwrap());
+    let holder = ChildProcess::spawn("child_entry_holds_lock", "postgres-holder", &format!("{table}|{name}"));
+    faults::killed_holder_frees_the_lock_after_its_ttl(Arc::new(t.store.clone()), &name, holder).await;
     t.drop().await;
 }
 

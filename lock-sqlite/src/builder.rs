@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use distlock_api::LockError;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use distlock_sql::connect::{check_timeouts, merge, pool_options};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqliteSynchronous};
 
 use crate::config::{
     Identifier, Layout, DEFAULT_BUSY_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE,
@@ -181,23 +182,13 @@ impl SqliteLockStoreBuilder {
     pub async fn connect(self, url: &str) -> Result<SqliteLockStore, LockError> {
         let url = SqliteUrl::parse(url)?;
         let layout = self.layout(Some(&url))?;
-        for (name, timeout) in [("connect_timeout", self.connect_timeout), ("busy_timeout", self.busy_timeout)] {
-            if timeout.is_zero() || timeout > MAX_TIMEOUT {
-                return Err(LockError::Config {
-                    message: format!("{name} must be between 1 ms and {MAX_TIMEOUT:?}, got {timeout:?}"),
-                });
-            }
-        }
+        check_timeouts(&[("connect_timeout", self.connect_timeout), ("busy_timeout", self.busy_timeout)], MAX_TIMEOUT)?;
         let options = SqliteConnectOptions::new()
             .filename(url.path())
             .create_if_missing(true)
             .busy_timeout(self.busy_timeout)
             .synchronous(SqliteSynchronous::Normal);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(self.max_connections.max(1))
-            .acquire_timeout(self.connect_timeout)
-            .test_before_acquire(false)
-            .connect_lazy_with(options);
+        let pool = pool_options(self.max_connections, self.connect_timeout).connect_lazy_with(options);
         let store = SqliteLockStore::from_parts(pool, layout);
         match tokio::time::timeout(self.connect_timeout, store.ready("connect")).await {
             Ok(ready) => ready?,
@@ -216,22 +207,6 @@ impl SqliteLockStoreBuilder {
     /// The layout from this builder's settings merged with `url`'s parameters (which
     /// must agree with settings made on the builder).
     fn layout(&self, url: Option<&SqliteUrl>) -> Result<Layout, LockError> {
-        fn merge<T: PartialEq>(
-            parameter: &str,
-            builder: Option<T>,
-            url: Option<T>,
-            default: T,
-        ) -> Result<T, LockError> {
-            match (builder, url) {
-                (Some(a), Some(b)) if a != b => Err(LockError::Config {
-                    message: format!(
-                        "URL parameter `{parameter}` contradicts the builder's `{parameter}` setting; set it in one place"
-                    ),
-                }),
-                (Some(value), _) | (None, Some(value)) => Ok(value),
-                (None, None) => Ok(default),
-            }
-        }
         let table = self.table.as_deref().map(|table| Identifier::new("table", table)).transpose()?;
         let url_table = url.and_then(SqliteUrl::table).map(|table| Identifier::new("table", table)).transpose()?;
         Ok(Layout {

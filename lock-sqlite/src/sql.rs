@@ -91,9 +91,10 @@ const PLACEHOLDERS: [(&str, &str); 11] = [
 ];
 
 fn render(text: &str, table: &Identifier) -> String {
-    PLACEHOLDERS
-        .iter()
-        .fold(text.to_owned(), |text, (placeholder, suffix)| text.replace(placeholder, &table.quoted_with(suffix)))
+    PLACEHOLDERS.iter().fold(text.to_owned(), |text, (placeholder, suffix)| {
+        let name = if suffix.is_empty() { table.quoted() } else { table.derived(suffix).quoted() };
+        text.replace(placeholder, &name)
+    })
 }
 
 /// `items` as a JSON array of strings, for `json_each(?)`.

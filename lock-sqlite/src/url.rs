@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use distlock_api::LockError;
+use distlock_sql::query::{decode, flag, identifier, read_query, unknown};
 
 use crate::config::Identifier;
 
@@ -69,7 +70,7 @@ impl SqliteUrl {
             .ok_or_else(|| config("not an SQLite URL: expected `sqlite:///path/to/locks.db`".to_owned()))?;
         let rest = rest.strip_prefix("//").unwrap_or(rest);
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let path = decode(path).ok_or_else(|| config("the database path is not UTF-8".to_owned()))?;
+        let path = decode(path, false).ok_or_else(|| config("the database path is not UTF-8".to_owned()))?;
         if path.is_empty() {
             return Err(config("the URL names no database file: expected `sqlite:///path/to/locks.db`".to_owned()));
         }
@@ -78,48 +79,26 @@ impl SqliteUrl {
         }
         let mut parsed =
             Self { path: PathBuf::from(path), table: None, notifications: None, fair_queue: None, liveness: None };
-        let mut seen: Vec<String> = Vec::new();
-        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-            let (raw_name, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
-            let name = decode(raw_name).ok_or_else(|| config("a URL parameter name is not UTF-8".to_owned()))?;
-            let shown = shown(&name);
-            if name == "mode" && decode(raw_value).as_deref() == Some("memory") {
-                return Err(in_memory());
-            }
-            if !PARAMETERS.contains(&name.as_str()) {
-                return Err(config(format!(
-                    "unknown SQLite URL parameter `{shown}`: expected one of {}",
-                    PARAMETERS.join(", ")
-                )));
-            }
-            if seen.contains(&name) {
-                return Err(config(format!("URL parameter `{shown}` is given more than once")));
-            }
-            seen.push(name.clone());
-            let value = decode(raw_value)
-                .ok_or_else(|| config(format!("the value of URL parameter `{shown}` is not UTF-8")))?;
-            parsed.set(&name, &value)?;
-        }
+        read_query(
+            query,
+            &PARAMETERS,
+            |name, value| parsed.set(name, value),
+            |name, pair| match pair.split_once('=') {
+                Some((_, value)) if name == "mode" && decode(value, false).as_deref() == Some("memory") => {
+                    Err(in_memory())
+                }
+                _ => Err(unknown("SQLite", name, &format!("one of {}", PARAMETERS.join(", ")))),
+            },
+        )?;
         Ok(parsed)
     }
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), LockError> {
-        let boolean = || match value.to_ascii_lowercase().as_str() {
-            "true" => Ok(true),
-            "false" => Ok(false),
-            _ => Err(config(format!("URL parameter `{name}` must be `true` or `false`, got {:?}", shown(value)))),
-        };
         match name {
-            "table" => {
-                let table = Identifier::new("table", value).map_err(|error| match error {
-                    LockError::Config { message } => config(format!("URL parameter `table`: {message}")),
-                    other => other,
-                })?;
-                self.table = Some(table);
-            }
-            "notifications" => self.notifications = Some(boolean()?),
-            "fair_queue" => self.fair_queue = Some(boolean()?),
-            _ => self.liveness = Some(boolean()?),
+            "table" => self.table = Some(identifier(name, value)?),
+            "notifications" => self.notifications = Some(flag(name, value)?),
+            "fair_queue" => self.fair_queue = Some(flag(name, value)?),
+            _ => self.liveness = Some(flag(name, value)?),
         }
         Ok(())
     }
@@ -180,41 +159,6 @@ fn in_memory() -> LockError {
          of a host through a file: name one, e.g. `sqlite:///var/lib/app/locks.db`"
             .to_owned(),
     )
-}
-
-/// A name or value as it may appear in an error: printable and short.
-fn shown(text: &str) -> String {
-    let printable: String = text.chars().filter(|c| !c.is_control()).take(40).collect();
-    if printable.len() < text.len() {
-        format!("{printable}…")
-    } else {
-        printable
-    }
-}
-
-/// Percent-decoding (`+` stays `+`: paths may hold it). `None` when the result is not UTF-8.
-fn decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = (bytes[i] == b'%')
-            .then(|| bytes.get(i + 1..i + 3))
-            .flatten()
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match hex {
-            Some(byte) => {
-                out.push(byte);
-                i += 3;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub use distlock_bench as bench;
 pub mod child;
 pub mod etcd_server;
 pub mod fair_bench;
+pub mod faults;
 pub mod group_bench;
 pub mod handoff;
 pub mod mysql_server;
@@ -19,6 +20,7 @@ pub mod redis_cluster;
 pub mod redis_sentinel;
 pub mod redis_server;
 pub mod shared;
+pub mod sql_bench;
 
 /// Whether `DISTLOCK_REQUIRE_SERVICES=1`: a missing server fails the test instead of
 /// skipping it.

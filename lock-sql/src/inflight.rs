@@ -18,25 +18,26 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use distlock_api::Token;
 use sqlx::pool::PoolConnection;
-use sqlx::{Connection, Postgres};
+use sqlx::{Connection, Database};
 use tokio::sync::watch;
 
 /// The acquisitions of one store whose statement may still be running.
 #[derive(Debug, Default)]
-pub(crate) struct InFlight {
+pub struct InFlight {
     pending: Mutex<HashMap<Token, watch::Receiver<()>>>,
 }
 
 impl InFlight {
-    /// Registers an acquisition attempt for `token`.
-    pub(crate) fn begin(self: &Arc<Self>, token: &Token) -> Attempt {
+    /// Registers an acquisition attempt for `token`; hand it the connection the
+    /// statement runs on with [`Attempt::hold`].
+    pub fn begin<DB: Database>(self: &Arc<Self>, token: &Token) -> Attempt<DB> {
         let (done, receiver) = watch::channel(());
         self.lock().insert(token.clone(), receiver);
         Attempt { conn: None, marker: Some(Marker { registry: Arc::clone(self), token: token.clone(), _done: done }) }
     }
 
     /// Waits until no acquisition with `token` may still run on the server.
-    pub(crate) async fn settled(&self, token: &Token) {
+    pub async fn settled(&self, token: &Token) {
         let receiver = self.lock().get(token).cloned();
         if let Some(mut receiver) = receiver {
             // Nothing is ever sent: `changed` fails once the sender (the marker) is dropped.
@@ -65,25 +66,25 @@ impl Drop for Marker {
 
 /// One acquisition attempt: owns the connection its statement runs on.
 #[derive(Debug)]
-pub(crate) struct Attempt {
-    conn: Option<PoolConnection<Postgres>>,
+pub struct Attempt<DB: Database> {
+    conn: Option<PoolConnection<DB>>,
     marker: Option<Marker>,
 }
 
-impl Attempt {
+impl<DB: Database> Attempt<DB> {
     /// Keeps `conn` for the statement; returns it to run the statement on.
-    pub(crate) fn hold(&mut self, conn: PoolConnection<Postgres>) -> &mut PoolConnection<Postgres> {
+    pub fn hold(&mut self, conn: PoolConnection<DB>) -> &mut PoolConnection<DB> {
         self.conn.insert(conn)
     }
 
     /// The statement answered (or failed): nothing can run late any more.
-    pub(crate) fn finish(mut self) {
+    pub fn finish(mut self) {
         self.conn = None;
         self.marker = None;
     }
 }
 
-impl Drop for Attempt {
+impl<DB: Database> Drop for Attempt<DB> {
     fn drop(&mut self) {
         let (Some(mut conn), Some(marker)) = (self.conn.take(), self.marker.take()) else { return };
         // Dropped while the statement was in flight.

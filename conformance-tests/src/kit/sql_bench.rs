@@ -1,0 +1,58 @@
+//! The comparisons every SQL store's benchmark (`cargo bench -p distlock-postgres`,
+//! `-p distlock-mysql`) runs with the same settings, so their figures compare: the store's
+//! statements sent raw beside the store and the manager, lock groups, and the hand-off
+//! of one hot key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::DynLockStore;
+use distlock_bench::{Locker, Scenario, SideBySide, Unit};
+
+use super::group_bench::{self, GroupPlan};
+use super::handoff::{self, Plan};
+
+/// Acquire + release cycles per round of the one-task scenario (and of the group cycles).
+pub const CYCLES: u64 = 300;
+/// Tasks of the distinct-keys scenario; waiters of the hand-off.
+pub const TASKS: usize = 8;
+/// Cycles per task and round of the distinct-keys scenario.
+pub const TASK_CYCLES: u64 = 100;
+/// The TTL of every lock taken.
+pub const TTL: Duration = Duration::from_secs(30);
+/// How often waiting workers retry.
+pub const RETRY: Duration = Duration::from_millis(50);
+/// The writer among continuous readers again with these longer holds (see `GroupPlan`).
+const LONGER_HOLDS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(20)];
+
+/// One task cycling one key, then [`TASKS`] tasks cycling a key each: `raw` (the
+/// store's own statements) beside the store and the manager over `store`; titles start
+/// with `label`, keys with `prefix`.
+pub async fn cycles<R: Locker>(raw: R, store: Arc<DynLockStore>, label: &str, prefix: &str, rounds: usize) {
+    let bench = SideBySide::new(raw, store, TTL, RETRY, prefix).expect("bench");
+    let title = format!("{label}uncontended acquire+release, 1 task, {CYCLES} cycles/round");
+    bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::STATEMENT).await;
+    let title = format!("{label}distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
+    bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::STATEMENT).await;
+}
+
+/// The lock-group comparisons of [`group_bench`] through the manager.
+pub async fn groups(store: Arc<DynLockStore>, prefix: &str, rounds: usize) {
+    let plan = GroupPlan {
+        cycles: CYCLES,
+        rounds,
+        hold: Duration::from_millis(5),
+        hot_cycles: 20,
+        writer_samples: 100,
+        longer_holds: &LONGER_HOLDS,
+    };
+    group_bench::compare(store, &format!("{prefix}groups:"), plan).await;
+}
+
+/// [`TASKS`] waiters taking turns on one hot key, woken by the store vs polling only
+/// ([`handoff::compare`]); titles start with `label`.
+pub async fn hand_off(store: Arc<DynLockStore>, label: &str, prefix: &str, rounds: usize) {
+    let plan =
+        Plan { waiters: TASKS, retry: RETRY, notified_sections: 1_600, polling_sections: 160, rounds: rounds.min(5) };
+    handoff::compare(store, label, &format!("{prefix}handoff:"), plan).await;
+}

@@ -1,0 +1,16 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(rustdoc::broken_intra_doc_links)]
+
+// Layers: connect → retry (its timeout error); query → identifier; identifier,
+// inflight, listing and retry are leaves.
+pub mod connect;
+pub mod identifier;
+pub mod inflight;
+pub mod listing;
+pub mod query;
+pub mod retry;
+
+pub use identifier::{Identifier, IdentifierRules};
+pub use inflight::{Attempt, InFlight};
+pub use retry::{ConnectTimedOut, Retry};
