@@ -209,6 +209,26 @@ pub async fn connect_error(backend: &'static str, host: &str, port: u16, cause: 
     LockError::store(backend, "connect", None, failure)
 }
 
+/// `(host, port)` of an endpoint written `host:port`, `[v6]:port` or
+/// `scheme://[user@]host:port[/…]`; `None` without a port.
+pub fn host_port(endpoint: &str) -> Option<(&str, u16)> {
+    let rest = endpoint.split_once("://").map_or(endpoint, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let (host, port) = authority.rsplit_once(':')?;
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    Some((host, port.parse().ok()?))
+}
+
+/// As [`connect_error`], for an endpoint `host:port` or a URL (see [`host_port`]); without
+/// a port to probe, the driver's error alone.
+pub async fn connect_error_at(backend: &'static str, endpoint: &str, cause: impl Into<BoxError>) -> LockError {
+    match host_port(endpoint) {
+        Some((host, port)) => connect_error(backend, host, port, cause).await,
+        None => LockError::store(backend, "connect", None, cause),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +260,15 @@ mod tests {
         let err = connect_error("postgres", "127.0.0.1", port, "pool timed out").await;
         assert!(err.report().to_string().contains(&format!("no answer from 127.0.0.1:{port}")), "{}", err.report());
         accept.abort();
+    }
+
+    #[test]
+    fn endpoints_give_their_host_and_port() {
+        assert_eq!(host_port("127.0.0.1:2379"), Some(("127.0.0.1", 2379)));
+        assert_eq!(host_port("http://etcd-1:2379"), Some(("etcd-1", 2379)));
+        assert_eq!(host_port("redis://u:p@h:6380/2?x=1"), Some(("h", 6380)));
+        assert_eq!(host_port("[::1]:5432"), Some(("::1", 5432)));
+        assert_eq!(host_port("localhost"), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use distlock_api::LockError;
+use distlock_api::{probe, LockError};
 use etcd_client::{Client, ConnectOptions};
 
 use crate::config::{
@@ -99,12 +99,19 @@ impl EtcdLockStoreBuilder {
             options = options.with_user(name.clone(), password.clone());
         }
         let connecting = Client::connect(url.endpoints(), Some(options));
+        // A failure names what answers at the first endpoint (another kind of server?).
+        let first = url.endpoints().first().map(String::as_str).unwrap_or_default();
         let client = match tokio::time::timeout(connect_timeout.saturating_add(response_timeout), connecting).await {
             Ok(Ok(client)) => client,
-            Ok(Err(err)) => return Err(LockError::store("etcd", "connect", None, err)),
-            Err(_) => return Err(LockError::store("etcd", "connect", None, "timed out connecting to etcd")),
+            Ok(Err(err)) => return Err(probe::connect_error_at("etcd", first, err).await),
+            Err(_) => return Err(probe::connect_error_at("etcd", first, "timed out connecting to etcd").await),
         };
-        EtcdLockStore::from_client(client, config).await
+        match EtcdLockStore::from_client(client, config).await {
+            Err(LockError::Store { operation: "connect", cause, .. }) => {
+                Err(probe::connect_error_at("etcd", first, cause).await)
+            }
+            built => built,
+        }
     }
 
     /// Builds the store on an existing client (its connection options stay as they
