@@ -185,7 +185,9 @@ impl MysqlLockStoreBuilder {
         let timeouts = [("acquire_timeout", self.acquire_timeout), ("connect_timeout", self.connect_timeout)];
         check_timeouts(&timeouts, MAX_TIMEOUT)?;
         let options = url.connect_options().clone();
-        first_connection::<MySqlConnection>(BACKEND, &options, "connect timeout", self.connect_timeout).await?;
+        let address = options.get_socket().is_none().then(|| (options.get_host(), options.get_port()));
+        first_connection::<MySqlConnection>(BACKEND, &options, address, "connect timeout", self.connect_timeout)
+            .await?;
         let pool = pool_options(self.max_connections, self.acquire_timeout).connect_lazy_with(options);
         let store = store(pool, layout, create);
         if !create {

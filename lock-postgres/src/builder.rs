@@ -246,7 +246,8 @@ impl PostgresLockStoreBuilder {
             }
             None => {}
         }
-        first_connection::<PgConnection>(BACKEND, &options, "acquire timeout", self.acquire_timeout).await?;
+        let address = options.get_socket().is_none().then(|| (options.get_host(), options.get_port()));
+        first_connection::<PgConnection>(BACKEND, &options, address, "acquire timeout", self.acquire_timeout).await?;
         let pool = pool_options(self.max_connections, self.acquire_timeout).connect_lazy_with(options);
         let store = store(pool, layout, create);
         if !create {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use distlock_api::LockError;
+use distlock_api::{probe, BoxError, LockError};
 use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Database};
 
@@ -60,7 +60,8 @@ pub fn pool_options<DB: Database>(max_connections: u32, acquire_timeout: Duratio
 /// Opens and closes one connection `C` with `options`, within `timeout` (the builder setting
 /// named `setting`): a lazy pool retries a refused connection until its acquire timeout
 /// and then reports only "pool timed out", while one direct connection reports the real
-/// cause at once.
+/// cause at once. On a TCP `address` (`None` for a Unix socket), a failure also says what
+/// answers there ([`distlock_api::probe`]): nothing, or another kind of server.
 ///
 /// # Errors
 ///
@@ -69,14 +70,19 @@ pub fn pool_options<DB: Database>(max_connections: u32, acquire_timeout: Duratio
 pub async fn first_connection<C: Connection>(
     backend: &'static str,
     options: &C::Options,
+    address: Option<(&str, u16)>,
     setting: &'static str,
     timeout: Duration,
 ) -> Result<(), LockError> {
-    let fail = |error: Box<dyn std::error::Error + Send + Sync>| LockError::store(backend, "connect", None, error);
-    let conn = tokio::time::timeout(timeout, C::connect_with(options))
-        .await
-        .map_err(|_| fail(Box::new(ConnectTimedOut { setting, timeout })))?
-        .map_err(|error| fail(Box::new(error)))?;
+    let connected = match tokio::time::timeout(timeout, C::connect_with(options)).await {
+        Err(_) => Err(Box::new(ConnectTimedOut { setting, timeout }) as BoxError),
+        Ok(result) => result.map_err(|error| Box::new(error) as BoxError),
+    };
+    let conn = match (connected, address) {
+        (Ok(conn), _) => conn,
+        (Err(cause), Some((host, port))) => return Err(probe::connect_error(backend, host, port, cause).await),
+        (Err(cause), None) => return Err(LockError::store(backend, "connect", None, cause)),
+    };
     if let Err(error) = conn.close().await {
         tracing::debug!(%error, "closing the first connection failed");
     }
