@@ -279,6 +279,11 @@ impl RedisClusterStore {
         })
     }
 
+    /// The commands of every lock and group operation, on the hash-tagged layout.
+    pub(crate) fn commands(&self) -> &Commands {
+        &self.commands
+    }
+
     /// The lock's Redis key: `{prefix}:{lock:<key>}`.
     pub(crate) fn redis_key(&self, key: &StoreKey) -> String {
         self.commands.layout.lock_key(key)

@@ -138,6 +138,11 @@ impl RedisLockStore {
         &self.conn
     }
 
+    /// The commands of every lock and group operation, with this store's layout.
+    pub(crate) fn commands(&self) -> &Commands {
+        &self.commands
+    }
+
     /// The Redis key of a lock: `{key_prefix}:lock:{key}`, e.g. `neton:lock:order:1`.
     pub(crate) fn redis_key(&self, key: &StoreKey) -> String {
         self.commands.layout.lock_key(key)
