@@ -52,7 +52,7 @@ use distlock_api::{
 };
 use redis::Cmd;
 
-use super::{Commands, Conn, UnexpectedReply};
+use super::{Commands, Conn, Failure};
 use crate::scripts::SCRIPTS;
 
 /// The most names one group takes.
@@ -110,11 +110,7 @@ impl Commands {
             (0, false) => Ok(GroupAcquire::Acquired { fence: None }),
             (fence @ 1.., true) => Ok(GroupAcquire::Acquired { fence: Some(fence.unsigned_abs()) }),
             (..0, _) => Ok(GroupAcquire::Blocked { ticket: reply.unsigned_abs() }),
-            _ => Err(self.request_error(
-                "acquire group",
-                request,
-                UnexpectedReply(format!("group acquire returned {reply}")),
-            )),
+            _ => Err(self.request_error("acquire group", request, Failure(format!("group acquire returned {reply}")))),
         }
     }
 
@@ -275,9 +271,8 @@ impl Commands {
             .map_err(|err| self.error("read permits", key, err))?;
         value
             .map(|text| {
-                text.parse::<u32>().map_err(|_| {
-                    self.error("read permits", key, UnexpectedReply(format!("permits field holds {text:?}")))
-                })
+                text.parse::<u32>()
+                    .map_err(|_| self.error("read permits", key, Failure(format!("permits field holds {text:?}"))))
             })
             .transpose()
     }
@@ -413,7 +408,7 @@ impl Commands {
     /// A script's count as a `usize`.
     fn count(&self, operation: &'static str, keys: &[StoreKey], reply: i64) -> Result<usize, LockError> {
         usize::try_from(reply)
-            .map_err(|_| self.group_error(operation, keys, UnexpectedReply(format!("script returned {reply}"))))
+            .map_err(|_| self.group_error(operation, keys, Failure(format!("script returned {reply}"))))
     }
 }
 

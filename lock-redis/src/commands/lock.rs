@@ -5,7 +5,7 @@ use std::time::Duration;
 use distlock_api::{Acquire, LockError, LockInfo, QueuedAttempt, StoreKey, Token, Ttl};
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
-use super::{unexpected, Commands, Conn, UnexpectedReply};
+use super::{unexpected, Commands, Conn, Failure};
 use crate::scripts::{fence_flag, Loaded, LuaScript, SCRIPTS};
 
 impl Commands {
@@ -173,11 +173,7 @@ impl Commands {
         let Some((token, pttl, fence)) = holder else { return Ok(None) };
         let token = Token::parse(&token).map_err(|err| self.error("inspect", key, err))?;
         let Ok(ms) = u64::try_from(pttl) else {
-            return Err(self.error(
-                "inspect",
-                key,
-                UnexpectedReply(format!("the lock key has no expiry (PTTL {pttl})")),
-            ));
+            return Err(self.error("inspect", key, Failure(format!("the lock key has no expiry (PTTL {pttl})"))));
         };
         Ok(Some(LockInfo::new(token, fence, Duration::from_millis(ms))))
     }
@@ -220,7 +216,7 @@ impl Commands {
             })
             .await
             .map_err(|err| self.error("queue_len", key, err))?;
-        usize::try_from(len).map_err(|_| self.error("queue_len", key, UnexpectedReply(format!("ZCOUNT gave {len}"))))
+        usize::try_from(len).map_err(|_| self.error("queue_len", key, Failure(format!("ZCOUNT gave {len}"))))
     }
 
     /// `{1, fence}` (`fence` 0 without fencing) or `{0, pttl}`, as the acquire scripts answer.
@@ -231,7 +227,7 @@ impl Commands {
             (0, Ok(ms)) => Ok(Acquire::Held { ttl_left: Some(Duration::from_millis(ms)) }),
             // PTTL -1: a key without expiry, not written by a store.
             (0, Err(_)) => Ok(Acquire::Held { ttl_left: None }),
-            _ => Err(self.error("acquire", key, UnexpectedReply(format!("acquire returned {{{acquired}, {number}}}")))),
+            _ => Err(self.error("acquire", key, Failure(format!("acquire returned {{{acquired}, {number}}}")))),
         }
     }
 }

@@ -50,24 +50,25 @@ impl Commands {
         match reply {
             1 => Ok(true),
             0 => Ok(false),
-            other => Err(self.error(operation, key, UnexpectedReply(format!("script returned {other}")))),
+            other => Err(self.error(operation, key, Failure(format!("script returned {other}")))),
         }
     }
 }
 
-pub(crate) fn unexpected(command: &str, reply: &Value) -> UnexpectedReply {
-    UnexpectedReply(format!("unexpected reply to {command}: {reply:?}"))
+pub(crate) fn unexpected(command: &str, reply: &Value) -> Failure {
+    Failure(format!("unexpected reply to {command}: {reply:?}"))
 }
 
-/// The server answered something a store never expects (another program wrote the
-/// key, or a proxy changed the protocol).
+/// What went wrong, in words, where no error of the `redis` crate says it: the server
+/// answered something a store never expects (another program wrote the key, or a proxy
+/// changed the protocol), too few masters or replicas agreed, no sentinel answered.
 #[derive(Debug)]
-pub(crate) struct UnexpectedReply(pub(crate) String);
+pub(crate) struct Failure(pub(crate) String);
 
-impl fmt::Display for UnexpectedReply {
+impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for UnexpectedReply {}
+impl std::error::Error for Failure {}

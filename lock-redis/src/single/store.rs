@@ -11,7 +11,7 @@ use distlock_api::{
 };
 use redis::aio::ConnectionManager;
 
-use crate::commands::{Commands, UnexpectedReply};
+use crate::commands::{Commands, Failure};
 use crate::config::{self, Config};
 use crate::layout::Layout;
 use crate::notify::ReleaseListener;
@@ -516,7 +516,7 @@ impl RedisLockStore {
                 Self::BACKEND,
                 "list",
                 None,
-                UnexpectedReply(format!("the list script returned {} entries for {} keys", holders.len(), keys.len())),
+                Failure(format!("the list script returned {} entries for {} keys", holders.len(), keys.len())),
             ));
         }
         Ok(keys
