@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use distlock_api::LockError;
 
-use crate::cluster::RedisClusterStore;
 use crate::config::{self, checked_timeout, validate_key_prefix, Config};
-use crate::sentinel::RedisSentinelStore;
 use crate::single::RedisLockStore;
 use crate::url::RedisUrl;
 
@@ -49,9 +47,10 @@ use crate::url::RedisUrl;
 /// # Every topology
 ///
 /// The same builder, with the same settings, makes the store of each topology:
-/// `RedisLockStore::builder()` (one server), [`RedisClusterStore::builder()`]
-/// ([`RedisClusterStoreBuilder`]) and [`RedisSentinelStore::builder()`]
-/// ([`RedisSentinelStoreBuilder`]); each has `connect(url)` for its URL scheme, and the
+/// `RedisLockStore::builder()` (one server), [`RedisClusterStore::builder()`](crate::RedisClusterStore::builder)
+/// ([`RedisClusterStoreBuilder`](crate::RedisClusterStoreBuilder)) and
+/// [`RedisSentinelStore::builder()`](crate::RedisSentinelStore::builder)
+/// ([`RedisSentinelStoreBuilder`](crate::RedisSentinelStoreBuilder)); each has `connect(url)` for its URL scheme, and the
 /// single-server one [`build`](Self::build) on an existing connection too.
 #[must_use = "a builder does nothing until `connect` or `build` is called"]
 pub struct RedisLockStoreBuilder<S = RedisLockStore> {
@@ -67,12 +66,6 @@ pub struct RedisLockStoreBuilder<S = RedisLockStore> {
     pub(crate) notification_client: Option<redis::Client>,
     pub(crate) topology: PhantomData<fn() -> S>,
 }
-
-/// The builder of a [`RedisClusterStore`]: [`RedisClusterStore::builder`].
-pub type RedisClusterStoreBuilder = RedisLockStoreBuilder<RedisClusterStore>;
-
-/// The builder of a [`RedisSentinelStore`]: [`RedisSentinelStore::builder`].
-pub type RedisSentinelStoreBuilder = RedisLockStoreBuilder<RedisSentinelStore>;
 
 impl<S> Default for RedisLockStoreBuilder<S> {
     fn default() -> Self {

@@ -25,13 +25,13 @@ mod single;
 mod topology;
 mod url;
 
-pub use builder::{RedisClusterStoreBuilder, RedisLockStoreBuilder, RedisSentinelStoreBuilder};
-pub use cluster::RedisClusterStore;
+pub use builder::RedisLockStoreBuilder;
+pub use cluster::{RedisClusterStore, RedisClusterStoreBuilder};
 pub use fenced_set::{fenced_set, FencedSet, FENCED_VALUE_FIELD, FENCE_FIELD};
 pub use idempotency::RedisIdempotencyStore;
 pub use redlock::{RedlockStore, RedlockStoreBuilder};
 pub use scripts::RELEASE_SCRIPT;
-pub use sentinel::RedisSentinelStore;
+pub use sentinel::{RedisSentinelStore, RedisSentinelStoreBuilder};
 pub use single::RedisLockStore;
 pub use topology::{connect_any, TOPOLOGY_SCHEMES};
 pub use url::RedisUrl;

@@ -7,4 +7,5 @@ mod builder;
 mod group;
 mod store;
 
+pub use builder::RedisClusterStoreBuilder;
 pub use store::RedisClusterStore;

@@ -6,8 +6,11 @@ use distlock_api::LockError;
 use super::config::parse_sentinel_url;
 use super::master::connect_master;
 use super::RedisSentinelStore;
-use crate::builder::{RedisLockStoreBuilder, RedisSentinelStoreBuilder};
+use crate::builder::RedisLockStoreBuilder;
 use crate::url::RedisUrl;
+
+/// The builder of a [`RedisSentinelStore`]: [`RedisSentinelStore::builder`].
+pub type RedisSentinelStoreBuilder = RedisLockStoreBuilder<RedisSentinelStore>;
 
 impl RedisSentinelStoreBuilder {
     /// Asks the sentinels at `url` (`redis+sentinel://host:port[,host:port…]/master`)

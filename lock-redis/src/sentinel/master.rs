@@ -6,10 +6,12 @@ use std::time::Duration;
 use distlock_api::{Acquire, LockError, LockStore, StoreKey, Token};
 
 use super::config::SentinelUrl;
-use super::RedisSentinelStore;
 use crate::builder::RedisLockStoreBuilder;
 use crate::commands::Failure;
 use crate::single::RedisLockStore;
+
+/// The name reported by the Sentinel store and in its errors.
+pub(super) const BACKEND: &str = "redis-sentinel";
 
 /// How long one question to one sentinel may take.
 const SENTINEL_TIMEOUT: Duration = Duration::from_millis(500);
@@ -45,7 +47,7 @@ pub(super) async fn resolve(url: &SentinelUrl) -> Result<String, LockError> {
             Err(_) => last = format!("sentinel {sentinel} did not answer in time"),
         }
     }
-    Err(LockError::store(RedisSentinelStore::BACKEND, "connect", None, Failure(last)))
+    Err(LockError::store(BACKEND, "connect", None, Failure(last)))
 }
 
 /// `WAIT replicas timeout` after an acquisition (with `wait_replicas`); too few
@@ -69,5 +71,5 @@ pub(super) async fn wait_for_replicas(
         Err(err) => format!("WAIT failed: {err}"),
     };
     let _ = store.release(key, token).await;
-    Err(LockError::store(RedisSentinelStore::BACKEND, "acquire", Some(key.lock_key()), Failure(problem)))
+    Err(LockError::store(BACKEND, "acquire", Some(key.lock_key()), Failure(problem)))
 }

@@ -9,4 +9,5 @@ mod config;
 mod master;
 mod store;
 
+pub use builder::RedisSentinelStoreBuilder;
 pub use store::RedisSentinelStore;

@@ -13,7 +13,7 @@ use distlock_api::{
 use tokio::time::Instant;
 
 use super::config::SentinelUrl;
-use super::master::{resolve, wait_for_replicas};
+use super::master::{resolve, wait_for_replicas, BACKEND};
 use crate::builder::RedisLockStoreBuilder;
 use crate::single::RedisLockStore;
 
@@ -75,7 +75,7 @@ const REFRESH_EVERY: Duration = Duration::from_millis(100);
 
 impl RedisSentinelStore {
     /// The name reported by [`LockStore::backend`].
-    pub const BACKEND: &'static str = "redis-sentinel";
+    pub const BACKEND: &'static str = BACKEND;
 
     /// The store on the master at `address`, following `url`'s sentinels.
     pub(super) fn new(
