@@ -268,6 +268,17 @@ impl<S> RedisLockStoreBuilder<S> {
         self
     }
 
+    /// `Ok` unless a [`notification_client`](Self::notification_client) was given to the
+    /// builder of a topology that opens its own connections (`why` says so).
+    pub(crate) fn refuse_notification_client(&self, why: &str) -> Result<(), LockError> {
+        if self.notification_client.is_none() {
+            return Ok(());
+        }
+        Err(LockError::Config {
+            message: format!("{why}: `notification_client` is for `RedisLockStoreBuilder::build`"),
+        })
+    }
+
     /// The checked configuration: this builder's settings, the URL's layout (which must
     /// agree with them), then the defaults.
     pub(crate) fn resolve(&self, url: Option<&RedisUrl>) -> Result<Config, LockError> {

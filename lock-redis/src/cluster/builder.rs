@@ -30,13 +30,7 @@ impl RedisClusterStoreBuilder {
     /// [`notification_client`](Self::notification_client) (a Cluster subscribes on its
     /// own connections).
     pub async fn connect(self, url: &str) -> Result<RedisClusterStore, LockError> {
-        if self.notification_client.is_some() {
-            return Err(LockError::Config {
-                message: "a Redis Cluster store subscribes on its own connections: `notification_client` is for \
-                          `RedisLockStoreBuilder::build`"
-                    .to_owned(),
-            });
-        }
+        self.refuse_notification_client("a Redis Cluster store subscribes on its own connections")?;
         RedisClusterStore::connect_with(self, url).await
     }
 }

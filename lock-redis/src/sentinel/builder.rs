@@ -24,13 +24,7 @@ impl RedisSentinelStoreBuilder {
     /// [`notification_client`](Self::notification_client) (each master's store opens its
     /// own subscriber).
     pub async fn connect(self, url: &str) -> Result<RedisSentinelStore, LockError> {
-        if self.notification_client.is_some() {
-            return Err(LockError::Config {
-                message: "a Redis Sentinel store connects to each master itself: `notification_client` is for \
-                          `RedisLockStoreBuilder::build`"
-                    .to_owned(),
-            });
-        }
+        self.refuse_notification_client("a Redis Sentinel store connects to each master itself")?;
         RedisSentinelStore::connect_with(self.retarget(), url).await
     }
 }
