@@ -378,14 +378,15 @@ impl Commands {
     }
 
     /// The error of a group operation on `keys` (named when there is one).
-    fn group_error(
+    fn group_error<'k>(
         &self,
         operation: &'static str,
-        keys: &[StoreKey],
+        keys: impl IntoIterator<Item = &'k StoreKey>,
         err: impl Into<distlock_api::BoxError>,
     ) -> LockError {
-        let key = match keys {
-            [key] => Some(key.lock_key()),
+        let mut keys = keys.into_iter();
+        let key = match (keys.next(), keys.next()) {
+            (Some(key), None) => Some(key.lock_key()),
             _ => None,
         };
         LockError::store(self.backend, operation, key, err)
@@ -398,11 +399,7 @@ impl Commands {
         request: &GroupRequest<'_>,
         err: impl Into<distlock_api::BoxError>,
     ) -> LockError {
-        let key = match request.members {
-            [member] => Some(member.key.lock_key()),
-            _ => None,
-        };
-        LockError::store(self.backend, operation, key, err)
+        self.group_error(operation, request.members.iter().map(|member| &member.key), err)
     }
 
     /// A script's count as a `usize`.
