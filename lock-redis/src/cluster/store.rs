@@ -380,8 +380,36 @@ impl RedisClusterStore {
                 return find(&slots);
             }
         }
+        let mut slots: Vec<(u16, u16, String)> = self
+            .slot_ranges()
+            .await
+            .ok()?
+            .into_iter()
+            .map(|(first, last, host, port)| (first, last, format!("{host}:{port}")))
+            .collect();
+        slots.sort();
+        let owner = find(&slots);
+        *self.fast.slots.write().unwrap_or_else(|e| e.into_inner()) = slots;
+        owner
+    }
+
+    /// The masters' addresses, from `CLUSTER SLOTS`, sorted.
+    pub(crate) async fn masters(&self, operation: &'static str) -> Result<Vec<(String, u16)>, LockError> {
+        let ranges = self.slot_ranges().await.map_err(|err| Self::error(operation, None, err))?;
+        let mut masters = Vec::new();
+        for (_, _, host, port) in ranges {
+            if !masters.contains(&(host.clone(), port)) {
+                masters.push((host, port));
+            }
+        }
+        masters.sort();
+        Ok(masters)
+    }
+
+    /// `CLUSTER SLOTS`: each range's first and last slot and its master's host and port.
+    async fn slot_ranges(&self) -> redis::RedisResult<Vec<(u16, u16, String, u16)>> {
         let mut conn = self.conn.clone();
-        let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await.ok()?;
+        let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await?;
         let mut slots = Vec::new();
         for range in ranges {
             let Value::Array(parts) = range else { continue };
@@ -395,44 +423,14 @@ impl RedisClusterStore {
                 Some(Value::SimpleString(host)) => host.clone(),
                 _ => continue,
             };
-            let (Ok(first), Ok(last), Some(Value::Int(port))) =
-                (u16::try_from(*first), u16::try_from(*last), node.get(1))
+            let Some(Value::Int(port)) = node.get(1) else { continue };
+            let (Ok(first), Ok(last), Ok(port)) = (u16::try_from(*first), u16::try_from(*last), u16::try_from(*port))
             else {
                 continue;
             };
-            slots.push((first, last, format!("{host}:{port}")));
+            slots.push((first, last, host, port));
         }
-        slots.sort();
-        let owner = find(&slots);
-        *self.fast.slots.write().unwrap_or_else(|e| e.into_inner()) = slots;
-        owner
-    }
-
-    /// The masters' addresses, from `CLUSTER SLOTS`, sorted.
-    pub(crate) async fn masters(&self, operation: &'static str) -> Result<Vec<(String, u16)>, LockError> {
-        let mut conn = self.conn.clone();
-        let slots: Vec<Value> = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query_async(&mut conn)
-            .await
-            .map_err(|err| Self::error(operation, None, err))?;
-        let mut masters = Vec::new();
-        for range in slots {
-            let Value::Array(parts) = range else { continue };
-            let Some(Value::Array(node)) = parts.get(2) else { continue };
-            let host = match node.first() {
-                Some(Value::BulkString(host)) => String::from_utf8_lossy(host).into_owned(),
-                Some(Value::SimpleString(host)) => host.clone(),
-                _ => continue,
-            };
-            let Some(Value::Int(port)) = node.get(1) else { continue };
-            let Ok(port) = u16::try_from(*port) else { continue };
-            if !masters.contains(&(host.clone(), port)) {
-                masters.push((host, port));
-            }
-        }
-        masters.sort();
-        Ok(masters)
+        Ok(slots)
     }
 }
 
