@@ -1,8 +1,10 @@
 //! Where a lock's keys live: the lease, its fence, its queue of waiters and the channel
-//! its releases are published on, on one server or on a Cluster. A leaf: it imports
-//! nothing else of this crate but `config`.
+//! its releases are published on, on one server or on a Cluster; and where a lock
+//! group's keys live. A leaf: it imports nothing else of this crate but `config`.
 
-use distlock_api::{StoreKey, LOCK_NAMESPACE};
+use std::borrow::Cow;
+
+use distlock_api::{InvalidGroup, LockError, StoreKey, LOCK_NAMESPACE};
 
 use crate::config;
 
@@ -110,6 +112,171 @@ impl Layout {
     }
 }
 
+/// The keys of lock groups.
+///
+/// | key | one server (`Node`) | Redis Cluster (`Cluster`) |
+/// |---|---|---|
+/// | a name's stem (+ `:s`, `:h`, `:p`) | `{prefix}:group:{<name'>}` | `{prefix}:group:{<tag>}:<name>` |
+/// | a live group's lease | `{prefix}:group-lease:<token>` | `{prefix}:group-lease:{<tag>}:<token>` |
+/// | fence counter | `{prefix}:fence` (the locks' counter) | `{prefix}:group-fence:{<tag>}` |
+/// | release channel | `{prefix}:released` (`PUBLISH`) | `{prefix}:group-released:{<tag>}` (`SPUBLISH`) |
+///
+/// `<name'>` is the name with `%`, `{` and `}` percent-encoded, so the braces hold exactly
+/// that name's keys. On a Cluster `<tag>` is the name's own hash tag (`orders` for
+/// `{orders}:a`) or, for a name without one, the name percent-encoded the same way: every
+/// key a group script touches carries the group's tag, so the script runs in one slot. One
+/// server has no tags (the tag is `""`).
+impl Layout {
+    /// The one tag of a group's names, or the error that refuses a group across tags
+    /// (slots) on a Cluster. One server's tag is `""`.
+    pub(crate) fn group_tag<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k StoreKey>,
+    ) -> Result<Cow<'k, str>, LockError> {
+        if !self.cluster {
+            return Ok(Cow::Borrowed(""));
+        }
+        let mut tags = keys.into_iter().map(|key| (key, name_tag(key)));
+        let Some((first_key, first)) = tags.next() else {
+            return Err(LockError::InvalidGroup { reason: InvalidGroup::Empty });
+        };
+        if let Some((other_key, _)) = tags.find(|(_, tag)| *tag != first) {
+            return Err(LockError::Config {
+                message: format!(
+                    "the names of a lock group on Redis Cluster must share a hash tag, like `{{orders}}:a`, \
+                     `{{orders}}:b` (one slot, so the group is granted in one atomic step): `{}` and `{}` do not",
+                    first_key.lock_key(),
+                    other_key.lock_key()
+                ),
+            });
+        }
+        Ok(first)
+    }
+
+    /// Appends the stem of the group name `key` and then `part` (`:s`, `:h` or `:p`) to `out`.
+    pub(crate) fn push_group_key(&self, out: &mut String, key: &StoreKey, part: &str) {
+        let name = key.lock_key();
+        out.reserve(self.stem.len() + 2 * name.len() + part.len() + 12);
+        out.push_str(&self.stem);
+        out.push_str("group:{");
+        if self.cluster {
+            out.push_str(&name_tag(key));
+            out.push_str("}:");
+            out.push_str(name);
+        } else {
+            push_encoded(out, name);
+            out.push('}');
+        }
+        out.push_str(part);
+    }
+
+    /// The key `part` (`:s`, `:h` or `:p`) of the group name `key`.
+    pub(crate) fn group_key(&self, key: &StoreKey, part: &str) -> String {
+        let mut out = String::new();
+        self.push_group_key(&mut out, key, part);
+        out
+    }
+
+    /// The lease keys of the groups of tag `tag`, without their token.
+    pub(crate) fn group_lease_prefix(&self, tag: &str) -> String {
+        let mut key = self.group_lease_head();
+        if self.cluster {
+            key.push_str(tag);
+            key.push_str("}:");
+        }
+        key
+    }
+
+    /// The lease key of the group `token` took on names of tag `tag`.
+    pub(crate) fn group_lease_key(&self, tag: &str, token: &str) -> String {
+        let mut key = self.group_lease_prefix(tag);
+        key.push_str(token);
+        key
+    }
+
+    /// What every group lease key starts with: `{prefix}:group-lease:`, on a Cluster
+    /// `{prefix}:group-lease:{`.
+    pub(crate) fn group_lease_head(&self) -> String {
+        let mut key = String::with_capacity(self.stem.len() + GROUP_LEASE_HEAD.len() + 40);
+        key.push_str(&self.stem);
+        key.push_str(GROUP_LEASE_HEAD);
+        if self.cluster {
+            key.push('{');
+        }
+        key
+    }
+
+    /// The tag and the token of a group lease key, as `SCAN` found it (`head` is
+    /// [`group_lease_head`](Self::group_lease_head)); `None` for another key.
+    pub(crate) fn split_group_lease_key<'a>(&self, head: &str, lease_key: &'a str) -> Option<(&'a str, &'a str)> {
+        let rest = lease_key.strip_prefix(head)?;
+        if self.cluster {
+            // A tag never holds `}`.
+            rest.split_once("}:")
+        } else {
+            Some(("", rest))
+        }
+    }
+
+    /// The counter the fences of tag `tag`'s groups are drawn from.
+    pub(crate) fn group_fence_key(&self, tag: &str) -> String {
+        if self.cluster {
+            format!("{}group-fence:{{{tag}}}", self.stem)
+        } else {
+            format!("{}fence", self.stem)
+        }
+    }
+
+    /// The channel the changes of tag `tag`'s group names are published on (the message
+    /// is the changed names' `h` keys, one per line).
+    pub(crate) fn group_release_channel(&self, tag: &str) -> String {
+        if self.cluster {
+            format!("{}group-released:{{{tag}}}", self.stem)
+        } else {
+            format!("{}released", self.stem)
+        }
+    }
+}
+
+/// What follows the key prefix in a group's lease key.
+const GROUP_LEASE_HEAD: &str = "group-lease:";
+
+/// The hash tag of `name` as Redis reads it: the text between the first `{` and the next
+/// `}`, when not empty.
+fn hash_tag(name: &str) -> Option<&str> {
+    let open = name.find('{')?;
+    let rest = &name[open + 1..];
+    let close = rest.find('}')?;
+    (close > 0).then(|| &rest[..close])
+}
+
+/// The Cluster tag of a group name: its own hash tag, else the whole name with `%`, `{`
+/// and `}` percent-encoded (so it never closes the braces early).
+fn name_tag(key: &StoreKey) -> Cow<'_, str> {
+    let name = key.lock_key();
+    if let Some(tag) = hash_tag(name) {
+        return Cow::Borrowed(tag);
+    }
+    if !name.contains(['%', '{', '}']) {
+        return Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 6);
+    push_encoded(&mut out, name);
+    Cow::Owned(out)
+}
+
+/// Appends `name` with `%`, `{` and `}` written `%25`, `%7B` and `%7D`.
+fn push_encoded(out: &mut String, name: &str) {
+    for c in name.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            c => out.push(c),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use distlock_api::LockKey;
@@ -140,5 +307,55 @@ mod tests {
         assert_eq!(cluster.release_channel(&key), "neton:{lock:order:1}:released");
         assert_eq!(cluster.lock_namespace(), "neton:{lock:");
         assert_eq!(cluster.publish_command(), Some("spublish"));
+    }
+
+    fn key(name: &str) -> StoreKey {
+        LockKey::new(name).unwrap().to_store_key()
+    }
+
+    #[test]
+    fn group_keys_of_one_server_and_of_a_cluster() {
+        let node = Layout::node("neton");
+        let keys = [key("{o}:a"), key("p")];
+        let tag = node.group_tag(&keys).unwrap();
+        assert_eq!(tag, "");
+        assert_eq!(node.group_key(&key("a{b}%"), ":h"), "neton:group:{a%7Bb%7D%25}:h");
+        assert_eq!(node.group_lease_key(&tag, "t"), "neton:group-lease:t");
+        assert_eq!(node.split_group_lease_key(&node.group_lease_head(), "neton:group-lease:t"), Some(("", "t")));
+        assert_eq!(
+            (node.group_fence_key(&tag), node.group_release_channel(&tag)),
+            ("neton:fence".into(), "neton:released".into())
+        );
+
+        let cluster = Layout::cluster("neton");
+        let keys = [key("{o}:a"), key("o")];
+        let tag = cluster.group_tag(&keys).unwrap();
+        assert_eq!(tag, "o");
+        assert_eq!(cluster.group_key(&key("{o}:a"), ":p"), "neton:group:{o}:{o}:a:p");
+        assert_eq!(cluster.group_lease_key(&tag, "t"), "neton:group-lease:{o}:t");
+        let head = cluster.group_lease_head();
+        assert_eq!(cluster.split_group_lease_key(&head, "neton:group-lease:{o}:t"), Some(("o", "t")));
+        assert_eq!(cluster.group_fence_key(&tag), "neton:group-fence:{o}");
+        assert_eq!(cluster.group_release_channel(&tag), "neton:group-released:{o}");
+    }
+
+    #[test]
+    fn tags_follow_the_redis_rule() {
+        assert_eq!(hash_tag("{orders}:a"), Some("orders"));
+        assert_eq!(hash_tag("x{orders}:a{b}"), Some("orders"));
+        assert_eq!(hash_tag("a{}b{c}"), None);
+        assert_eq!(hash_tag("a}b{c"), None);
+        assert_eq!(name_tag(&key("doc")), "doc");
+        assert_eq!(name_tag(&key("a{}b")), "a%7B%7Db");
+        assert_eq!(name_tag(&key("{a{b}c")), "a{b");
+    }
+
+    #[test]
+    fn groups_across_tags_are_refused_before_any_io() {
+        let cluster = Layout::cluster("p");
+        assert!(cluster.group_tag(&[key("{o}:a"), key("{o}:b"), key("o")]).is_ok());
+        let err = cluster.group_tag(&[key("{o}:a"), key("{p}:b")]).unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }), "{err}");
+        assert!(err.to_string().contains("`{orders}:a`, `{orders}:b`"), "{err}");
     }
 }

@@ -2,10 +2,12 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
-// Layers, top-down: `builder` makes stores from settings and URLs (`url/`: every scheme
-// of the family parsed once); `single/`, `cluster/`, `sentinel` and `redlock` are the
-// topologies; `commands` sends each lock operation once, over any connection, with the
-// keys of `layout`; `scripts` holds every Lua script (a file of `src/lua/`, helpers of
+// Layers, top-down: `builder` holds the settings every topology shares (`url/`: every
+// scheme of the family parsed once; `config`: the checked settings); the topologies
+// `single/`, `cluster/`, `sentinel/` and `redlock/` are folders read the same way, their
+// own `builder.rs` (connecting) first and `store.rs` (the trait impls) last; `commands/`
+// sends each lock and group operation once, over any connection, with the keys of
+// `layout`; `scripts` holds every Lua script (a file of `src/lua/`, helpers of
 // `src/lua/lib/`) and their runner; `idempotency` is the idempotency contract on a
 // store's connection and scripts. `config`, `layout` and `notify` are leaves.
 mod builder;
@@ -23,13 +25,13 @@ mod single;
 mod topology;
 mod url;
 
-pub use builder::{RedisClusterStoreBuilder, RedisLockStoreBuilder, RedisSentinelStoreBuilder};
-pub use cluster::RedisClusterStore;
+pub use builder::RedisLockStoreBuilder;
+pub use cluster::{RedisClusterStore, RedisClusterStoreBuilder};
 pub use fenced_set::{fenced_set, FencedSet, FENCED_VALUE_FIELD, FENCE_FIELD};
 pub use idempotency::RedisIdempotencyStore;
 pub use redlock::{RedlockStore, RedlockStoreBuilder};
 pub use scripts::RELEASE_SCRIPT;
-pub use sentinel::RedisSentinelStore;
+pub use sentinel::{RedisSentinelStore, RedisSentinelStoreBuilder};
 pub use single::RedisLockStore;
 pub use topology::{connect_any, TOPOLOGY_SCHEMES};
 pub use url::RedisUrl;

@@ -255,7 +255,7 @@ scripts! {
     queued_acquire: ["lib/queue.lua", "lib/clock_fence.lua", "queued_acquire.lua"],
     /// How many live places a key's queue has, read only. `KEYS` = queue-ttl.
     queue_len: ["lib/queue.lua", "queue_len.lua"],
-    /// A lock group's atomic attempt at every member, or a read-only probe (see `single/group.rs`
+    /// A lock group's atomic attempt at every member, or a read-only probe (see `commands/group.rs`
     /// for the key layout and the file for the arguments).
     group_acquire: ["lib/group.lua", "lib/clock_fence.lua", "group_acquire.lua"],
     /// Extends every member still held by the token, and the group's lease key.

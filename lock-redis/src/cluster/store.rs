@@ -13,15 +13,11 @@ use distlock_api::{
     QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use redis::aio::MultiplexedConnection;
-use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{PushInfo, PushKind, Value};
 
 use crate::commands::Commands;
-use crate::config;
-use crate::layout::Layout;
-use crate::url::{self, RedisUrl};
 
 /// A connection to one master, or the cluster connection (which follows redirections).
 #[derive(Clone)]
@@ -189,94 +185,31 @@ impl RedisClusterStore {
     /// The name reported by [`LockStore::backend`] and in [`LockError::Store`].
     pub const BACKEND: &'static str = "redis-cluster";
 
-    /// Connects to `redis+cluster://[[user]:password@]host1:port1,host2:port2,…[?prefix=…&fencing=…&fences=…&notifications=…&fair=…]`:
-    /// any reachable subset of the masters (the others are discovered). Same layout
-    /// parameters as a single node's [`RedisUrl`]; on a Cluster, release notifications
-    /// (`notifications`), fair waiting (`fair`) and clock fences (`fences`) are on unless
-    /// the URL turns them off. With `fair=false` waiters barge with the acquire script
-    /// instead of queueing.
-    ///
-    /// # Errors
-    ///
-    /// [`LockError::Config`] before any I/O for a malformed URL; [`LockError::Store`]
-    /// (operation `"connect"`) when the cluster cannot be reached.
-    pub async fn connect(url: &str) -> Result<Self, LockError> {
-        Self::builder().connect(url).await
-    }
-
-    /// A builder for the settings of [`RedisLockStoreBuilder`](crate::RedisLockStoreBuilder)
-    /// on a Cluster: the key prefix,
-    /// [`fencing`](crate::RedisLockStoreBuilder::fencing),
-    /// [`clock_fences`](crate::RedisLockStoreBuilder::clock_fences),
-    /// [`release_notifications`](crate::RedisLockStoreBuilder::release_notifications),
-    /// [`fair_queue`](crate::RedisLockStoreBuilder::fair_queue) and the response and
-    /// connect timeouts. A setting given by both the builder and the URL must agree;
-    /// one given by neither takes the Cluster's default (clock fences, notifications and
-    /// fair waiting on). As on a single node, the first store of a prefix records its
-    /// settings in `{prefix}:lock-settings` and a store with other settings is refused
-    /// ([`RedisLockStore::check_shared_settings`](crate::RedisLockStore::check_shared_settings)).
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), distlock_api::LockError> {
-    /// use distlock_redis::RedisClusterStore;
-    ///
-    /// let store = RedisClusterStore::builder()
-    ///     .fair_queue(false)
-    ///     .fencing(true)
-    ///     .connect("redis+cluster://10.0.0.1:7000,10.0.0.2:7000")
-    ///     .await?;
-    /// # let _ = store; Ok(()) }
-    /// ```
-    pub fn builder() -> crate::RedisClusterStoreBuilder {
-        crate::RedisClusterStoreBuilder::default()
-    }
-
-    /// [`RedisClusterStoreBuilder::connect`](crate::RedisClusterStoreBuilder::connect).
-    pub(crate) async fn connect_with(builder: crate::RedisClusterStoreBuilder, url: &str) -> Result<Self, LockError> {
-        let (nodes, auth) = split_cluster_url(url)?;
-        let first = RedisUrl::parse(&nodes[0])?;
-        for node in &nodes[1..] {
-            RedisUrl::parse(node)?;
-        }
-        let config = builder.resolve_cluster(&first)?;
-        let (key_prefix, fencing, clock_fences) = (config.key_prefix, config.fencing, config.clock_fences);
-        let (notifications, fair_queue) = (config.release_notifications, config.fair_queue);
-        let registry = WaiterRegistry::new();
-        let pushes = registry.clone();
-        let sender = move |push: PushInfo| {
-            dispatch(&pushes, &push);
-            Ok::<(), std::convert::Infallible>(())
-        };
-        let plain: Vec<String> = nodes.iter().map(|node| strip_query(node)).collect();
-        let client = ClusterClientBuilder::new(plain)
-            .use_protocol(redis::ProtocolVersion::RESP3)
-            .push_sender(sender)
-            .connection_timeout(config.connect_timeout)
-            .response_timeout(config.response_timeout)
-            .build()
-            .map_err(|err| LockError::Config { message: format!("Redis Cluster URL: {err}") })?;
-        let mut conn = client.get_async_connection().await.map_err(|err| Self::error("connect", None, err))?;
-        let layout = Layout::cluster(&key_prefix);
-        let settings_key = layout.settings_key();
-        let settings = config::shared_settings(fencing, clock_fences, notifications, fair_queue);
-        let recorded: Option<String> = async {
-            redis::cmd("SET").arg(&settings_key).arg(&settings).arg("NX").query_async::<()>(&mut conn).await?;
-            redis::cmd("GET").arg(&settings_key).query_async(&mut conn).await
-        }
-        .await
-        .map_err(|err| Self::error("connect", None, err))?;
-        config::check_recorded_settings(&key_prefix, &settings_key, &settings, recorded)?;
-        registry.set_listening(notifications);
-        Ok(Self {
+    /// The store on a connected Cluster: its connection, the checked settings and the
+    /// registry its connection's pushes wake.
+    pub(super) fn new(
+        conn: ClusterConnection,
+        key_prefix: String,
+        commands: Commands,
+        fair_queue: bool,
+        registry: WaiterRegistry,
+        auth: String,
+    ) -> Self {
+        Self {
             conn,
             key_prefix,
-            commands: Arc::new(Commands { layout, backend: Self::BACKEND, fencing, clock_fences, notifications }),
+            commands: Arc::new(commands),
             fair_queue,
             registry,
             subscribed: Arc::default(),
             fast: Arc::default(),
             auth,
-        })
+        }
+    }
+
+    /// The commands of every lock and group operation, on the hash-tagged layout.
+    pub(crate) fn commands(&self) -> &Commands {
+        &self.commands
     }
 
     /// The lock's Redis key: `{prefix}:{lock:<key>}`.
@@ -447,8 +380,36 @@ impl RedisClusterStore {
                 return find(&slots);
             }
         }
+        let mut slots: Vec<(u16, u16, String)> = self
+            .slot_ranges()
+            .await
+            .ok()?
+            .into_iter()
+            .map(|(first, last, host, port)| (first, last, format!("{host}:{port}")))
+            .collect();
+        slots.sort();
+        let owner = find(&slots);
+        *self.fast.slots.write().unwrap_or_else(|e| e.into_inner()) = slots;
+        owner
+    }
+
+    /// The masters' addresses, from `CLUSTER SLOTS`, sorted.
+    pub(crate) async fn masters(&self, operation: &'static str) -> Result<Vec<(String, u16)>, LockError> {
+        let ranges = self.slot_ranges().await.map_err(|err| Self::error(operation, None, err))?;
+        let mut masters = Vec::new();
+        for (_, _, host, port) in ranges {
+            if !masters.contains(&(host.clone(), port)) {
+                masters.push((host, port));
+            }
+        }
+        masters.sort();
+        Ok(masters)
+    }
+
+    /// `CLUSTER SLOTS`: each range's first and last slot and its master's host and port.
+    async fn slot_ranges(&self) -> redis::RedisResult<Vec<(u16, u16, String, u16)>> {
         let mut conn = self.conn.clone();
-        let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await.ok()?;
+        let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await?;
         let mut slots = Vec::new();
         for range in ranges {
             let Value::Array(parts) = range else { continue };
@@ -462,50 +423,20 @@ impl RedisClusterStore {
                 Some(Value::SimpleString(host)) => host.clone(),
                 _ => continue,
             };
-            let (Ok(first), Ok(last), Some(Value::Int(port))) =
-                (u16::try_from(*first), u16::try_from(*last), node.get(1))
+            let Some(Value::Int(port)) = node.get(1) else { continue };
+            let (Ok(first), Ok(last), Ok(port)) = (u16::try_from(*first), u16::try_from(*last), u16::try_from(*port))
             else {
                 continue;
             };
-            slots.push((first, last, format!("{host}:{port}")));
+            slots.push((first, last, host, port));
         }
-        slots.sort();
-        let owner = find(&slots);
-        *self.fast.slots.write().unwrap_or_else(|e| e.into_inner()) = slots;
-        owner
-    }
-
-    /// The masters' addresses, from `CLUSTER SLOTS`, sorted.
-    pub(crate) async fn masters(&self, operation: &'static str) -> Result<Vec<(String, u16)>, LockError> {
-        let mut conn = self.conn.clone();
-        let slots: Vec<Value> = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query_async(&mut conn)
-            .await
-            .map_err(|err| Self::error(operation, None, err))?;
-        let mut masters = Vec::new();
-        for range in slots {
-            let Value::Array(parts) = range else { continue };
-            let Some(Value::Array(node)) = parts.get(2) else { continue };
-            let host = match node.first() {
-                Some(Value::BulkString(host)) => String::from_utf8_lossy(host).into_owned(),
-                Some(Value::SimpleString(host)) => host.clone(),
-                _ => continue,
-            };
-            let Some(Value::Int(port)) = node.get(1) else { continue };
-            let Ok(port) = u16::try_from(*port) else { continue };
-            if !masters.contains(&(host.clone(), port)) {
-                masters.push((host, port));
-            }
-        }
-        masters.sort();
-        Ok(masters)
+        Ok(slots)
     }
 }
 
 /// Hands a shard message to the waiters: the released lock's Redis key, or the `h` keys
 /// of the group names that changed, one per line (keys have no control characters).
-fn dispatch(registry: &WaiterRegistry, push: &PushInfo) {
+pub(super) fn dispatch(registry: &WaiterRegistry, push: &PushInfo) {
     if push.kind == PushKind::SMessage {
         if let Some(Value::BulkString(message)) = push.data.get(1) {
             if let Ok(keys) = std::str::from_utf8(message) {
@@ -655,39 +586,8 @@ impl QueueStore for RedisClusterStore {
     }
 }
 
-fn strip_query(url: &str) -> String {
-    url.split_once('?').map_or(url, |(base, _)| base).to_owned()
-}
-
-/// The nodes' URLs of `redis+cluster://auth@h1,h2/…?query` (`redis://auth@h1/…?query`, …)
-/// and their credentials (`user:password@`, or empty); no I/O.
-fn split_cluster_url(url: &str) -> Result<(Vec<String>, String), LockError> {
-    let split = url::CLUSTER.split(url)?;
-    let tail = split.tail;
-    if !(tail.is_empty() || tail.starts_with('?') || tail.starts_with("/?") || tail == "/" || tail.starts_with("/0")) {
-        return Err(url::CLUSTER.error("Redis Cluster has only database 0"));
-    }
-    Ok((split.node_urls(), split.auth.to_owned()))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_split_into_nodes() {
-        assert_eq!(
-            split_cluster_url("redis+cluster://:pw@a:1,b:2?prefix=x").unwrap(),
-            (vec!["redis://:pw@a:1?prefix=x".to_owned(), "redis://:pw@b:2?prefix=x".to_owned()], ":pw@".to_owned())
-        );
-        for bad in ["redis://a", "redis+cluster://a,,b", "redis+cluster://", "redis+cluster://a/3"] {
-            assert!(matches!(split_cluster_url(bad), Err(LockError::Config { .. })), "{bad}");
-        }
-    }
-}
-
-#[cfg(test)]
-mod slot_tests {
     use super::*;
 
     #[test]

@@ -1,5 +1,5 @@
 -- Acquire: one atomic attempt at every member of a lock group, or a read-only probe of
--- whether the request could be granted now (the key layout: lock-redis/src/single/group.rs).
+-- whether the request could be granted now (the key layout: lock-redis/src/commands/group.rs).
 --
 -- KEYS = the group's lease key, the fence counter (modes `C` and `F` only), then every
 -- member's `h`, then every member's `s` (its permits hash `p`, read only when the name is

@@ -11,7 +11,7 @@ use distlock_api::{
 };
 use redis::aio::ConnectionManager;
 
-use crate::commands::{Commands, UnexpectedReply};
+use crate::commands::{Commands, Failure};
 use crate::config::{self, Config};
 use crate::layout::Layout;
 use crate::notify::ReleaseListener;
@@ -136,6 +136,11 @@ impl RedisLockStore {
     /// The connection the store uses (a clone shares it).
     pub fn connection_manager(&self) -> &ConnectionManager {
         &self.conn
+    }
+
+    /// The commands of every lock and group operation, with this store's layout.
+    pub(crate) fn commands(&self) -> &Commands {
+        &self.commands
     }
 
     /// The Redis key of a lock: `{key_prefix}:lock:{key}`, e.g. `neton:lock:order:1`.
@@ -511,7 +516,7 @@ impl RedisLockStore {
                 Self::BACKEND,
                 "list",
                 None,
-                UnexpectedReply(format!("the list script returned {} entries for {} keys", holders.len(), keys.len())),
+                Failure(format!("the list script returned {} entries for {} keys", holders.len(), keys.len())),
             ));
         }
         Ok(keys

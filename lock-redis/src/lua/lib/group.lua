@@ -1,5 +1,5 @@
 -- Lock-group helpers, placed before every group_*.lua script (`scripts.rs` joins them at
--- compile time; the key layout: lock-redis/src/single/group.rs).
+-- compile time; the key layout: lock-redis/src/commands/group.rs).
 
 -- Score bands of `stem:h`: shared holds [0, B), exclusive holds [B, 2B), exclusive places
 -- [2B, 3B), the places' tickets [3B, 4B), shared places [4B, 5B).

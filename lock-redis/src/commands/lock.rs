@@ -1,46 +1,14 @@
-//! Each lock and queue operation once, as the server receives it: the command or script,
-//! its keys from the [`Layout`], and the reading of its reply. Generic over the
-//! connection (`ConnectionManager` on one server, a master's or the Cluster's connection),
-//! so every topology sends the same commands; the stores only choose the connection.
+//! Single locks and their queue of waiters: `SET … NX PX` and the lock scripts.
 
-use std::fmt;
 use std::time::Duration;
 
 use distlock_api::{Acquire, LockError, LockInfo, QueuedAttempt, StoreKey, Token, Ttl};
-use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
-use crate::layout::Layout;
+use super::{unexpected, Commands, Conn, Failure};
 use crate::scripts::{fence_flag, Loaded, LuaScript, SCRIPTS};
 
-/// A connection the commands can be sent on.
-pub(crate) trait Conn: ConnectionLike + Send {}
-
-impl<C: ConnectionLike + Send> Conn for C {}
-
-/// The settings that decide which commands a store sends, and the name its errors carry.
-#[derive(Debug, Clone)]
-pub(crate) struct Commands {
-    pub(crate) layout: Layout,
-    pub(crate) backend: &'static str,
-    pub(crate) fencing: bool,
-    /// Fencing numbers drawn from the server's clock and the counter.
-    pub(crate) clock_fences: bool,
-    /// Whether releases (and hand-overs) are published.
-    pub(crate) notifications: bool,
-}
-
 impl Commands {
-    /// A store failure of `operation` on `key`, named as the application knows it.
-    pub(crate) fn error(
-        &self,
-        operation: &'static str,
-        key: &StoreKey,
-        err: impl Into<distlock_api::BoxError>,
-    ) -> LockError {
-        LockError::store(self.backend, operation, Some(key.lock_key()), err)
-    }
-
     /// The channel argument of the scripts that publish: the key's channel, or `""` when
     /// releases are not published.
     fn channel_arg(&self, key: &StoreKey) -> String {
@@ -205,11 +173,7 @@ impl Commands {
         let Some((token, pttl, fence)) = holder else { return Ok(None) };
         let token = Token::parse(&token).map_err(|err| self.error("inspect", key, err))?;
         let Ok(ms) = u64::try_from(pttl) else {
-            return Err(self.error(
-                "inspect",
-                key,
-                UnexpectedReply(format!("the lock key has no expiry (PTTL {pttl})")),
-            ));
+            return Err(self.error("inspect", key, Failure(format!("the lock key has no expiry (PTTL {pttl})"))));
         };
         Ok(Some(LockInfo::new(token, fence, Duration::from_millis(ms))))
     }
@@ -252,7 +216,7 @@ impl Commands {
             })
             .await
             .map_err(|err| self.error("queue_len", key, err))?;
-        usize::try_from(len).map_err(|_| self.error("queue_len", key, UnexpectedReply(format!("ZCOUNT gave {len}"))))
+        usize::try_from(len).map_err(|_| self.error("queue_len", key, Failure(format!("ZCOUNT gave {len}"))))
     }
 
     /// `{1, fence}` (`fence` 0 without fencing) or `{0, pttl}`, as the acquire scripts answer.
@@ -263,16 +227,7 @@ impl Commands {
             (0, Ok(ms)) => Ok(Acquire::Held { ttl_left: Some(Duration::from_millis(ms)) }),
             // PTTL -1: a key without expiry, not written by a store.
             (0, Err(_)) => Ok(Acquire::Held { ttl_left: None }),
-            _ => Err(self.error("acquire", key, UnexpectedReply(format!("acquire returned {{{acquired}, {number}}}")))),
-        }
-    }
-
-    /// A script's `1` or `0`.
-    fn flag(&self, operation: &'static str, key: &StoreKey, reply: i64) -> Result<bool, LockError> {
-        match reply {
-            1 => Ok(true),
-            0 => Ok(false),
-            other => Err(self.error(operation, key, UnexpectedReply(format!("script returned {other}")))),
+            _ => Err(self.error("acquire", key, Failure(format!("acquire returned {{{acquired}, {number}}}")))),
         }
     }
 }
@@ -289,20 +244,3 @@ async fn run_maybe_loaded<T: FromRedisValue>(
         None => script.run(conn, args).await,
     }
 }
-
-pub(crate) fn unexpected(command: &str, reply: &Value) -> UnexpectedReply {
-    UnexpectedReply(format!("unexpected reply to {command}: {reply:?}"))
-}
-
-/// The server answered something a store never expects (another program wrote the
-/// key, or a proxy changed the protocol).
-#[derive(Debug)]
-pub(crate) struct UnexpectedReply(pub(crate) String);
-
-impl fmt::Display for UnexpectedReply {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UnexpectedReply {}

@@ -1,0 +1,171 @@
+//! Making a [`RedlockStore`]: its settings, the masters' URLs checked against them before
+//! any I/O, and connecting to a majority of the masters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock_api::LockError;
+use redis::aio::ConnectionManager;
+
+use super::config::{masters_fencing, split_redlock_url};
+use super::quorum::BACKEND;
+use super::RedlockStore;
+use crate::builder::RedisLockStoreBuilder;
+use crate::commands::Failure;
+use crate::url::RedisUrl;
+
+impl RedlockStore {
+    /// Connects to `redlock://host1:port1,host2:port2,host3:port3[/db][?prefix=…&fencing=…]`
+    /// (see [`RedlockStoreBuilder::connect`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`RedlockStoreBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        RedlockStoreBuilder::new().connect(url).await
+    }
+
+    /// A builder (timeouts, layout).
+    pub fn builder() -> RedlockStoreBuilder {
+        RedlockStoreBuilder::new()
+    }
+}
+
+/// Builds a [`RedlockStore`]: the masters' layout and timeouts.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), distlock_api::LockError> {
+/// let store = distlock_redis::RedlockStore::builder()
+///     .fencing(true)
+///     .connect("redlock://10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379?prefix=app")
+///     .await?;
+/// # let _ = store; Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `connect` is called"]
+pub struct RedlockStoreBuilder {
+    node: RedisLockStoreBuilder,
+    fencing: Option<bool>,
+    master_timeout: Duration,
+}
+
+impl Default for RedlockStoreBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RedlockStoreBuilder {
+    /// The defaults: prefix `distlock`, no fencing, notifications on, 1 s per master.
+    pub fn new() -> Self {
+        Self { node: RedisLockStoreBuilder::new(), fencing: None, master_timeout: RedlockStore::DEFAULT_MASTER_TIMEOUT }
+    }
+
+    /// The key prefix on every master (as [`RedisLockStoreBuilder::key_prefix`]).
+    pub fn key_prefix(mut self, key_prefix: impl Into<String>) -> Self {
+        self.node = self.node.key_prefix(key_prefix);
+        self
+    }
+
+    /// Fencing numbers (off by default; `?fencing=true`), always drawn from the masters'
+    /// clocks (see [`RedlockStore`]).
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.fencing = Some(fencing);
+        self
+    }
+
+    /// Release notifications on every master (on by default; `?notifications=`).
+    pub fn release_notifications(mut self, enabled: bool) -> Self {
+        self.node = self.node.release_notifications(enabled);
+        self
+    }
+
+    /// The bound of one command on one master (default 1 s; for acquire and extend also
+    /// at most half the TTL). A master that does not answer in time counts as failed.
+    pub fn master_timeout(mut self, timeout: Duration) -> Self {
+        self.master_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for one connection attempt to a master (default 2 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.node = self.node.connect_timeout(timeout);
+        self
+    }
+
+    /// Connects to a `redlock://` URL:
+    ///
+    /// ```text
+    /// redlock://[[user]:password@]host1[:port1],host2[:port2],…[/db][?prefix=…&fencing=…&notifications=…&fences=clock]
+    /// ```
+    ///
+    /// Every master gets the same credentials, database and layout parameters (those of
+    /// a single-node `redis://` URL; `fences` may only be `clock`). 1 to
+    /// [`MAX_MASTERS`](RedlockStore::MAX_MASTERS) masters, distinct; an odd number is
+    /// usual (3 or 5).
+    ///
+    /// Connecting needs a majority of the masters reachable; the others are connected
+    /// lazily and join as soon as they answer.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] (before any I/O) for a malformed URL; [`LockError::Store`]
+    /// with operation `"connect"` when fewer than a majority of masters can be reached.
+    pub async fn connect(self, url: &str) -> Result<RedlockStore, LockError> {
+        let urls = split_redlock_url(url)?;
+        self.connect_masters(&urls).await
+    }
+
+    /// Connects to the masters given as single-node `redis://` URLs (each may carry the
+    /// same layout parameters).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    pub(crate) async fn connect_masters(self, urls: &[String]) -> Result<RedlockStore, LockError> {
+        if urls.is_empty() || urls.len() > RedlockStore::MAX_MASTERS {
+            return Err(LockError::Config {
+                message: format!("Redlock needs 1 to {} masters, not {}", RedlockStore::MAX_MASTERS, urls.len()),
+            });
+        }
+        if self.master_timeout.is_zero() {
+            return Err(LockError::Config { message: "the Redlock `master_timeout` must be greater than zero".into() });
+        }
+        let parsed = urls.iter().map(|url| RedisUrl::parse(url)).collect::<Result<Vec<_>, _>>()?;
+        let fencing = masters_fencing(self.fencing, &parsed)?;
+        let node = self.node.clone().fencing(fencing).clock_fences(true).fair_queue(false);
+        let quorum = parsed.len() / 2 + 1;
+        let connects = parsed.iter().map(|url| node.clone().connect_url(url));
+        let results = futures_util::future::join_all(connects).await;
+        let reachable = results.iter().filter(|result| result.is_ok()).count();
+        if reachable < quorum {
+            let cause = results.into_iter().find_map(Result::err).map_or_else(String::new, |err| err.to_string());
+            return Err(LockError::store(
+                BACKEND,
+                "connect",
+                None,
+                Failure(format!("only {reachable} of {} masters reachable, {quorum} needed: {cause}", parsed.len())),
+            ));
+        }
+        let mut masters = Vec::with_capacity(parsed.len());
+        for (result, url) in results.into_iter().zip(&parsed) {
+            match result {
+                Ok(master) => masters.push(master),
+                Err(LockError::Config { message }) => return Err(LockError::Config { message }),
+                Err(_) => {
+                    let client = url.client().clone();
+                    let conn =
+                        ConnectionManager::new_lazy_with_config(client.clone(), node.connection_manager_config())
+                            .map_err(|err| LockError::store(BACKEND, "connect", None, err))?;
+                    masters.push(node.clone().build_lazy(url, client, conn)?);
+                }
+            }
+        }
+        Ok(RedlockStore {
+            masters: masters.into(),
+            fencing,
+            master_timeout: self.master_timeout,
+            granted: Arc::default(),
+        })
+    }
+}
