@@ -78,7 +78,8 @@ pub mod idempotency {
     pub use distlock_sqlite::SqliteIdempotencyStore;
 }
 
-/// Optimistic locking and fenced writes on sqlx/PostgreSQL (feature `optimistic`):
+/// Optimistic locking and fenced writes on sqlx (feature `optimistic`; PostgreSQL, and
+/// SQLite and MySQL/MariaDB with the `sqlite` and `mysql` features):
 /// `optimistic::VersionedUpdate` checks and bumps a row's version in one statement, and
 /// refuses writes carrying an older lock fence than the row has seen. See the crate's own
 /// documentation.
