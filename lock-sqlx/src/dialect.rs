@@ -6,7 +6,7 @@ use sqlx::error::BoxDynError;
 use sqlx::{Database, Encode, Type};
 
 /// A database [`VersionedUpdate`](crate::VersionedUpdate) runs on: sqlx's `Postgres`
-/// (feature `postgres`, on by default), `Sqlite` (feature `sqlite`) or `MySql` (feature
+/// (always), `Sqlite` (feature `sqlite`) or `MySql` (feature
 /// `mysql`, for MySQL and MariaDB).
 ///
 /// Sealed: implemented for those drivers only.
@@ -157,7 +157,6 @@ macro_rules! run_with {
     };
 }
 
-#[cfg(feature = "postgres")]
 mod postgres {
     use sqlx::postgres::PgArguments;
     use sqlx::{Arguments as _, Postgres};

@@ -117,7 +117,6 @@ impl<DB: Dialect> fmt::Debug for VersionedUpdate<DB> {
     }
 }
 
-#[cfg(feature = "postgres")]
 impl VersionedUpdate<Postgres> {
     /// Starts an update of a row of PostgreSQL table `table` (in the connection's
     /// `search_path`, unless [`schema`](Self::schema) names one). For SQLite or MySQL, name
