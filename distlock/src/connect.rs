@@ -107,6 +107,10 @@ fn backend_of(url: &str) -> Result<Backend, LockError> {
 /// | `memory://` | a new, empty [`MemoryIdempotencyStore`](crate::idempotency::MemoryIdempotencyStore) | `idempotency` |
 /// | `redis://…` | `RedisIdempotencyStore::connect`: records `{prefix}:idem:{key}` beside the locks | `idempotency`, `redis` |
 /// | `postgres://…` | `PostgresIdempotencyStore::connect`, then `ensure_schema` | `idempotency`, `postgres` |
+/// | `mysql://…`, `mariadb://…` | `MysqlIdempotencyStore::connect`, then `ensure_schema`: the table `distlock_idempotency` beside the locks | `idempotency`, `mysql` |
+/// | `sqlite:///path/to/locks.db` | `SqliteIdempotencyStore::connect`: the table `distlock_idempotency` in the locks' file | `idempotency`, `sqlite` |
+///
+/// etcd keeps no idempotency records: `etcd://` is [`LockError::Unsupported`].
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), distlock::LockError> {
@@ -128,9 +132,9 @@ pub async fn connect_idempotency(url: &str) -> Result<Arc<distlock_idempotency::
         }
         Backend::Redis => idempotency::redis(url).await,
         Backend::Postgres => idempotency::postgres(url).await,
-        Backend::Mysql => Err(LockError::Unsupported { backend: "mysql", operation: "idempotency" }),
+        Backend::Mysql => idempotency::mysql(url).await,
         Backend::Etcd => Err(LockError::Unsupported { backend: "etcd", operation: "idempotency" }),
-        Backend::Sqlite => Err(LockError::Unsupported { backend: "sqlite", operation: "idempotency" }),
+        Backend::Sqlite => idempotency::sqlite(url).await,
     }
 }
 
@@ -162,6 +166,30 @@ mod idempotency {
     #[cfg(not(feature = "postgres"))]
     pub(super) async fn postgres(_url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
         Err(super::not_enabled("postgres", "postgres://"))
+    }
+
+    #[cfg(feature = "mysql")]
+    pub(super) async fn mysql(url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
+        let store = distlock_mysql::MysqlIdempotencyStore::connect(url).await?;
+        store.ensure_schema().await?;
+        Ok(Arc::new(store))
+    }
+
+    #[cfg(not(feature = "mysql"))]
+    pub(super) async fn mysql(_url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
+        Err(super::not_enabled("mysql", "mysql://"))
+    }
+
+    #[cfg(feature = "sqlite")]
+    pub(super) async fn sqlite(url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
+        let store = distlock_sqlite::SqliteIdempotencyStore::connect(url).await?;
+        store.ensure_schema().await?;
+        Ok(Arc::new(store))
+    }
+
+    #[cfg(not(feature = "sqlite"))]
+    pub(super) async fn sqlite(_url: &str) -> Result<Arc<DynIdempotencyStore>, LockError> {
+        Err(super::not_enabled("sqlite", "sqlite://"))
     }
 }
 

@@ -53,7 +53,7 @@ pub use distlock_sqlite as sqlite;
 pub use distlock_etcd as etcd;
 
 /// Idempotency keys (feature `idempotency`): claim → run → complete on the memory store,
-/// and on Redis and PostgreSQL with those features; `idempotency::IdempotencyLayer` for
+/// and on Redis, PostgreSQL, MySQL/MariaDB and SQLite with those features; `idempotency::IdempotencyLayer` for
 /// axum routers with the `axum` feature. See `distlock-idempotency`'s own documentation.
 ///
 /// Everything of `distlock-idempotency` (the manager, the layer, the contract it
@@ -64,15 +64,22 @@ pub use distlock_etcd as etcd;
 pub mod idempotency {
     pub use distlock_idempotency::*;
     pub use distlock_memory::MemoryIdempotencyStore;
+    #[cfg(feature = "mysql")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+    pub use distlock_mysql::MysqlIdempotencyStore;
     #[cfg(feature = "postgres")]
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub use distlock_postgres::{PostgresIdempotencyStore, PostgresIdempotencyStoreBuilder, PurgeTask};
     #[cfg(feature = "redis")]
     #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub use distlock_redis::RedisIdempotencyStore;
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub use distlock_sqlite::SqliteIdempotencyStore;
 }
 
-/// Optimistic locking and fenced writes on sqlx/PostgreSQL (feature `optimistic`):
+/// Optimistic locking and fenced writes on sqlx (feature `optimistic`; PostgreSQL, and
+/// SQLite and MySQL/MariaDB with the `sqlite` and `mysql` features):
 /// `optimistic::VersionedUpdate` checks and bumps a row's version in one statement, and
 /// refuses writes carrying an older lock fence than the row has seen. See the crate's own
 /// documentation.

@@ -23,9 +23,9 @@ async fn memory_url() {
     assert!(matches!(err, LockError::Config { .. }), "{err}");
     let err = distlock::connect_idempotency("mongodb://db").await.unwrap_err();
     assert!(matches!(err, LockError::Config { .. }), "{err}");
-    // The MySQL store keeps no idempotency records: refused before any I/O.
-    let err = distlock::connect_idempotency("mysql://db").await.unwrap_err();
-    assert!(matches!(err, LockError::Unsupported { backend: "mysql", .. }), "{err}");
+    // The etcd store keeps no idempotency records: refused before any I/O.
+    let err = distlock::connect_idempotency("etcd://127.0.0.1:1").await.unwrap_err();
+    assert!(matches!(err, LockError::Unsupported { backend: "etcd", .. }), "{err}");
 }
 
 #[cfg(feature = "redis")]
@@ -40,4 +40,22 @@ async fn redis_url() {
 async fn postgres_url() {
     let Some(url) = distlock_conformance::kit::postgres_url("connect_idempotency postgres") else { return };
     round_trip(&url, "postgres").await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_url() {
+    let Some(url) = distlock_conformance::kit::mysql_url("connect_idempotency mysql") else { return };
+    round_trip(&url, "mysql").await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_url() {
+    let dir = std::env::temp_dir().join(format!("distlock-connect-idem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    round_trip(&url, "sqlite").await;
+    let err = distlock::connect_idempotency("sqlite://relative.db?table=x-y").await.unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err}");
 }

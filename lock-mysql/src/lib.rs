@@ -3,12 +3,13 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 // Layers, each importing only those below it:
-//   builder, group → store → sql → config; url → config;
+//   idempotency, builder, group → store → sql → config; url → config;
 //   error and notify are leaves; the cancel safety of acquisitions is `distlock_sql::InFlight`.
 mod builder;
 mod config;
 mod error;
 mod group;
+mod idempotency;
 mod notify;
 mod sql;
 mod store;
@@ -18,6 +19,7 @@ pub use builder::MysqlLockStoreBuilder;
 pub use config::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE, MAX_TIMEOUT,
 };
+pub use idempotency::{MysqlIdempotencyStore, DEFAULT_IDEMPOTENCY_TABLE};
 pub use sql::Statements;
 pub use sqlx;
 pub use store::MysqlLockStore;

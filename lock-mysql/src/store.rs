@@ -59,7 +59,7 @@ impl fmt::Debug for MysqlLockStore {
 /// Why a release or extend that found nothing to change after a lost connection is an
 /// error, not `false`: the first attempt may have done it before the connection died
 /// (the server commits, then cannot answer), so "not held" would be a false answer.
-const UNKNOWN_OUTCOME: &str =
+pub(crate) const UNKNOWN_OUTCOME: &str =
     "the connection was lost while the statement ran and it may have taken effect: outcome unknown";
 
 impl MysqlLockStore {

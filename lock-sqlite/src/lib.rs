@@ -4,12 +4,13 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 // Layers, each importing only those below it:
-//   builder, group → store → sql, notify, gate, process, clock, config; url → config.
+//   idempotency, builder, group → store → sql, notify, gate, process, clock, config; url → config.
 mod builder;
 mod clock;
 mod config;
 mod gate;
 mod group;
+mod idempotency;
 mod notify;
 mod process;
 mod sql;
@@ -18,6 +19,7 @@ mod url;
 
 pub use builder::SqliteLockStoreBuilder;
 pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE, MAX_TIMEOUT};
+pub use idempotency::{SqliteIdempotencyStore, DEFAULT_IDEMPOTENCY_TABLE};
 pub use sqlx;
 pub use store::SqliteLockStore;
 pub use url::SqliteUrl;

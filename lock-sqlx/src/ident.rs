@@ -28,6 +28,13 @@ impl Identifier {
     }
 }
 
+impl Identifier {
+    /// The name, unquoted (each database quotes it its own way).
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Writes the identifier double-quoted, ready for SQL text.
 impl fmt::Display for Identifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

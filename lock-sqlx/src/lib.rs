@@ -3,6 +3,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod dialect;
 mod error;
 #[cfg(feature = "axum")]
 mod http;
@@ -10,6 +11,7 @@ mod ident;
 mod update;
 mod version;
 
+pub use dialect::Dialect;
 pub use error::{FencedOut, OptimisticError, StaleRecord};
 pub use update::VersionedUpdate;
 pub use version::Version;

@@ -4,9 +4,9 @@
 
 use std::fmt::{self, Display, Write as _};
 
-use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::{Acquire, Arguments as _, Encode, FromRow, Postgres, Row as _, Type};
+use sqlx::{Acquire, Connection as _, Encode, FromRow, Postgres, Type};
 
+use crate::dialect::{Dialect, Int, NewVersion};
 use crate::error::{FencedOut, OptimisticError, StaleRecord};
 use crate::ident::Identifier;
 use crate::version::{self, Expected, Version};
@@ -16,7 +16,7 @@ use crate::version::{self, Expected, Version};
 const NEW_VERSION: &str = "__distlock_new_version";
 
 /// A column assignment or key comparison: the column and the number of its bound value.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Bound {
     column: Identifier,
     param: usize,
@@ -26,9 +26,12 @@ struct Bound {
 /// statement (optimistic locking), and can also refuse writers whose lock fence is lower
 /// than the one the row was last written with (fenced writes).
 ///
-/// Built at run time (`sqlx::query`, no `DATABASE_URL` at build time). Table and column
-/// names must match `[A-Za-z_][A-Za-z0-9_]{0,62}` and are double-quoted; values are always
-/// bound parameters. A mistake in building (a bad name, a value that cannot be encoded, no
+/// Built at run time (`sqlx::query`, no `DATABASE_URL` at build time), for PostgreSQL
+/// (`VersionedUpdate::table`, the default `DB`) or, with the features of the same names,
+/// SQLite and MySQL/MariaDB (`VersionedUpdate::<Sqlite>::new`, `VersionedUpdate::<MySql>::new`;
+/// see the crate documentation for how each runs). Table and column names must match
+/// `[A-Za-z_][A-Za-z0-9_]{0,62}` and are quoted (backticks on MySQL, double quotes
+/// elsewhere); values are always bound parameters. A mistake in building (a bad name, a value that cannot be encoded, no
 /// key, no version column) is reported by [`execute`](Self::execute) as
 /// [`OptimisticError::Invalid`] before any I/O.
 ///
@@ -68,19 +71,22 @@ struct Bound {
 ///
 /// One row changed means updated, and the new version is the expected one plus 1
 /// (`force` and [`execute_returning`](Self::execute_returning) add
-/// `RETURNING "version"::int8, …` to learn it). Only when it changed nothing does a second
-/// statement, on the same connection, read what the row holds now
+/// `RETURNING "version"::int8, …` to learn it; on MySQL, which has no `RETURNING`,
+/// `"version" = LAST_INSERT_ID("version" + 1)`). Only when it changed nothing does a
+/// second statement, on the same connection, read what the row holds now
 /// (`SELECT "version"::int8, … FROM "posts" WHERE "id" = $1`): a row with another version
 /// means stale (or fenced out), no row means missing. Inside a transaction both run in
-/// it; on a pool both run on one pooled connection.
+/// it; on a pool both run on one pooled connection. On SQLite and MySQL the refusal is
+/// confirmed in a transaction (a savepoint inside the caller's): the update runs again
+/// and the row is read while that transaction holds the update's locks, so the answer is
+/// the row's state at the refusal.
 ///
 /// # Cancel safety
 ///
 /// The update is one autocommit statement (or part of the caller's transaction): dropping
 /// the future either lets it run or not, never half.
-#[derive(Debug)]
 #[must_use = "a VersionedUpdate does nothing until `execute` or `execute_returning` is awaited"]
-pub struct VersionedUpdate {
+pub struct VersionedUpdate<DB: Dialect = Postgres> {
     table_name: String,
     schema: Option<Identifier>,
     table: Option<Identifier>,
@@ -90,16 +96,42 @@ pub struct VersionedUpdate {
     version: Option<(Identifier, Expected)>,
     force: bool,
     fence: Option<(Identifier, u64)>,
-    args: PgArguments,
-    key_args: PgArguments,
+    args: DB::Values,
+    key_args: DB::Values,
     params: usize,
     error: Option<String>,
 }
 
-impl VersionedUpdate {
-    /// Starts an update of a row of `table` (in the connection's `search_path`, unless
-    /// [`schema`](Self::schema) names one).
+impl<DB: Dialect> fmt::Debug for VersionedUpdate<DB> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VersionedUpdate")
+            .field("table", &self.table_name)
+            .field("schema", &self.schema)
+            .field("id", &self.id)
+            .field("sets", &self.sets)
+            .field("version", &self.version)
+            .field("force", &self.force)
+            .field("fence", &self.fence)
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VersionedUpdate<Postgres> {
+    /// Starts an update of a row of PostgreSQL table `table` (in the connection's
+    /// `search_path`, unless [`schema`](Self::schema) names one). For SQLite or MySQL, name
+    /// the database: `VersionedUpdate::<Sqlite>::new("posts")`.
     pub fn table(table: &str) -> Self {
+        Self::new(table)
+    }
+}
+
+impl<DB: Dialect> VersionedUpdate<DB> {
+    /// Starts an update of a row of `table` on the database `DB` (`Postgres`, `Sqlite`
+    /// or `MySql`), e.g. `VersionedUpdate::<sqlx::Sqlite>::new("posts")`. On PostgreSQL
+    /// the table is looked up in the connection's `search_path`, on MySQL in the
+    /// connection's database, unless [`schema`](Self::schema) names one.
+    pub fn new(table: &str) -> Self {
         let mut update = Self {
             table_name: table.to_owned(),
             schema: None,
@@ -110,8 +142,8 @@ impl VersionedUpdate {
             version: None,
             force: false,
             fence: None,
-            args: PgArguments::default(),
-            key_args: PgArguments::default(),
+            args: DB::Values::default(),
+            key_args: DB::Values::default(),
             params: 0,
             error: None,
         };
@@ -119,8 +151,8 @@ impl VersionedUpdate {
         update
     }
 
-    /// The schema of the table. Defaults to none: the table is looked up in the
-    /// connection's `search_path`.
+    /// The schema of the table (on MySQL, its database; on SQLite, an attached
+    /// database's name). Defaults to none: the connection's own.
     pub fn schema(mut self, schema: &str) -> Self {
         self.schema = self.identifier("schema", schema);
         self
@@ -130,11 +162,11 @@ impl VersionedUpdate {
     /// at least once. `value`'s `Display` text names the row in errors.
     pub fn key<'q, T>(mut self, column: &str, value: T) -> Self
     where
-        T: Encode<'q, Postgres> + Type<Postgres> + Display + Clone + 'q,
+        T: Encode<'q, DB> + Type<DB> + Display + Clone + 'q,
     {
         self.id.push((column.to_owned(), value.to_string()));
         // The probe that tells a stale row from a missing one binds the keys alone.
-        if let Err(err) = self.key_args.add(value.clone()) {
+        if let Err(err) = DB::push(&mut self.key_args, value.clone()) {
             self.fail(format!("the value of key column {column} cannot be encoded: {err}"));
         }
         if let Some(bound) = self.bind("key column", column, value) {
@@ -147,7 +179,7 @@ impl VersionedUpdate {
     /// [`set_some`](Self::set_some) to leave a column out instead.
     pub fn set<'q, T>(mut self, column: &str, value: T) -> Self
     where
-        T: Encode<'q, Postgres> + Type<Postgres> + 'q,
+        T: Encode<'q, DB> + Type<DB> + 'q,
     {
         if let Some(bound) = self.bind("column", column, value) {
             self.sets.push(bound);
@@ -159,7 +191,7 @@ impl VersionedUpdate {
     /// `None` (the fields of a patch).
     pub fn set_some<'q, T>(self, column: &str, value: Option<T>) -> Self
     where
-        T: Encode<'q, Postgres> + Type<Postgres> + 'q,
+        T: Encode<'q, DB> + Type<DB> + 'q,
     {
         match value {
             Some(value) => self.set(column, value),
@@ -203,11 +235,12 @@ impl VersionedUpdate {
     ///
     /// [`OptimisticError::Invalid`] when the update was built wrong.
     pub fn sql(&self) -> Result<String, OptimisticError> {
-        self.statement(false).map(|statement| statement.update)
+        self.statement(false).map(|statement| statement.sql.sql)
     }
 
-    /// Runs the update on `executor` (a `&PgPool`, a `&mut PgConnection`, or `&mut tx` /
-    /// `&mut *tx` inside a transaction) and returns the row's new version.
+    /// Runs the update on `executor` (a pool such as `&PgPool`, a connection such as
+    /// `&mut PgConnection`, or `&mut tx` / `&mut *tx` inside a transaction) and returns
+    /// the row's new version.
     ///
     /// # Errors
     ///
@@ -219,7 +252,7 @@ impl VersionedUpdate {
     /// - [`OptimisticError::Database`]: the statement failed.
     pub async fn execute<'e, A>(self, executor: A) -> Result<i64, OptimisticError>
     where
-        A: Acquire<'e, Database = Postgres>,
+        A: Acquire<'e, Database = DB>,
     {
         let (_, new_version) = self.run(executor, false).await?;
         Ok(new_version)
@@ -255,8 +288,8 @@ impl VersionedUpdate {
     /// not decode as `T`.
     pub async fn execute_returning<'e, T, A>(self, executor: A) -> Result<T, OptimisticError>
     where
-        A: Acquire<'e, Database = Postgres>,
-        T: for<'r> FromRow<'r, PgRow>,
+        A: Acquire<'e, Database = DB>,
+        T: for<'r> FromRow<'r, DB::Row>,
     {
         let table = self.table_name.clone();
         let (row, _) = self.run(executor, true).await?;
@@ -264,66 +297,114 @@ impl VersionedUpdate {
         T::from_row(&row).map_err(|source| OptimisticError::Database { table, source })
     }
 
-    async fn run<'e, A>(mut self, executor: A, returning: bool) -> Result<(Option<PgRow>, i64), OptimisticError>
+    async fn run<'e, A>(mut self, executor: A, returning: bool) -> Result<(Option<DB::Row>, i64), OptimisticError>
     where
-        A: Acquire<'e, Database = Postgres>,
+        A: Acquire<'e, Database = DB>,
     {
         let statement = self.statement(returning)?;
         // The parameters numbered after the keys and values, in the order `statement`
         // numbered them.
         if statement.version_param.is_some() {
             if let Some((_, expected)) = self.version {
-                expected.bind(&mut self.args).map_err(|err| OptimisticError::Invalid { message: err.to_string() })?;
+                expected
+                    .bind::<DB>(&mut self.args)
+                    .map_err(|err| OptimisticError::Invalid { message: err.to_string() })?;
             }
         }
         if statement.fence_param.is_some() {
             let fence = self.fence.as_ref().map_or(0, |(_, fence)| i64::try_from(*fence).unwrap_or(i64::MAX));
-            self.args.add(fence).map_err(|err| OptimisticError::Invalid { message: err.to_string() })?;
+            DB::push_int(&mut self.args, Int::I64(fence))
+                .map_err(|err| OptimisticError::Invalid { message: err.to_string() })?;
         }
-        let args = std::mem::take(&mut self.args);
         let mut conn = executor.acquire().await.map_err(|source| self.database_error(source))?;
-        let updated = if statement.returns {
-            let row = sqlx::query_with(&statement.update, args)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(|source| self.database_error(source))?;
-            match row {
-                Some(row) => {
-                    let new_version = row
-                        .try_get::<i64, _>(NEW_VERSION)
-                        .map_err(|source| OptimisticError::Database { table: self.table_name.clone(), source })?;
-                    Some((Some(row), new_version))
-                }
-                None => None,
+        // Without `RETURNING` the row is read after the update, in a transaction that
+        // holds its lock.
+        let read_back = returning && DB::NEW_VERSION == NewVersion::InsertId;
+        if !read_back {
+            if let Some(updated) = self.attempt(&mut conn, &statement).await? {
+                return Ok(updated);
             }
-        } else {
-            let done = sqlx::query_with(&statement.update, args)
-                .execute(&mut *conn)
+            if !DB::CONFIRM_IN_TRANSACTION {
+                // Nothing changed: what does the row hold now?
+                return Err(self.refused(&mut conn).await?);
+            }
+        }
+        // Nothing changed (or the row is to be read back): the update again inside a
+        // transaction, whose lock on the row (or, for a missing row, on its place in the
+        // key) lasts until the row has been read, so the answer is the row's state at
+        // that moment, not a later one.
+        let mut tx = conn.begin().await.map_err(|source| self.database_error(source))?;
+        let outcome = match self.attempt(&mut tx, &statement).await? {
+            Some((_, new_version)) if read_back => {
+                let select = self.probe(Some("*"));
+                let args = DB::arguments(&self.key_args, &select.order).map_err(|err| self.invalid(&err))?;
+                let row = DB::fetch_optional(&mut tx, &select.sql, args)
+                    .await
+                    .map_err(|source| self.database_error(source))?;
+                Ok((row, new_version))
+            }
+            Some(updated) => Ok(updated),
+            None => Err(self.refused(&mut tx).await?),
+        };
+        tx.commit().await.map_err(|source| self.database_error(source))?;
+        outcome
+    }
+
+    /// Runs the update once on `conn`: `Some((returned row, new version))` when it
+    /// changed the row.
+    async fn attempt(
+        &self,
+        conn: &mut DB::Connection,
+        statement: &Statement,
+    ) -> Result<Option<(Option<DB::Row>, i64)>, OptimisticError> {
+        let args = DB::arguments(&self.args, &statement.sql.order).map_err(|err| self.invalid(&err))?;
+        if statement.returns && DB::NEW_VERSION == NewVersion::Returning {
+            let row = DB::fetch_optional(conn, &statement.sql.sql, args)
                 .await
                 .map_err(|source| self.database_error(source))?;
-            // Checked, unforced: the version was the expected one and is now one more.
-            (done.rows_affected() > 0).then(|| (None, self.expected_version() + 1))
-        };
-        if let Some(updated) = updated {
-            return Ok(updated);
+            return match row {
+                Some(row) => {
+                    let new_version = DB::int8_named(&row, NEW_VERSION)
+                        .map_err(|source| OptimisticError::Database { table: self.table_name.clone(), source })?;
+                    Ok(Some((Some(row), new_version)))
+                }
+                None => Ok(None),
+            };
         }
-        // Nothing changed: what does the row hold now?
-        let args = std::mem::take(&mut self.key_args);
-        let row = sqlx::query_with(&self.probe(), args)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(|source| self.database_error(source))?;
+        let done = DB::execute(conn, &statement.sql.sql, args).await.map_err(|source| self.database_error(source))?;
+        if done.rows == 0 {
+            return Ok(None);
+        }
+        let new_version = if statement.returns {
+            // `LAST_INSERT_ID(version + 1)`: the insert id's 64 bits are the new version.
+            i64::from_ne_bytes(done.insert_id.to_ne_bytes())
+        } else {
+            // Checked, unforced: the version was the expected one and is now one more.
+            self.expected_version() + 1
+        };
+        Ok(Some((None, new_version)))
+    }
+
+    /// Why the update changed nothing, read from the row on `conn`.
+    async fn refused(&self, conn: &mut DB::Connection) -> Result<OptimisticError, OptimisticError> {
+        let probe = self.probe(None);
+        let args = DB::arguments(&self.key_args, &probe.order).map_err(|err| self.invalid(&err))?;
+        let row = DB::fetch_optional(conn, &probe.sql, args).await.map_err(|source| self.database_error(source))?;
         let (actual_version, actual_fence) = match row {
             Some(row) => {
                 let column = |index: usize| {
-                    row.try_get::<Option<i64>, _>(index)
+                    DB::int8_at(&row, index)
                         .map_err(|source| OptimisticError::Database { table: self.table_name.clone(), source })
                 };
                 (column(0)?, column(1)?)
             }
             None => (None, None),
         };
-        Err(self.refusal(actual_version, actual_fence))
+        Ok(self.refusal(actual_version, actual_fence))
+    }
+
+    fn invalid(&self, err: &sqlx::error::BoxDynError) -> OptimisticError {
+        OptimisticError::Invalid { message: format!("{err} ({})", self.table_name) }
     }
 
     fn expected_version(&self) -> i64 {
@@ -341,27 +422,28 @@ impl VersionedUpdate {
     }
 
     /// Why the update changed nothing, from what the statement's snapshot showed.
-    fn refusal(self, actual_version: Option<i64>, actual_fence: Option<i64>) -> OptimisticError {
+    fn refusal(&self, actual_version: Option<i64>, actual_fence: Option<i64>) -> OptimisticError {
         let id = id_text(&self.id);
-        let table = self.table_name;
+        let table = self.table_name.clone();
         let Some(actual_version) = actual_version else {
             return OptimisticError::NotFound { table, id };
         };
-        if let Some((_, fence)) = self.fence {
+        if let Some((_, fence)) = &self.fence {
+            let fence = *fence;
             let current = actual_fence.and_then(|current| u64::try_from(current).ok());
             if current.is_some_and(|current| current > fence) {
                 return FencedOut { table, id, fence, current_fence: current }.into();
             }
         }
-        let expected_version = self.version.map_or(0, |(_, expected)| expected.get());
+        let expected_version = self.expected_version();
         if !self.force {
             let actual = (actual_version != expected_version).then_some(actual_version);
             return StaleRecord { table, id, expected_version, actual_version: actual }.into();
         }
-        match self.fence {
+        match &self.fence {
             // Forced, and the snapshot allowed the write: a concurrent writer raised the
             // fence (or deleted the row) while this statement waited for the row lock.
-            Some((_, fence)) => FencedOut { table, id, fence, current_fence: None }.into(),
+            Some((_, fence)) => FencedOut { table, id, fence: *fence, current_fence: None }.into(),
             None => OptimisticError::NotFound { table, id },
         }
     }
@@ -372,7 +454,7 @@ impl VersionedUpdate {
             return Err(OptimisticError::Invalid { message: message.clone() });
         }
         let invalid = |message: &str| OptimisticError::Invalid { message: format!("{message} ({})", self.table_name) };
-        let table = self.table.as_ref().ok_or_else(|| invalid("no table"))?;
+        self.table.as_ref().ok_or_else(|| invalid("no table"))?;
         if self.keys.is_empty() {
             return Err(invalid("no key column: call `key` at least once"));
         }
@@ -387,62 +469,92 @@ impl VersionedUpdate {
             next
         });
 
-        let target = match &self.schema {
-            Some(schema) => format!("{schema}.{table}"),
-            None => table.to_string(),
-        };
-        let keys = Joined(&self.keys, " AND ");
-        let mut update = format!("UPDATE {target} SET ");
+        let q = |ident: &Identifier| DB::quote(ident.as_str());
+        let target = self.target();
+        let version = q(version);
+        let mut update = Sql::default();
+        let _ = write!(update.sql, "UPDATE {target} SET ");
         for set in &self.sets {
-            let _ = write!(update, "{} = ${}, ", set.column, set.param);
-        }
-        let _ = write!(update, "{version} = {version} + 1");
-        if let (Some((fence, _)), Some(param)) = (&self.fence, fence_param) {
-            let _ = write!(update, ", {fence} = ${param}");
-        }
-        let _ = write!(update, " WHERE {keys}");
-        if let Some(param) = version_param {
-            let _ = write!(update, " AND {version} = ${param}");
-        }
-        if let (Some((fence, _)), Some(param)) = (&self.fence, fence_param) {
-            let _ = write!(update, " AND ({fence} IS NULL OR {fence} <= ${param})");
+            let _ = write!(update.sql, "{} = ", q(&set.column));
+            update.param::<DB>(set.param);
+            update.sql.push_str(", ");
         }
         // A checked update knows its new version (the expected one plus 1): it needs no
         // `RETURNING`, and is the statement one would write by hand.
         let returns = returning || self.force;
-        if returns {
-            let _ = write!(update, " RETURNING {version}::int8 AS {NEW_VERSION}");
+        if returns && DB::NEW_VERSION == NewVersion::InsertId {
+            let _ = write!(update.sql, "{version} = LAST_INSERT_ID({version} + 1)");
+        } else {
+            let _ = write!(update.sql, "{version} = {version} + 1");
+        }
+        if let (Some((fence, _)), Some(param)) = (&self.fence, fence_param) {
+            let _ = write!(update.sql, ", {} = ", q(fence));
+            update.param::<DB>(param);
+        }
+        update.sql.push_str(" WHERE ");
+        for (i, key) in self.keys.iter().enumerate() {
+            let _ = write!(update.sql, "{}{} = ", if i > 0 { " AND " } else { "" }, q(&key.column));
+            update.param::<DB>(key.param);
+        }
+        if let Some(param) = version_param {
+            let _ = write!(update.sql, " AND {version} = ");
+            update.param::<DB>(param);
+        }
+        if let (Some((fence, _)), Some(param)) = (&self.fence, fence_param) {
+            let fence = q(fence);
+            let _ = write!(update.sql, " AND ({fence} IS NULL OR {fence} <= ");
+            update.param::<DB>(param);
+            update.sql.push(')');
+        }
+        if returns && DB::NEW_VERSION == NewVersion::Returning {
+            let _ = write!(update.sql, " RETURNING {} AS {NEW_VERSION}", DB::int8(&version));
             if returning {
-                update.push_str(", *");
+                update.sql.push_str(", *");
             }
         }
-        Ok(Statement { update, version_param, fence_param, returns })
+        Ok(Statement { sql: update, version_param, fence_param, returns })
     }
 
-    /// The read that tells why the update changed nothing (built only then): the row's
-    /// version and fence, by the keys alone, numbered from `$1`.
-    fn probe(&self) -> String {
-        let target = match (&self.schema, &self.table) {
-            (Some(schema), Some(table)) => format!("{schema}.{table}"),
-            (None, Some(table)) => table.to_string(),
-            (_, None) => String::new(),
-        };
-        let version = self.version.as_ref().map_or_else(|| "NULL".to_owned(), |(column, _)| column.to_string());
-        let fence = self.fence.as_ref().map_or_else(|| "NULL".to_owned(), |(column, _)| column.to_string());
-        let mut probe = format!("SELECT {version}::int8, {fence}::int8 FROM {target} WHERE ");
-        for (i, key) in self.keys.iter().enumerate() {
-            let _ = write!(probe, "{}{} = ${}", if i > 0 { " AND " } else { "" }, key.column, i + 1);
+    /// The quoted, qualified table name.
+    fn target(&self) -> String {
+        let table = self.table.as_ref().map_or_else(String::new, |table| DB::quote(table.as_str()));
+        match &self.schema {
+            Some(schema) => format!("{}.{table}", DB::quote(schema.as_str())),
+            None => table,
         }
+    }
+
+    /// The read of the row by the keys alone, numbered from 1: its version and fence
+    /// (which tell why the update changed nothing), or the `columns` given, e.g. `*`.
+    /// Inside a transaction it holds the row's lock where the database takes one.
+    fn probe(&self, columns: Option<&str>) -> Sql {
+        let int8 = |column: Option<&Identifier>| {
+            DB::int8(&column.map_or_else(|| "NULL".to_owned(), |column| DB::quote(column.as_str())))
+        };
+        let columns = columns.map_or_else(
+            || {
+                let version = int8(self.version.as_ref().map(|(column, _)| column));
+                format!("{version}, {}", int8(self.fence.as_ref().map(|(column, _)| column)))
+            },
+            str::to_owned,
+        );
+        let mut probe = Sql::default();
+        let _ = write!(probe.sql, "SELECT {columns} FROM {} WHERE ", self.target());
+        for (i, key) in self.keys.iter().enumerate() {
+            let _ = write!(probe.sql, "{}{} = ", if i > 0 { " AND " } else { "" }, DB::quote(key.column.as_str()));
+            probe.param::<DB>(i + 1);
+        }
+        probe.sql.push_str(DB::LOCKING_READ);
         probe
     }
 
     /// Binds `value` for `column`, or records why it cannot be.
     fn bind<'q, T>(&mut self, what: &str, column: &str, value: T) -> Option<Bound>
     where
-        T: Encode<'q, Postgres> + Type<Postgres> + 'q,
+        T: Encode<'q, DB> + Type<DB> + 'q,
     {
         let column = self.identifier(what, column)?;
-        if let Err(err) = self.args.add(value) {
+        if let Err(err) = DB::push(&mut self.args, value) {
             self.fail(format!("the value of {what} {column} cannot be encoded: {err}"));
             return None;
         }
@@ -462,7 +574,7 @@ impl VersionedUpdate {
 
 /// The update [`VersionedUpdate::run`] sends.
 struct Statement {
-    update: String,
+    sql: Sql,
     version_param: Option<usize>,
     fence_param: Option<usize>,
     /// Whether the update returns the new version (and maybe the row).
@@ -477,18 +589,18 @@ fn id_text(id: &[(String, String)]) -> String {
     }
 }
 
-/// `"a" = $1 AND "b" = $2`.
-struct Joined<'a>(&'a [Bound], &'static str);
+/// SQL text and the numbers of its parameters in text order.
+#[derive(Debug, Default)]
+struct Sql {
+    sql: String,
+    order: Vec<usize>,
+}
 
-impl Display for Joined<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, bound) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(self.1)?;
-            }
-            write!(f, "{} = ${}", bound.column, bound.param)?;
-        }
-        Ok(())
+impl Sql {
+    /// Appends parameter `n`.
+    fn param<DB: Dialect>(&mut self, n: usize) {
+        self.sql.push_str(&DB::placeholder(n));
+        self.order.push(n);
     }
 }
 
@@ -511,13 +623,16 @@ mod tests {
              WHERE \"id\" = $1 AND \"version\" = $3 AND (\"fence\" IS NULL OR \"fence\" <= $4)"
         );
         let probe = VersionedUpdate::table("posts").key("id", 7_i64).version("version", 3).fenced("fence", 9);
-        let probe = probe.probe();
+        let probe = probe.probe(None).sql;
         assert_eq!(probe, "SELECT \"version\"::int8, \"fence\"::int8 FROM \"posts\" WHERE \"id\" = $1");
         // The probe binds the keys alone, numbered from 1 whatever came before them.
         let late_keys = VersionedUpdate::table("t").set("a", 1_i32).key("x", 1_i64).key("y", "k").version("v", 1);
         let statement = late_keys.statement(false).unwrap();
-        assert!(statement.update.ends_with("WHERE \"x\" = $2 AND \"y\" = $3 AND \"v\" = $4"), "{}", statement.update);
-        assert_eq!(late_keys.probe(), "SELECT \"v\"::int8, NULL::int8 FROM \"t\" WHERE \"x\" = $1 AND \"y\" = $2");
+        assert!(statement.sql.sql.ends_with("WHERE \"x\" = $2 AND \"y\" = $3 AND \"v\" = $4"), "{}", statement.sql.sql);
+        assert_eq!(
+            late_keys.probe(None).sql,
+            "SELECT \"v\"::int8, NULL::int8 FROM \"t\" WHERE \"x\" = $1 AND \"y\" = $2"
+        );
     }
 
     #[test]

@@ -19,8 +19,7 @@ impl Version for i32 {}
 impl Version for i64 {}
 
 mod sealed {
-    use sqlx::postgres::PgArguments;
-    use sqlx::Arguments as _;
+    use crate::dialect::{Dialect, Int};
 
     /// Keeps [`Version`](super::Version) to the three integer types PostgreSQL has.
     pub trait Sealed {
@@ -44,12 +43,12 @@ mod sealed {
             }
         }
 
-        /// Adds the version to `args` as its own type.
-        pub fn bind(self, args: &mut PgArguments) -> Result<(), sqlx::error::BoxDynError> {
+        /// Adds the version to `values` as its own type.
+        pub fn bind<DB: Dialect>(self, values: &mut DB::Values) -> Result<(), sqlx::error::BoxDynError> {
             match self {
-                Expected::Smallint(version) => args.add(version),
-                Expected::Integer(version) => args.add(version),
-                Expected::Bigint(version) => args.add(version),
+                Expected::Smallint(version) => DB::push_int(values, Int::I16(version)),
+                Expected::Integer(version) => DB::push_int(values, Int::I32(version)),
+                Expected::Bigint(version) => DB::push_int(values, Int::I64(version)),
             }
         }
     }

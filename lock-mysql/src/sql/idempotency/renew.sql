@@ -1,0 +1,3 @@
+-- ? lease ms, ? key, ? token → 1 row matched when the token's running claim was renewed.
+UPDATE {table} SET expires_at = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) + ? * 1000
+WHERE idem_key = ? AND token = ? AND expires_at > CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
