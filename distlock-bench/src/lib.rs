@@ -26,6 +26,7 @@ mod raw_mysql;
 mod raw_postgres;
 mod raw_redis;
 pub mod record;
+pub mod sweep;
 mod workload;
 
 use std::future::Future;
