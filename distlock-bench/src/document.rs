@@ -144,13 +144,8 @@ pub struct PlotFile {
 ///
 /// As [`plot::write`].
 pub fn write_plots(records: &[Record], dir: &Path, link_prefix: &str) -> Result<Vec<PlotFile>, PlotError> {
-    let series: Vec<&Series> = records
-        .iter()
-        .filter_map(|record| match record {
-            Record::Series(series) if !series.points.is_empty() => Some(series),
-            _ => None,
-        })
-        .collect();
+    let series: Vec<&Series> =
+        records.iter().filter_map(Record::as_series).filter(|series| !series.points.is_empty()).collect();
     let mut files = Vec::new();
     let mut link = |figure: Figure, suite: Option<String>, path: PathBuf| {
         let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
@@ -248,13 +243,8 @@ fn plots(out: &mut String, files: &[PlotFile], figure: Figure) {
 /// `BENCHMARKS.md` for `records`, measured as `run` says, with the plots `files` (as
 /// [`write_plots`] returned them).
 pub fn render(run: &RunInfo, records: &[Record], files: &[PlotFile]) -> String {
-    let tables: Vec<&Ratios> = records
-        .iter()
-        .filter_map(|record| match record {
-            Record::Ratios(ratios) if !ratios.rows.is_empty() => Some(ratios),
-            _ => None,
-        })
-        .collect();
+    let tables: Vec<&Ratios> =
+        records.iter().filter_map(Record::as_ratios).filter(|ratios| !ratios.rows.is_empty()).collect();
     let mut out = String::new();
     out.push_str("# Benchmarks\n\n");
     out.push_str(

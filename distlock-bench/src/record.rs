@@ -34,6 +34,22 @@ impl Record {
             Self::Series(series) => &series.suite,
         }
     }
+
+    /// The comparison, if this is one.
+    pub fn as_ratios(&self) -> Option<&Ratios> {
+        match self {
+            Self::Ratios(ratios) => Some(ratios),
+            Self::Series(_) => None,
+        }
+    }
+
+    /// The plot line, if this is one.
+    pub fn as_series(&self) -> Option<&Series> {
+        match self {
+            Self::Series(series) => Some(series),
+            Self::Ratios(_) => None,
+        }
+    }
 }
 
 /// Variants measured side by side, each as a ratio to the first.

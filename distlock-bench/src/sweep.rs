@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use distlock_api::{DynLockStore, Fairness, GroupMember, LockGroup, LockManager, LockOptions};
 
 use super::locker::Library;
-use super::record::{cdf, Figure, RatioRow, Ratios, Series};
+use super::record::{cdf, Figure, Ratios, Series};
 use super::workload::{run, BenchError, Measured, Scenario, Stop};
 
 /// Concurrent tasks of the cycle-time curve.
@@ -183,34 +183,14 @@ pub async fn fair_vs_barging(
             points: waits.per_task.iter().enumerate().map(|(rank, &wait)| (count(rank + 1), wait)).collect(),
         })
         .collect();
-    let row = |name: &str, value: f64, base: f64| {
-        let ratio = value / base;
-        RatioRow { name: name.to_owned(), value, ratio, min: ratio, max: ratio }
-    };
     let title = format!("fair vs barging waiting, {} tasks on one hot key, hold {:?}", plan.hot_tasks, plan.hold);
-    let per_section = |waits: &Waits| 1e6 / waits.sections_per_sec.max(f64::MIN_POSITIVE);
-    let longest = |waits: &Waits| waits.per_task.first().copied().unwrap_or_default();
+    let compare = |what: &str, unit: &str, measure: fn(&Waits) -> f64| {
+        let samples = [vec![measure(&barging)], vec![measure(&fair)]];
+        Ratios::of(suite, &format!("{title}: {what}"), unit, 1.0, &["barging", "fair"], &samples)
+    };
     let ratios = vec![
-        Ratios {
-            suite: suite.to_owned(),
-            title: format!("{title}: time per section"),
-            unit: "µs/section".to_owned(),
-            rounds: 1,
-            rows: vec![
-                row("barging", per_section(&barging), per_section(&barging)),
-                row("fair", per_section(&fair), per_section(&barging)),
-            ],
-        },
-        Ratios {
-            suite: suite.to_owned(),
-            title: format!("{title}: the longest per-task mean wait"),
-            unit: "ms".to_owned(),
-            rounds: 1,
-            rows: vec![
-                row("barging", longest(&barging), longest(&barging)),
-                row("fair", longest(&fair), longest(&barging)),
-            ],
-        },
+        compare("time per section", "µs/section", |waits| 1e6 / waits.sections_per_sec.max(f64::MIN_POSITIVE)),
+        compare("the longest per-task mean wait", "ms", |waits| waits.per_task.first().copied().unwrap_or_default()),
     ];
     Ok((series, ratios))
 }
