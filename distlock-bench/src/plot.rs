@@ -169,7 +169,7 @@ pub fn write(dir: &Path, stem: &str, figure: Figure, subtitle: &str, lines: &[Li
 ///
 /// # Errors
 ///
-/// As [`write`].
+/// As [`write()`].
 pub fn write_store(dir: &Path, store: &str, series: &[Series]) -> Result<Vec<PathBuf>, PlotError> {
     let mut written = Vec::new();
     for figure in Figure::ALL {
