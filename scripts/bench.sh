@@ -65,7 +65,7 @@ JSON
 
 step "building the benchmarks and distlock (release)"
 # One build for every benchmark; its JSON names each benchmark's executable.
-cargo bench --workspace --all-features --no-run --message-format=json-render-diagnostics >"$results/build.json"
+cargo bench --workspace --all-features --benches --no-run --message-format=json-render-diagnostics >"$results/build.json"
 cargo build --release -q -p distlock-cli --features etcd
 cargo build --release -q -p distlock-bench --bin bench-report
 target="${CARGO_TARGET_DIR:-target}"
