@@ -11,13 +11,21 @@
 //!   [`interleaved_cycles`] interleaves one-task cycles one by one instead, for variants
 //!   whose cost differs by less than the load drifts within a round.
 //!
+//! With `DISTLOCK_BENCH_OUT=dir`, every report is also written to `dir` as JSON lines
+//! ([`record`]); [`document`] turns a directory of them into `BENCHMARKS.md` and its
+//! SVG plots ([`plot`]), as `scripts/bench.sh` does.
+//!
 //! The stores' own benchmarks add their comparisons (hand-off, fair waiting, lock groups)
 //! in the test kit (`distlock_conformance::kit`); the `distlock` CLI's `bench` command
 //! runs the scenarios here against a user's server.
 
+pub mod document;
 mod locker;
+pub mod plot;
 mod raw_redis;
 mod raw_sql;
+pub mod record;
+pub mod sweep;
 mod workload;
 
 use std::future::Future;
@@ -96,9 +104,12 @@ where
 
 /// Prints each variant's median round divided by `per` (e.g. µs per cycle), and for every
 /// variant after the first its ratio to the first: of the medians, and the median of the
-/// per-round ratios (a round's variants ran back to back, under the same load). Returns
-/// the per-`per` medians.
+/// per-round ratios (a round's variants ran back to back, under the same load), and
+/// writes the comparison as a [`record::Ratios`] when `DISTLOCK_BENCH_OUT` is set.
+/// Returns the per-`per` medians.
 pub fn report_against_first(title: &str, unit: &str, per: f64, names: &[&str], samples: &[Vec<f64>]) -> Vec<f64> {
+    let ratios = record::Ratios::of(&record::suite(), title, unit, per, names, samples);
+    record::emit(&record::Record::Ratios(ratios));
     let medians: Vec<f64> = samples.iter().map(|s| median(s.clone()) / per).collect();
     println!("{title}");
     let width = names.iter().map(|name| name.chars().count()).max().unwrap_or(0) + 1;

@@ -442,6 +442,13 @@ pub(crate) struct BenchArgs {
     /// Print one JSON object on stdout instead of the table.
     #[arg(long)]
     pub(crate) json: bool,
+
+    /// Also draw SVG plots into DIR: the hand-off latency distribution (with the hot-key
+    /// scenario), cycle time vs concurrent tasks and vs keys held by a lock group, and
+    /// each task's wait with fair and with barging waiting. Those measurements run after
+    /// the scenarios, each point for --duration.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) plot: Option<std::path::PathBuf>,
 }
 
 /// A `bench` scenario.

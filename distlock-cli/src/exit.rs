@@ -24,6 +24,8 @@ pub(crate) const UNAVAILABLE: u8 = 69;
 /// `bench` saw a mutual-exclusion violation, or an internal error such as `run`'s keeper
 /// process being killed (`EX_SOFTWARE`).
 pub(crate) const SOFTWARE: u8 = 70;
+/// `bench --plot`: the plots could not be written (`EX_CANTCREAT`).
+pub(crate) const CANT_CREATE: u8 = 73;
 /// `release`: the token does not hold the lock (it is free, expired or held by another
 /// token); nothing was changed.
 pub(crate) const NOT_RELEASED: u8 = 1;
@@ -50,6 +52,7 @@ Exit status:
              (run: --error-exit-code)
   70         bench: a mutual-exclusion violation was observed (never expected);
              run: an internal error, e.g. its keeper process was killed (--error-exit-code)
+  73         bench --plot: the plots could not be written
   75         run: the lock, or a name of the group, is held by another owner (or out of
              permits), after --wait (--conflict-exit-code)
   76         run: the lease was lost; the command got SIGTERM, SIGKILL after --kill-grace

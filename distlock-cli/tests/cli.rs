@@ -259,3 +259,44 @@ async fn bench_prints_a_table_by_default() {
     assert!(table.contains("store memory") && table.contains("uncontended") && table.contains("hot-key"), "{table}");
     assert!(!table.contains("distinct "), "{table}");
 }
+
+#[tokio::test]
+async fn bench_plot_writes_svg_plots_and_their_results() {
+    let dir = std::env::temp_dir().join(format!("distlock-cli-plot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (plots, results) = (dir.join("plots"), dir.join("results"));
+    let plots_arg = plots.to_str().expect("a UTF-8 temporary directory");
+    let args = ["bench", "--duration", "30ms", "--workers", "2", "--retry", "5ms", "--baseline", "--plot", plots_arg];
+    let mut command = distlock(None, &args);
+    command.env("DISTLOCK_BENCH_OUT", &results).env("DISTLOCK_BENCH_SUITE", "memory");
+    let out = output(command).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for name in ["handoff", "cycle-vs-tasks", "cycle-vs-keys", "fair-wait"] {
+        let path = plots.join(format!("{name}.svg"));
+        let svg = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{}: {svg}", path.display());
+        assert!(svg.contains("<polyline"), "{} draws no line", path.display());
+    }
+    let handoff = std::fs::read_to_string(plots.join("handoff.svg")).expect("handoff.svg");
+    assert!(handoff.contains("distlock") && handoff.contains("raw"), "a line for distlock and for raw");
+    // The same series, as results for scripts/bench.sh's generator.
+    let lines = std::fs::read_to_string(results.join("memory.jsonl")).expect("results written");
+    for figure in ["\"handoff\"", "\"cycle-vs-tasks\"", "\"cycle-vs-keys\"", "\"fair-wait\""] {
+        assert!(lines.contains(figure), "{figure} missing from the results:\n{lines}");
+    }
+    assert!(lines.contains("fair vs barging waiting"), "{lines}");
+    std::fs::remove_dir_all(&dir).expect("remove the scratch directory");
+}
+
+#[tokio::test]
+async fn bench_plot_into_a_file_fails_with_its_own_status() {
+    let file = std::env::temp_dir().join(format!("distlock-cli-plot-file-{}", std::process::id()));
+    std::fs::write(&file, "not a directory").expect("write a file");
+    let args = ["bench", "--duration", "10ms", "--workers", "2", "--scenarios", "uncontended", "--plot"];
+    let mut command = distlock(None, &args);
+    command.arg(&file);
+    let out = output(command).await;
+    assert_eq!(out.status.code(), Some(73), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--plot: could not write"), "{}", stderr(&out));
+    std::fs::remove_file(&file).expect("remove the file");
+}

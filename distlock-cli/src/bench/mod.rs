@@ -3,6 +3,7 @@
 //! every store's own benchmark runs (the `distlock-bench` crate); this module
 //! picks them from the command line and prints the report.
 
+mod plots;
 mod report;
 
 use std::future::Future;
@@ -39,7 +40,7 @@ pub(crate) async fn bench(url: Option<&str>, args: BenchArgs) -> Result<u8, Fail
     let lock_store = store::connect(url).await?;
     let backend = lock_store.backend();
     let capabilities = lock_store.capabilities();
-    let library = Arc::new(Library::new(LockManager::new(lock_store), args.ttl, args.retry));
+    let library = Arc::new(Library::new(LockManager::new(Arc::clone(&lock_store)), args.ttl, args.retry));
     let raw = if args.baseline { Some(Raw::connect(backend, url, args.ttl, args.retry).await?) } else { None };
 
     let runs_per_scenario = if raw.is_some() { 2 } else { 1 };
@@ -55,16 +56,23 @@ pub(crate) async fn bench(url: Option<&str>, args: BenchArgs) -> Result<u8, Fail
         raw.warm_up(&bench).await?;
     }
     let mut rows = Vec::new();
+    let mut handoffs = Vec::new();
     for scenario in scenarios {
         let cycles = progress.start(scenario, "distlock");
         let measured = bench.measure(&library, scenario, "lib", cycles).await?;
         progress.finish(&measured);
         let mut row = Row::new(scenario, "distlock", workers, &measured);
+        if scenario == Scenario::HotKey {
+            handoffs.push(("distlock", measured));
+        }
         if let Some(raw) = &raw {
             let cycles = progress.start(scenario, "raw");
-            let baseline = raw.measure(&bench, scenario, cycles).await?;
-            progress.finish(&baseline);
-            let baseline = Row::new(scenario, "raw", workers, &baseline);
+            let measured = raw.measure(&bench, scenario, cycles).await?;
+            progress.finish(&measured);
+            let baseline = Row::new(scenario, "raw", workers, &measured);
+            if scenario == Scenario::HotKey {
+                handoffs.push(("raw", measured));
+            }
             row.compare_with(&baseline);
             rows.push(row);
             rows.push(baseline);
@@ -73,6 +81,9 @@ pub(crate) async fn bench(url: Option<&str>, args: BenchArgs) -> Result<u8, Fail
         }
     }
     progress.done();
+    if let Some(dir) = &args.plot {
+        plots::draw(&lock_store, &bench, &args, &handoffs, dir).await?;
+    }
 
     let report = Report::new(backend, capabilities, &args, rows);
     if args.json {

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Regenerates every benchmark figure: BENCHMARKS.md and the plots in docs/bench/.
+#
+#   scripts/bench.sh           # the reference run
+#   scripts/bench.sh --quick   # fewer rounds and shorter runs, for a look
+#
+# Servers are started exactly as for the tests: the script runs itself under
+# scripts/test.sh, which starts a private Redis, PostgreSQL, MariaDB and etcd (or uses the
+# DISTLOCK_*_URL servers it is given) and stops them at the end. Then it
+#   1. builds every store's benchmark (release profile) and the `distlock` command;
+#   2. runs each benchmark, which measures every figure side by side with its baseline in
+#      one run and writes its results as JSON lines (DISTLOCK_BENCH_OUT, one file per
+#      suite: memory, redis, postgres, …; a benchmark added as lock-<store>/benches/<store>.rs
+#      is picked up under the suite <store>);
+#   3. runs `distlock bench --plot` on every store for the plots' measurements;
+#   4. rewrites BENCHMARKS.md and docs/bench/*.svg from the results (`bench-report`).
+# The results stay in DISTLOCK_BENCH_RESULTS (default target/bench-results).
+# DISTLOCK_BENCH_PEERS=1 also runs bench-peers/ (rslock, distributed-lock; a workspace
+# of its own, built on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=full
+for arg in "$@"; do
+  case "$arg" in
+    --quick) mode=quick ;;
+    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "scripts/bench.sh: unknown argument \`$arg\` (usage: scripts/bench.sh [--quick])" >&2; exit 64 ;;
+  esac
+done
+
+if [ -z "${DISTLOCK_BENCH_UNDER_TEST_SH:-}" ]; then
+  # Measured before anything of this run starts (builds, servers).
+  load="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime | sed 's/.*load average[s]*: //')"
+  export DISTLOCK_BENCH_UNDER_TEST_SH=1 DISTLOCK_BENCH_LOAD="$load" DISTLOCK_BENCH_COMMAND="scripts/bench.sh $*"
+  exec scripts/test.sh "$0" "$@"
+fi
+
+results="${DISTLOCK_BENCH_RESULTS:-target/bench-results}"
+rm -rf "$results"
+mkdir -p "$results"
+results="$(cd "$results" && pwd)"
+step() { printf '\n==> %s   [%ss]\n' "$*" "$SECONDS"; }
+
+if [ "$mode" = quick ]; then
+  export DISTLOCK_BENCH_ROUNDS="${DISTLOCK_BENCH_ROUNDS:-3}" DISTLOCK_FAIR_SECONDS="${DISTLOCK_FAIR_SECONDS:-2}"
+  point=300ms
+else
+  point=2s
+fi
+
+json_string() { local s="${1//\\/\\\\}"; s="${s//\"/\\\"}"; printf '"%s"' "$s"; }
+cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n1)"
+servers="Redis $(redis-cli -u "$DISTLOCK_REDIS_URL" info server | tr -d '\r' | sed -n 's/^redis_version://p'), PostgreSQL $(psql "$DISTLOCK_POSTGRES_URL" -qtAX -c 'SHOW server_version'), $(mariadb --version | sed -n 's/.*\(MariaDB\|Distrib\) \([0-9.]*\).*/MariaDB \2/p' | head -n1), etcd $(etcd --version | sed -n 's/^etcd Version: //p')"
+cat >"$results/run.json" <<JSON
+{
+  "date": "$(date -u +%Y-%m-%d)",
+  "command": $(json_string "${DISTLOCK_BENCH_COMMAND:-scripts/bench.sh}"),
+  "cpu": $(json_string "$cpu"),
+  "cores": $(nproc),
+  "load": $(json_string "${DISTLOCK_BENCH_LOAD:-unknown}"),
+  "servers": $(json_string "$servers")
+}
+JSON
+
+step "building the benchmarks and distlock (release)"
+# One build for every benchmark; its JSON names each benchmark's executable.
+cargo bench --workspace --all-features --benches --no-run --message-format=json-render-diagnostics >"$results/build.json"
+cargo build --release -q -p distlock-cli --features etcd
+cargo build --release -q -p distlock-bench --bin bench-report
+target="${CARGO_TARGET_DIR:-target}"
+
+# "<suite> <executable>" per benchmark: lock-<store>/benches/<store>.rs is the suite
+# <store>, other benches of a store `<store>-<bench>`.
+python3 - "$results/build.json" >"$results/benches.txt" <<'PY'
+import json, os, sys
+special = {("redis", "group_floor"): "redis-groups", ("redis", "scale"): "redis-scale", ("sqlx", "versioned"): "versioned"}
+for line in open(sys.argv[1]):
+    msg = json.loads(line)
+    if msg.get("reason") != "compiler-artifact" or "bench" not in msg["target"]["kind"] or not msg.get("executable"):
+        continue
+    folder = os.path.basename(os.path.dirname(msg["manifest_path"]))
+    if not folder.startswith("lock-"):
+        continue
+    store, bench = folder[len("lock-"):], msg["target"]["name"]
+    print(special.get((store, bench), store if bench == store else f"{store}-{bench}"), msg["executable"])
+PY
+
+export DISTLOCK_BENCH_OUT="$results"
+# A benchmark that fails leaves its section out; the others still run and are written.
+failed=()
+while read -r suite executable; do
+  step "benchmark $suite ($mode)"
+  DISTLOCK_BENCH_SUITE="$suite" "$executable" --bench 2>&1 | tee "$results/$suite.log" || failed+=("$suite")
+done <"$results/benches.txt"
+
+if [ "${DISTLOCK_BENCH_PEERS:-0}" = 1 ]; then
+  step "peers (bench-peers/)"
+  DISTLOCK_BENCH_SUITE=peers cargo bench -q --manifest-path bench-peers/Cargo.toml 2>&1 | tee "$results/peers.log" \
+    || failed+=(peers)
+fi
+
+# The plots' measurements through `distlock bench`, one store at a time; the raw
+# baseline where the command has one.
+sqlite_dir="$(mktemp -d)"
+trap 'rm -rf "$sqlite_dir"' EXIT
+plot_stores=(
+  "memory memory:// --baseline"
+  "redis $DISTLOCK_REDIS_URL?fair=true&notifications=true --baseline"
+  "postgres $DISTLOCK_POSTGRES_URL --baseline"
+  "mysql $DISTLOCK_MYSQL_URL"
+  "etcd $DISTLOCK_ETCD_URL"
+  "sqlite sqlite://$sqlite_dir/locks.db"
+)
+for entry in "${plot_stores[@]}"; do
+  read -r suite url baseline <<<"$entry"
+  step "distlock bench --plot: $suite"
+  DISTLOCK_BENCH_SUITE="$suite" "$target/release/distlock" --store "$url" bench $baseline \
+    --duration "$point" --workers 8 --retry 50ms --plot "$results/plots/$suite" || failed+=("distlock bench: $suite")
+done
+
+step "BENCHMARKS.md and docs/bench/"
+rm -f docs/bench/*.svg
+"$target/release/bench-report" "$results" BENCHMARKS.md docs/bench
+if [ "${#failed[@]}" -gt 0 ]; then
+  printf 'scripts/bench.sh: failed, left out of BENCHMARKS.md: %s\n' "${failed[*]}" >&2
+  exit 1
+fi
+step "done"
