@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use distlock_api::LockError;
+use distlock_api::{probe, LockError};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::AsyncConnectionConfig;
+use redis::{AsyncConnectionConfig, ConnectionAddr};
 
 use crate::builder::RedisLockStoreBuilder;
 use crate::config::{saturated_timeout, Config};
@@ -160,14 +160,25 @@ impl RedisLockStore {
 }
 
 /// One connection, no retries: connect, authenticate, `SELECT` the database, `PING`.
-/// Whatever the server refuses shows here with its own reason.
+/// Whatever the server refuses shows here with its own reason; when it does not answer as
+/// a Redis server, the error says what answers at its address instead.
 async fn verify_server(client: &redis::Client, config: &Config) -> Result<(), LockError> {
     let settings = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(config.connect_timeout))
         .set_response_timeout(Some(config.response_timeout));
-    let mut conn = client.get_multiplexed_async_connection_with_config(&settings).await.map_err(connect_error)?;
-    let _: redis::Value = redis::cmd("PING").query_async(&mut conn).await.map_err(connect_error)?;
-    Ok(())
+    let verified = async {
+        let mut conn = client.get_multiplexed_async_connection_with_config(&settings).await?;
+        redis::cmd("PING").query_async::<redis::Value>(&mut conn).await
+    };
+    match verified.await {
+        Ok(_) => Ok(()),
+        Err(err) => match client.get_connection_info().addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                Err(probe::connect_error(RedisLockStore::BACKEND, host, *port, err).await)
+            }
+            _ => Err(connect_error(err)),
+        },
+    }
 }
 
 fn connect_error(err: redis::RedisError) -> LockError {
