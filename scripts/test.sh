@@ -398,7 +398,7 @@ servers() {
   command -v etcd >/dev/null || missing+=(etcd-server)
   command -v protoc >/dev/null || [ -n "${PROTOC:-}" ] || missing+=(protobuf-compiler)
   # The SQLite store's wall-clock test runs a child under libfaketime.
-  ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing+=(faketime)
+  compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || [ -e /usr/lib/faketime/libfaketime.so.1 ] || missing+=(faketime)
   [ "${#missing[@]}" = 0 ] || install_or_explain "${missing[@]}"
 
   if [ -n "${DISTLOCK_REDIS_URL:-}" ]; then
