@@ -201,12 +201,19 @@ impl std::error::Error for ConnectFailure {
 
 /// The [`LockError::Store`] for a failed connect of a `backend` store to `host:port`, its
 /// cause a [`ConnectFailure`] that says what answers there (see [`identify`]) over the
-/// driver's error.
+/// driver's error — or the driver's error alone when a server of the right kind answers
+/// (it refused a password or a database, and says so itself).
 pub async fn connect_error(backend: &'static str, host: &str, port: u16, cause: impl Into<BoxError>) -> LockError {
     let answer = identify(host, port).await;
+    let expected = ServerKind::of_backend(backend);
+    if let (Answer::Server(found), Some(expected)) = (&answer, &expected) {
+        if found.same_kind(expected) {
+            // The right kind of server refused (a password, a database): its own message says it.
+            return LockError::store(backend, "connect", None, cause);
+        }
+    }
     let address = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-    let failure = ConnectFailure { address, expected: ServerKind::of_backend(backend), answer, cause: cause.into() };
-    LockError::store(backend, "connect", None, failure)
+    LockError::store(backend, "connect", None, ConnectFailure { address, expected, answer, cause: cause.into() })
 }
 
 /// `(host, port)` of an endpoint written `host:port`, `[v6]:port` or
