@@ -10,12 +10,12 @@
 #   1. builds every store's benchmark (release profile) and the `distlock` command;
 #   2. runs each benchmark, which measures every figure side by side with its baseline in
 #      one run and writes its results as JSON lines (DISTLOCK_BENCH_OUT, one file per
-#      suite: memory, redis, postgres, …; a benchmark added as lock-<store>/benches/<store>.rs
+#      suite: memory, redis, postgres, …; a benchmark added as distlock-<store>/benches/<store>.rs
 #      is picked up under the suite <store>);
 #   3. runs `distlock bench --plot` on every store for the plots' measurements;
 #   4. rewrites BENCHMARKS.md and docs/bench/*.svg from the results (`bench-report`).
 # The results stay in DISTLOCK_BENCH_RESULTS (default target/bench-results).
-# DISTLOCK_BENCH_PEERS=1 also runs bench-peers/ (rslock, distributed-lock; a workspace
+# DISTLOCK_BENCH_PEERS=1 also runs distlock-bench-peers/ (rslock, distributed-lock; a workspace
 # of its own, built on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,19 +70,21 @@ cargo build --release -q -p distlock-cli --features etcd
 cargo build --release -q -p distlock-bench --bin bench-report
 target="${CARGO_TARGET_DIR:-target}"
 
-# "<suite> <executable>" per benchmark: lock-<store>/benches/<store>.rs is the suite
+# "<suite> <executable>" per benchmark: distlock-<store>/benches/<store>.rs is the suite
 # <store>, other benches of a store `<store>-<bench>`.
 python3 - "$results/build.json" >"$results/benches.txt" <<'PY'
 import json, os, sys
-special = {("redis", "group_floor"): "redis-groups", ("redis", "scale"): "redis-scale", ("sqlx", "versioned"): "versioned"}
+special = {("redis", "group_floor"): "redis-groups", ("redis", "scale"): "redis-scale", ("optimistic", "versioned"): "versioned"}
+# The crates that are not stores or store recipes have no suite.
+tools = {"bench", "cli", "macros", "conformance", "testing", "api", "sql"}
 for line in open(sys.argv[1]):
     msg = json.loads(line)
     if msg.get("reason") != "compiler-artifact" or "bench" not in msg["target"]["kind"] or not msg.get("executable"):
         continue
     folder = os.path.basename(os.path.dirname(msg["manifest_path"]))
-    if not folder.startswith("lock-"):
+    if not folder.startswith("distlock-") or folder[len("distlock-"):] in tools:
         continue
-    store, bench = folder[len("lock-"):], msg["target"]["name"]
+    store, bench = folder[len("distlock-"):], msg["target"]["name"]
     print(special.get((store, bench), store if bench == store else f"{store}-{bench}"), msg["executable"])
 PY
 
@@ -95,8 +97,8 @@ while read -r suite executable; do
 done <"$results/benches.txt"
 
 if [ "${DISTLOCK_BENCH_PEERS:-0}" = 1 ]; then
-  step "peers (bench-peers/)"
-  DISTLOCK_BENCH_SUITE=peers cargo bench -q --manifest-path bench-peers/Cargo.toml 2>&1 | tee "$results/peers.log" \
+  step "peers (distlock-bench-peers/)"
+  DISTLOCK_BENCH_SUITE=peers cargo bench -q --manifest-path distlock-bench-peers/Cargo.toml 2>&1 | tee "$results/peers.log" \
     || failed+=(peers)
 fi
 

@@ -1,5 +1,5 @@
 //! The `#[distlock::lock(…)]` attribute: run an `async fn` under a distributed lock; and
-//! `#[derive(Versioned)]`, versioned updates of a row through `distlock_sqlx`.
+//! `#[derive(Versioned)]`, versioned updates of a row through `distlock_optimistic`.
 //!
 //! Use it through the `distlock` crate (feature `macros`) as `#[distlock::lock(…)]`; the
 //! code it generates refers to `::distlock`. The guide, with examples, is in the
@@ -53,7 +53,7 @@ pub fn lock(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Optimistic-locking methods for a struct that mirrors (part of) a row.
 ///
 /// ```text
-/// #[derive(distlock_sqlx::Versioned)]
+/// #[derive(distlock_optimistic::Versioned)]
 /// #[versioned(table = "posts", key = "id")]   // also: schema = "app", crate = "distlock::optimistic"
 /// struct PostPatch {
 ///     id: i64,
@@ -69,7 +69,7 @@ pub fn lock(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// generates `versioned_update(&self) -> VersionedUpdate` and `update_by_id`,
 /// `update_by_id_returning`, `update_by_id_force` and `update_by_id_force_returning`, each
 /// taking any sqlx PostgreSQL executor. `key` defaults to `id`; columns are the field
-/// names. The generated code refers to `::distlock_sqlx` unless `crate = "…"` names
+/// names. The generated code refers to `::distlock_optimistic` unless `crate = "…"` names
 /// another path (e.g. `distlock::optimistic`). Compile errors: no `table`, no key field,
 /// no or two version fields, a version field that is not `i16`, `i32` or `i64`.
 #[proc_macro_derive(Versioned, attributes(versioned))]

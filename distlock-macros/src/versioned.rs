@@ -1,5 +1,5 @@
 //! `#[derive(Versioned)]`: the `update_by_id*` methods of optimistic locking for a struct
-//! with one integer version field, built on `distlock_sqlx::VersionedUpdate`.
+//! with one integer version field, built on `distlock_optimistic::VersionedUpdate`.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -26,7 +26,7 @@ pub(crate) fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
         syn::Error::new_spanned(&input.ident, "#[derive(Versioned)] needs #[versioned(table = \"…\")] on the struct")
     })?;
     let key_name = args.key.as_ref().map_or_else(|| "id".to_owned(), LitStr::value);
-    let krate = args.krate.map_or_else(|| quote!(::distlock_sqlx), |path| quote!(#path));
+    let krate = args.krate.map_or_else(|| quote!(::distlock_optimistic), |path| quote!(#path));
     let fields = match &input.data {
         Data::Struct(data) => match &data.fields {
             Fields::Named(fields) => &fields.named,

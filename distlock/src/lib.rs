@@ -85,7 +85,7 @@ pub mod idempotency {
 /// documentation.
 #[cfg(feature = "optimistic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "optimistic")))]
-pub use distlock_sqlx as optimistic;
+pub use distlock_optimistic as optimistic;
 
 /// A fault-injecting store for applications' own tests (feature `testing`):
 /// `testing::FaultyStore` wraps any store; its `Faults` handle fails operations, adds

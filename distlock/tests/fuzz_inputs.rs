@@ -1076,7 +1076,7 @@ async fn urls_into_connect() {
     let schema = postgres_admin.as_deref().map(PrivateSchema::new);
     let targets = targets(schema.as_ref().map_or_else(|| "fuzz_unused".to_owned(), |s| s.name.clone()));
     // TLS URLs too: this workspace builds `redis` without TLS (the peers that turned on
-    // its rustls are a workspace of their own, `bench-peers`), so they must give a typed
+    // its rustls are a workspace of their own, `distlock-bench-peers`), so they must give a typed
     // error; with TLS they would try a handshake with servers that speak none.
     let urls: Vec<(String, bool)> = seen_urls(&mut rng, &targets, 900).into_iter().filter(|(_, safe)| *safe).collect();
     let (to_postgres, others): (Vec<_>, Vec<_>) = urls.into_iter().map(|(url, _)| url).partition(|url| {
