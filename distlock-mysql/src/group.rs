@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use distlock_api::grant::{decide, Holder, Place, Request};
-use distlock_api::waiters::deadline_after;
 use distlock_api::{
     async_trait, check_group_members, check_group_names, GroupAcquire, GroupLockStore, GroupRequest, LockError,
     LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl,
@@ -15,7 +14,7 @@ use sqlx::query::Query;
 use sqlx::{Connection, MySql};
 
 use crate::error::{UnexpectedAnswer, BACKEND};
-use crate::sql::{self, in_list, rows, HOLD_ROW, NAME_ROW, PLACE_ROW};
+use crate::sql::{self, in_list, rows, HOLD_ROW, NAME_ROW, PLACE_ROW, WAITER_ROW};
 use crate::store::{parse_token, MysqlLockStore};
 
 /// The `mode` column: 0 exclusive, 1 shared.
@@ -211,7 +210,9 @@ impl GroupLockStore for MysqlLockStore {
         Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
     }
 
-    /// One `DELETE` of the token's live holds, then one of its places.
+    /// One `DELETE` of the token's live holds (a granted group has no places left: the
+    /// grant removed them); when it freed any, the listeners waiting for a change of the
+    /// names are woken in a task of their own.
     async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
         check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
@@ -225,11 +226,15 @@ impl GroupLockStore for MysqlLockStore {
             })
             .await
             .map_err(|error| self.group_fail("release group", error))?;
-        self.withdraw_intents(keys, token).await?;
+        if done.rows_affected() > 0 {
+            self.wake_names(names.iter().map(|name| (*name).to_owned()).collect());
+        }
         Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
     }
 
-    /// One `DELETE` of the token's places.
+    /// One `DELETE` of the token's places; when it removed any, the listeners waiting for
+    /// a change of the names are woken in a task of their own (a group behind may now be
+    /// granted).
     async fn withdraw_intents(&self, keys: &[StoreKey], token: &Token) -> Result<(), LockError> {
         check_group_names(keys.iter(), self.max_group())?;
         if keys.is_empty() {
@@ -237,11 +242,15 @@ impl GroupLockStore for MysqlLockStore {
         }
         let names: Vec<&str> = keys.iter().map(StoreKey::as_str).collect();
         let statement = in_list(&self.sql.withdraw, names.len());
-        self.retrying("withdraw intents", || {
-            bind_names(sqlx::query(&statement), &names).bind(token.as_str()).execute(&self.pool)
-        })
-        .await
-        .map_err(|error| self.group_fail("withdraw intents", error))?;
+        let done = self
+            .retrying("withdraw intents", || {
+                bind_names(sqlx::query(&statement), &names).bind(token.as_str()).execute(&self.pool)
+            })
+            .await
+            .map_err(|error| self.group_fail("withdraw intents", error))?;
+        if done.rows_affected() > 0 {
+            self.wake_names(names.iter().map(|name| (*name).to_owned()).collect());
+        }
         Ok(())
     }
 
@@ -314,11 +323,59 @@ impl GroupLockStore for MysqlLockStore {
         Ok(usize::try_from(count).unwrap_or(0))
     }
 
-    /// Sleeps `max`: waiting groups poll at their retry interval (see "Waiting" in the
-    /// crate documentation).
+    /// Registers the store's listener for a change of each of the group's names (one
+    /// upsert), checks that something may still block the group (one `SELECT` of the
+    /// other tokens' live holds and older places: nothing returns at once), and waits
+    /// until a group release or withdrawal on one of the names interrupts the listener,
+    /// the earliest of those leases ends, or `max` (see "Waiting" in the crate
+    /// documentation). With
+    /// [`release_notifications(false)`](crate::MysqlLockStoreBuilder::release_notifications),
+    /// or while the listener is not connected, it sleeps `max`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] for a group the store refuses; [`LockError::Store`]
+    /// (operation `"wait for change"`) when the registration or the check failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a registration left behind expires.
     async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {
-        let _ = request;
-        tokio::time::sleep_until(deadline_after(max)).await;
-        Ok(())
+        check_group_members(request.members, self.max_group())?;
+        let names: Vec<&str> = request.members.iter().map(|member| member.key.as_str()).collect();
+        let token = request.token.as_str();
+        let ticket = request.ticket.map_or(i64::MAX, |ticket| i64::try_from(ticket).unwrap_or(i64::MAX));
+        let register_sql = rows(&self.sql.register_names, WAITER_ROW, names.len());
+        let blocked_sql = in_list(&self.sql.blocked, names.len());
+        let (names, register_sql, blocked_sql) = (&names, &register_sql, &blocked_sql);
+        let fail = |error| self.group_fail("wait for change", error);
+        let register = |listener: i64, registration: Duration| async move {
+            self.retrying("wait for change", || {
+                let mut query = sqlx::query(register_sql);
+                for name in names {
+                    query = query.bind(*name).bind(listener).bind(sql::millis(registration));
+                }
+                query.execute(&self.pool)
+            })
+            .await
+            .map(drop)
+            .map_err(fail)
+        };
+        let blocked = || async move {
+            self.retrying("wait for change", || {
+                let mut query = sqlx::query_scalar::<_, Option<i64>>(blocked_sql);
+                for name in names {
+                    query = query.bind(*name);
+                }
+                query = query.bind(token);
+                for name in names {
+                    query = query.bind(*name);
+                }
+                query.bind(token).bind(ticket).fetch_one(&self.pool)
+            })
+            .await
+            .map_err(fail)
+        };
+        self.wait_woken(max, register, blocked).await
     }
 }

@@ -85,6 +85,9 @@ files! {
     held = "notify/held.sql",
     listeners = "notify/listeners.sql",
     listen = "notify/listen.sql",
+    register_names = "notify/register_names.sql",
+    blocked = "notify/blocked.sql",
+    listeners_of = "notify/listeners_of.sql",
 }
 
 impl Statements {
@@ -148,6 +151,9 @@ pub(crate) const HOLD_ROW: &str = concat!("(?, ?, ?, ?, ?, ", now_us!(), " + ? *
 /// The row of `group/place.sql`: (name, token, mode, ticket, TTL ms).
 pub(crate) const PLACE_ROW: &str = concat!("(?, ?, ?, ?, ", now_us!(), " + ? * 1000)");
 
+/// The row of `notify/register_names.sql`: (name, listener id, ms).
+pub(crate) const WAITER_ROW: &str = concat!("(?, ?, ", now_us!(), " + ? * 1000)");
+
 /// A duration in whole milliseconds, as the statements take TTLs.
 pub(crate) fn millis(duration: std::time::Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
@@ -170,7 +176,7 @@ mod tests {
         }
         assert!(sql.acquire.contains("`leases`"));
         assert!(sql.create_queue.contains("`leases_queue_order`"));
-        for row in [HOLD_ROW, PLACE_ROW] {
+        for row in [HOLD_ROW, PLACE_ROW, WAITER_ROW] {
             assert!(row.contains("CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) + ? * 1000"), "{row}");
         }
         for (path, text) in FILES {

@@ -230,6 +230,43 @@ impl MysqlLockStore {
     /// store's listener for the key's release, checks that the key is still held, and
     /// sleeps until the listener is interrupted, the lease runs out, or `max`.
     async fn wait_until_free(&self, key: &StoreKey, me: Option<&Token>, max: Duration) -> Result<(), LockError> {
+        let me = me.map_or("", Token::as_str);
+        let fail = |error| self.fail("wait for release", key, error);
+        let register = |listener: i64, registration: Duration| async move {
+            self.retrying("wait for release", || {
+                sqlx::query(&self.sql.register)
+                    .bind(key.as_str())
+                    .bind(listener)
+                    .bind(sql::millis(registration))
+                    .execute(&self.pool)
+            })
+            .await
+            .map(drop)
+            .map_err(fail)
+        };
+        let held = || async move {
+            self.retrying("wait for release", || {
+                sqlx::query_scalar(&self.sql.held).bind(key.as_str()).bind(me).fetch_optional(&self.pool)
+            })
+            .await
+            .map_err(fail)
+        };
+        self.wait_woken(max, register, held).await
+    }
+
+    /// The waiting both single keys and groups do: once the store's listener is connected,
+    /// `register` records it (with how long the registration must last) as waiting for
+    /// what the caller waits for, `blocked` then tells whether that is still taken (µs
+    /// until its lease ends; `None`: free, the wait ends at once), and the wait lasts
+    /// until the listener is interrupted, that lease ends, or `max`. Registering before
+    /// the check means a release between the two is never missed.
+    pub(crate) async fn wait_woken<R, RF, B, BF>(&self, max: Duration, register: R, blocked: B) -> Result<(), LockError>
+    where
+        R: FnOnce(i64, Duration) -> RF,
+        RF: Future<Output = Result<(), LockError>>,
+        B: FnOnce() -> BF,
+        BF: Future<Output = Result<Option<i64>, LockError>>,
+    {
         let deadline = deadline_after(max);
         if !self.layout.notify {
             tokio::time::sleep_until(deadline).await;
@@ -257,23 +294,8 @@ impl MysqlLockStore {
         };
         changes.mark_unchanged();
         let registration = max.min(MAX_REGISTRATION);
-        self.retrying("wait for release", || {
-            sqlx::query(&self.sql.register)
-                .bind(key.as_str())
-                .bind(i64::try_from(listener).unwrap_or(i64::MAX))
-                .bind(sql::millis(registration + Duration::from_secs(1)))
-                .execute(&self.pool)
-        })
-        .await
-        .map_err(|error| self.fail("wait for release", key, error))?;
-        let me = me.map_or("", Token::as_str);
-        let left: Option<i64> = self
-            .retrying("wait for release", || {
-                sqlx::query_scalar(&self.sql.held).bind(key.as_str()).bind(me).fetch_optional(&self.pool)
-            })
-            .await
-            .map_err(|error| self.fail("wait for release", key, error))?;
-        let Some(micros_left) = left else { return Ok(()) };
+        register(i64::try_from(listener).unwrap_or(i64::MAX), registration + Duration::from_secs(1)).await?;
+        let Some(micros_left) = blocked().await? else { return Ok(()) };
         let left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1)).saturating_add(EXPIRY_MARGIN);
         let until = deadline.min(deadline_after(left)).min(deadline_after(registration));
         tokio::select! {
@@ -289,18 +311,40 @@ impl MysqlLockStore {
     async fn wake(&self, key: &StoreKey) {
         let listeners: Result<Vec<i64>, _> =
             sqlx::query_scalar(&self.sql.listeners).bind(key.as_str()).fetch_all(&self.pool).await;
-        let listeners = match listeners {
-            Ok(listeners) => listeners,
-            Err(error) => {
-                tracing::debug!(%error, key = key.lock_key(), "could not read the waiting listeners");
-                return;
+        match listeners {
+            Ok(listeners) => interrupt(&self.pool, listeners).await,
+            Err(error) => tracing::debug!(%error, key = key.lock_key(), "could not read the waiting listeners"),
+        }
+    }
+
+    /// Wakes, in a task of its own, the listeners registered for a change of one of
+    /// `names` (group names whose holds or places went): the caller does not wait for it.
+    pub(crate) fn wake_names(&self, names: Vec<String>) {
+        if !self.layout.notify || names.is_empty() {
+            return;
+        }
+        let (pool, sql) = (self.pool.clone(), Arc::clone(&self.sql));
+        tokio::spawn(async move {
+            let statement = sql::in_list(&sql.listeners_of, names.len());
+            let mut query = sqlx::query_scalar::<_, i64>(&statement);
+            for name in &names {
+                query = query.bind(name.as_str());
             }
-        };
-        for listener in listeners {
-            // The id is the server's own integer: nothing else is spliced into the text.
-            if let Err(error) = sqlx::raw_sql(&format!("KILL QUERY {listener}")).execute(&self.pool).await {
-                tracing::debug!(%error, listener, "could not wake a waiting listener");
+            match query.fetch_all(&pool).await {
+                Ok(listeners) => interrupt(&pool, listeners).await,
+                Err(error) => tracing::debug!(%error, "could not read the listeners waiting for a group"),
             }
+        });
+    }
+}
+
+/// Ends the sleep of each listener with `KILL QUERY` (errors are only logged: a waiter
+/// not woken polls).
+async fn interrupt(pool: &MySqlPool, listeners: Vec<i64>) {
+    for listener in listeners {
+        // The id is the server's own integer: nothing else is spliced into the text.
+        if let Err(error) = sqlx::raw_sql(&format!("KILL QUERY {listener}")).execute(pool).await {
+            tracing::debug!(%error, listener, "could not wake a waiting listener");
         }
     }
 }
