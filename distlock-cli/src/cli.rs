@@ -28,6 +28,7 @@ where
     let mut cli = Cli::from_arg_matches(&matches).map_err(|error| error.format(&mut Cli::command()))?;
     if let (Command::Run(run), Some(("run", run_matches))) = (&mut cli.command, matches.subcommand()) {
         run.order_members(run_matches);
+        run.key_from_command()?;
     }
     Ok(cli)
 }
@@ -155,10 +156,12 @@ pub(crate) enum Command {
 
 /// `distlock run`.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("lock").required(true).multiple(true).args(["key", "read", "write"])))]
 #[command(group(ArgGroup::new("names").multiple(true).args(["read", "write"])))]
+#[command(override_usage = "distlock run [OPTIONS] KEY -- CMD...\n       \
+    distlock run [OPTIONS] (--key KEY | --read NAME... | --write NAME...) [--] CMD...")]
 pub(crate) struct RunArgs {
     /// The plain lock's key, e.g. `backup:db1` (1–512 bytes, no control characters).
+    /// Without --key, --read and --write, `distlock run KEY -- CMD…` names it too.
     #[arg(long, short, value_parser = parse_key, conflicts_with = "names")]
     pub(crate) key: Option<LockKey>,
 
@@ -340,6 +343,33 @@ impl PermitsArgs {
 }
 
 impl RunArgs {
+    /// `distlock run KEY -- CMD…`: without --key, --read or --write, the word before `--`
+    /// is the plain lock's key.
+    fn key_from_command(&mut self) -> Result<(), clap::Error> {
+        use clap::error::ErrorKind;
+        if self.key.is_some() || !self.members.is_empty() {
+            return Ok(());
+        }
+        let error = |kind: ErrorKind, message: String| {
+            let mut command = Cli::command();
+            let run = command.find_subcommand_mut("run").map(std::mem::take).unwrap_or_default();
+            clap::Error::raw(kind, message).format(&mut run.bin_name("distlock run"))
+        };
+        if self.command.len() < 3 || self.command[1] != "--" {
+            return Err(error(
+                ErrorKind::MissingRequiredArgument,
+                "no lock given: `distlock run KEY -- CMD…`, or --key KEY, --read NAME or --write NAME before the command"
+                    .to_owned(),
+            ));
+        }
+        let text = self.command[0].to_string_lossy();
+        let key = parse_key(&text)
+            .map_err(|why| error(ErrorKind::ValueValidation, format!("invalid value '{text}' for 'KEY': {why}")))?;
+        self.key = Some(key);
+        self.command.drain(..2);
+        Ok(())
+    }
+
     /// Fills [`members`](Self::members) from --read and --write, in the order they were
     /// given on the command line.
     fn order_members(&mut self, matches: &ArgMatches) {

@@ -81,6 +81,9 @@ async fn bad_keys_tokens_and_missing_stores_are_usage_errors() {
         (None, &["release", "k", "--token", token]),
         (Some("zk://127.0.0.1"), &["inspect", "k"]),
         (Some("redis://127.0.0.1:1"), &["run", "--key", "k"]),
+        (Some("redis://127.0.0.1:1"), &["run", "--", "true"]),
+        (Some("redis://127.0.0.1:1"), &["run", "k", "true"]),
+        (Some("redis://127.0.0.1:1"), &["run", "", "--", "true"]),
         (Some("redis://127.0.0.1:1"), &["frobnicate"]),
     ] {
         // Without a store and without a state directory there is no default store either.
@@ -109,7 +112,8 @@ async fn the_default_store_is_the_embedded_one_in_the_state_directory() {
 
     // The command, run under the lock, inspects it through the default store too.
     let inspect = format!("{} inspect default-store-key", env!("CARGO_BIN_EXE_distlock"));
-    let out = output(with_state(&["run", "--key", "default-store-key", "--", "sh", "-c", &inspect])).await;
+    // `distlock run KEY -- CMD`: the key before `--`.
+    let out = output(with_state(&["run", "default-store-key", "--", "sh", "-c", &inspect])).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stdout(&out).contains("free"), "the lock is held while the command runs:\n{}", stdout(&out));
     assert!(database.is_file(), "the database was created at {}", database.display());
@@ -128,7 +132,8 @@ async fn bad_groups_owners_and_permits_are_usage_errors_before_any_connection() 
         (&["run", "--write", "a", "--key", "k", "--", "true"], "cannot be used with"),
         (&["run", "--read", "a", "--write", "a", "--", "true"], "`a` appears more than once"),
         (&["run", "--read", "a", "--read", "a", "--", "true"], "`a` appears more than once"),
-        (&["run", "--ttl", "5s", "--", "true"], "--key <KEY>|--read <NAME>|--write <NAME>"),
+        (&["run", "--ttl", "5s", "--", "true"], "no lock given"),
+        (&["run", "--ttl", "5s", "k", "true"], "no lock given"),
         (&["run", "--read", "a", "--permits", "0", "--", "true"], "--permits"),
         (&["run", "--write", "a", "--permits", "2", "--", "true"], "--read"),
         (&["run", "--key", "k", "--owner", "app@one", "--", "true"], "cannot be used with"),
