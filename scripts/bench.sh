@@ -121,6 +121,46 @@ for entry in "${plot_stores[@]}"; do
     --duration "$point" --workers 8 --retry 50ms --plot "$results/plots/$suite" || failed+=("distlock bench: $suite")
 done
 
+# `distlock run` on the embedded store beside flock(1), each command started as a whole
+# process in turn, the ratio taken per pair of runs.
+if command -v flock >/dev/null; then
+  step "distlock run vs flock"
+  runs=50
+  [ "$mode" = quick ] && runs=20
+  DISTLOCK_BENCH_RUNS="$runs" python3 - "$target/release/distlock" "$sqlite_dir" "$results/sqlite.jsonl" <<'PY' \
+    || failed+=("distlock run vs flock")
+import json, os, statistics, subprocess, sys, time
+distlock, tmp, out = sys.argv[1:4]
+runs = int(os.environ["DISTLOCK_BENCH_RUNS"])
+commands = [
+    ("flock FILE true", ["flock", os.path.join(tmp, "flock.lock"), "true"]),
+    ("distlock run KEY -- true", [distlock, "--store", f"sqlite://{tmp}/run.db", "run", "bench-run", "--", "true"]),
+]
+def once(argv):
+    start = time.monotonic()
+    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    return (time.monotonic() - start) * 1e3
+for _ in range(3):
+    for _, argv in commands:
+        once(argv)
+samples = [[], []]
+for _ in range(runs):
+    for index, (_, argv) in enumerate(commands):
+        samples[index].append(once(argv))
+base = statistics.median(samples[0])
+rows = []
+for (name, _), own in zip(commands, samples):
+    pairs = [a / b for a, b in zip(own, samples[0])]
+    rows.append({"name": name, "value": statistics.median(own), "ratio": statistics.median(own) / base,
+                 "min": min(pairs), "max": max(pairs)})
+    print(f"{name:28} median {statistics.median(own):7.2f} ms/run")
+record = {"kind": "ratios", "suite": "sqlite", "unit": "ms/run", "rounds": runs, "rows": rows,
+          "title": f"`distlock run` on the embedded store beside flock(1), wall time per run, {runs} runs each"}
+with open(out, "a") as file:
+    file.write(json.dumps(record) + "\n")
+PY
+fi
+
 step "BENCHMARKS.md and docs/bench/"
 rm -f docs/bench/*.svg
 "$target/release/bench-report" "$results" BENCHMARKS.md docs/bench
