@@ -108,7 +108,7 @@ sqlite_dir="$(mktemp -d)"
 trap 'rm -rf "$sqlite_dir"' EXIT
 plot_stores=(
   "memory memory:// --baseline"
-  "redis $DISTLOCK_REDIS_URL?fair=true&notifications=true --baseline"
+  "redis $DISTLOCK_REDIS_URL?prefix=plot&fair=true&notifications=true --baseline"
   "postgres $DISTLOCK_POSTGRES_URL --baseline"
   "mysql $DISTLOCK_MYSQL_URL"
   "etcd $DISTLOCK_ETCD_URL"

@@ -113,7 +113,7 @@ fn main() {
         bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
 
         // The cost of fair waiting where nobody waits: the release script with the queue
-        // check vs seed 000's release + PUBLISH, through the store alone.
+        // check vs the plain release + PUBLISH, through the store alone.
         let seed_only = RedisLockStore::builder().key_prefix(&prefix).release_notifications(true);
         let seed_only: Arc<DynLockStore> = Arc::new(seed_only.notification_client(client).build(conn).expect("store"));
         let (fair, plain) = (
@@ -130,7 +130,7 @@ fn main() {
         .await;
         #[allow(clippy::cast_precision_loss)]
         report_against_first(
-            &format!("uncontended cycle, store alone, {CYCLES} cycles/round: fair waiting's release vs seed 000's"),
+            &format!("uncontended cycle, store alone, {CYCLES} cycles/round: fair waiting's release vs the plain one"),
             "µs/cycle",
             CYCLES as f64,
             &["fair_queue(false)", "fair_queue(true)"],

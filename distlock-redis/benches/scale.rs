@@ -223,7 +223,8 @@ fn main() {
     let cluster = RedisCluster::start();
     runtime.block_on(async {
         println!("distlock-redis scale-out benchmark: private servers on loopback, {rounds} rounds, median round");
-        for query in ["", "?fencing=true"] {
+        // A prefix per setting: the stores of one prefix must agree on their settings.
+        for (query, label) in [("?prefix=plain", ""), ("?prefix=fenced&fencing=true", ", fencing=true")] {
             let single: Arc<DynLockStore> =
                 Arc::new(RedisLockStore::connect(&format!("{}{query}", single.url())).await.expect("single node"));
             let three: Arc<DynLockStore> =
@@ -242,7 +243,7 @@ fn main() {
             .await;
             #[allow(clippy::cast_precision_loss)]
             report_against_first(
-                &format!("uncontended acquire+release through the store, 1 task, {CYCLES} cycles/round{query}"),
+                &format!("uncontended acquire+release through the store, 1 task, {CYCLES} cycles/round{label}"),
                 "µs/cycle",
                 CYCLES as f64,
                 &["single node", "cluster, 3 masters", "redlock, 3 masters", "redlock, 5 masters"],
