@@ -43,7 +43,8 @@ results="$(cd "$results" && pwd)"
 step() { printf '\n==> %s   [%ss]\n' "$*" "$SECONDS"; }
 
 if [ "$mode" = quick ]; then
-  export DISTLOCK_BENCH_ROUNDS="${DISTLOCK_BENCH_ROUNDS:-3}" DISTLOCK_FAIR_SECONDS="${DISTLOCK_FAIR_SECONDS:-2}"
+  export DISTLOCK_BENCH_ROUNDS="${DISTLOCK_BENCH_ROUNDS:-3}" DISTLOCK_FAIR_SECONDS="${DISTLOCK_FAIR_SECONDS:-2}" \
+    DISTLOCK_BENCH_SCALE="${DISTLOCK_BENCH_SCALE:-0.2}"
   point=300ms
 else
   point=2s

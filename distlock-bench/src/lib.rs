@@ -45,6 +45,23 @@ pub fn rounds(default: usize) -> usize {
     std::env::var("DISTLOCK_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(default)
 }
 
+/// `DISTLOCK_BENCH_SCALE` when set to a factor in (0, 1] (`scripts/bench.sh --quick`
+/// sets 0.2), else 1: the share of each round's work (sections, writer samples) that the
+/// long-running comparisons do.
+pub fn scale() -> f64 {
+    std::env::var("DISTLOCK_BENCH_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&f| f > 0.0 && f <= 1.0)
+        .unwrap_or(1.0)
+}
+
+/// `n` times [`scale`], at least 1.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+pub fn scaled(n: usize) -> usize {
+    ((n as f64 * scale()).round() as usize).max(1)
+}
+
 /// The median of `samples` (the upper one of an even count); 0 for none.
 pub fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use distlock_api::{DynLockStore, GroupMember, LockGroup, LockManager, LockOptions};
 
-use super::bench::{interleaved_cycles, interleaved_rounds, median, report_against_first};
+use super::bench::{interleaved_cycles, interleaved_rounds, median, report_against_first, scaled};
 
 /// What [`compare`] runs.
 #[derive(Debug, Clone, Copy)]
@@ -53,6 +53,11 @@ fn group(members: impl IntoIterator<Item = GroupMember>) -> LockGroup {
 ///
 /// When the store fails: a benchmark has no one to hand its error to.
 pub async fn compare(store: Arc<DynLockStore>, prefix: &str, plan: GroupPlan) -> [f64; 4] {
+    let plan = GroupPlan {
+        hot_cycles: scaled(plan.hot_cycles as usize) as u64,
+        writer_samples: scaled(plan.writer_samples),
+        ..plan
+    };
     let locks = LockManager::new(store);
     let (a, b, single) = (format!("{prefix}group:a"), format!("{prefix}group:b"), format!("{prefix}group:single"));
     let pair = group([GroupMember::exclusive(&a).expect("key"), GroupMember::exclusive(&b).expect("key")]);

@@ -10,7 +10,7 @@ use distlock_api::{
     LockManager, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 
-use super::bench::{run, Library, Measured, Scenario, Stop};
+use super::bench::{run, scaled, Library, Measured, Scenario, Stop};
 
 /// Hides a store's release notifications: `wait_for_release` just sleeps, so waiters
 /// poll every retry interval. The baseline for notified hand-off.
@@ -174,6 +174,7 @@ fn median_round(mut rounds: Vec<HandOff>) -> HandOff {
 /// On any store error, or when two holders were inside at once.
 pub async fn compare(store: Arc<DynLockStore>, label: &str, prefix: &str, plan: Plan) -> (HandOff, HandOff) {
     let Plan { waiters, retry, notified_sections, polling_sections, rounds } = plan;
+    let (notified_sections, polling_sections) = (scaled(notified_sections), scaled(polling_sections));
     let polling: Arc<DynLockStore> = Arc::new(PollingOnly(Arc::clone(&store)));
     // Warm-up: connections, listeners, scripts, the row.
     hot_key(Arc::clone(&store), prefix, waiters, 200, retry).await;
