@@ -145,6 +145,16 @@ struct Place {
     stamp: Stamp,
 }
 
+/// Whom a release wakes.
+enum Wake {
+    /// Nobody: the key did not change hands.
+    Nobody,
+    /// The sockets waiting on the key, space-separated, as the release read them.
+    Sockets(String),
+    /// The key's waiters, still to be read.
+    Lookup,
+}
+
 /// What a waiter's check found.
 pub(crate) enum Found {
     /// Nothing to wait for.
@@ -385,7 +395,6 @@ impl SqliteLockStore {
         if !self.inner.layout.notifications || channels.is_empty() {
             return;
         }
-        let notifier = &self.inner.notifier;
         let sockets: Vec<(String, String)> = match sqlx::query_as(&self.inner.sql.waiters_sockets)
             .bind(json_array(channels.iter().map(String::as_str)))
             .fetch_all(&self.inner.pool)
@@ -397,12 +406,22 @@ impl SqliteLockStore {
                 return;
             }
         };
+        self.wake_sockets(sockets.iter().map(|(channel, socket)| (channel.as_str(), socket.as_str()))).await;
+    }
+
+    /// Wakes each `(channel, socket)`: this process's waiters directly, other processes'
+    /// through their sockets; forgets the sockets whose processes are gone.
+    async fn wake_sockets<'a>(&self, targets: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        if !self.inner.layout.notifications {
+            return;
+        }
+        let notifier = &self.inner.notifier;
         let mut gone = Vec::new();
-        for (channel, socket) in &sockets {
+        for (channel, socket) in targets {
             if socket == notifier.socket_name() {
                 notifier.registry().wake(channel);
             } else if notifier.send(socket, channel) == Sent::Gone {
-                gone.push(socket.as_str());
+                gone.push(socket);
             }
         }
         if !gone.is_empty() {
@@ -549,16 +568,20 @@ impl SqliteLockStore {
         Ok(Acquire::Acquired { fence: Some(fence) })
     }
 
-    async fn release_inner(&self, key: &StoreKey, token: &Token) -> Result<(bool, bool), sqlx::Error> {
+    /// Whether `token` held `key`, and whom to wake: the sockets waiting on `channel`
+    /// (the key's) as the deleted lease brought them, or `Lookup` when the key was handed
+    /// over without a lease of `token` to delete.
+    async fn release_inner(&self, key: &StoreKey, token: &Token, channel: &str) -> Result<(bool, Wake), sqlx::Error> {
         let boot = boot_id().map_err(sqlx::Error::Io)?;
         let mut write = self.begin().await?;
         let now = now_ms();
-        let deleted: Option<(String, i64)> = sqlx::query_as(&self.inner.sql.lease_delete)
+        let deleted: Option<(String, i64, Option<String>)> = sqlx::query_as(&self.inner.sql.lease_delete)
             .bind(key.as_str())
             .bind(token.as_str())
+            .bind(channel)
             .fetch_optional(write.conn())
             .await?;
-        let held = deleted.is_some_and(|(row_boot, expires_ms)| row_boot == boot && expires_ms > now);
+        let held = deleted.as_ref().is_some_and(|(row_boot, expires_ms, _)| row_boot == boot && *expires_ms > now);
         let mut handed = false;
         if self.inner.layout.fair_queue {
             sqlx::query(&self.inner.sql.queue_leave)
@@ -574,7 +597,12 @@ impl SqliteLockStore {
             }
         }
         write.commit().await?;
-        Ok((held, held || handed))
+        let wake = match deleted {
+            Some((_, _, sockets)) if held || handed => Wake::Sockets(sockets.unwrap_or_default()),
+            None if handed => Wake::Lookup,
+            _ => Wake::Nobody,
+        };
+        Ok((held, wake))
     }
 
     async fn try_acquire_queued_inner(
@@ -733,9 +761,17 @@ impl LockStore for SqliteLockStore {
     /// hands a key left free to the oldest waiter; then wakes the key's waiters.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         self.ready("release").await?;
-        let (held, changed) = self.release_inner(key, token).await.map_err(fail("release", key))?;
-        if changed {
-            self.wake(&[lock_channel(key.as_str())]).await;
+        let channel = lock_channel(key.as_str());
+        let (held, wake) = self.release_inner(key, token, &channel).await.map_err(fail("release", key))?;
+        match wake {
+            Wake::Nobody => {}
+            Wake::Sockets(sockets) => {
+                self.wake_sockets(
+                    sockets.split(' ').filter(|socket| !socket.is_empty()).map(|socket| (&*channel, socket)),
+                )
+                .await;
+            }
+            Wake::Lookup => self.wake(&[channel]).await,
         }
         Ok(held)
     }
