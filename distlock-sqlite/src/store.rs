@@ -13,7 +13,7 @@ use distlock_api::{
 };
 use sqlx::sqlite::{Sqlite, SqlitePool, SqliteSynchronous};
 use sqlx::Connection as _;
-use sqlx::{Row as _, SqliteConnection, Transaction};
+use sqlx::{Row as _, SqliteConnection};
 
 use crate::clock::{self, boot_id, left, ms_after, now_ms};
 use crate::config::Layout;
@@ -21,6 +21,7 @@ use crate::gate::{Gate, Turn};
 use crate::notify::{lock_channel, receive, Notifier, Sent};
 use crate::process::{self, any_exited, Exit, ExitWatch, ProcessId};
 use crate::sql::{json_array, Statements};
+use crate::write::Write;
 
 /// The fences of one boot's epoch: each boot's first store raises the counter to
 /// `epoch × 2^40`, so fences stay increasing across a power loss that undid the last
@@ -75,24 +76,6 @@ impl fmt::Debug for SqliteLockStore {
             .field("liveness", &self.inner.layout.liveness)
             .field("pool_size", &self.inner.pool.size())
             .finish()
-    }
-}
-
-/// A write transaction and this store's turn to write.
-pub(crate) struct Write<'a> {
-    // Field order is drop order: the transaction ends before the turns are let go.
-    pub(crate) tx: Transaction<'static, Sqlite>,
-    _host_turn: Option<Turn>,
-    _turn: tokio::sync::MutexGuard<'a, ()>,
-}
-
-impl Write<'_> {
-    pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
-        &mut self.tx
-    }
-
-    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
     }
 }
 
@@ -277,15 +260,8 @@ impl SqliteLockStore {
     pub(crate) async fn begin(&self) -> Result<Write<'_>, sqlx::Error> {
         let turn = self.inner.gate.lock().await;
         let host_turn = self.host_turn().await?;
-        // A `BEGIN` cancelled while SQLite still waits for the write lock would complete
-        // later and leave its connection in the pool inside a transaction (sqlx only rolls
-        // back a transaction it handed out). Run to completion in a task of its own, the
-        // transaction is handed out, or dropped and rolled back, in every case.
-        let pool = self.inner.pool.clone();
-        let tx = tokio::spawn(async move { pool.begin_with("BEGIN IMMEDIATE").await })
-            .await
-            .map_err(|error| sqlx::Error::Io(std::io::Error::other(error)))??;
-        Ok(Write { tx, _host_turn: host_turn, _turn: turn })
+        let conn = self.inner.pool.acquire().await?;
+        Write::begin(conn, turn, host_turn).await
     }
 
     /// Runs one autocommit write statement in this store's turn.
@@ -559,6 +535,7 @@ impl SqliteLockStore {
         let now = now_ms();
         let lease = self.lease(write.conn(), key).await?;
         if let Some(lease) = lease.filter(|lease| lease.stamp.in_force(boot, now, self.inner.layout.liveness)) {
+            write.rollback().await;
             return Ok(Acquire::Held { ttl_left: Some(left(now, lease.stamp.expires_ms)) });
         }
         let fence = self.next_number(write.conn()).await?;
