@@ -167,6 +167,12 @@ impl SqliteLockStore {
         &self.inner.pool
     }
 
+    /// The statements of this store that are of use outside it (those of its acquire and
+    /// release), exactly as it sends them.
+    pub fn statements(&self) -> &Statements {
+        &self.inner.sql
+    }
+
     /// The lease table's name.
     pub fn table_name(&self) -> &str {
         self.inner.layout.table.as_str()
