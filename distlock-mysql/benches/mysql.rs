@@ -63,7 +63,7 @@ fn main() {
         if !only_groups && !only_cycles {
             sql_bench::hand_off(Arc::clone(&dyn_store), "", &prefix, rounds).await;
         }
-        let tables: Vec<String> = ["", "_queue", "_names", "_holders", "_places", "_permits"]
+        let tables: Vec<String> = ["", "_queue", "_names", "_holders", "_places", "_permits", "_waiters"]
             .iter()
             .map(|suffix| format!("`{table}{suffix}`"))
             .collect();
