@@ -2,7 +2,7 @@
 //!
 //! - [`Locker`]: what is measured — distlock's manager ([`Library`]), a store without the
 //!   manager ([`StoreDirect`]), or a store's own commands sent raw ([`RawMemory`],
-//!   [`RawRedis`], [`RawPostgres`], [`RawMysql`]);
+//!   [`RawRedis`], [`RawPostgres`], [`RawMysql`], [`RawSqlite`]);
 //! - [`run`]: the scenarios — a cycle loop on one key, N workers on distinct keys, N
 //!   workers handing one hot key to each other ([`Scenario`]);
 //! - [`interleaved_rounds`] and [`report_against_first`]: variants run back to back in
@@ -24,6 +24,7 @@ mod locker;
 pub mod plot;
 mod raw_redis;
 mod raw_sql;
+mod raw_sqlite;
 pub mod record;
 pub mod sweep;
 mod workload;
@@ -37,6 +38,7 @@ use distlock_api::{DynLockStore, LockError, LockManager};
 pub use self::locker::{Library, Locker, RawMemory, StoreDirect};
 pub use self::raw_redis::RawRedis;
 pub use self::raw_sql::{RawMysql, RawPostgres, RawSql, RawStatements};
+pub use self::raw_sqlite::{RawSqlite, SqliteStatements};
 pub use self::workload::{run, BenchError, Measured, Scenario, Stop};
 
 /// `DISTLOCK_BENCH_ROUNDS` when set to a positive number (short runs on a busy machine),

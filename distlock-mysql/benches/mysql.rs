@@ -2,10 +2,10 @@
 //!
 //! ```text
 //! DISTLOCK_MYSQL_URL=mysql://root@127.0.0.1:3306/distlock cargo bench -p distlock-mysql
-//! # only the hand-off scenario (or only `groups`, or only the `cycles` against raw):
+//! # only the hand-off scenario (or only `groups`, `fair`, or the `cycles` against raw):
 //! DISTLOCK_MYSQL_URL=mysql://root@127.0.0.1:3306/distlock cargo bench -p distlock-mysql -- handoff
-//! # fewer rounds on a busy machine:
-//! DISTLOCK_BENCH_ROUNDS=3 DISTLOCK_MYSQL_URL=… cargo bench -p distlock-mysql
+//! # fewer rounds and shorter fair-waiting runs on a busy machine:
+//! DISTLOCK_BENCH_ROUNDS=3 DISTLOCK_FAIR_SECONDS=3 DISTLOCK_MYSQL_URL=… cargo bench -p distlock-mysql
 //! ```
 //!
 //! - uncontended: one acquire + release cycle, one task:
@@ -18,6 +18,11 @@
 //!   from a release to the next holder (p50/p99) and critical sections per second, woken
 //!   by the store's listener vs polling only, alternating, the median round of each.
 //! - lock groups (`kit::group_bench`, through the manager; `-- groups` runs only these).
+//! - fair waiting: 8 tasks on one hot key, holding 2 ms, fair vs barging, in this process
+//!   and then as 8 processes of one task each (copies of this benchmark, on the same
+//!   table); per variant the worst task's p99 wait as a multiple of the fair share
+//!   (`kit::fair_bench`; `DISTLOCK_FAIR_SECONDS` per variant, default 10; `-- fair` runs
+//!   only this).
 //!
 //! The settings are those of every SQL store's benchmark (`kit::sql_bench`).
 //!
@@ -27,43 +32,54 @@ use std::sync::Arc;
 
 use distlock_api::{DynLockStore, Token};
 use distlock_conformance::kit::bench::{rounds, RawMysql};
+use distlock_conformance::kit::fair_bench;
 use distlock_conformance::kit::sql_bench::{self, RETRY, TASKS, TTL};
 use distlock_mysql::sqlx;
 use distlock_mysql::MysqlLockStore;
 
+async fn connect(url: &str, table: &str) -> Arc<MysqlLockStore> {
+    let store =
+        MysqlLockStore::builder().table(table).max_connections(TASKS as u32 + 2).connect(url).await.expect("connect");
+    store.ensure_schema().await.expect("ensure_schema");
+    Arc::new(store)
+}
+
 fn main() {
     let url = std::env::var("DISTLOCK_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/distlock".to_owned());
-    let only_hand_off = std::env::args().skip(1).any(|arg| arg == "handoff");
-    let only_groups = std::env::args().skip(1).any(|arg| arg == "groups");
-    let only_cycles = std::env::args().skip(1).any(|arg| arg == "cycles");
+    let only = |name: &str| std::env::args().skip(1).any(|arg| arg == name);
+    let (only_hand_off, only_groups, only_cycles, only_fair) =
+        (only("handoff"), only("groups"), only("cycles"), only("fair"));
+    let some = only_hand_off || only_groups || only_cycles || only_fair;
     let rounds = rounds(15);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
+        if let Some(worker) = fair_bench::worker_spec() {
+            let store = connect(&url, &worker.store).await;
+            fair_bench::run_worker(store.clone(), &worker).await;
+            store.pool().close().await;
+            return;
+        }
         println!("distlock-mysql benchmark against {url}: {rounds} rounds, median round");
         let suffix = Token::generate().as_str()[..8].to_owned();
         let prefix = format!("{suffix}:bench:");
         let table = format!("bench_{suffix}");
-        let store = MysqlLockStore::builder()
-            .table(&table)
-            .max_connections(TASKS as u32 + 2)
-            .connect(&url)
-            .await
-            .expect("connect");
-        store.ensure_schema().await.expect("ensure_schema");
-        let store = Arc::new(store);
+        let store = connect(&url, &table).await;
         let dyn_store: Arc<DynLockStore> = store.clone();
-        if !only_hand_off && !only_groups {
+        if !some || only_fair {
+            sql_bench::fair(Arc::clone(&dyn_store), &table, &prefix).await;
+        }
+        if !some || only_cycles {
             let sql = store.statements();
             let raw = RawMysql::new(store.pool().clone(), sql.acquire(), sql.release(), TTL, RETRY);
             sql_bench::cycles(raw, Arc::clone(&dyn_store), "", &prefix, rounds).await;
         }
-        if !only_hand_off && !only_cycles {
+        if !some || only_groups {
             sql_bench::groups(Arc::clone(&dyn_store), &prefix, rounds).await;
         }
-        if !only_groups && !only_cycles {
+        if !some || only_hand_off {
             sql_bench::hand_off(Arc::clone(&dyn_store), "", &prefix, rounds).await;
         }
-        let tables: Vec<String> = ["", "_queue", "_names", "_holders", "_places", "_permits"]
+        let tables: Vec<String> = ["", "_queue", "_names", "_holders", "_places", "_permits", "_waiters"]
             .iter()
             .map(|suffix| format!("`{table}{suffix}`"))
             .collect();

@@ -118,11 +118,6 @@ async fn notify_cost(
     );
 }
 
-/// Seconds per variant of the fair-waiting comparison: `DISTLOCK_FAIR_SECONDS`, else 10.
-fn fair_seconds() -> u64 {
-    std::env::var("DISTLOCK_FAIR_SECONDS").ok().and_then(|s| s.parse().ok()).filter(|&s| s > 0).unwrap_or(10)
-}
-
 fn main() {
     let url = std::env::var("DISTLOCK_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
@@ -151,7 +146,7 @@ fn main() {
                     tasks: TASKS,
                     processes: (4, 2),
                     hold: Duration::from_millis(2),
-                    run_for: Duration::from_secs(fair_seconds()),
+                    run_for: fair_bench::run_for(),
                 };
                 fair_bench::compare(Arc::clone(&dyn_store), &table, &format!("{prefix}fair:"), plan).await;
             }

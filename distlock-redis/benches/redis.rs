@@ -47,11 +47,6 @@ const TASK_CYCLES: u64 = 250;
 const TTL: Duration = Duration::from_secs(30);
 const RETRY: Duration = Duration::from_millis(50);
 
-/// Seconds per variant of the fair-waiting comparison: `DISTLOCK_FAIR_SECONDS`, else 10.
-fn fair_seconds() -> u64 {
-    std::env::var("DISTLOCK_FAIR_SECONDS").ok().and_then(|s| s.parse().ok()).filter(|&s| s > 0).unwrap_or(10)
-}
-
 fn main() {
     let url = std::env::var("DISTLOCK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let rounds = rounds(21);
@@ -83,7 +78,7 @@ fn main() {
             tasks: TASKS,
             processes: (4, 2),
             hold: Duration::from_millis(2),
-            run_for: Duration::from_secs(fair_seconds()),
+            run_for: fair_bench::run_for(),
         };
         if std::env::args().skip(1).any(|arg| arg == "fair") {
             fair_bench::compare(store, &prefix, "bench:", fair_plan).await;

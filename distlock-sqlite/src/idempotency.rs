@@ -271,6 +271,7 @@ impl IdempotencyStore for SqliteIdempotencyStore {
             let mine = record.token.as_deref() == Some(token.as_str());
             if !(running.is_some() && mine) && (running.is_some() || result.is_some()) {
                 // A live record of another claim: answered from, nothing written.
+                write.rollback().await;
                 if record.fingerprint != fingerprint.as_bytes()[..] {
                     let stored = Fingerprint::from_slice(&record.fingerprint).ok_or_else(|| {
                         LockError::store(BACKEND, "claim", None, "a stored fingerprint is not 32 bytes")

@@ -4,7 +4,8 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 // Layers, each importing only those below it:
-//   idempotency, builder, group → store → sql, notify, gate, process, clock, config; url → config.
+//   idempotency, builder, group → store → write, sql, notify, gate, process, clock, config;
+//   write → gate; url → config.
 mod builder;
 mod clock;
 mod config;
@@ -16,10 +17,12 @@ mod process;
 mod sql;
 mod store;
 mod url;
+mod write;
 
 pub use builder::SqliteLockStoreBuilder;
 pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE, MAX_TIMEOUT};
 pub use idempotency::{SqliteIdempotencyStore, DEFAULT_IDEMPOTENCY_TABLE};
+pub use sql::Statements;
 pub use sqlx;
 pub use store::SqliteLockStore;
 pub use url::SqliteUrl;

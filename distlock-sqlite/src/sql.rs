@@ -19,9 +19,10 @@ use crate::config::Identifier;
 /// Declares one field per `.sql` file and renders them all.
 macro_rules! statements {
     ($($field:ident => $path:literal,)*) => {
-        /// The store's statements, rendered for its table names.
+        /// The store's statements, rendered for its table names, exactly as it sends them
+        /// (see [`SqliteLockStore::statements`](crate::SqliteLockStore::statements)).
         #[derive(Debug)]
-        pub(crate) struct Statements {
+        pub struct Statements {
             $(pub(crate) $field: String,)*
         }
 
@@ -73,6 +74,46 @@ statements! {
     group_set_permits => "group/set_permits.sql",
     group_remove_permits => "group/remove_permits.sql",
     group_permits => "group/permits.sql",
+}
+
+impl Statements {
+    /// Reads a key's lease: binds the key; returns `token`, `fence`, `boot`, `expires_ms`,
+    /// `pid`, `pid_start` and `pid_ns`, or no row.
+    pub fn lease_select(&self) -> &str {
+        &self.lease_select
+    }
+
+    /// Takes the next number of the store's counter (fences and tickets): binds nothing,
+    /// returns the number.
+    pub fn next_fence(&self) -> &str {
+        &self.next_fence
+    }
+
+    /// Writes a key's lease (insert or replace): binds key, token, fence, boot id,
+    /// expiry in ms of `CLOCK_BOOTTIME`, and the holder's pid, start time and PID
+    /// namespace.
+    pub fn lease_put(&self) -> &str {
+        &self.lease_put
+    }
+
+    /// Deletes a key's lease if `token` holds it: binds key, token and the key's
+    /// notification channel (`l:` followed by the key); returns the deleted row's `boot`
+    /// and `expires_ms` (whether it was still in force) and `sockets`, the space-separated
+    /// sockets of the processes waiting on the key (`NULL` for none).
+    pub fn lease_delete(&self) -> &str {
+        &self.lease_delete
+    }
+
+    /// Removes a token's place in a key's queue: binds key and token.
+    pub fn queue_leave(&self) -> &str {
+        &self.queue_leave
+    }
+
+    /// Reads a key's queue, oldest place first: binds the key; returns `token`, `seq`,
+    /// `boot`, `expires_ms`, `pid`, `pid_start` and `pid_ns` per place.
+    pub fn queue_select(&self) -> &str {
+        &self.queue_select
+    }
 }
 
 /// The placeholders and the suffix each one adds to the table name.

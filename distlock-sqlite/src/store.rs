@@ -13,7 +13,7 @@ use distlock_api::{
 };
 use sqlx::sqlite::{Sqlite, SqlitePool, SqliteSynchronous};
 use sqlx::Connection as _;
-use sqlx::{Row as _, SqliteConnection, Transaction};
+use sqlx::{Row as _, SqliteConnection};
 
 use crate::clock::{self, boot_id, left, ms_after, now_ms};
 use crate::config::Layout;
@@ -21,6 +21,7 @@ use crate::gate::{Gate, Turn};
 use crate::notify::{lock_channel, receive, Notifier, Sent};
 use crate::process::{self, any_exited, Exit, ExitWatch, ProcessId};
 use crate::sql::{json_array, Statements};
+use crate::write::Write;
 
 /// The fences of one boot's epoch: each boot's first store raises the counter to
 /// `epoch × 2^40`, so fences stay increasing across a power loss that undid the last
@@ -78,24 +79,6 @@ impl fmt::Debug for SqliteLockStore {
     }
 }
 
-/// A write transaction and this store's turn to write.
-pub(crate) struct Write<'a> {
-    // Field order is drop order: the transaction ends before the turns are let go.
-    pub(crate) tx: Transaction<'static, Sqlite>,
-    _host_turn: Option<Turn>,
-    _turn: tokio::sync::MutexGuard<'a, ()>,
-}
-
-impl Write<'_> {
-    pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
-        &mut self.tx
-    }
-
-    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
-    }
-}
-
 /// A row's time and process columns: whether what it records is still in force.
 #[derive(Debug, Clone)]
 pub(crate) struct Stamp {
@@ -145,6 +128,16 @@ struct Place {
     stamp: Stamp,
 }
 
+/// Whom a release wakes.
+enum Wake {
+    /// Nobody: the key did not change hands.
+    Nobody,
+    /// The sockets waiting on the key, space-separated, as the release read them.
+    Sockets(String),
+    /// The key's waiters, still to be read.
+    Lookup,
+}
+
 /// What a waiter's check found.
 pub(crate) enum Found {
     /// Nothing to wait for.
@@ -172,6 +165,12 @@ impl SqliteLockStore {
     /// The pool the store works on.
     pub fn pool(&self) -> &SqlitePool {
         &self.inner.pool
+    }
+
+    /// The statements of this store that are of use outside it (those of its acquire and
+    /// release), exactly as it sends them.
+    pub fn statements(&self) -> &Statements {
+        &self.inner.sql
     }
 
     /// The lease table's name.
@@ -267,15 +266,8 @@ impl SqliteLockStore {
     pub(crate) async fn begin(&self) -> Result<Write<'_>, sqlx::Error> {
         let turn = self.inner.gate.lock().await;
         let host_turn = self.host_turn().await?;
-        // A `BEGIN` cancelled while SQLite still waits for the write lock would complete
-        // later and leave its connection in the pool inside a transaction (sqlx only rolls
-        // back a transaction it handed out). Run to completion in a task of its own, the
-        // transaction is handed out, or dropped and rolled back, in every case.
-        let pool = self.inner.pool.clone();
-        let tx = tokio::spawn(async move { pool.begin_with("BEGIN IMMEDIATE").await })
-            .await
-            .map_err(|error| sqlx::Error::Io(std::io::Error::other(error)))??;
-        Ok(Write { tx, _host_turn: host_turn, _turn: turn })
+        let conn = self.inner.pool.acquire().await?;
+        Write::begin(conn, turn, host_turn).await
     }
 
     /// Runs one autocommit write statement in this store's turn.
@@ -385,7 +377,6 @@ impl SqliteLockStore {
         if !self.inner.layout.notifications || channels.is_empty() {
             return;
         }
-        let notifier = &self.inner.notifier;
         let sockets: Vec<(String, String)> = match sqlx::query_as(&self.inner.sql.waiters_sockets)
             .bind(json_array(channels.iter().map(String::as_str)))
             .fetch_all(&self.inner.pool)
@@ -397,12 +388,22 @@ impl SqliteLockStore {
                 return;
             }
         };
+        self.wake_sockets(sockets.iter().map(|(channel, socket)| (channel.as_str(), socket.as_str()))).await;
+    }
+
+    /// Wakes each `(channel, socket)`: this process's waiters directly, other processes'
+    /// through their sockets; forgets the sockets whose processes are gone.
+    async fn wake_sockets<'a>(&self, targets: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        if !self.inner.layout.notifications {
+            return;
+        }
+        let notifier = &self.inner.notifier;
         let mut gone = Vec::new();
-        for (channel, socket) in &sockets {
+        for (channel, socket) in targets {
             if socket == notifier.socket_name() {
                 notifier.registry().wake(channel);
             } else if notifier.send(socket, channel) == Sent::Gone {
-                gone.push(socket.as_str());
+                gone.push(socket);
             }
         }
         if !gone.is_empty() {
@@ -540,6 +541,7 @@ impl SqliteLockStore {
         let now = now_ms();
         let lease = self.lease(write.conn(), key).await?;
         if let Some(lease) = lease.filter(|lease| lease.stamp.in_force(boot, now, self.inner.layout.liveness)) {
+            write.rollback().await;
             return Ok(Acquire::Held { ttl_left: Some(left(now, lease.stamp.expires_ms)) });
         }
         let fence = self.next_number(write.conn()).await?;
@@ -549,16 +551,20 @@ impl SqliteLockStore {
         Ok(Acquire::Acquired { fence: Some(fence) })
     }
 
-    async fn release_inner(&self, key: &StoreKey, token: &Token) -> Result<(bool, bool), sqlx::Error> {
+    /// Whether `token` held `key`, and whom to wake: the sockets waiting on `channel`
+    /// (the key's) as the deleted lease brought them, or `Lookup` when the key was handed
+    /// over without a lease of `token` to delete.
+    async fn release_inner(&self, key: &StoreKey, token: &Token, channel: &str) -> Result<(bool, Wake), sqlx::Error> {
         let boot = boot_id().map_err(sqlx::Error::Io)?;
         let mut write = self.begin().await?;
         let now = now_ms();
-        let deleted: Option<(String, i64)> = sqlx::query_as(&self.inner.sql.lease_delete)
+        let deleted: Option<(String, i64, Option<String>)> = sqlx::query_as(&self.inner.sql.lease_delete)
             .bind(key.as_str())
             .bind(token.as_str())
+            .bind(channel)
             .fetch_optional(write.conn())
             .await?;
-        let held = deleted.is_some_and(|(row_boot, expires_ms)| row_boot == boot && expires_ms > now);
+        let held = deleted.as_ref().is_some_and(|(row_boot, expires_ms, _)| row_boot == boot && *expires_ms > now);
         let mut handed = false;
         if self.inner.layout.fair_queue {
             sqlx::query(&self.inner.sql.queue_leave)
@@ -574,7 +580,12 @@ impl SqliteLockStore {
             }
         }
         write.commit().await?;
-        Ok((held, held || handed))
+        let wake = match deleted {
+            Some((_, _, sockets)) if held || handed => Wake::Sockets(sockets.unwrap_or_default()),
+            None if handed => Wake::Lookup,
+            _ => Wake::Nobody,
+        };
+        Ok((held, wake))
     }
 
     async fn try_acquire_queued_inner(
@@ -733,9 +744,17 @@ impl LockStore for SqliteLockStore {
     /// hands a key left free to the oldest waiter; then wakes the key's waiters.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         self.ready("release").await?;
-        let (held, changed) = self.release_inner(key, token).await.map_err(fail("release", key))?;
-        if changed {
-            self.wake(&[lock_channel(key.as_str())]).await;
+        let channel = lock_channel(key.as_str());
+        let (held, wake) = self.release_inner(key, token, &channel).await.map_err(fail("release", key))?;
+        match wake {
+            Wake::Nobody => {}
+            Wake::Sockets(sockets) => {
+                self.wake_sockets(
+                    sockets.split(' ').filter(|socket| !socket.is_empty()).map(|socket| (&*channel, socket)),
+                )
+                .await;
+            }
+            Wake::Lookup => self.wake(&[channel]).await,
         }
         Ok(held)
     }

@@ -20,6 +20,13 @@ use tokio::time::Instant;
 const WORKER_VAR: &str = "DISTLOCK_FAIR_WORKER";
 const TTL: Duration = Duration::from_secs(30);
 
+/// How long each variant runs: `DISTLOCK_FAIR_SECONDS` when set to a positive number of
+/// seconds, else 10 s.
+pub fn run_for() -> Duration {
+    let seconds = std::env::var("DISTLOCK_FAIR_SECONDS").ok().and_then(|s| s.parse().ok()).filter(|&s| s > 0);
+    Duration::from_secs(seconds.unwrap_or(10))
+}
+
 /// What [`compare`] runs.
 #[derive(Debug, Clone, Copy)]
 pub struct FairPlan {

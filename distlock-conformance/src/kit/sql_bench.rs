@@ -1,7 +1,7 @@
 //! The comparisons every SQL store's benchmark (`cargo bench -p distlock-postgres`,
-//! `-p distlock-mysql`) runs with the same settings, so their figures compare: the store's
-//! statements sent raw beside the store and the manager, lock groups, and the hand-off
-//! of one hot key.
+//! `-p distlock-mysql`, `-p distlock-sqlite`) runs with the same settings, so their figures
+//! compare: the store's statements sent raw beside the store and the manager, lock groups,
+//! the hand-off of one hot key, and fair waiting across processes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use distlock_api::DynLockStore;
 use distlock_bench::{Locker, Scenario, SideBySide, Unit};
 
+use super::fair_bench::{self, FairPlan};
 use super::group_bench::{self, GroupPlan};
 use super::handoff::{self, Plan};
 
@@ -22,6 +23,8 @@ pub const TASK_CYCLES: u64 = 100;
 pub const TTL: Duration = Duration::from_secs(30);
 /// How often waiting workers retry.
 pub const RETRY: Duration = Duration::from_millis(50);
+/// Processes of the cross-process fair-waiting comparison, one task each.
+pub const FAIR_PROCESSES: usize = 8;
 /// The writer among continuous readers again with these longer holds (see `GroupPlan`).
 const LONGER_HOLDS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(20)];
 
@@ -55,4 +58,19 @@ pub async fn hand_off(store: Arc<DynLockStore>, label: &str, prefix: &str, round
     let plan =
         Plan { waiters: TASKS, retry: RETRY, notified_sections: 1_600, polling_sections: 160, rounds: rounds.min(5) };
     handoff::compare(store, label, &format!("{prefix}handoff:"), plan).await;
+}
+
+/// Fair vs barging waiting on one hot key ([`fair_bench::compare`]): [`TASKS`] tasks in
+/// this process, then [`FAIR_PROCESSES`] processes of one task each, holding 2 ms, each
+/// variant for [`fair_bench::run_for`]. The workers are copies of the benchmark's
+/// executable that open the store named by `store_arg` (see [`fair_bench::worker_spec`]);
+/// keys start with `prefix`.
+pub async fn fair(store: Arc<DynLockStore>, store_arg: &str, prefix: &str) {
+    let plan = FairPlan {
+        tasks: TASKS,
+        processes: (FAIR_PROCESSES, 1),
+        hold: Duration::from_millis(2),
+        run_for: fair_bench::run_for(),
+    };
+    fair_bench::compare(store, store_arg, &format!("{prefix}fair:"), plan).await;
 }
