@@ -83,7 +83,8 @@ impl Capability {
         }
     }
 
-    /// The capability a store's table is about, from its suite and title.
+    /// The capability a store's table is about, from its suite, title and variants (the
+    /// readers and writers of one name say groups where the title does not).
     fn of(ratios: &Ratios) -> Self {
         if let Some(capability) = Self::of_suite(&ratios.suite) {
             return capability;
@@ -92,7 +93,10 @@ impl Capability {
             return Self::ScaleOut;
         }
         let title = ratios.title.to_lowercase();
-        let has = |words: &[&str]| words.iter().any(|word| title.contains(word));
+        let names: Vec<String> = ratios.rows.iter().map(|row| row.name.to_lowercase()).collect();
+        let has = |words: &[&str]| {
+            words.iter().any(|word| title.contains(word) || names.iter().any(|name| name.contains(word)))
+        };
         if has(&["group", "read lock", "readers", "writer"]) {
             Self::Groups
         } else if has(&["fair", "barging"]) {
@@ -327,5 +331,25 @@ fn optional(before: &str, text: &str, after: &str) -> String {
         String::new()
     } else {
         format!("{before}{text}{after}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(suite: &str, title: &str, names: &[&str]) -> Ratios {
+        let samples: Vec<Vec<f64>> = names.iter().map(|_| vec![1.0]).collect();
+        Ratios::of(suite, title, "µs", 1.0, names, &samples)
+    }
+
+    #[test]
+    fn tables_go_to_the_capability_their_title_or_variants_name() {
+        let of = |title: &str, names: &[&str]| Capability::of(&table("sqlite", title, names));
+        assert_eq!(of("uncontended acquire+release, 1 task", &["raw", "store", "manager"]), Capability::Locks);
+        assert_eq!(of("lock groups: one task", &["single-key lock", "two-name group"]), Capability::Groups);
+        assert_eq!(of("one name, 8 tasks × 20 sections holding 5ms", &["writers", "readers"]), Capability::Groups);
+        assert_eq!(of("fair vs barging waiting, 8 tasks on one hot key", &["barging", "fair"]), Capability::Fairness);
+        assert_eq!(Capability::of(&table("idempotency", "claims", &["raw", "store"])), Capability::Idempotency);
     }
 }
