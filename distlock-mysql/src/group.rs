@@ -376,6 +376,6 @@ impl GroupLockStore for MysqlLockStore {
             .await
             .map_err(fail)
         };
-        self.wait_woken(max, register, blocked).await
+        self.wait_woken(names, None, max, register, blocked).await
     }
 }

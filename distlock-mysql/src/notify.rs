@@ -10,14 +10,28 @@
 //! reads the listeners and interrupts their sleep. An interrupted listener wakes every
 //! waiter of its store (each checks its own key again: spurious wake-ups are allowed).
 //!
+//! Two refinements keep a hot key cheap:
+//!
+//! - **Targeted.** A fair waiter registers with its token; when a release hands the key
+//!   to the oldest queued waiter, only the listeners registered for that token (or for
+//!   any release) are interrupted, and in this process only that waiter wakes: the
+//!   others stay asleep instead of all checking the key again.
+//! - **Local first.** A release whose waiters are in the same store wakes them in
+//!   memory, without `KILL QUERY`; interrupts of other stores' listeners are sent from a
+//!   task of their own, at most one at a time per listener (another release meanwhile
+//!   sends one more after it). Concurrent `KILL QUERY`s of one connection are slow on
+//!   MariaDB: each waits for the others to let go of the victim's state.
+//!
 //! Nothing here is needed for correctness: a wake-up that is missed (the listener was
 //! between two sleeps, reconnecting, or belongs to a user the releaser may not `KILL`)
 //! only means the waiter sleeps until its retry interval ends, as without notifications.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool};
 use sqlx::Connection;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -26,6 +40,48 @@ use tokio::task::JoinHandle;
 const SLEEP_SECONDS: i64 = 30;
 /// How long the listener waits before connecting again after a failure.
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
+/// How often the listener deletes registrations that ended.
+const PURGE_EVERY: Duration = Duration::from_secs(30);
+
+/// A waiter of this process, registered in memory for a key or group name.
+#[derive(Debug)]
+struct LocalWaiter {
+    id: u64,
+    /// The fair waiter's token (`None`: woken by any release or change).
+    token: Option<String>,
+    notify: Arc<Notify>,
+}
+
+/// A waiter's in-memory registration; dropping it removes it.
+#[derive(Debug)]
+pub(crate) struct LocalWait {
+    notifier: Arc<Notifier>,
+    id: u64,
+    names: Vec<String>,
+    notify: Arc<Notify>,
+}
+
+impl LocalWait {
+    /// Completes when a release in this process wakes the waiter; enable it before the
+    /// registration in the database, so that no wake-up is missed.
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}
+
+impl Drop for LocalWait {
+    fn drop(&mut self) {
+        let mut local = self.notifier.local.lock().unwrap_or_else(PoisonError::into_inner);
+        for name in &self.names {
+            if let Some(waiters) = local.get_mut(name) {
+                waiters.retain(|waiter| waiter.id != self.id);
+                if waiters.is_empty() {
+                    local.remove(name);
+                }
+            }
+        }
+    }
+}
 
 /// The listener of one store and the bell its waiters wait on.
 #[derive(Debug)]
@@ -36,11 +92,101 @@ pub(crate) struct Notifier {
     /// The listener's connection id while it sleeps (`None`: not connected).
     listener: watch::Sender<Option<u64>>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// This process's waiters, per key or group name.
+    local: Mutex<HashMap<String, Vec<LocalWaiter>>>,
+    next_id: AtomicU64,
+    /// Listeners being interrupted, each with whether another interrupt was asked for
+    /// meanwhile.
+    interrupting: Mutex<HashMap<i64, bool>>,
+    purge_sql: String,
 }
 
 impl Notifier {
-    pub(crate) fn new(options: Arc<MySqlConnectOptions>, listen_sql: String) -> Self {
-        Self { options, listen_sql, bell: Notify::new(), listener: watch::Sender::new(None), task: Mutex::default() }
+    pub(crate) fn new(options: Arc<MySqlConnectOptions>, listen_sql: String, purge_sql: String) -> Self {
+        Self {
+            options,
+            listen_sql,
+            bell: Notify::new(),
+            listener: watch::Sender::new(None),
+            task: Mutex::default(),
+            local: Mutex::default(),
+            next_id: AtomicU64::new(0),
+            interrupting: Mutex::default(),
+            purge_sql,
+        }
+    }
+
+    /// Registers a waiter of this process for `names` (a key, or a group's names), as
+    /// the fair waiter `token` or (`None`) for any release.
+    pub(crate) fn wait_locally(self: &Arc<Self>, names: &[&str], token: Option<&str>) -> LocalWait {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
+        let mut local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+        for name in names {
+            local.entry((*name).to_owned()).or_default().push(LocalWaiter {
+                id,
+                token: token.map(str::to_owned),
+                notify: Arc::clone(&notify),
+            });
+        }
+        drop(local);
+        LocalWait {
+            notifier: Arc::clone(self),
+            id,
+            names: names.iter().map(|name| (*name).to_owned()).collect(),
+            notify,
+        }
+    }
+
+    /// Wakes this process's waiters of `name`: with `handed`, the key went to that fair
+    /// waiter, and only it (and waiters for any release) wake; without, all of them.
+    pub(crate) fn wake_locally(&self, name: &str, handed: Option<&str>) {
+        let local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+        for waiter in local.get(name).into_iter().flatten() {
+            let wanted = match (handed, &waiter.token) {
+                (Some(handed), Some(token)) => handed == token,
+                _ => true,
+            };
+            if wanted {
+                waiter.notify.notify_one();
+            }
+        }
+    }
+
+    /// The listener's connection id, without starting it.
+    pub(crate) fn current(&self) -> Option<u64> {
+        *self.listener.borrow()
+    }
+
+    /// Ends the sleep of each of `listeners` with `KILL QUERY`, from a task of its own:
+    /// one interrupt at a time per listener, and one more after it when another was asked
+    /// for meanwhile. Errors are only logged: a waiter not woken polls.
+    pub(crate) fn interrupt(self: &Arc<Self>, pool: &MySqlPool, listeners: Vec<i64>) {
+        let mut interrupting = self.interrupting.lock().unwrap_or_else(PoisonError::into_inner);
+        for listener in listeners {
+            if let Some(again) = interrupting.get_mut(&listener) {
+                *again = true;
+                continue;
+            }
+            interrupting.insert(listener, false);
+            let (notifier, pool) = (Arc::clone(self), pool.clone());
+            tokio::spawn(async move {
+                loop {
+                    // The id is the server's own integer: nothing else is spliced in.
+                    if let Err(error) = sqlx::raw_sql(&format!("KILL QUERY {listener}")).execute(&pool).await {
+                        tracing::debug!(%error, listener, "could not wake a waiting listener");
+                    }
+                    let mut interrupting = notifier.interrupting.lock().unwrap_or_else(PoisonError::into_inner);
+                    match interrupting.get_mut(&listener) {
+                        Some(again) if *again => *again = false,
+                        _ => {
+                            interrupting.remove(&listener);
+                            return;
+                        }
+                    }
+                }
+            });
+        }
     }
 
     /// The listener's connection id, starting the listener at the first call; `None`
@@ -96,9 +242,20 @@ async fn listen(notifier: Weak<Notifier>) {
         };
         let Some(strong) = notifier.upgrade() else { return };
         strong.listener.send_replace(Some(id));
-        let sql = strong.listen_sql.clone();
+        let (sql, purge) = (strong.listen_sql.clone(), strong.purge_sql.clone());
         drop(strong);
+        let mut purged = Instant::now();
         loop {
+            if purged.elapsed() >= PURGE_EVERY {
+                purged = Instant::now();
+                if let Err(error) = sqlx::query(&purge).execute(&mut conn).await {
+                    // Perhaps interrupted by a release meant for the sleep.
+                    tracing::debug!(%error, "could not delete ended waiter registrations");
+                    if let Some(strong) = notifier.upgrade() {
+                        strong.bell.notify_waiters();
+                    }
+                }
+            }
             let slept: Result<i64, sqlx::Error> =
                 sqlx::query_scalar(&sql).bind(SLEEP_SECONDS).fetch_one(&mut conn).await;
             let Some(strong) = notifier.upgrade() else { return };

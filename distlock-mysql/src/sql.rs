@@ -88,6 +88,7 @@ files! {
     register_names = "notify/register_names.sql",
     blocked = "notify/blocked.sql",
     listeners_of = "notify/listeners_of.sql",
+    purge_waiters = "notify/purge.sql",
 }
 
 impl Statements {
@@ -151,7 +152,7 @@ pub(crate) const HOLD_ROW: &str = concat!("(?, ?, ?, ?, ?, ", now_us!(), " + ? *
 /// The row of `group/place.sql`: (name, token, mode, ticket, TTL ms).
 pub(crate) const PLACE_ROW: &str = concat!("(?, ?, ?, ?, ", now_us!(), " + ? * 1000)");
 
-/// The row of `notify/register_names.sql`: (name, listener id, ms).
+/// The row of `notify/register_names.sql`: (name, listener id, ms); the token is `''`.
 pub(crate) const WAITER_ROW: &str = concat!("(?, ?, ", now_us!(), " + ? * 1000)");
 
 /// A duration in whole milliseconds, as the statements take TTLs.

@@ -64,7 +64,7 @@ pub(crate) const UNKNOWN_OUTCOME: &str =
 
 impl MysqlLockStore {
     pub(crate) fn from_parts(pool: MySqlPool, sql: Arc<Statements>, layout: Arc<Layout>, create_schema: bool) -> Self {
-        let notifier = Arc::new(Notifier::new(pool.connect_options(), sql.listen.clone()));
+        let notifier = Arc::new(Notifier::new(pool.connect_options(), sql.listen.clone(), sql.purge_waiters.clone()));
         Self { pool, sql, layout, create_schema, in_flight: Arc::default(), notifier }
     }
 
@@ -237,6 +237,7 @@ impl MysqlLockStore {
                 sqlx::query(&self.sql.register)
                     .bind(key.as_str())
                     .bind(listener)
+                    .bind(me)
                     .bind(sql::millis(registration))
                     .execute(&self.pool)
             })
@@ -251,20 +252,31 @@ impl MysqlLockStore {
             .await
             .map_err(fail)
         };
-        self.wait_woken(max, register, held).await
+        let target = (!me.is_empty()).then_some(me);
+        self.wait_woken(&[key.as_str()], target, max, register, held).await
     }
 
     /// The waiting both single keys and groups do: once the store's listener is connected,
     /// `register` records it (with how long the registration must last) as waiting for
     /// what the caller waits for, `blocked` then tells whether that is still taken (µs
-    /// until its lease ends; `None`: free, the wait ends at once), and the wait lasts
-    /// until the listener is interrupted, that lease ends, or `max`. Registering before
-    /// the check means a release between the two is never missed.
-    pub(crate) async fn wait_woken<R, RF, B, BF>(&self, max: Duration, register: R, blocked: B) -> Result<(), LockError>
+    /// until its lease ends; `None`: free, the wait ends at once; asked again after each
+    /// wake-up from another store), and the wait lasts
+    /// until the listener is interrupted (or a release in this process wakes the waiter
+    /// of `names`, the fair waiter `token` or, with `None`, any), that lease ends, or
+    /// `max`. Registering before the check means a release between the two is never
+    /// missed.
+    pub(crate) async fn wait_woken<R, RF, B, BF>(
+        &self,
+        names: &[&str],
+        token: Option<&str>,
+        max: Duration,
+        register: R,
+        blocked: B,
+    ) -> Result<(), LockError>
     where
         R: FnOnce(i64, Duration) -> RF,
         RF: Future<Output = Result<(), LockError>>,
-        B: FnOnce() -> BF,
+        B: Fn() -> BF,
         BF: Future<Output = Result<Option<i64>, LockError>>,
     {
         let deadline = deadline_after(max);
@@ -276,6 +288,10 @@ impl MysqlLockStore {
         let bell = self.notifier.bell().notified();
         tokio::pin!(bell);
         bell.as_mut().enable();
+        let local = self.notifier.wait_locally(names, token);
+        let woken = local.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
         // Until the listener is connected no release can reach this waiter: sleep, cut
         // short when it comes up.
         let listener = loop {
@@ -295,57 +311,80 @@ impl MysqlLockStore {
         changes.mark_unchanged();
         let registration = max.min(MAX_REGISTRATION);
         register(i64::try_from(listener).unwrap_or(i64::MAX), registration + Duration::from_secs(1)).await?;
-        let Some(micros_left) = blocked().await? else { return Ok(()) };
-        let left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1)).saturating_add(EXPIRY_MARGIN);
-        let until = deadline.min(deadline_after(left)).min(deadline_after(registration));
-        tokio::select! {
-            () = bell => {}
-            () = tokio::time::sleep_until(until) => {}
-            _ = changes.changed() => {}
-        }
-        Ok(())
-    }
-
-    /// Interrupts the sleep of every listener registered for `key`'s release (errors
-    /// are only logged: a waiter not woken polls).
-    async fn wake(&self, key: &StoreKey) {
-        let listeners: Result<Vec<i64>, _> =
-            sqlx::query_scalar(&self.sql.listeners).bind(key.as_str()).fetch_all(&self.pool).await;
-        match listeners {
-            Ok(listeners) => interrupt(&self.pool, listeners).await,
-            Err(error) => tracing::debug!(%error, key = key.lock_key(), "could not read the waiting listeners"),
+        let registered_until = deadline_after(registration);
+        loop {
+            let Some(micros_left) = blocked().await? else { return Ok(()) };
+            let left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1)).saturating_add(EXPIRY_MARGIN);
+            let until = deadline.min(deadline_after(left)).min(registered_until);
+            tokio::select! {
+                // Another store's release interrupted the listener, which wakes every
+                // waiter of this store: look again, and sleep on when still blocked (the
+                // release was of another key, or handed this one to another waiter).
+                () = bell.as_mut() => {
+                    bell.set(self.notifier.bell().notified());
+                    bell.as_mut().enable();
+                }
+                () = woken.as_mut() => return Ok(()),
+                () = tokio::time::sleep_until(until) => return Ok(()),
+                _ = changes.changed() => return Ok(()),
+            }
         }
     }
 
-    /// Wakes, in a task of its own, the listeners registered for a change of one of
-    /// `names` (group names whose holds or places went): the caller does not wait for it.
+    /// Wakes, in a task of its own, the waiters of `key`'s release: in this process in
+    /// memory, in other stores by interrupting their listeners. A lease handed to a
+    /// queued waiter wakes only that waiter (and waiters for any release).
+    fn wake(&self, key: &StoreKey) {
+        let (pool, sql, notifier) = (self.pool.clone(), Arc::clone(&self.sql), Arc::clone(&self.notifier));
+        let key = key.as_str().to_owned();
+        tokio::spawn(async move {
+            let listeners = sqlx::query_as::<_, (i64, Option<Vec<u8>>)>(&sql.listeners).bind(&key).fetch_all(&pool);
+            let listeners = match listeners.await {
+                Ok(listeners) => listeners,
+                Err(error) => {
+                    tracing::debug!(%error, key, "could not read the waiting listeners");
+                    return;
+                }
+            };
+            let handed = listeners.iter().find_map(|(_, token)| token.as_deref()).map(token_text);
+            let own = notifier.current().and_then(|id| i64::try_from(id).ok());
+            if listeners.iter().any(|(listener, _)| Some(*listener) == own) {
+                notifier.wake_locally(&key, handed);
+            }
+            let others = listeners.iter().map(|(listener, _)| *listener).filter(|listener| Some(*listener) != own);
+            notifier.interrupt(&pool, others.collect());
+        });
+    }
+
+    /// Wakes, in a task of its own, the waiters for a change of one of `names` (group
+    /// names whose holds or places went): the caller does not wait for it.
     pub(crate) fn wake_names(&self, names: Vec<String>) {
         if !self.layout.notify || names.is_empty() {
             return;
         }
-        let (pool, sql) = (self.pool.clone(), Arc::clone(&self.sql));
+        let (pool, sql, notifier) = (self.pool.clone(), Arc::clone(&self.sql), Arc::clone(&self.notifier));
         tokio::spawn(async move {
             let statement = sql::in_list(&sql.listeners_of, names.len());
             let mut query = sqlx::query_scalar::<_, i64>(&statement);
             for name in &names {
                 query = query.bind(name.as_str());
             }
-            match query.fetch_all(&pool).await {
-                Ok(listeners) => interrupt(&pool, listeners).await,
-                Err(error) => tracing::debug!(%error, "could not read the listeners waiting for a group"),
+            let mut listeners = match query.fetch_all(&pool).await {
+                Ok(listeners) => listeners,
+                Err(error) => {
+                    tracing::debug!(%error, "could not read the listeners waiting for a group");
+                    return;
+                }
+            };
+            let own = notifier.current().and_then(|id| i64::try_from(id).ok());
+            if listeners.iter().any(|listener| Some(*listener) == own) {
+                listeners.retain(|listener| Some(*listener) != own);
+                for name in &names {
+                    notifier.wake_locally(name, None);
+                }
             }
+            notifier.interrupt(&pool, listeners);
         });
-    }
-}
-
-/// Ends the sleep of each listener with `KILL QUERY` (errors are only logged: a waiter
-/// not woken polls).
-async fn interrupt(pool: &MySqlPool, listeners: Vec<i64>) {
-    for listener in listeners {
-        // The id is the server's own integer: nothing else is spliced into the text.
-        if let Err(error) = sqlx::raw_sql(&format!("KILL QUERY {listener}")).execute(pool).await {
-            tracing::debug!(%error, listener, "could not wake a waiting listener");
-        }
     }
 }
 
@@ -438,7 +477,7 @@ impl LockStore for MysqlLockStore {
         let released = done.rows_affected() == 1;
         let bits = done.last_insert_id().saturating_sub(1);
         if released && bits & 2 != 0 {
-            self.wake(key).await;
+            self.wake(key);
         }
         // The lease had been handed to this token as a waiter, whose place remains.
         if !released || bits & 1 != 0 {

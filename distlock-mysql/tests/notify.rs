@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock_api::{GroupMember, LockGroup, LockKey, LockManager, LockOptions, LockStore, StoreKey, Token};
+use distlock_api::{
+    GroupMember, LockGroup, LockKey, LockManager, LockOptions, LockStore, QueuedAttempt, StoreKey, Token, Ttl,
+};
 use distlock_conformance::kit::mysql_server::{self, MysqlServer};
 use distlock_conformance::kit::{self};
 use distlock_mysql::{sqlx, MysqlLockStore};
@@ -13,19 +15,19 @@ fn name(case: &str) -> String {
     format!("notify:{}:{case}", Token::generate().short())
 }
 
-/// Waits until some listener is registered for `key` (the waiter is asleep).
-async fn wait_for_registration(store: &MysqlLockStore, key: &StoreKey) {
+/// Waits until `count` registrations (one per waiting token) exist for `key`.
+async fn wait_for_registrations(store: &MysqlLockStore, key: &StoreKey, count: i64) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM distribute_lock_waiters WHERE lock_key = ?")
+        let found: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM distribute_lock_waiters WHERE lock_key = ?")
             .bind(key.as_str())
             .fetch_one(store.pool())
             .await
             .unwrap();
-        if count > 0 {
+        if found >= count {
             return;
         }
-        assert!(Instant::now() < deadline, "no waiter registered");
+        assert!(Instant::now() < deadline, "{found} of {count} waiters registered");
         tokio::task::yield_now().await;
     }
 }
@@ -53,7 +55,7 @@ async fn a_release_wakes_a_waiter_of_another_store() {
             at
         }
     });
-    wait_for_registration(&holder_store, &key).await;
+    wait_for_registrations(&holder_store, &key, 1).await;
     let released_at = Instant::now();
     assert!(held.release().await.unwrap());
     let acquired_at = waiter.await.unwrap();
@@ -86,7 +88,7 @@ async fn a_killed_listener_falls_back_to_the_retry_interval() {
             at
         }
     });
-    wait_for_registration(&holder_store, &key).await;
+    wait_for_registrations(&holder_store, &key, 1).await;
     let killed = mysql_server::kill_connections(&server.url(), "distlock_waiter").await;
     assert!(killed > 0, "the waiter's connections were not found");
     let released_at = Instant::now();
@@ -132,7 +134,7 @@ async fn a_group_release_wakes_a_waiting_group_of_another_store() {
     });
     let key = LockKey::new(a.as_str()).unwrap().to_store_key();
     wait_for_places(&holder_store, &key, 1).await;
-    wait_for_registration(&holder_store, &key).await;
+    wait_for_registrations(&holder_store, &key, 1).await;
     // The waiter registers, then checks that the group is still held, then sleeps; nothing
     // tells when it sleeps. A release before the check would end its wait without a
     // wake-up, so give it time to reach the sleep.
@@ -184,4 +186,74 @@ async fn a_withdrawn_place_wakes_the_group_behind_it() {
     let woken = acquired_at.saturating_duration_since(withdrawn_at);
     assert!(woken < Duration::from_millis(1_500), "the reader took {woken:?} after the writer gave up");
     reading.release().await.unwrap();
+}
+
+/// A release that hands the key to the oldest queued waiter wakes that waiter only: not
+/// the waiter behind it in the same store, nor the one in another store (whose listener
+/// is not interrupted). The next release then wakes the next in line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_wakes_only_the_waiter_it_went_to() {
+    let Some(url) = kit::mysql_url("mysql targeted wake") else { return };
+    let holder_store = MysqlLockStore::connect(&url).await.unwrap();
+    holder_store.ensure_schema().await.unwrap();
+    let (local, remote) = (MysqlLockStore::connect(&url).await.unwrap(), MysqlLockStore::connect(&url).await.unwrap());
+    let key = LockKey::new(name("targeted").as_str()).unwrap().to_store_key();
+    let (ttl, place) = (Ttl::new(Duration::from_secs(30)).unwrap(), Ttl::new(Duration::from_secs(30)).unwrap());
+    let [holder, first, second, third] = [(); 4].map(|()| Token::generate());
+    let attempt = |token| QueuedAttempt { key: &key, token, ttl, place };
+    assert!(holder_store.queue().unwrap().try_acquire_queued(attempt(&holder)).await.unwrap().is_acquired());
+    // In line: `first` (this store), `second` (another store), `third` (this store).
+    for (store, token) in [(&local, &first), (&remote, &second), (&local, &third)] {
+        assert!(!store.queue().unwrap().try_acquire_queued(attempt(token)).await.unwrap().is_acquired());
+    }
+    let wait = |store: &MysqlLockStore, token: &Token| {
+        let (store, key, token) = (store.clone(), key.clone(), token.clone());
+        tokio::spawn(async move {
+            store.queue().unwrap().wait_for_turn(&key, &token, Duration::from_secs(20)).await.unwrap();
+            Instant::now()
+        })
+    };
+    let (first_woken, mut second_woken, mut third_woken) =
+        (wait(&local, &first), wait(&remote, &second), wait(&local, &third));
+    wait_for_registrations(&holder_store, &key, 3).await;
+
+    let released_at = Instant::now();
+    assert!(holder_store.release(&key, &holder).await.unwrap());
+    let woken = first_woken.await.unwrap() - released_at;
+    assert!(woken < Duration::from_millis(1_500), "the waiter handed the key woke after {woken:?}");
+    // The others sleep on: each would sleep until the handed lease ends (30 s).
+    let quiet = tokio::time::timeout(Duration::from_millis(500), async {
+        tokio::select! {
+            _ = &mut second_woken => "the waiter in another store",
+            _ = &mut third_woken => "the waiter behind it in the same store",
+        }
+    })
+    .await;
+    assert!(quiet.is_err(), "{} was woken by a hand-off to another waiter", quiet.unwrap_or_default());
+    // Nor was the other store's listener interrupted: its sleep began before the release.
+    let since_release = released_at.elapsed();
+    let listener: i64 =
+        sqlx::query_scalar("SELECT listener FROM distribute_lock_waiters WHERE lock_key = ? AND token = ?")
+            .bind(key.as_str())
+            .bind(second.as_str())
+            .fetch_one(holder_store.pool())
+            .await
+            .unwrap();
+    let asleep_ms: i64 =
+        sqlx::query_scalar("SELECT CAST(TIME_MS AS SIGNED) FROM information_schema.PROCESSLIST WHERE ID = ?")
+            .bind(listener)
+            .fetch_one(holder_store.pool())
+            .await
+            .unwrap();
+    assert!(
+        u128::try_from(asleep_ms).unwrap() >= since_release.as_millis(),
+        "the other store's listener sleeps since {asleep_ms} ms, the release was {since_release:?} ago"
+    );
+
+    assert!(local.queue().unwrap().try_acquire_queued(attempt(&first)).await.unwrap().is_acquired());
+    let released_at = Instant::now();
+    assert!(local.release(&key, &first).await.unwrap());
+    let woken = second_woken.await.unwrap() - released_at;
+    assert!(woken < Duration::from_millis(1_500), "the next waiter, in another store, woke after {woken:?}");
+    third_woken.abort();
 }
