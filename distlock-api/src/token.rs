@@ -10,7 +10,11 @@ use crate::error::LockError;
 ///
 /// A fresh token is generated for every acquisition: a random UUID v4 (122 random bits)
 /// in its 36-character hyphenated text form, never a timestamp or a counter, so it
-/// cannot be guessed. Stores save it as the lock's value and compare it on release and
+/// cannot be guessed. The bits come from a thread-local cryptographic generator (ChaCha12,
+/// seeded by the operating system and reseeded after every 64 KiB of output), with no
+/// system call per token. A process forked without `exec` starts with a copy of its
+/// parent's generator, as it starts with a copy of its parent's tokio runtime: neither
+/// is to be used in the child. Stores save it as the lock's value and compare it on release and
 /// extend.
 ///
 /// `Debug` shows only the first 8 characters, so a token does not end up whole in logs;
@@ -25,7 +29,8 @@ impl Token {
 
     /// Generates a new random token.
     pub fn generate() -> Self {
-        Self(Uuid::new_v4().hyphenated().to_string())
+        let bytes: [u8; 16] = rand::random();
+        Self(uuid::Builder::from_random_bytes(bytes).into_uuid().hyphenated().to_string())
     }
 
     /// Parses a token given as text, e.g. by an administrator who releases a lock by hand.
