@@ -301,16 +301,20 @@ pub fn render(run: &RunInfo, records: &[Record], files: &[PlotFile]) -> String {
         let (own, by_store): (Vec<&&Ratios>, Vec<&&Ratios>) =
             of_capability.into_iter().partition(|table| Capability::of_suite(&table.suite).is_some());
         if !by_store.is_empty() {
-            out.push_str("| store | measured | variant ÷ baseline | ratio | spread |\n|---|---|---|---:|---:|\n");
+            out.push_str(
+                "| store | measured | variant ÷ baseline | variant | ratio | spread |\n|---|---|---|---:|---:|---:|\n",
+            );
             for table in by_store {
                 let base = table.rows.first().map_or("", |row| row.name.as_str());
                 for row in table.rows.iter().skip(1) {
                     let _ = writeln!(
                         out,
-                        "| {} | {} | {} ÷ {base} | {} | {}–{} |",
+                        "| {} | {} | {} ÷ {base} | {} {} | {} | {}–{} |",
                         suite_heading(&table.suite),
                         table.title,
                         row.name,
+                        value(row.value),
+                        table.unit,
                         times(row.ratio),
                         times(row.min),
                         times(row.max)
@@ -351,5 +355,12 @@ mod tests {
         assert_eq!(of("one name, 8 tasks × 20 sections holding 5ms", &["writers", "readers"]), Capability::Groups);
         assert_eq!(of("fair vs barging waiting, 8 tasks on one hot key", &["barging", "fair"]), Capability::Fairness);
         assert_eq!(Capability::of(&table("idempotency", "claims", &["raw", "store"])), Capability::Idempotency);
+        // What the hand-off and fair-waiting comparisons of the conformance kit write.
+        let hand_off = "hand-off p50 on one hot key, 8 waiters, hold 0, retry 50ms";
+        assert_eq!(of(hand_off, &["polling", "notified"]), Capability::Handoff);
+        let waits = "fair waiting, 8 processes × 1 tasks on one key, hold 2ms: worst task p99 wait, each ÷ its variant's fair share";
+        assert_eq!(of(waits, &["fair share", "fair", "barging"]), Capability::Fairness);
+        let throughput = "fair waiting, 8 tasks on one key, hold 2ms: sections per second";
+        assert_eq!(of(throughput, &["barging", "fair"]), Capability::Fairness);
     }
 }

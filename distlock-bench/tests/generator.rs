@@ -46,10 +46,10 @@ fn the_generator_writes_the_tables_and_valid_svg_plots() {
     // A store's full table: every variant with its ratio and spread.
     assert!(text.contains("| manager | 0.90 | 1.80× | 1.70×–1.90× |"), "{text}");
     // A capability's rows across stores.
-    assert!(text.contains("| Memory | uncontended acquire+release, 1 task, 50000 cycles/round | manager ÷ raw | 1.80× | 1.70×–1.90× |"), "{text}");
+    assert!(text.contains("| Memory | uncontended acquire+release, 1 task, 50000 cycles/round | manager ÷ raw | 0.90 µs/cycle | 1.80× | 1.70×–1.90× |"), "{text}");
     assert!(
         text.contains(
-            "| Redis | two-name group vs single-key cycle | two-name group ÷ single-key lock | 1.20× | 1.10×–1.25× |"
+            "| Redis | two-name group vs single-key cycle | two-name group ÷ single-key lock | 60.0 µs/cycle | 1.20× | 1.10×–1.25× |"
         ),
         "{text}"
     );
@@ -88,7 +88,9 @@ fn a_store_whose_results_appear_gets_its_section() {
     let text = std::fs::read_to_string(&markdown).unwrap();
     assert!(text.contains("\n## SQLite\n"), "{text}");
     assert!(
-        text.contains("| SQLite | uncontended acquire+release, 1 task | manager ÷ raw | 1.05× | 1.00×–1.10× |"),
+        text.contains(
+            "| SQLite | uncontended acquire+release, 1 task | manager ÷ raw | 21.0 µs/cycle | 1.05× | 1.00×–1.10× |"
+        ),
         "{text}"
     );
     std::fs::remove_dir_all(&out).unwrap();
