@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use distlock_api::{DynLockStore, LockManager, LockOptions};
+use distlock_bench::record::{self, RatioRow, Ratios, Record};
 use tokio::time::Instant;
 
 const WORKER_VAR: &str = "DISTLOCK_FAIR_WORKER";
@@ -256,6 +257,7 @@ pub async fn compare(
         figures.print(if fair { "fair" } else { "barging" });
         pair.push(figures);
     }
+    record_pair(&format!("{} tasks", plan.tasks), &plan, pair[0], pair[1]);
     results.push((pair[0], pair[1]));
     let (processes, tasks) = plan.processes;
     if processes > 0 {
@@ -272,7 +274,41 @@ pub async fn compare(
             figures.print(if fair { "fair" } else { "barging" });
             pair.push(figures);
         }
+        record_pair(&format!("{processes} processes × {tasks} tasks"), &plan, pair[0], pair[1]);
         results.push((pair[0], pair[1]));
     }
     results
+}
+
+/// Writes one fair-vs-barging run as results for `BENCHMARKS.md` (when
+/// `DISTLOCK_BENCH_OUT` is set): each variant's worst task p99 wait beside the fair
+/// share, and fair sections per second beside barging.
+fn record_pair(who: &str, plan: &FairPlan, fair: FairFigures, barging: FairFigures) {
+    let suite = record::suite();
+    let row =
+        |name: &str, value: f64, ratio: f64| RatioRow { name: name.to_owned(), value, ratio, min: ratio, max: ratio };
+    let waits = Ratios {
+        suite: suite.clone(),
+        title: format!(
+            "fair waiting, {who} on one key, hold {:?}: worst task p99 wait, each ÷ its variant's fair share",
+            plan.hold
+        ),
+        unit: "ms".to_owned(),
+        rounds: 1,
+        rows: vec![
+            row("fair share", fair.fair_share_ms, 1.0),
+            row("fair", fair.worst_p99_ms, fair.p99_ratio()),
+            row("barging", barging.worst_p99_ms, barging.p99_ratio()),
+        ],
+    };
+    let throughput = Ratios::of(
+        &suite,
+        &format!("fair waiting, {who} on one key, hold {:?}: sections per second", plan.hold),
+        "sections/s",
+        1.0,
+        &["barging", "fair"],
+        &[vec![barging.sections_per_s], vec![fair.sections_per_s]],
+    );
+    record::emit(&Record::Ratios(waits));
+    record::emit(&Record::Ratios(throughput));
 }

@@ -10,6 +10,8 @@ use distlock_api::{
     LockManager, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 
+use distlock_bench::record::{self, Ratios, Record};
+
 use super::bench::{run, scaled, Library, Measured, Scenario, Stop};
 
 /// Hides a store's release notifications: `wait_for_release` just sleeps, so waiters
@@ -190,6 +192,7 @@ pub async fn compare(store: Arc<DynLockStore>, label: &str, prefix: &str, plan: 
         rounds.iter().map(|r| format!("{:.2}", r.p50.as_secs_f64() * 1e3)).collect::<Vec<_>>().join(" ")
     };
     let (all_notified, all_polled) = (all(&notified), all(&polled));
+    record_rounds(label, &plan, &notified, &polled);
     let count = notified.len();
     let (notified, polled) = (median_round(notified), median_round(polled));
     let target = if notified.p50 <= Duration::from_millis(2) { "met" } else { "MISSED" };
@@ -202,4 +205,21 @@ pub async fn compare(store: Arc<DynLockStore>, label: &str, prefix: &str, plan: 
         notified.sections_per_sec / polled.sections_per_sec.max(f64::MIN_POSITIVE)
     );
     (notified, polled)
+}
+
+/// Writes the p50 and p99 of every round, notified beside polling, as results for
+/// `BENCHMARKS.md` (when `DISTLOCK_BENCH_OUT` is set).
+fn record_rounds(label: &str, plan: &Plan, notified: &[HandOff], polled: &[HandOff]) {
+    let ms = |rounds: &[HandOff], p99: bool| -> Vec<f64> {
+        rounds.iter().map(|round| if p99 { round.p99 } else { round.p50 }.as_secs_f64() * 1e3).collect()
+    };
+    for (quantile, pick) in [("p50", false), ("p99", true)] {
+        let title = format!(
+            "{label}hand-off {quantile} on one hot key, {} waiters, hold 0, retry {:?}",
+            plan.waiters, plan.retry
+        );
+        let samples = [ms(polled, pick), ms(notified, pick)];
+        let ratios = Ratios::of(&record::suite(), &title, "ms", 1.0, &["polling", "notified"], &samples);
+        record::emit(&Record::Ratios(ratios));
+    }
 }
