@@ -89,6 +89,7 @@ files! {
     blocked = "notify/blocked.sql",
     listeners_of = "notify/listeners_of.sql",
     purge_waiters = "notify/purge.sql",
+    forget_waiter = "notify/forget.sql",
 }
 
 impl Statements {

@@ -333,7 +333,8 @@ impl MysqlLockStore {
 
     /// Wakes, in a task of its own, the waiters of `key`'s release: in this process in
     /// memory, in other stores by interrupting their listeners. A lease handed to a
-    /// queued waiter wakes only that waiter (and waiters for any release).
+    /// queued waiter wakes only that waiter (and waiters for any release), whose
+    /// registration is then deleted.
     fn wake(&self, key: &StoreKey) {
         let (pool, sql, notifier) = (self.pool.clone(), Arc::clone(&self.sql), Arc::clone(&self.notifier));
         let key = key.as_str().to_owned();
@@ -353,6 +354,11 @@ impl MysqlLockStore {
             }
             let others = listeners.iter().map(|(listener, _)| *listener).filter(|listener| Some(*listener) != own);
             notifier.interrupt(&pool, others.collect());
+            if let Some(handed) = handed {
+                if let Err(error) = sqlx::query(&sql.forget_waiter).bind(&key).bind(handed).execute(&pool).await {
+                    tracing::debug!(%error, key, "could not delete the registration of the waiter handed the key");
+                }
+            }
         });
     }
 

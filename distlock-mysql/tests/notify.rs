@@ -250,6 +250,23 @@ async fn a_hand_off_wakes_only_the_waiter_it_went_to() {
         "the other store's listener sleeps since {asleep_ms} ms, the release was {since_release:?} ago"
     );
 
+    // The registration of the waiter handed the key goes: a hot key's table holds only
+    // those still waiting.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM distribute_lock_waiters WHERE lock_key = ? AND token = ?")
+                .bind(key.as_str())
+                .bind(first.as_str())
+                .fetch_one(holder_store.pool())
+                .await
+                .unwrap();
+        if left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the registration of the waiter handed the key stayed");
+        tokio::task::yield_now().await;
+    }
     assert!(local.queue().unwrap().try_acquire_queued(attempt(&first)).await.unwrap().is_acquired());
     let released_at = Instant::now();
     assert!(local.release(&key, &first).await.unwrap());
