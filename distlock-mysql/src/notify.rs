@@ -17,21 +17,22 @@
 //!   any release) are interrupted, and in this process only that waiter wakes: the
 //!   others stay asleep instead of all checking the key again.
 //! - **Local first.** A release whose waiters are in the same store wakes them in
-//!   memory, without `KILL QUERY`; interrupts of other stores' listeners are sent from a
-//!   task of their own, at most one at a time per listener (another release meanwhile
-//!   sends one more after it). Concurrent `KILL QUERY`s of one connection are slow on
-//!   MariaDB: each waits for the others to let go of the victim's state.
+//!   memory, without `KILL QUERY`; interrupts of other stores' listeners are sent by the
+//!   store's *waker*, a task on a connection of its own, one after the other and each
+//!   listener once however many releases asked for it meanwhile. Concurrent `KILL
+//!   QUERY`s of one connection are slow on MariaDB (each waits for the others to let go
+//!   of the victim's state, up to seconds), and must not hold the pool's connections.
 //!
 //! Nothing here is needed for correctness: a wake-up that is missed (the listener was
 //! between two sleeps, reconnecting, or belongs to a user the releaser may not `KILL`)
 //! only means the waiter sleeps until its retry interval ends, as without notifications.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::Connection;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -42,6 +43,17 @@ const SLEEP_SECONDS: i64 = 30;
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 /// How often the listener deletes registrations that ended.
 const PURGE_EVERY: Duration = Duration::from_secs(30);
+
+/// What the waker task has to do, and its connection between two runs.
+#[derive(Debug, Default)]
+struct Waker {
+    /// Listeners to interrupt (not yet sent).
+    pending: BTreeSet<i64>,
+    /// Whether the waker task runs.
+    running: bool,
+    /// The waker's connection, kept while no task runs.
+    conn: Option<MySqlConnection>,
+}
 
 /// A waiter of this process, registered in memory for a key or group name.
 #[derive(Debug)]
@@ -95,9 +107,8 @@ pub(crate) struct Notifier {
     /// This process's waiters, per key or group name.
     local: Mutex<HashMap<String, Vec<LocalWaiter>>>,
     next_id: AtomicU64,
-    /// Listeners being interrupted, each with whether another interrupt was asked for
-    /// meanwhile.
-    interrupting: Mutex<HashMap<i64, bool>>,
+    /// The listeners to interrupt, and the waker's state.
+    waker: Mutex<Waker>,
     purge_sql: String,
 }
 
@@ -111,7 +122,7 @@ impl Notifier {
             task: Mutex::default(),
             local: Mutex::default(),
             next_id: AtomicU64::new(0),
-            interrupting: Mutex::default(),
+            waker: Mutex::default(),
             purge_sql,
         }
     }
@@ -158,34 +169,19 @@ impl Notifier {
         *self.listener.borrow()
     }
 
-    /// Ends the sleep of each of `listeners` with `KILL QUERY`, from a task of its own:
-    /// one interrupt at a time per listener, and one more after it when another was asked
-    /// for meanwhile. Errors are only logged: a waiter not woken polls.
-    pub(crate) fn interrupt(self: &Arc<Self>, pool: &MySqlPool, listeners: Vec<i64>) {
-        let mut interrupting = self.interrupting.lock().unwrap_or_else(PoisonError::into_inner);
-        for listener in listeners {
-            if let Some(again) = interrupting.get_mut(&listener) {
-                *again = true;
-                continue;
-            }
-            interrupting.insert(listener, false);
-            let (notifier, pool) = (Arc::clone(self), pool.clone());
-            tokio::spawn(async move {
-                loop {
-                    // The id is the server's own integer: nothing else is spliced in.
-                    if let Err(error) = sqlx::raw_sql(&format!("KILL QUERY {listener}")).execute(&pool).await {
-                        tracing::debug!(%error, listener, "could not wake a waiting listener");
-                    }
-                    let mut interrupting = notifier.interrupting.lock().unwrap_or_else(PoisonError::into_inner);
-                    match interrupting.get_mut(&listener) {
-                        Some(again) if *again => *again = false,
-                        _ => {
-                            interrupting.remove(&listener);
-                            return;
-                        }
-                    }
-                }
-            });
+    /// Ends the sleep of each of `listeners` with `KILL QUERY`, sent by the store's
+    /// waker: one task on a connection of its own (not the pool's), which sends the
+    /// interrupts one after the other, each listener once however many releases asked
+    /// for it meanwhile. Errors are only logged: a waiter not woken polls.
+    pub(crate) fn interrupt(self: &Arc<Self>, listeners: Vec<i64>) {
+        if listeners.is_empty() {
+            return;
+        }
+        let mut waker = self.waker.lock().unwrap_or_else(PoisonError::into_inner);
+        waker.pending.extend(listeners);
+        if !waker.running {
+            waker.running = true;
+            tokio::spawn(wake_listeners(Arc::downgrade(self)));
         }
     }
 
@@ -281,4 +277,55 @@ async fn listen(notifier: Weak<Notifier>) {
         }
         tokio::time::sleep(RECONNECT_DELAY).await;
     }
+}
+
+/// The waker task: sends `KILL QUERY` to each pending listener on its own connection
+/// until none is pending, then leaves the connection for the next run. Ends when the
+/// store is gone.
+async fn wake_listeners(notifier: Weak<Notifier>) {
+    let Some(strong) = notifier.upgrade() else { return };
+    let (mut conn, options) = {
+        let mut waker = strong.waker.lock().unwrap_or_else(PoisonError::into_inner);
+        (waker.conn.take(), Arc::clone(&strong.options))
+    };
+    drop(strong);
+    loop {
+        let Some(strong) = notifier.upgrade() else { return };
+        let batch = {
+            let mut waker = strong.waker.lock().unwrap_or_else(PoisonError::into_inner);
+            let batch = std::mem::take(&mut waker.pending);
+            if batch.is_empty() {
+                waker.running = false;
+                waker.conn = conn;
+                return;
+            }
+            batch
+        };
+        drop(strong);
+        if conn.is_none() {
+            match MySqlConnection::connect_with(&options).await {
+                Ok(opened) => conn = Some(opened),
+                Err(error) => {
+                    tracing::debug!(%error, "the waker could not connect; waiters poll meanwhile");
+                    continue;
+                }
+            }
+        }
+        for listener in batch {
+            let Some(open) = conn.as_mut() else { break };
+            if let Err(error) = kill_query(open, listener).await {
+                tracing::debug!(%error, listener, "could not wake a waiting listener");
+                if !matches!(error, sqlx::Error::Database(_)) {
+                    conn = None;
+                }
+            }
+        }
+    }
+}
+
+/// `KILL QUERY <listener>` on `conn`.
+async fn kill_query(conn: &mut MySqlConnection, listener: i64) -> Result<(), sqlx::Error> {
+    // The id is the server's own integer: nothing else is spliced into the text.
+    let statement = format!("KILL QUERY {listener}");
+    sqlx::query(&statement).execute(conn).await.map(drop)
 }

@@ -353,7 +353,7 @@ impl MysqlLockStore {
                 notifier.wake_locally(&key, handed);
             }
             let others = listeners.iter().map(|(listener, _)| *listener).filter(|listener| Some(*listener) != own);
-            notifier.interrupt(&pool, others.collect());
+            notifier.interrupt(others.collect());
             if let Some(handed) = handed {
                 if let Err(error) = sqlx::query(&sql.forget_waiter).bind(&key).bind(handed).execute(&pool).await {
                     tracing::debug!(%error, key, "could not delete the registration of the waiter handed the key");
@@ -389,7 +389,7 @@ impl MysqlLockStore {
                     notifier.wake_locally(name, None);
                 }
             }
-            notifier.interrupt(&pool, listeners);
+            notifier.interrupt(listeners);
         });
     }
 }

@@ -215,7 +215,7 @@ pub fn across_processes(store: &str, key: &str, plan: &FairPlan, fair: bool) -> 
                 .arg("--bench")
                 .env(WORKER_VAR, &spec)
                 .stdout(Stdio::piped())
-                .stderr(Stdio::null())
+                .stderr(Stdio::piped())
                 .spawn()
                 .expect("start a worker")
         })
@@ -223,7 +223,17 @@ pub fn across_processes(store: &str, key: &str, plan: &FairPlan, fair: bool) -> 
     let mut all = Vec::new();
     for child in children {
         let output = child.wait_with_output().expect("worker");
-        assert!(output.status.success(), "a worker failed: {:?}", output.status);
+        assert!(
+            output.status.success(),
+            "a worker failed ({:?}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .filter(|line| !line.trim_start().starts_with(|c: char| c.is_ascii_digit() || c == 'a'))
+                .take(5)
+                .collect::<Vec<_>>()
+                .join(" / ")
+        );
         for line in String::from_utf8_lossy(&output.stdout).lines() {
             if let Some(waits) = line.strip_prefix("WAITS ") {
                 all.push(waits.split(',').filter_map(|w| w.parse().ok()).collect());
