@@ -116,8 +116,9 @@ impl MysqlLockStoreBuilder {
 
     /// Whether waiters are woken by releases (default `true`; URL parameter
     /// `notifications`; see "Waiting" in the crate documentation): the store then keeps
-    /// one more connection, a listener that sleeps until a release it waits for
-    /// interrupts it with `KILL QUERY`. With `false`, waiters poll every retry interval.
+    /// up to two connections beside its pool, a listener that sleeps until a release it
+    /// waits for interrupts it with `KILL QUERY`, and a waker that sends those
+    /// interrupts to other stores. With `false`, waiters poll every retry interval.
     #[must_use]
     pub fn release_notifications(mut self, notify: bool) -> Self {
         self.release_notifications = Some(notify);
