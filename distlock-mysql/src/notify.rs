@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
-use sqlx::Connection;
+use sqlx::{ConnectOptions, Connection};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
@@ -113,7 +113,9 @@ pub(crate) struct Notifier {
 }
 
 impl Notifier {
-    pub(crate) fn new(options: Arc<MySqlConnectOptions>, listen_sql: String, purge_sql: String) -> Self {
+    pub(crate) fn new(options: &MySqlConnectOptions, listen_sql: String, purge_sql: String) -> Self {
+        // The listener's sleep lasts 30 s by design: not a slow statement to warn about.
+        let options = Arc::new(options.clone().disable_statement_logging());
         Self {
             options,
             listen_sql,

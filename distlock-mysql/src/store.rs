@@ -64,7 +64,7 @@ pub(crate) const UNKNOWN_OUTCOME: &str =
 
 impl MysqlLockStore {
     pub(crate) fn from_parts(pool: MySqlPool, sql: Arc<Statements>, layout: Arc<Layout>, create_schema: bool) -> Self {
-        let notifier = Arc::new(Notifier::new(pool.connect_options(), sql.listen.clone(), sql.purge_waiters.clone()));
+        let notifier = Arc::new(Notifier::new(&pool.connect_options(), sql.listen.clone(), sql.purge_waiters.clone()));
         Self { pool, sql, layout, create_schema, in_flight: Arc::default(), notifier }
     }
 

@@ -274,3 +274,51 @@ async fn a_hand_off_wakes_only_the_waiter_it_went_to() {
     assert!(woken < Duration::from_millis(1_500), "the next waiter, in another store, woke after {woken:?}");
     third_woken.abort();
 }
+
+/// Counts the warnings logged in the current thread.
+#[derive(Clone, Default)]
+struct Warnings(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if *event.metadata().level() <= tracing::Level::WARN {
+            let mut fields = String::new();
+            event.record(&mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                fields.push_str(&format!("{}={value:?} ", field.name()));
+            });
+            self.0.lock().unwrap().push(fields);
+        }
+    }
+}
+
+/// A waiter woken after more than a second logs nothing: the listener's sleep lasts
+/// by design and is no slow statement (sqlx warns of statements over 1 s).
+#[tokio::test(flavor = "current_thread")]
+async fn a_long_wait_logs_no_slow_statement() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let Some(url) = kit::mysql_url("mysql listener logging") else { return };
+    let warnings = Warnings::default();
+    let _logging = tracing::subscriber::set_default(tracing_subscriber::registry().with(warnings.clone()));
+    let (holder_store, waiter_store) =
+        (MysqlLockStore::connect(&url).await.unwrap(), MysqlLockStore::connect(&url).await.unwrap());
+    holder_store.ensure_schema().await.unwrap();
+    let (holders, waiters) =
+        (LockManager::new(Arc::new(holder_store.clone())), LockManager::new(Arc::new(waiter_store)));
+    let name = name("long-wait");
+    let key = LockKey::new(name.as_str()).unwrap().to_store_key();
+    let held = holders.lock(&name, Duration::from_secs(30)).await.unwrap();
+    let waiter = tokio::spawn({
+        let name = name.clone();
+        async move {
+            let options = LockOptions::new().wait(Duration::from_secs(20)).retry_interval(Duration::from_secs(10));
+            waiters.lock_opts(&name, Duration::from_secs(30), &options).await.unwrap().release().await.unwrap();
+        }
+    });
+    wait_for_registrations(&holder_store, &key, 1).await;
+    // Longer than sqlx's slow-statement threshold of 1 s.
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    assert!(held.release().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("the waiter was woken").unwrap();
+    let logged = warnings.0.lock().unwrap().clone();
+    assert!(logged.is_empty(), "warnings: {logged:?}");
+}
