@@ -268,10 +268,12 @@ start_mysql() {
   base="$scratch"
   [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm
   mysql_data="$(mktemp -d "$base/distlock-mysql.XXXXXX")"
+  # A temporary directory of its own: the shared /tmp is cleaned by others.
+  mkdir "$mysql_data/tmp"
   local user=()
   [ "$(id -u)" = 0 ] && user=(--user=root)
-  if ! mariadb-install-db --no-defaults --datadir="$mysql_data/data" --auth-root-authentication-method=normal \
-    --skip-test-db "${user[@]}" >"$mysql_data/install.log" 2>&1; then
+  if ! mariadb-install-db --no-defaults --datadir="$mysql_data/data" --tmpdir="$mysql_data/tmp" \
+    --auth-root-authentication-method=normal --skip-test-db "${user[@]}" >"$mysql_data/install.log" 2>&1; then
     cat "$mysql_data/install.log" >&2
     fail "mariadb-install-db failed (output above)"
   fi
@@ -279,7 +281,7 @@ start_mysql() {
   for attempt in 1 2 3 4 5; do
     port="$(free_port)"
     rm -f "$log"
-    "$bin" --no-defaults --datadir="$mysql_data/data" --port="$port" --bind-address=127.0.0.1 \
+    "$bin" --no-defaults --datadir="$mysql_data/data" --tmpdir="$mysql_data/tmp" --port="$port" --bind-address=127.0.0.1 \
       --socket="$mysql_data/mysqld.sock" --pid-file="$mysql_data/mysqld.pid" --log-error="$log" \
       --skip-log-bin --skip-name-resolve --innodb-flush-log-at-trx-commit=0 --innodb-buffer-pool-size=256M \
       --max-connections="$(pg_max_connections)" "${user[@]}" </dev/null >/dev/null 2>&1 &

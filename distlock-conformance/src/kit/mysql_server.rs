@@ -90,11 +90,13 @@ impl MysqlServer {
         let server = server_binary().expect("mariadbd or mysqld");
         let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
         let dir = base.join(format!("distlock-mysql-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).expect("data directory");
+        // A temporary directory of its own: the shared /tmp is cleaned by others.
+        std::fs::create_dir_all(dir.join("tmp")).expect("data directory");
         let mut install = Command::new("mariadb-install-db");
         install
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.join("data").display()))
+            .arg(format!("--tmpdir={}", dir.join("tmp").display()))
             .arg("--auth-root-authentication-method=normal")
             .arg("--skip-test-db")
             .stdout(Stdio::null())
@@ -187,6 +189,7 @@ impl MysqlServer {
         command
             .arg("--no-defaults")
             .arg(format!("--datadir={}", self.dir.join("data").display()))
+            .arg(format!("--tmpdir={}", self.dir.join("tmp").display()))
             .arg(format!("--port={}", self.port))
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--socket={}", self.dir.join("mysqld.sock").display()))
