@@ -32,7 +32,7 @@ done
 if [ -z "${DISTLOCK_BENCH_UNDER_TEST_SH:-}" ]; then
   # Measured before anything of this run starts (builds, servers).
   load="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime | sed 's/.*load average[s]*: //')"
-  export DISTLOCK_BENCH_UNDER_TEST_SH=1 DISTLOCK_BENCH_LOAD="$load" DISTLOCK_BENCH_COMMAND="scripts/bench.sh $*"
+  export DISTLOCK_BENCH_UNDER_TEST_SH=1 DISTLOCK_BENCH_LOAD="$load" DISTLOCK_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
   exec scripts/test.sh "$0" "$@"
 fi
 
