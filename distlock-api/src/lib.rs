@@ -27,7 +27,7 @@ mod token;
 pub mod waiters;
 
 pub use async_trait::async_trait;
-pub use engine::{in_reentrant_scope, reentrant_scope, LeaseWatch};
+pub use engine::{in_reentrant_scope, reentrant_scope, LeaseWatch, LEASE_LOST_TARGET};
 pub use error::{BoxError, ErrorReport, InvalidGroup, InvalidKey, InvalidOptions, LockError, LossReason};
 pub use group::{
     check_group_members, check_group_names, Admission, GroupAcquire, GroupLockStore, GroupMember, GroupRequest,

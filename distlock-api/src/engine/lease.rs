@@ -43,6 +43,12 @@ pub(crate) struct Lease {
     label: Label,
 }
 
+/// The target of the `warn` event logged when a lease is found lost (every other event of
+/// the library has its module's path as target). A program that reports the loss itself
+/// — as the `distlock` command does — can turn this one event off, e.g. with the
+/// `tracing-subscriber` filter `warn,distlock::lease_lost=off`.
+pub const LEASE_LOST_TARGET: &str = "distlock::lease_lost";
+
 /// What a lease is of, for its "lease lost" warning.
 #[derive(Debug)]
 enum Label {
@@ -87,8 +93,12 @@ impl Lease {
         });
         if newly_lost {
             match &self.label {
-                Label::Lock(key) => tracing::warn!(lock.key = %key, backend = self.backend, %reason, "lease lost"),
-                Label::Other(what) => tracing::warn!(lease = what, backend = self.backend, %reason, "lease lost"),
+                Label::Lock(key) => {
+                    tracing::warn!(target: LEASE_LOST_TARGET, backend = self.backend, lock.key = %key, %reason, "lease lost");
+                }
+                Label::Other(what) => {
+                    tracing::warn!(target: LEASE_LOST_TARGET, lease = what, backend = self.backend, %reason, "lease lost");
+                }
             }
             observe::lease_lost(self.backend);
         }

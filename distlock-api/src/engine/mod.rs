@@ -18,7 +18,7 @@ mod target;
 
 pub(crate) use acquire::{Acquisition, DefaultWait};
 pub(crate) use hold::Hold;
-pub use lease::LeaseWatch;
+pub use lease::{LeaseWatch, LEASE_LOST_TARGET};
 pub use reentrant::{in_reentrant_scope, reentrant_scope};
 pub(crate) use state::Engine;
 pub(crate) use target::{groups, Plan, Target};
