@@ -75,10 +75,11 @@ fn main() -> ExitCode {
 }
 
 /// Library warnings (a failed renewal, a failed background release) go to stderr;
-/// `DISTLOCK_LOG=debug` shows more.
+/// `DISTLOCK_LOG=debug` shows more. A lost lease is reported once, by the command's own
+/// message, not also by the library's warning.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DISTLOCK_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("warn,{}=off", distlock::LEASE_LOST_TARGET)));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -190,6 +190,7 @@ async fn deleting_the_key_on_the_server_stops_the_command(url: &str) {
     let (status, stderr, _) = lease_loss(url, "exec sleep 60", "500ms", Lose::DeleteOnServer, &[]).await;
     assert_eq!(status, LEASE_LOST, "{stderr}");
     assert!(stderr.contains("lease of lock") && stderr.contains("lost") && stderr.contains("SIGTERM"), "{stderr}");
+    assert_eq!(stderr.matches("lost").count(), 1, "the loss is reported once: {stderr}");
     assert!(!stderr.contains("sending SIGKILL"), "sleep dies on SIGTERM: {stderr}");
 }
 
