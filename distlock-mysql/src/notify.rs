@@ -151,31 +151,34 @@ impl Notifier {
         }
     }
 
-    /// Wakes this process's waiters of `name`: with `handed`, the key went to that fair
-    /// waiter, and only it (and waiters for any release) wake; without, all of them.
-    pub(crate) fn wake_locally(&self, name: &str, handed: Option<&str>) {
-        let local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
-        for waiter in local.get(name).into_iter().flatten() {
-            let wanted = match (handed, &waiter.token) {
-                (Some(handed), Some(token)) => handed == token,
-                _ => true,
-            };
-            if wanted {
-                waiter.notify.notify_one();
+    /// Wakes the waiters of `names` that `listeners` (the listeners registered for them)
+    /// stand for: when this store's own listener is among them, its waiters in memory —
+    /// with `handed`, the key went to that fair waiter, and only it (and waiters for any
+    /// release) wake; without, all of them — and the other stores' listeners through the
+    /// waker.
+    pub(crate) fn wake(self: &Arc<Self>, mut listeners: Vec<i64>, names: &[&str], handed: Option<&str>) {
+        let own = self.listener.borrow().and_then(|id| i64::try_from(id).ok());
+        if listeners.iter().any(|listener| Some(*listener) == own) {
+            listeners.retain(|listener| Some(*listener) != own);
+            let local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+            for waiter in names.iter().filter_map(|name| local.get(*name)).flatten() {
+                let wanted = match (handed, &waiter.token) {
+                    (Some(handed), Some(token)) => handed == token,
+                    _ => true,
+                };
+                if wanted {
+                    waiter.notify.notify_one();
+                }
             }
         }
-    }
-
-    /// The listener's connection id, without starting it.
-    pub(crate) fn current(&self) -> Option<u64> {
-        *self.listener.borrow()
+        self.interrupt(listeners);
     }
 
     /// Ends the sleep of each of `listeners` with `KILL QUERY`, sent by the store's
     /// waker: one task on a connection of its own (not the pool's), which sends the
     /// interrupts one after the other, each listener once however many releases asked
     /// for it meanwhile. Errors are only logged: a waiter not woken polls.
-    pub(crate) fn interrupt(self: &Arc<Self>, listeners: Vec<i64>) {
+    fn interrupt(self: &Arc<Self>, listeners: Vec<i64>) {
         if listeners.is_empty() {
             return;
         }

@@ -348,12 +348,7 @@ impl MysqlLockStore {
                 }
             };
             let handed = listeners.iter().find_map(|(_, token)| token.as_deref()).map(token_text);
-            let own = notifier.current().and_then(|id| i64::try_from(id).ok());
-            if listeners.iter().any(|(listener, _)| Some(*listener) == own) {
-                notifier.wake_locally(&key, handed);
-            }
-            let others = listeners.iter().map(|(listener, _)| *listener).filter(|listener| Some(*listener) != own);
-            notifier.interrupt(others.collect());
+            notifier.wake(listeners.iter().map(|(listener, _)| *listener).collect(), &[key.as_str()], handed);
             if let Some(handed) = handed {
                 if let Err(error) = sqlx::query(&sql.forget_waiter).bind(&key).bind(handed).execute(&pool).await {
                     tracing::debug!(%error, key, "could not delete the registration of the waiter handed the key");
@@ -375,21 +370,13 @@ impl MysqlLockStore {
             for name in &names {
                 query = query.bind(name.as_str());
             }
-            let mut listeners = match query.fetch_all(&pool).await {
-                Ok(listeners) => listeners,
-                Err(error) => {
-                    tracing::debug!(%error, "could not read the listeners waiting for a group");
-                    return;
+            match query.fetch_all(&pool).await {
+                Ok(listeners) => {
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    notifier.wake(listeners, &names, None);
                 }
-            };
-            let own = notifier.current().and_then(|id| i64::try_from(id).ok());
-            if listeners.iter().any(|listener| Some(*listener) == own) {
-                listeners.retain(|listener| Some(*listener) != own);
-                for name in &names {
-                    notifier.wake_locally(name, None);
-                }
+                Err(error) => tracing::debug!(%error, "could not read the listeners waiting for a group"),
             }
-            notifier.interrupt(listeners);
         });
     }
 }
