@@ -229,7 +229,7 @@ pub fn across_processes(store: &str, key: &str, plan: &FairPlan, fair: bool) -> 
             output.status,
             String::from_utf8_lossy(&output.stderr)
                 .lines()
-                .filter(|line| !line.trim_start().starts_with(|c: char| c.is_ascii_digit() || c == 'a'))
+                .take_while(|line| !line.starts_with("stack backtrace"))
                 .take(5)
                 .collect::<Vec<_>>()
                 .join(" / ")
