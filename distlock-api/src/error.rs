@@ -73,6 +73,14 @@ pub enum LockError {
         stamp: u64,
     },
 
+    /// A [`LeaseValue`](crate::LeaseValue) is too long or holds a NUL character. Raised
+    /// before any I/O.
+    #[error("invalid lease value: {reason}")]
+    InvalidValue {
+        /// What is wrong with it.
+        reason: InvalidValue,
+    },
+
     /// A token given as text is not a hyphenated UUID v4.
     #[error("invalid lock token: expected a 36-character UUID v4")]
     InvalidToken,
@@ -262,6 +270,26 @@ pub enum InvalidGroup {
     OwnerInstanceUnset {
         /// The environment variable read.
         var: &'static str,
+    },
+}
+
+/// Why a [`LeaseValue`](crate::LeaseValue) was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidValue {
+    /// The value is longer than allowed.
+    #[error("the value is {len} bytes long, at most {max} are allowed")]
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// The value contains a NUL character.
+    #[error("the value contains a NUL character at byte {index}")]
+    Nul {
+        /// Byte offset of the NUL.
+        index: usize,
     },
 }
 

@@ -88,7 +88,9 @@ impl LockError {
         match self {
             Self::NotAcquired { .. } => not_acquired_status(),
             Self::LeaseLost { .. } | Self::GroupNotHeld { .. } | Self::Store { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::InvalidKey { .. } | Self::InvalidGroup { .. } | Self::InvalidToken => StatusCode::BAD_REQUEST,
+            Self::InvalidKey { .. } | Self::InvalidGroup { .. } | Self::InvalidValue { .. } | Self::InvalidToken => {
+                StatusCode::BAD_REQUEST
+            }
             Self::InvalidOptions { .. } | Self::Config { .. } | Self::Unsupported { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -102,6 +104,7 @@ impl LockError {
             Self::Store { .. } => ("lock_store_unavailable", None),
             Self::InvalidKey { .. } => ("invalid_lock_key", None),
             Self::InvalidGroup { .. } => ("invalid_lock_group", None),
+            Self::InvalidValue { .. } => ("invalid_lease_value", None),
             Self::GroupNotHeld { .. } => ("lock_lease_lost", None),
             Self::InvalidToken => ("invalid_lock_token", None),
             Self::InvalidOptions { .. } | Self::Config { .. } | Self::Unsupported { .. } => {

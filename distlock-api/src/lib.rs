@@ -24,11 +24,12 @@ mod options;
 pub mod probe;
 mod store;
 mod token;
+mod value;
 pub mod waiters;
 
 pub use async_trait::async_trait;
 pub use engine::{in_reentrant_scope, reentrant_scope, LeaseWatch, LEASE_LOST_TARGET};
-pub use error::{BoxError, ErrorReport, InvalidGroup, InvalidKey, InvalidOptions, LockError, LossReason};
+pub use error::{BoxError, ErrorReport, InvalidGroup, InvalidKey, InvalidOptions, InvalidValue, LockError, LossReason};
 pub use group::{
     check_group_members, check_group_names, Admission, GroupAcquire, GroupLockStore, GroupMember, GroupRequest,
     LockGroup, OwnerId, Permits, StoreMember,
@@ -46,3 +47,4 @@ pub use metric_names::describe_metrics;
 pub use options::{Fairness, LockOptions, Renewal, Ttl, ValidOptions};
 pub use store::{Acquire, Capabilities, DynLockStore, LockStore, QueueStore, QueuedAttempt};
 pub use token::Token;
+pub use value::{LeaseValue, LeaseValueStore, ValuedHolder};

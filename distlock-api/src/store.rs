@@ -13,6 +13,7 @@ use crate::key::StoreKey;
 use crate::listing::{KeyPattern, ListCursor, ListPage};
 use crate::options::Ttl;
 use crate::token::Token;
+use crate::value::LeaseValueStore;
 
 /// A type-erased store, as users hold it: `Arc<DynLockStore>`.
 pub type DynLockStore = dyn LockStore;
@@ -228,6 +229,10 @@ pub trait LockStore: Debug + Send + Sync + 'static {
     /// [`try_acquire`](Self::try_acquire) of `a` do not exclude each other.
     fn groups(&self) -> Option<&dyn GroupLockStore>;
 
+    /// The store's values attached to leases ([`LeaseValueStore`]), which leader election
+    /// needs to publish the leader's value, when it has them.
+    fn values(&self) -> Option<&dyn LeaseValueStore>;
+
     /// One page of the held locks whose application key matches `pattern`, starting at
     /// `cursor` (`None`: from the beginning), with about `limit` keys examined per page
     /// (0 counts as 1, more than [`ListPage::MAX_LIMIT`] as that).
@@ -330,6 +335,10 @@ macro_rules! forward_lock_store {
 
             fn groups(&self) -> Option<&dyn GroupLockStore> {
                 (**self).groups()
+            }
+
+            fn values(&self) -> Option<&dyn LeaseValueStore> {
+                (**self).values()
             }
 
             async fn list(

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
-    LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
+    LockInfo, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use tokio::sync::watch;
 
@@ -150,6 +150,10 @@ impl LockStore for CountingStore {
         self.inner.groups()
     }
 
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        self.inner.values()
+    }
+
     async fn list(
         &self,
         pattern: &KeyPattern,
@@ -212,6 +216,10 @@ impl LockStore for LostAnswerStore {
 
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         self.inner.groups()
+    }
+
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        self.inner.values()
     }
 
     async fn list(

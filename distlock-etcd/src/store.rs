@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use distlock_api::waiters::{KeyState, WaiterRegistry, Woken};
 use distlock_api::{
-    async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError,
-    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, LeaseValueStore, ListCursor, ListPage,
+    LockError, LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
@@ -498,6 +498,10 @@ impl LockStore for EtcdLockStore {
 
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
+    }
+
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        None
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use distlock_api::Token;
+use distlock_api::{LeaseValue, Token};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -14,6 +14,8 @@ pub(crate) struct Lease {
     pub(crate) token: Token,
     pub(crate) fence: u64,
     pub(crate) expires_at: Instant,
+    /// The value the holder attached to this lease.
+    pub(crate) value: Option<LeaseValue>,
     /// Waiters of this key; created by the first waiter, notified on release.
     pub(crate) released: Option<Arc<Notify>>,
 }
@@ -107,7 +109,10 @@ impl Shard {
         let Some(head) = self.live_queue(key, now).and_then(|queue| queue.front()) else { return false };
         let (token, expires_at) = (head.token.clone(), head.expires_at);
         let released = self.leases.remove(key).and_then(|lease| lease.released);
-        self.leases.insert(key.to_owned(), Lease { token, fence: fence(), expires_at, released: released.clone() });
+        self.leases.insert(
+            key.to_owned(),
+            Lease { token, fence: fence(), expires_at, value: None, released: released.clone() },
+        );
         if let Some(waiters) = released {
             waiters.notify_waiters();
         }

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey,
-    LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, LeaseValue, LeaseValueStore, ListCursor, ListPage,
+    LockError, LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, ValuedHolder,
+    LOCK_NAMESPACE,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -93,6 +94,30 @@ fn lock_shard(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     shard.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+#[async_trait]
+impl LeaseValueStore for MemoryLockStore {
+    async fn set_value(&self, key: &StoreKey, token: &Token, value: &LeaseValue) -> Result<bool, LockError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        match shard.live(key.as_str(), now) {
+            Some(lease) if lease.token == *token => {
+                lease.value = Some(value.clone());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn inspect_value(&self, key: &StoreKey) -> Result<Option<ValuedHolder>, LockError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        Ok(shard.live(key.as_str(), now).map(|lease| {
+            let holder = LockInfo::new(lease.token.clone(), Some(lease.fence), lease.expires_at - now);
+            ValuedHolder::new(holder, lease.value.clone())
+        }))
+    }
+}
+
 impl fmt::Debug for MemoryLockStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryLockStore").field("shards", &SHARDS).finish_non_exhaustive()
@@ -117,6 +142,10 @@ impl LockStore for MemoryLockStore {
         Some(self)
     }
 
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        Some(self)
+    }
+
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let now = Instant::now();
         let expires_at = now + ttl.as_duration();
@@ -129,13 +158,14 @@ impl LockStore for MemoryLockStore {
                     return Ok(Acquire::Held { ttl_left: Some(lease.expires_at - now) });
                 }
                 lease.token = token.clone();
+                lease.value = None;
                 lease.fence = self.inner.fences.fetch_add(1, Ordering::Relaxed) + 1;
                 lease.expires_at = expires_at;
                 lease.fence
             }
             Entry::Vacant(entry) => {
                 let fence = self.inner.fences.fetch_add(1, Ordering::Relaxed) + 1;
-                entry.insert(Lease { token: token.clone(), fence, expires_at, released: None });
+                entry.insert(Lease { token: token.clone(), fence, expires_at, value: None, released: None });
                 fence
             }
         };
@@ -250,7 +280,13 @@ impl QueueStore for MemoryLockStore {
                 if first.unwrap_or(true) {
                     let fence = self.next_fence();
                     let released = shard.leases.remove(name).and_then(|lease| lease.released);
-                    let lease = Lease { token: token.clone(), fence, expires_at: now + ttl.as_duration(), released };
+                    let lease = Lease {
+                        token: token.clone(),
+                        fence,
+                        expires_at: now + ttl.as_duration(),
+                        value: None,
+                        released,
+                    };
                     shard.leases.insert(name.to_owned(), lease);
                     Some(fence)
                 } else {

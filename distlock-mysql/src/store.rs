@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use distlock_api::waiters::deadline_after;
 use distlock_api::{
-    async_trait, Acquire, Capabilities, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
-    LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    async_trait, Acquire, Capabilities, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
+    LockInfo, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use sqlx::mysql::MySqlPool;
 use sqlx::Connection;
@@ -398,6 +398,10 @@ impl LockStore for MysqlLockStore {
 
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
+    }
+
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        None
     }
 
     /// One `INSERT … ON DUPLICATE KEY UPDATE` whose conditional assignments take a free

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, KeyState};
 use distlock_api::{
-    async_trait, Acquire, Capabilities, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
-    LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    async_trait, Acquire, Capabilities, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
+    LockInfo, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use sqlx::postgres::PgPool;
 use tokio::sync::OnceCell;
@@ -375,6 +375,10 @@ impl LockStore for PostgresLockStore {
 
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
+    }
+
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        None
     }
 
     /// One `INSERT … ON CONFLICT (key) DO UPDATE … WHERE <expired> RETURNING fence`

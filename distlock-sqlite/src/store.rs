@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, first_wake};
 use distlock_api::{
-    async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, ListCursor, ListPage, LockError,
-    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, LeaseValueStore, ListCursor, ListPage,
+    LockError, LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use sqlx::sqlite::{Sqlite, SqlitePool, SqliteSynchronous};
 use sqlx::Connection as _;
@@ -733,6 +733,10 @@ impl LockStore for SqliteLockStore {
 
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
+    }
+
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        None
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {

@@ -10,6 +10,7 @@ mod injected;
 mod op;
 mod queue;
 mod store;
+mod values;
 
 pub use faults::{Faults, Stolen};
 pub use injected::InjectedFault;

@@ -57,6 +57,12 @@ pub enum Op {
     /// [`GroupLockStore::wait_for_change`](distlock_api::GroupLockStore::wait_for_change):
     /// a waiting group's pause between two attempts.
     WaitForChange,
+    /// [`LeaseValueStore::set_value`](distlock_api::LeaseValueStore::set_value): a
+    /// leader publishing (or changing) its value.
+    SetValue,
+    /// [`LeaseValueStore::inspect_value`](distlock_api::LeaseValueStore::inspect_value):
+    /// reading a leader with its value.
+    InspectValue,
 }
 
 impl Op {
@@ -79,6 +85,8 @@ impl Op {
         Op::Holders,
         Op::Waiting,
         Op::WaitForChange,
+        Op::SetValue,
+        Op::InspectValue,
     ];
 
     /// The operation's name as the stores put it in
@@ -106,6 +114,8 @@ impl Op {
             Op::Holders => "holders",
             Op::Waiting => "waiting",
             Op::WaitForChange => "wait_for_change",
+            Op::SetValue => "set_value",
+            Op::InspectValue => "inspect_value",
         }
     }
 

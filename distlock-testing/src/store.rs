@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
-    LockStore, QueueStore, StoreKey, Token, Ttl,
+    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
+    LockInfo, LockStore, QueueStore, StoreKey, Token, Ttl,
 };
 
 use crate::faults::Faults;
@@ -79,7 +79,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for FaultyStore<S> {
 }
 
 // Every method of `LockStore` and of the capability traits it hands out (`queue()`,
-// `groups()`) is forwarded with faults; `tests/forwarding.rs` fails when a trait has a
+// `groups()`, `values()`) is forwarded with faults; `tests/forwarding.rs` fails when a trait has a
 // method the wrappers do not write out.
 #[async_trait]
 impl<S: LockStore> LockStore for FaultyStore<S> {
@@ -120,6 +120,12 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
     /// The wrapped store's fair queue, with faults (`None` when it has none).
     fn queue(&self) -> Option<&dyn QueueStore> {
         self.faulty.inner.queue()?;
+        Some(&self.faulty)
+    }
+
+    /// The wrapped store's lease values, with faults (`None` when it has none).
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        self.faulty.inner.values()?;
         Some(&self.faulty)
     }
 

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, GroupLockStore, GroupMember, GroupRequest, KeyPattern, ListCursor, ListPage, LockError,
-    LockGroup, LockInfo, LockKey, LockManager, LockMode, LockOptions, LockStore, OwnerId, QueueStore, StoreKey,
-    StoreMember, Token, Ttl,
+    Acquire, Capabilities, GroupLockStore, GroupMember, GroupRequest, KeyPattern, LeaseValueStore, ListCursor,
+    ListPage, LockError, LockGroup, LockInfo, LockKey, LockManager, LockMode, LockOptions, LockStore, OwnerId,
+    QueueStore, StoreKey, StoreMember, Token, Ttl,
 };
 use distlock_memory::MemoryLockStore;
 use distlock_testing::{Faults, FaultyStore, InjectedFault, Op};
@@ -244,6 +244,10 @@ impl LockStore for Plain {
         None
     }
     fn groups(&self) -> Option<&dyn GroupLockStore> {
+        None
+    }
+
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
         None
     }
     async fn list(&self, _: &KeyPattern, _: Option<&ListCursor>, _: usize) -> Result<ListPage, LockError> {

@@ -20,8 +20,8 @@ use std::time::Duration;
 use common::Buffer;
 use distlock::memory::MemoryLockStore;
 use distlock::{
-    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
-    LockManager, LockOptions, LockStore, QueueStore, StoreKey, Token, Ttl,
+    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
+    LockInfo, LockManager, LockOptions, LockStore, QueueStore, StoreKey, Token, Ttl,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
@@ -262,6 +262,10 @@ impl LockStore for Faulty {
     }
 
     fn groups(&self) -> Option<&dyn GroupLockStore> {
+        None
+    }
+
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
         None
     }
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
-    LockManager, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
+    LockInfo, LockManager, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 
 use distlock_bench::record::{self, Ratios, Record};
@@ -57,6 +57,10 @@ impl LockStore for PollingOnly {
 
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         self.0.groups()
+    }
+
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        self.0.values()
     }
 
     async fn list(

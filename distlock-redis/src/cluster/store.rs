@@ -476,6 +476,10 @@ impl LockStore for RedisClusterStore {
         Some(self)
     }
 
+    fn values(&self) -> Option<&dyn distlock_api::LeaseValueStore> {
+        None
+    }
+
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let commands = &*self.commands;
         self.exec(

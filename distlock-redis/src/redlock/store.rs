@@ -142,6 +142,10 @@ impl LockStore for RedlockStore {
         None
     }
 
+    fn values(&self) -> Option<&dyn distlock_api::LeaseValueStore> {
+        None
+    }
+
     /// The single-node acquire on every master in parallel; granted on a majority within
     /// the validity time, otherwise released everywhere.
     ///

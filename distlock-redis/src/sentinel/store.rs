@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, GroupAcquire, GroupLockStore, GroupRequest, KeyPattern, ListCursor, ListPage, LockError,
-    LockInfo, LockMode, LockStore, OwnerId, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    Acquire, Capabilities, GroupAcquire, GroupLockStore, GroupRequest, KeyPattern, LeaseValueStore, ListCursor,
+    ListPage, LockError, LockInfo, LockMode, LockStore, OwnerId, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use tokio::time::Instant;
 
@@ -150,6 +150,10 @@ impl LockStore for RedisSentinelStore {
 
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         Some(self)
+    }
+
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        None
     }
 
     /// The single-node acquire on the current master, then (with `wait_replicas`) `WAIT`.

@@ -267,6 +267,10 @@ impl LockStore for RedisLockStore {
         Some(self)
     }
 
+    fn values(&self) -> Option<&dyn distlock_api::LeaseValueStore> {
+        None
+    }
+
     /// `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>`, or in fencing mode the
     /// fenced-acquire script. One round trip; never retried.
     ///

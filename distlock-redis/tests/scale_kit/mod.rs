@@ -102,6 +102,10 @@ impl<S: LockStore> LockStore for Kept<S> {
     fn groups(&self) -> Option<&dyn distlock_api::GroupLockStore> {
         self.store.groups()
     }
+
+    fn values(&self) -> Option<&dyn distlock_api::LeaseValueStore> {
+        self.store.values()
+    }
     async fn list(
         &self,
         pattern: &KeyPattern,
