@@ -52,6 +52,13 @@ pub use distlock_sqlite as sqlite;
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use distlock_etcd as etcd;
 
+/// Leader election (feature `election`): candidates campaign with a value, the leader
+/// holds a fenced term, resigns or proclaims a new value, and anyone reads or observes
+/// the leader. See `distlock-election`'s own documentation.
+#[cfg(feature = "election")]
+#[cfg_attr(docsrs, doc(cfg(feature = "election")))]
+pub use distlock_election as election;
+
 /// Idempotency keys (feature `idempotency`): claim → run → complete on the memory store,
 /// and on Redis, PostgreSQL, MySQL/MariaDB and SQLite with those features; `idempotency::IdempotencyLayer` for
 /// axum routers with the `axum` feature. See `distlock-idempotency`'s own documentation.

@@ -1,0 +1,77 @@
+//! `Observer`: the changes of an election's leader, in term order.
+
+use std::time::Duration;
+
+use distlock_api::LockError;
+use tokio::time::Instant;
+
+use crate::election::{Election, Leader};
+
+/// Watches an election's leader ([`Election::observe`]).
+///
+/// [`changed`](Self::changed) returns the leader as first seen, then each change: a new
+/// leader (a greater term), a new value of the same leader, or nobody leading. Terms only
+/// grow from one answer to the next. An observer reports the **latest** state when it
+/// reads: a leader that came and went between two reads is not reported, as with
+/// `tokio::sync::watch`. With release notifications the observer wakes at a release, so
+/// a hand-over is seen within milliseconds; otherwise, and for a proclaimed value, within
+/// the election's [poll interval](Election::poll_interval).
+///
+/// A candidate publishes its value just after it takes the lead; an observer waits up to
+/// one poll interval for that value rather than report the leader without it.
+#[derive(Debug)]
+pub struct Observer {
+    election: Election,
+    last: Option<Option<(u64, Option<String>)>>,
+}
+
+impl Observer {
+    pub(crate) fn new(election: Election) -> Self {
+        Self { election, last: None }
+    }
+
+    /// Waits until the leader differs from the one returned last (the first call returns
+    /// the current one at once) and returns it; `None`: nobody leads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Election::leader`]. The observer stays usable: the next call reads again.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a cancelled call changes nothing the next call relies on.
+    pub async fn changed(&mut self) -> Result<Option<Leader>, LockError> {
+        let poll = self.election.poll();
+        let mut valueless_since: Option<(u64, Instant)> = None;
+        loop {
+            let leader = self.election.leader().await?;
+            let state =
+                leader.as_ref().map(|leader| (leader.term, leader.value.as_ref().map(|v| v.as_str().to_owned())));
+            if let Some(Leader { term, value: None, .. }) = &leader {
+                // The new leader publishes its value in a moment; report it with it.
+                let since = match valueless_since {
+                    Some((seen, since)) if seen == *term => since,
+                    _ => valueless_since.insert((*term, Instant::now())).1,
+                };
+                if since.elapsed() < poll {
+                    tokio::time::sleep(Duration::from_millis(2).min(poll)).await;
+                    continue;
+                }
+            }
+            if self.last.as_ref() != Some(&state) {
+                self.last = Some(state);
+                return Ok(leader);
+            }
+            match leader {
+                Some(_) => self.election.store().wait_for_release(self.election.store_key(), poll).await?,
+                None => tokio::time::sleep(poll).await,
+            }
+        }
+    }
+
+    /// The leader returned last (`None` before the first call, `Some(None)` when nobody
+    /// led then).
+    pub fn last_term(&self) -> Option<Option<u64>> {
+        self.last.as_ref().map(|state| state.as_ref().map(|(term, _)| *term))
+    }
+}
