@@ -116,6 +116,8 @@ macro_rules! __with_every_case {
             list_filters_by_pattern,
             list_skips_released_and_expired_leases,
             list_pages_through_many_keys,
+            lease_value_belongs_to_its_lease,
+            lease_value_ends_with_an_expired_lease,
         );
     };
 }

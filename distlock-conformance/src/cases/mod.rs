@@ -16,6 +16,7 @@ mod renewal;
 mod scale;
 mod tokens;
 mod ttl;
+mod values;
 mod waiting;
 mod with_lock;
 
@@ -62,6 +63,7 @@ pub use renewal::{
 pub use scale::{many_keys_held_at_once, tokens_are_unique};
 pub use tokens::{fences_strictly_increase, inspect_reports_the_holder};
 pub use ttl::{expired_lease_can_be_taken_over, extend_keeps_the_lock_past_its_ttl};
+pub use values::{lease_value_belongs_to_its_lease, lease_value_ends_with_an_expired_lease};
 pub use waiting::{
     wait_on_a_free_key_returns_at_once, waiter_acquires_after_release, waiter_gives_up_at_deadline,
     waiter_wakes_on_release_not_by_polling, waiting_is_not_a_busy_loop,
