@@ -118,6 +118,10 @@ macro_rules! __with_every_case {
             list_pages_through_many_keys,
             lease_value_belongs_to_its_lease,
             lease_value_ends_with_an_expired_lease,
+            election_resign_hands_over_to_the_next_candidate,
+            election_observer_sees_every_change_in_order,
+            election_candidates_lead_in_arrival_order,
+            election_leader_learns_of_a_lost_lead,
         );
     };
 }

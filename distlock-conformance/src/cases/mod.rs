@@ -7,6 +7,7 @@
 mod basics;
 mod cleanup;
 mod contention;
+mod election;
 mod fairness;
 mod groups;
 mod input;
@@ -32,6 +33,10 @@ pub use basics::{
 };
 pub use cleanup::{cancelled_acquire_leaves_nothing, dropped_handle_is_freed_promptly};
 pub use contention::contended_counter_is_exact;
+pub use election::{
+    election_candidates_lead_in_arrival_order, election_leader_learns_of_a_lost_lead,
+    election_observer_sees_every_change_in_order, election_resign_hands_over_to_the_next_candidate,
+};
 pub use fairness::{
     a_cancelled_waiter_leaves_the_queue, a_crashed_waiter_stalls_the_queue_only_for_its_place,
     fair_waiters_are_served_in_arrival_order, only_fair_waiters_queue,
