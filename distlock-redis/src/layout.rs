@@ -1,6 +1,6 @@
-//! Where a lock's keys live: the lease, its fence, its queue of waiters and the channel
-//! its releases are published on, on one server or on a Cluster; and where a lock
-//! group's keys live. A leaf: it imports nothing else of this crate but `config`.
+//! Where a lock's keys live: the lease, its fence, its value, its queue of waiters and
+//! the channel its releases are published on, on one server or on a Cluster; and where a
+//! lock group's keys live. A leaf: it imports nothing else of this crate but `config`.
 
 use std::borrow::Cow;
 
@@ -16,6 +16,7 @@ use crate::config;
 /// | fence counter | `{prefix}:fence`, one per prefix | `{lease}:fence`, one per lock |
 /// | the holder's fence | `{prefix}:fence:lock:{key}` | `{lease}:holder` |
 /// | queue, queue-ttl | `{prefix}:queue:lock:{key}`, `{prefix}:queue-ttl:lock:{key}` | `{lease}:queue`, `{lease}:queue-ttl` |
+/// | the lease's value | `{prefix}:value:lock:{key}` | `{lease}:value` |
 /// | release channel | `{prefix}:released` (`PUBLISH`) | `{lease}:released` (`SPUBLISH`) |
 /// | shared settings | `{prefix}:lock-settings` | the same |
 ///
@@ -68,6 +69,16 @@ impl Layout {
             format!("{}:holder", self.lock_key(key))
         } else {
             format!("{}fence:{}", self.stem, key.as_str())
+        }
+    }
+
+    /// `<token>:<value>`: the value the holder `token` attached to its lease, without
+    /// expiry (a renewal moves only the lease's), read only while `token` holds the lease.
+    pub(crate) fn value_key(&self, key: &StoreKey) -> String {
+        if self.cluster {
+            format!("{}:value", self.lock_key(key))
+        } else {
+            format!("{}value:{}", self.stem, key.as_str())
         }
     }
 
@@ -290,6 +301,7 @@ mod tests {
         assert_eq!(node.lock_key(&key), "neton:lock:order:1");
         assert_eq!(node.fence_counter_key(&key), "neton:fence");
         assert_eq!(node.fence_key(&key), "neton:fence:lock:order:1");
+        assert_eq!(node.value_key(&key), "neton:value:lock:order:1");
         assert_eq!(node.queue_keys(&key), ("neton:queue:lock:order:1".into(), "neton:queue-ttl:lock:order:1".into()));
         assert_eq!(node.release_channel(&key), "neton:released");
         assert_eq!((node.settings_key(), node.lock_namespace()), ("neton:lock-settings".into(), "neton:lock:".into()));
@@ -300,6 +312,7 @@ mod tests {
         assert_eq!(cluster.lock_key(&key), "neton:{lock:order:1}");
         assert_eq!(cluster.fence_counter_key(&key), "neton:{lock:order:1}:fence");
         assert_eq!(cluster.fence_key(&key), "neton:{lock:order:1}:holder");
+        assert_eq!(cluster.value_key(&key), "neton:{lock:order:1}:value");
         assert_eq!(
             cluster.queue_keys(&key),
             ("neton:{lock:order:1}:queue".into(), "neton:{lock:order:1}:queue-ttl".into())

@@ -243,6 +243,16 @@ scripts! {
     /// token. `STRLEN` (with `pcall`) guards the `GET`, so a big value someone else stored
     /// under the namespace is never copied. About 2 µs per key on the server.
     list: ["lib/fence.lua", "list.lua"],
+    /// Attaches a value to the lease the caller's token holds: `GET` of the lock key ==
+    /// token, then `SET` of the lock's value key to `<token>:<value>` (no expiry).
+    /// `KEYS` = lock key, value key; `ARGV` = token, value. Returns 1 or 0.
+    set_value: ["set_value.lua"],
+    /// The current holder with its lease's value, `{token, pttl, fence-or-nil,
+    /// value-or-nil}`, or nil when the key is free: the value only when the value key was
+    /// written for the holder's token; a value key of any other token is deleted.
+    /// `KEYS` = lock key, value key, optional fence key (fencing mode), as in
+    /// [`inspect`](Self::inspect).
+    inspect_value: ["lib/fence.lua", "inspect_value.lua"],
     /// The fair release: the compare-and-delete of [`RELEASE_SCRIPT`], then, only when the
     /// key has a queue, the token's place leaves it and a free key is handed to the oldest
     /// live waiter (see `queued_acquire.lua` for the queue's keys). Publishes the release

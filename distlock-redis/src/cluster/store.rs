@@ -9,8 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::waiters::{KeyState, WaiterRegistry};
 use distlock_api::{
-    Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
-    QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    Acquire, Capabilities, HeldLock, KeyPattern, LeaseValue, LeaseValueStore, ListCursor, ListPage, LockError,
+    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, ValuedHolder,
 };
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
@@ -112,6 +112,7 @@ fn key_slot(key: &[u8]) -> u16 {
 /// | `{prefix}:{lock:<key>}:fence` | the lock's own fence counter (fencing mode; no expiry: one small key per name ever fenced) |
 /// | `{prefix}:{lock:<key>}:holder` | `<fence>:<token>` of the current holder, expires with the lease |
 /// | `{prefix}:{lock:<key>}:queue`, `…:queue-ttl` | the fair queue of waiters |
+/// | `{prefix}:{lock:<key>}:value` | `<token>:<value>`: the value the holder attached to its lease ([`values`](LockStore::values)); no expiry, deleted by the next read after the lease ends |
 /// | channel `{prefix}:{lock:<key>}:released` | `SPUBLISH`ed by every release (from inside the script) |
 ///
 /// The hash tag is `{lock:<key>}` (Redis hashes the text between the first `{` and the
@@ -476,8 +477,9 @@ impl LockStore for RedisClusterStore {
         Some(self)
     }
 
-    fn values(&self) -> Option<&dyn distlock_api::LeaseValueStore> {
-        None
+    /// Values attached to leases, in the lock's slot: see [`RedisClusterStore`].
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        Some(self)
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
@@ -572,6 +574,25 @@ impl LockStore for RedisClusterStore {
         });
         let locks = futures_util::future::join_all(reads).await.into_iter().collect::<Result<Vec<_>, _>>()?;
         Ok(ListPage::new(locks.into_iter().flatten().collect(), next))
+    }
+}
+
+/// The single-node store's value scripts, on the master owning the lock's slot (the value
+/// key carries the lock's hash tag).
+#[async_trait]
+impl LeaseValueStore for RedisClusterStore {
+    async fn set_value(&self, key: &StoreKey, token: &Token, value: &LeaseValue) -> Result<bool, LockError> {
+        let commands = &*self.commands;
+        self.exec(
+            &self.redis_key(key),
+            |mut conn| async move { commands.set_value(&mut conn, key, token, value).await },
+        )
+        .await
+    }
+
+    async fn inspect_value(&self, key: &StoreKey) -> Result<Option<ValuedHolder>, LockError> {
+        let commands = &*self.commands;
+        self.exec(&self.redis_key(key), |mut conn| async move { commands.inspect_value(&mut conn, key).await }).await
     }
 }
 

@@ -2,7 +2,8 @@
 //! the [`Layout`], and the reading of its reply. Generic over the connection
 //! (`ConnectionManager` on one server, a master's or the Cluster's connection), so every
 //! topology sends the same commands; the stores only choose the connection. `lock.rs`:
-//! single locks and their queue of waiters; `group.rs`: lock groups.
+//! single locks and their queue of waiters; `value.rs`: values attached to their leases;
+//! `group.rs`: lock groups.
 
 use std::fmt;
 
@@ -14,6 +15,7 @@ use crate::layout::Layout;
 
 mod group;
 mod lock;
+mod value;
 
 pub(crate) use group::{owned_names, GroupNames, MAX_GROUP};
 

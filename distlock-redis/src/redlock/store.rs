@@ -59,8 +59,9 @@ use crate::single::RedisLockStore;
 ///
 /// # Not provided
 ///
-/// No lock groups and no fair queue (waiters barge); [`list`](LockStore::list) reads the
-/// first master that answers.
+/// No lock groups, no fair queue (waiters barge) and no values attached to leases (see
+/// [`values`](LockStore::values)); [`list`](LockStore::list) reads the first master that
+/// answers.
 #[derive(Clone)]
 pub struct RedlockStore {
     pub(super) masters: Arc<[RedisLockStore]>,
@@ -142,6 +143,13 @@ impl LockStore for RedlockStore {
         None
     }
 
+    /// None: a holder and its value cannot be read in one atomic step across independent
+    /// masters. Each master can check the holder and write the value atomically, but a
+    /// value that reached only part of the masters (one failed, timed out or restarted
+    /// without persistence) leaves them disagreeing on the value of one lease, and a
+    /// reader taking the majority's answer could see a value change back or vanish while
+    /// the lease lasts. Leader election (which needs values) is refused with
+    /// [`LockError::Unsupported`]; run it on one server, Sentinel or Cluster.
     fn values(&self) -> Option<&dyn distlock_api::LeaseValueStore> {
         None
     }

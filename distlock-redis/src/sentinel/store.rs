@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, GroupAcquire, GroupLockStore, GroupRequest, KeyPattern, LeaseValueStore, ListCursor,
-    ListPage, LockError, LockInfo, LockMode, LockStore, OwnerId, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    Acquire, Capabilities, GroupAcquire, GroupLockStore, GroupRequest, KeyPattern, LeaseValue, LeaseValueStore,
+    ListCursor, ListPage, LockError, LockInfo, LockMode, LockStore, OwnerId, QueueStore, QueuedAttempt, StoreKey,
+    Token, Ttl, ValuedHolder,
 };
 use tokio::time::Instant;
 
@@ -152,8 +153,9 @@ impl LockStore for RedisSentinelStore {
         Some(self)
     }
 
+    /// Values attached to leases: the single-node store's, on the current master.
     fn values(&self) -> Option<&dyn LeaseValueStore> {
-        None
+        Some(self)
     }
 
     /// The single-node acquire on the current master, then (with `wait_replicas`) `WAIT`.
@@ -216,6 +218,22 @@ impl QueueStore for RedisSentinelStore {
 
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         let result = self.current().queue_len(key).await;
+        self.follow(result).await
+    }
+}
+
+/// Values attached to leases: the single-node store's, on the current master. A value is
+/// replicated like the lease, asynchronously: a failover can lose a value just set, and
+/// readers then see the holder's previous value or none.
+#[async_trait]
+impl LeaseValueStore for RedisSentinelStore {
+    async fn set_value(&self, key: &StoreKey, token: &Token, value: &LeaseValue) -> Result<bool, LockError> {
+        let result = self.current().set_value(key, token, value).await;
+        self.follow(result).await
+    }
+
+    async fn inspect_value(&self, key: &StoreKey) -> Result<Option<ValuedHolder>, LockError> {
+        let result = self.current().inspect_value(key).await;
         self.follow(result).await
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockStore,
-    QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    Acquire, Capabilities, HeldLock, KeyPattern, LeaseValue, LeaseValueStore, ListCursor, ListPage, LockError,
+    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, ValuedHolder,
 };
 use redis::aio::ConnectionManager;
 
@@ -27,6 +27,8 @@ use crate::scripts::{Loaded, SCRIPTS};
 /// | release | `EVALSHA` of the compare-and-delete script [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) (`GET` == token → `DEL`), with `PUBLISH {key_prefix}:released {key_prefix}:lock:{key}` pipelined behind it |
 /// | extend | `EVALSHA` of the extend script (`lua/extend.lua`: `GET` == token → `PEXPIRE`); in fencing mode also `PEXPIRE` of the fence key |
 /// | inspect | `EVALSHA` of a read-only script (`GET`, `PTTL`, the fence key) |
+/// | set a lease's value | `EVALSHA` of `lua/set_value.lua`: `GET` == token → `SET {key_prefix}:value:lock:{key} <token>:<value>` |
+/// | inspect with the value | `EVALSHA` of `lua/inspect_value.lua`: `GET`, `PTTL`, the fence key and the value key (deleted when left by another token) |
 /// | wait for release | once per store: a subscriber connection on `{key_prefix}:released`; per wait: `EXISTS {key_prefix}:lock:{key}` |
 /// | list, per page | `SCAN <cursor> MATCH {key_prefix}:lock:<pattern> COUNT <limit>`, then `EVALSHA` of the read-only list script (`lua/list.lua`) on the keys found, 500 at a time (`STRLEN`, `PTTL`, `GET`, the fence keys) |
 ///
@@ -267,8 +269,9 @@ impl LockStore for RedisLockStore {
         Some(self)
     }
 
-    fn values(&self) -> Option<&dyn distlock_api::LeaseValueStore> {
-        None
+    /// Values attached to leases: see [`LeaseValueStore`] for this store.
+    fn values(&self) -> Option<&dyn LeaseValueStore> {
+        Some(self)
     }
 
     /// `SET {key_prefix}:lock:{key} <token> NX PX <ttl_ms>`, or in fencing mode the
@@ -410,6 +413,40 @@ impl LockStore for RedisLockStore {
             .map_err(|err| LockError::store(Self::BACKEND, "list", None, err))?;
         let locks = self.holders(pattern, found).await?;
         Ok(ListPage::new(locks, (next != 0).then(|| ListCursor::new(next.to_string()))))
+    }
+}
+
+/// Values attached to leases, in a key beside the lock's: `{key_prefix}:value:lock:{key}`
+/// holds `<token>:<value>` without expiry, so a renewal (which moves only the lock key's
+/// expiry) keeps it. A value is reported only while the token it was written for holds the
+/// lock; the next [`inspect_value`](LeaseValueStore::inspect_value) after a release, an
+/// expiry or a hand-over deletes it, and until then it stays on the server (at most one
+/// value key per lock key that ever had a value).
+#[async_trait]
+impl LeaseValueStore for RedisLockStore {
+    /// One script (`lua/set_value.lua`): `GET` of the lock key == token, then `SET` of the
+    /// value key. One round trip; never retried.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the script runs atomically or not at all.
+    async fn set_value(&self, key: &StoreKey, token: &Token, value: &LeaseValue) -> Result<bool, LockError> {
+        self.commands.set_value(&mut self.conn.clone(), key, token, value).await
+    }
+
+    /// One script (`lua/inspect_value.lua`): `GET` + `PTTL` of the lock key, the fence key
+    /// in fencing mode, and the value key, deleted when it was left by another token.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] also when the key holds something this store did not write
+    /// (not a token, or no expiry).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the script runs atomically or not at all.
+    async fn inspect_value(&self, key: &StoreKey) -> Result<Option<ValuedHolder>, LockError> {
+        self.commands.inspect_value(&mut self.conn.clone(), key).await
     }
 }
 
