@@ -59,6 +59,12 @@ pub use distlock_etcd as etcd;
 #[cfg_attr(docsrs, doc(cfg(feature = "election")))]
 pub use distlock_election as election;
 
+/// Scheduled jobs (feature `jobs`): each firing of a cron schedule runs on at most one
+/// instance of a fleet. See `distlock-jobs`'s own documentation.
+#[cfg(feature = "jobs")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jobs")))]
+pub use distlock_jobs as jobs;
+
 /// Idempotency keys (feature `idempotency`): claim → run → complete on the memory store,
 /// and on Redis, PostgreSQL, MySQL/MariaDB and SQLite with those features; `idempotency::IdempotencyLayer` for
 /// axum routers with the `axum` feature. See `distlock-idempotency`'s own documentation.
