@@ -122,6 +122,7 @@ macro_rules! __with_every_case {
             election_observer_sees_every_change_in_order,
             election_candidates_lead_in_arrival_order,
             election_leader_learns_of_a_lost_lead,
+            job_each_firing_runs_once,
         );
     };
 }
