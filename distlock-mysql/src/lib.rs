@@ -3,7 +3,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 // Layers, each importing only those below it:
-//   idempotency, builder, group → store → sql → config; url → config;
+//   idempotency, builder, group, value → store → sql → config; url → config;
 //   error and notify are leaves; the cancel safety of acquisitions is `distlock_sql::InFlight`.
 mod builder;
 mod config;
@@ -14,6 +14,7 @@ mod notify;
 mod sql;
 mod store;
 mod url;
+mod value;
 
 pub use builder::MysqlLockStoreBuilder;
 pub use config::{

@@ -7,6 +7,7 @@
 //! | `{queue}`, `{queue_order}` | `` `distribute_lock_queue` ``, its index |
 //! | `{names}`, `{holders}`, `{holders_owner}`, `{places}`, `{permits}` | `` `distribute_lock_names` ``, … |
 //! | `{waiters}` | `` `distribute_lock_waiters` `` |
+//! | `{values}` | `` `distribute_lock_values` `` |
 //!
 //! Group statements also hold `{list}` (one `?` per name of the group) and `{rows}` (one
 //! row of values per name), filled per call by [`in_list`] and [`rows`]: MySQL has no
@@ -90,6 +91,9 @@ files! {
     listeners_of = "notify/listeners_of.sql",
     purge_waiters = "notify/purge.sql",
     forget_waiter = "notify/forget.sql",
+    create_values = "value/create_table.sql",
+    set_value = "value/set.sql",
+    inspect_value = "value/inspect.sql",
 }
 
 impl Statements {
@@ -108,7 +112,7 @@ impl Statements {
     }
 
     /// The `CREATE TABLE IF NOT EXISTS` statements of the layout, in order.
-    pub fn ddl(&self) -> [&str; 7] {
+    pub fn ddl(&self) -> [&str; 8] {
         [
             &self.create_table,
             &self.create_waiters,
@@ -117,6 +121,7 @@ impl Statements {
             &self.create_holders,
             &self.create_places,
             &self.create_permits,
+            &self.create_values,
         ]
     }
 }
@@ -134,6 +139,7 @@ fn render(text: &str, layout: &Layout) -> String {
         .replace("{places}", &table.derived("places").quoted())
         .replace("{permits}", &table.derived("permits").quoted())
         .replace("{waiters}", &table.derived("waiters").quoted())
+        .replace("{values}", &table.derived("values").quoted())
 }
 
 /// `statement` with each `{list}` replaced by `n` comma-separated `?`.
@@ -207,6 +213,14 @@ mod tests {
         let mut embedded: Vec<String> = FILES.iter().map(|(path, _)| (*path).to_owned()).collect();
         embedded.sort();
         assert_eq!(on_disk, embedded);
+    }
+
+    #[test]
+    fn a_value_column_holds_the_longest_value() {
+        let sql = Statements::new(&Layout::default());
+        let column = format!("value VARBINARY({}) NOT NULL", distlock_api::LeaseValue::MAX_LEN);
+        assert!(sql.create_values.contains(&column), "{}", sql.create_values);
+        assert!(sql.create_values.contains("`distribute_lock_values`"));
     }
 
     #[test]

@@ -400,8 +400,9 @@ impl LockStore for MysqlLockStore {
         Some(self)
     }
 
+    /// Always: see "Values attached to leases" in the crate documentation.
     fn values(&self) -> Option<&dyn LeaseValueStore> {
-        None
+        Some(self)
     }
 
     /// One `INSERT … ON DUPLICATE KEY UPDATE` whose conditional assignments take a free
@@ -657,7 +658,7 @@ pub(crate) fn parse_token(bytes: &[u8]) -> Option<Token> {
 }
 
 /// A stored token's text; empty (not a token) when the bytes are not UTF-8.
-fn token_text(bytes: &[u8]) -> &str {
+pub(crate) fn token_text(bytes: &[u8]) -> &str {
     std::str::from_utf8(bytes).unwrap_or_default()
 }
 

@@ -62,7 +62,7 @@ async fn create_false_only_checks_the_table() {
     let token = Token::generate();
     assert!(store.try_acquire(&key, &token, Ttl::new(Duration::from_secs(5)).unwrap()).await.unwrap().is_acquired());
     assert!(store.release(&key, &token).await.unwrap());
-    let drop = ["", "_queue", "_names", "_holders", "_places", "_permits"]
+    let drop = ["", "_queue", "_names", "_holders", "_places", "_permits", "_values"]
         .iter()
         .map(|suffix| format!("`{table}{suffix}`"))
         .collect::<Vec<_>>()
