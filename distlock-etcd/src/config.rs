@@ -50,6 +50,12 @@ impl Config {
         format!("{}/{QUEUE_SEGMENT}{store_key}{QUEUE_SEPARATOR}", self.key_prefix)
     }
 
+    /// The etcd key of the value attached to a lock's lease: `{prefix}/value/{store key}`
+    /// (`distlock/value/lock:order:1`), apart from the locks so a listing never shows it.
+    pub(crate) fn value_key(&self, store_key: &str) -> String {
+        format!("{}/{VALUE_SEGMENT}{store_key}", self.key_prefix)
+    }
+
     /// The lock key whose queue holds the place `etcd_key`, or `None` for another key.
     pub(crate) fn lock_of_place(&self, etcd_key: &str) -> Option<String> {
         let rest = etcd_key.strip_prefix(&self.key_prefix)?.strip_prefix('/')?.strip_prefix(QUEUE_SEGMENT)?;
@@ -87,6 +93,8 @@ const GROUP_SEGMENT: &str = "group/";
 const OWNER_SEGMENT: &str = "owner/";
 /// The path segment of the queues of waiters.
 const QUEUE_SEGMENT: &str = "queue/";
+/// The path segment of the values attached to locks' leases.
+const VALUE_SEGMENT: &str = "value/";
 /// Between a queued key and a waiter's token.
 const QUEUE_SEPARATOR: char = '\u{1f}';
 
@@ -144,6 +152,10 @@ mod tests {
         assert_eq!(config.lock_key("lock:order:1"), "app/lock:order:1");
         assert_eq!(config.locks_prefix(), "app/lock:");
         assert_eq!(config.store_prefix(), "app/");
+        assert_eq!(config.value_key("lock:order:1"), "app/value/lock:order:1");
+        assert!(!config.value_key("lock:order:1").starts_with(&config.locks_prefix()));
+        assert_eq!(config.lock_of_place(&config.value_key("lock:a")), None);
+        assert_eq!(config.group_of_key(&config.value_key("lock:a")), None);
         let place = format!("{}{}", config.queue_prefix("lock:a/b"), "token");
         assert_eq!(place, "app/queue/lock:a/b\u{1f}token");
         assert_eq!(config.lock_of_place(&place).as_deref(), Some("app/lock:a/b"));

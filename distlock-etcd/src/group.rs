@@ -851,7 +851,8 @@ impl GroupLockStore for EtcdLockStore {
         let mut leases: Vec<i64> = answer.kvs().iter().map(KeyValue::lease).collect();
         leases.sort_unstable();
         leases.dedup();
-        let lefts = futures_util::future::join_all(leases.iter().map(|&lease| self.lease_left(key, lease))).await;
+        let lefts =
+            futures_util::future::join_all(leases.iter().map(|&lease| self.lease_left("inspect", key, lease))).await;
         let mut left_of = HashMap::with_capacity(leases.len());
         for (lease, left) in leases.into_iter().zip(lefts) {
             left_of.insert(lease, left?);

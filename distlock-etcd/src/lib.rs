@@ -9,6 +9,7 @@ mod group;
 mod notify;
 mod store;
 mod url;
+mod value;
 
 pub use builder::EtcdLockStoreBuilder;
 pub use etcd_client;

@@ -34,10 +34,18 @@ pub(crate) const TTL_GRANULARITY: Duration = Duration::from_secs(1);
 /// - **acquire**: `LeaseGrant(ttl)` then one transaction
 ///   `If CreateRevision(key) = 0 Then Put(key, token, lease) Else Get(key)`. The fencing
 ///   number is the key's create revision: cluster-wide, persisted, strictly increasing.
-/// - **release**: `If Value(key) = token Then Delete(key)`, then the lease is revoked.
+/// - **release**: `If Value(key) = token Then Delete(key)` (and the lease's value, below),
+///   then the lease is revoked.
 /// - **extend**: the token-checked key names its lease; the same TTL is a lease
 ///   keep-alive (the fence stays), another TTL moves the key to a new lease in one
-///   transaction (the create revision, hence the fence, stays too).
+///   transaction (the create revision, hence the fence, stays too), with the lease's
+///   value if it has one.
+/// - **lease values** ([`LeaseValueStore`], what leader election publishes): a second
+///   key `{prefix}/value/lock:order:1` on the lock key's lease, so it ends with it; its
+///   value is the holder's token, a newline and the value. `set_value` puts it in one
+///   transaction that checks the lock key's token and lease; `inspect_value` reads both
+///   keys in one transaction and answers a value only when it is on the holder's lease
+///   and names the holder's token; a release deletes both keys.
 /// - **wait for release**: a watch on the store's prefix delivers every delete (release
 ///   or lease expiry) to the waiters; while the watch is down, waiters poll.
 /// - **lock groups** ([`GroupLockStore`]: read/write locks, semaphores, multi-key
@@ -117,6 +125,12 @@ impl EtcdLockStore {
         self.inner.config.lock_key(key.as_str())
     }
 
+    /// The etcd key of the value attached to the lease of a lock
+    /// ([`LeaseValueStore`]), `{prefix}/value/lock:{key}`.
+    pub fn value_key(&self, key: &StoreKey) -> String {
+        self.inner.config.value_key(key.as_str())
+    }
+
     /// Whether the release watch is up (waiters sleep until notified rather than poll).
     pub fn is_listening(&self) -> bool {
         self.inner.waiters.is_listening()
@@ -178,7 +192,12 @@ impl EtcdLockStore {
 
     /// The time left on `lease` (whole seconds, rounded down by etcd), or `None` when it
     /// has ended.
-    pub(crate) async fn lease_left(&self, key: &StoreKey, lease: i64) -> Result<Option<(Duration, i64)>, LockError> {
+    pub(crate) async fn lease_left(
+        &self,
+        operation: &'static str,
+        key: &StoreKey,
+        lease: i64,
+    ) -> Result<Option<(Duration, i64)>, LockError> {
         if lease == 0 {
             return Ok(Some((Duration::MAX, 0)));
         }
@@ -189,14 +208,14 @@ impl EtcdLockStore {
             }
             Ok(Ok(_)) => Ok(None),
             Ok(Err(err)) if is_lease_not_found(&err) => Ok(None),
-            Ok(Err(err)) => Err(LockError::store(BACKEND, "inspect", Some(key.lock_key()), err)),
-            Err(_) => Err(LockError::store(BACKEND, "inspect", Some(key.lock_key()), "no answer in time")),
+            Ok(Err(err)) => Err(LockError::store(BACKEND, operation, Some(key.lock_key()), err)),
+            Err(_) => Err(LockError::store(BACKEND, operation, Some(key.lock_key()), "no answer in time")),
         }
     }
 
     async fn holder_of(&self, key: &StoreKey, kv: &KeyValue) -> Result<Option<LockInfo>, LockError> {
         let token = token_of(kv).map_err(|cause| LockError::store(BACKEND, "inspect", Some(key.lock_key()), cause))?;
-        let Some((left, _)) = self.lease_left(key, kv.lease()).await? else { return Ok(None) };
+        let Some((left, _)) = self.lease_left("inspect", key, kv.lease()).await? else { return Ok(None) };
         Ok(Some(LockInfo::new(token, fence_of(kv.create_revision()), left)))
     }
 }
@@ -456,7 +475,7 @@ pub(crate) fn fence_of(revision: i64) -> Option<u64> {
     u64::try_from(revision).ok().filter(|&r| r > 0)
 }
 
-fn token_of(kv: &KeyValue) -> Result<Token, String> {
+pub(crate) fn token_of(kv: &KeyValue) -> Result<Token, String> {
     let text = std::str::from_utf8(kv.value()).map_err(|_| "the lock's value is not a token".to_owned())?;
     Token::parse(text).map_err(|_| "the lock's value is not a token".to_owned())
 }
@@ -501,7 +520,7 @@ impl LockStore for EtcdLockStore {
     }
 
     fn values(&self) -> Option<&dyn LeaseValueStore> {
-        None
+        Some(self)
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
@@ -543,9 +562,15 @@ impl LockStore for EtcdLockStore {
         // A waiter's token: its place in the queue goes too.
         let place = format!("{}{}", self.inner.config.queue_prefix(key.as_str()), token.as_str());
         let leave = || TxnOp::delete(place.clone(), Some(DeleteOptions::new().with_prev_key()));
+        // The lease's value goes with the key (without its previous value: its lease is the
+        // key's, revoked below once).
         let txn = Txn::new()
             .when([Compare::value(etcd_key.clone(), CompareOp::Equal, token.as_str())])
-            .and_then([TxnOp::delete(etcd_key.clone(), Some(DeleteOptions::new().with_prev_key())), leave()])
+            .and_then([
+                TxnOp::delete(etcd_key.clone(), Some(DeleteOptions::new().with_prev_key())),
+                TxnOp::delete(self.value_key(key), None),
+                leave(),
+            ])
             .or_else([leave()]);
         let mut kv = self.inner.client.kv_client();
         let answer = self.call("release", Some(key), kv.txn(txn)).await?;
@@ -594,8 +619,10 @@ impl LockStore for EtcdLockStore {
         // with the same TTL, and does no harm when the key moves to a new lease.
         let mut keeper = self.inner.client.lease_client();
         let timeout = self.inner.config.response_timeout;
-        let (left, kept) =
-            tokio::join!(self.lease_left(key, current), tokio::time::timeout(timeout, keeper.keep_alive(current)));
+        let (left, kept) = tokio::join!(
+            self.lease_left("inspect", key, current),
+            tokio::time::timeout(timeout, keeper.keep_alive(current))
+        );
         let Some((_, granted)) = left? else { return Ok(false) };
         let mut leases = self.inner.client.lease_client();
         if granted == wanted {
@@ -607,13 +634,24 @@ impl LockStore for EtcdLockStore {
             };
         }
         // Another TTL: move the key to a new lease; its create revision (the fence) stays.
+        // The lease's value, if it has one, moves along unchanged (`ignore_value`).
         let lease = self.call("extend", Some(key), leases.grant(wanted, None)).await?.id();
+        let value_key = self.value_key(key);
+        let move_value = Txn::new()
+            .when([
+                Compare::create_revision(value_key.clone(), CompareOp::Greater, 0),
+                Compare::lease(value_key.clone(), CompareOp::Equal, current),
+            ])
+            .and_then([TxnOp::put(value_key, "", Some(PutOptions::new().with_lease(lease).with_ignore_value()))]);
         let txn = Txn::new()
             .when([
                 Compare::value(etcd_key.clone(), CompareOp::Equal, token.as_str()),
                 Compare::lease(etcd_key.clone(), CompareOp::Equal, current),
             ])
-            .and_then([TxnOp::put(etcd_key, token.as_str(), Some(PutOptions::new().with_lease(lease)))]);
+            .and_then([
+                TxnOp::put(etcd_key, token.as_str(), Some(PutOptions::new().with_lease(lease))),
+                TxnOp::txn(move_value),
+            ]);
         match self.call("extend", Some(key), kv.txn(txn)).await {
             Ok(answer) if answer.succeeded() => {
                 self.revoke_later(current);
