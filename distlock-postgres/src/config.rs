@@ -94,7 +94,7 @@ mod tests {
         assert_eq!(short.derived("holders").as_str(), "locks_holders");
         let long = Identifier::new("table", &"n".repeat(63)).unwrap();
         let other = Identifier::new("table", &format!("{}m", "n".repeat(62))).unwrap();
-        for suffix in ["holders", "permits", "holders_owner", "acquire_group", "queue", "queue_order"] {
+        for suffix in ["holders", "permits", "holders_owner", "acquire_group", "queue", "queue_order", "values"] {
             let (a, b) = (long.derived(suffix), other.derived(suffix));
             assert!(a.as_str().len() <= 63 && a.as_str().ends_with(&format!("_{suffix}")), "{a:?}");
             assert_eq!(Identifier::new("derived", a.as_str()).unwrap(), a);

@@ -3,7 +3,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 // Layers, each importing only those below it:
-//   builder, purge, group, idempotency → store → sql → group_sql → template → notify
+//   builder, purge, group, values, idempotency → store → sql → group_sql → template → notify
 //   → config, url → config;
 //   error is a leaf; the cancel safety of acquisitions is `distlock_sql::InFlight`.
 // `idempotency` is the idempotency contract on a table of its own, on a store's pool.
@@ -20,6 +20,7 @@ mod sql;
 mod store;
 mod template;
 mod url;
+mod values;
 
 pub use builder::PostgresLockStoreBuilder;
 pub use config::{

@@ -93,10 +93,11 @@ impl PurgeOptions {
 
 impl PostgresLockStore {
     /// Deletes the rows of free keys whose lease ended (by release or expiry) at least
-    /// `older_than` ago, the group holds and intents that expired that long ago, and the
-    /// places of waiters that lapsed that long ago, and returns how many. `older_than` saturates to
-    /// [`MIN_PURGE_HORIZON`] ..= 1 000 years (so `Duration::ZERO` means the minimum and
-    /// `Duration::MAX` deletes nothing).
+    /// `older_than` ago, the group holds and intents that expired that long ago, the
+    /// places of waiters that lapsed that long ago, and the values attached to leases that
+    /// were written that long ago and whose lease has not been live since, and returns
+    /// how many. `older_than` saturates to [`MIN_PURGE_HORIZON`] ..= 1 000 years (so
+    /// `Duration::ZERO` means the minimum and `Duration::MAX` deletes nothing).
     ///
     /// Held keys are never touched, and fencing stays strictly increasing for purged keys
     /// (see [`MIN_PURGE_HORIZON`] and the crate documentation). The purge is a sequential
@@ -124,6 +125,10 @@ impl PostgresLockStore {
         // Places of waiters that stopped waiting without leaving the queue.
         if self.queue_ready("purge").await? {
             purged += self.purge_batches(&self.statements().queue.purge, horizon).await?;
+        }
+        // Values of leases that ended, unless the table of values was never made.
+        if self.has_values_table().await.map_err(|error| LockError::store(BACKEND, "purge", None, error))? {
+            purged += self.purge_batches(&self.statements().values.purge, horizon).await?;
         }
         tracing::debug!(table = %self.table_name(), purged, "purged lock rows");
         Ok(purged)

@@ -107,7 +107,7 @@ use std::time::Duration;
 
 use crate::config::Layout;
 use crate::group_sql::GroupStatements;
-use crate::template::{lease, queue, Names};
+use crate::template::{lease, queue, values, Names};
 
 /// How many rows one purge statement deletes at most, so that it holds row locks (which
 /// acquirers of those keys wait for) only briefly.
@@ -162,6 +162,7 @@ pub struct Statements {
     pub(crate) columns: Vec<&'static str>,
     pub(crate) groups: GroupStatements,
     pub(crate) queue: QueueStatements,
+    pub(crate) values: ValueStatements,
 }
 
 /// What the catalog says about a store's layout, as the `schema_state` statement returns
@@ -211,6 +212,13 @@ impl Statements {
         self.queue.create.iter().map(String::as_str).collect()
     }
 
+    /// The statement that creates the table of values attached to leases (`<table>_values`,
+    /// for leader election): run on the first `set_value` or `inspect_value` when the
+    /// store creates its schema; run it by hand for a store that does not.
+    pub fn values_ddl(&self) -> Vec<&str> {
+        vec![self.values.create.as_str()]
+    }
+
     pub(crate) fn new(layout: &Layout) -> Self {
         let names = Names::new(layout);
         Self {
@@ -234,6 +242,7 @@ impl Statements {
             },
             groups: GroupStatements::new(&names),
             queue: QueueStatements::new(&names),
+            values: ValueStatements::new(&names),
             channel: names.channel,
         }
     }
@@ -265,7 +274,7 @@ pub(crate) fn millis(duration: Duration) -> i64 {
 impl Statements {
     /// Every statement, with a name for messages.
     pub(crate) fn every_statement(&self) -> Vec<(&'static str, &str)> {
-        let (g, q) = (&self.groups, &self.queue);
+        let (g, q, v) = (&self.groups, &self.queue, &self.values);
         vec![
             ("acquire", &self.acquire),
             ("reacquire", &self.reacquire),
@@ -305,6 +314,11 @@ impl Statements {
             ("queue wait", &q.wait),
             ("queue len", &q.len),
             ("queue purge", &q.purge),
+            ("values create table", &v.create),
+            ("values exists", &v.exists),
+            ("values set", &v.set),
+            ("values inspect", &v.inspect),
+            ("values purge", &v.purge),
         ]
     }
 }
@@ -337,6 +351,35 @@ impl QueueStatements {
             len: names.render(queue::LEN),
             purge: names.render(queue::PURGE),
             table: names.queue.clone(),
+        }
+    }
+}
+
+/// The statements of values attached to leases.
+#[derive(Debug)]
+pub(crate) struct ValueStatements {
+    /// The table of lease values, qualified and quoted.
+    pub(crate) table: String,
+    pub(crate) create: String,
+    /// `→ bool`: whether the table exists.
+    pub(crate) exists: String,
+    /// `$1` key, `$2` token, `$3` value → 1 row affected when attached.
+    pub(crate) set: String,
+    /// `$1` key → `(token, fence, micros_left, value)` of an unexpired lease, or no row.
+    pub(crate) inspect: String,
+    /// `$1` horizon in ms, `$2` batch size → rows affected.
+    pub(crate) purge: String,
+}
+
+impl ValueStatements {
+    pub(crate) fn new(names: &Names) -> Self {
+        Self {
+            create: names.render(values::CREATE_TABLE),
+            exists: names.render(values::EXISTS),
+            set: names.render(values::SET),
+            inspect: names.render(values::INSPECT),
+            purge: names.render(values::PURGE),
+            table: names.values.clone(),
         }
     }
 }
@@ -457,6 +500,32 @@ mod tests {
         );
         assert!(flat(&sql.list).contains("LIKE $5 ESCAPE E'\\\\'"), "{}", sql.list);
         assert!(flat(&sql.list).contains("FROM \"s\".\"t\""), "{}", sql.list);
+    }
+
+    #[test]
+    fn lease_values_are_written_for_a_live_lease_and_read_with_it() {
+        let sql = Statements::new(&layout(true));
+        let values = &sql.values;
+        assert_eq!(values.table, "\"s\".\"t_values\"");
+        assert_eq!(sql.values_ddl(), [values.create.as_str()]);
+        assert!(flat(&values.create).starts_with("CREATE UNLOGGED TABLE IF NOT EXISTS \"s\".\"t_values\""));
+        let set = flat(&values.set);
+        assert!(set.starts_with("INSERT INTO \"s\".\"t_values\" AS attached"), "{set}");
+        assert!(
+            set.contains("FROM \"s\".\"t\" WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()"),
+            "{set}"
+        );
+        assert!(set.ends_with("WHERE attached.fence <= EXCLUDED.fence"), "never over a later lease's value: {set}");
+        let inspect = flat(&values.inspect);
+        assert!(
+            inspect
+                .contains("ON attached.key = held.key AND attached.token = held.token AND attached.fence = held.fence"),
+            "{inspect}"
+        );
+        assert!(inspect.ends_with("WHERE held.key = $1 AND held.expires_at > clock_timestamp()"), "{inspect}");
+        for statement in [&sql.acquire, &sql.reacquire, &sql.release, &sql.extend, &sql.queue.release] {
+            assert!(!statement.contains("t_values"), "the lease statements never touch the values: {statement}");
+        }
     }
 
     #[test]

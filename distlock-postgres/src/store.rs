@@ -68,6 +68,9 @@ pub struct PostgresLockStore {
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) notifier: Arc<Notifier>,
     queue: Arc<QueueState>,
+    /// Set once the table of lease values was found (or made): checked at the first
+    /// `set_value` or `inspect_value`, like the group objects.
+    values: Arc<OnceCell<()>>,
 }
 
 impl fmt::Debug for PostgresLockStore {
@@ -95,11 +98,17 @@ impl PostgresLockStore {
             in_flight: Arc::default(),
             notifier,
             queue: Arc::default(),
+            values: Arc::default(),
         }
     }
 
     pub(crate) fn queue_state(&self) -> &QueueState {
         &self.queue
+    }
+
+    /// Whether the table of lease values was found (or made) usable.
+    pub(crate) fn values_state(&self) -> &OnceCell<()> {
+        &self.values
     }
 
     /// The pool the store works on.
@@ -222,7 +231,7 @@ impl PostgresLockStore {
     /// A transaction for DDL, serialised with every other store's by
     /// `pg_advisory_xact_lock`: plain `CREATE … IF NOT EXISTS` run at the same moment by
     /// several processes can fail with a unique violation in the catalog.
-    async fn begin_schema_change(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    pub(crate) async fn begin_schema_change(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(&self.sql.lock_schema).bind(SCHEMA_LOCK_KEY).execute(&mut *tx).await?;
         Ok(tx)
@@ -377,8 +386,9 @@ impl LockStore for PostgresLockStore {
         Some(self)
     }
 
+    /// Always: see "Values attached to leases" in the crate documentation.
     fn values(&self) -> Option<&dyn LeaseValueStore> {
-        None
+        Some(self)
     }
 
     /// One `INSERT … ON CONFLICT (key) DO UPDATE … WHERE <expired> RETURNING fence`

@@ -13,6 +13,7 @@
 //! | `{table}`, `{sequence}` | `"public"."distribute_lock"`, `"public"."distlock_fence_seq"` |
 //! | `{holders}`, `{permits}`, `{acquire_group}` | `"public"."distribute_lock_holders"`, … |
 //! | `{queue}` | `"public"."distribute_lock_queue"` |
+//! | `{values}` | the table of lease values, `"public"."distribute_lock_values"` |
 //! | `{expires_index}` | the index on the table's `expires_at`, `"distribute_lock_expires_at"` |
 //! | `{holders_owner}`, `{queue_order}` | the indexes, `"distribute_lock_holders_owner"`, … |
 //! | `{channel}` | the string literal `'distlock:public.distribute_lock'` |
@@ -107,6 +108,17 @@ pub(crate) mod queue {
     }
 }
 
+/// The values attached to leases.
+pub(crate) mod values {
+    sql_files! {
+        SET => "values/set.sql",
+        INSPECT => "values/inspect.sql",
+        PURGE => "values/purge.sql",
+        EXISTS => "values/exists.sql",
+        CREATE_TABLE => "values/create_table.sql",
+    }
+}
+
 /// The idempotency records (rendered with the idempotency table as the layout's table).
 pub(crate) mod idempotency {
     sql_files! {
@@ -141,6 +153,8 @@ pub(crate) struct Names {
     pub(crate) acquire_group_name: Identifier,
     /// The queue table, qualified and quoted.
     pub(crate) queue: String,
+    /// The table of lease values, qualified and quoted.
+    pub(crate) values: String,
     schema: String,
     table: String,
     sequence: String,
@@ -178,6 +192,7 @@ impl Names {
             holders_owner: layout.table.derived("holders_owner").quoted(),
             queue: qualified(&layout.table.derived("queue")),
             queue_order: layout.table.derived("queue_order").quoted(),
+            values: qualified(&layout.table.derived("values")),
             expires_index: layout.table.derived("expires_at").quoted(),
             channel_literal: format!("'{channel}'"),
             channel,
@@ -256,6 +271,7 @@ impl Names {
             "holders_owner" => &self.holders_owner,
             "queue" => &self.queue,
             "queue_order" => &self.queue_order,
+            "values" => &self.values,
             "expires_index" => &self.expires_index,
             "channel" => &self.channel_literal,
             "freed_counts" => &self.freed_counts,
@@ -278,7 +294,7 @@ pub(crate) mod tests {
 
     /// Every embedded file of the lock store (the idempotency store checks its own).
     pub(crate) fn all_files() -> Vec<SqlFile> {
-        [lease::ALL, group::ALL, queue::ALL].concat()
+        [lease::ALL, group::ALL, queue::ALL, values::ALL].concat()
     }
 
     /// The four layouts (notifications on and off, logged and unlogged) on `"s"."t"`.
@@ -354,6 +370,7 @@ pub(crate) mod tests {
             "holders_owner",
             "queue",
             "queue_order",
+            "values",
             "expires_index",
         ] {
             let value = names.value(placeholder).unwrap();

@@ -1,14 +1,14 @@
 //! A pool full of dead connections (every backend terminated, as a server restart or a
-//! failover leaves it): release, extend and acquire still get through at once, on a
-//! live connection, instead of failing once per dead connection while the key stays
-//! locked for its whole TTL.
+//! failover leaves it): release, extend, acquire and lease values still get through at
+//! once, on a live connection, instead of failing once per dead connection while the key
+//! stays locked for its whole TTL.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::{key, TestTable};
-use distlock_api::{Acquire, LockStore, StoreKey, Token, Ttl};
+use distlock_api::{Acquire, LeaseValue, LockStore, StoreKey, Token, Ttl};
 use distlock_conformance::kit::postgres_server;
 use distlock_postgres::sqlx;
 
@@ -78,6 +78,23 @@ async fn extend_gets_through_a_pool_of_dead_connections() {
     assert!(t.store.extend(&k, &token, ttl(120_000)).await.expect("extend on a live connection"), "extended");
     let info = t.store.inspect(&k).await.unwrap().expect("held");
     assert!(info.ttl_left > Duration::from_secs(100), "the lease was reset to 120 s: {info:?}");
+    assert!(t.store.release(&k, &token).await.unwrap());
+    t.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_values_get_through_a_pool_of_dead_connections() {
+    let Some(t) = new_table("lease_values_get_through_a_pool_of_dead_connections").await else { return };
+    let (k, token) = (key("value"), Token::generate());
+    let values = t.store.values().expect("lease values");
+    assert!(t.store.try_acquire(&k, &token, ttl(60_000)).await.unwrap().is_acquired());
+    assert!(values.inspect_value(&k).await.unwrap().is_some(), "the values table is made");
+    kill_a_full_pool(&t).await;
+    let value = LeaseValue::new("10.0.0.7:8080").unwrap();
+    assert!(values.set_value(&k, &token, &value).await.expect("set_value on a live connection"));
+    kill_a_full_pool(&t).await;
+    let seen = values.inspect_value(&k).await.expect("inspect_value on a live connection").expect("held");
+    assert_eq!(seen.value, Some(value));
     assert!(t.store.release(&k, &token).await.unwrap());
     t.drop().await;
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{key, TestTable, TEST_SCHEMA};
-use distlock_api::{LockError, LockKey, LockManager, LockStore, Token, Ttl};
+use distlock_api::{LeaseValue, LockError, LockKey, LockManager, LockStore, Token, Ttl};
 use distlock_conformance::kit::child::{self, ChildProcess};
 use distlock_conformance::kit::faults::{self, StoredToken};
 use distlock_conformance::kit::proxy::FaultProxy;
@@ -77,6 +77,10 @@ async fn unreachable_database_gives_store_errors_within_bounded_time() {
         assert_store_error(store.release(&k, &token).await, "release");
         assert_store_error(store.extend(&k, &token, ttl(1_000)).await, "extend");
         assert_store_error(store.inspect(&k).await, "inspect");
+        let values = store.values().expect("lease values");
+        let value = LeaseValue::new("v").unwrap();
+        assert_store_error(values.set_value(&k, &token, &value).await, "set_value");
+        assert_store_error(values.inspect_value(&k).await, "inspect_value");
         assert_store_error(store.purge(Duration::ZERO).await, "purge");
         assert_store_error(store.ensure_schema().await, "ensure schema");
         let locks = LockManager::new(Arc::new(store));

@@ -89,8 +89,9 @@ impl TestTable {
         self.store.pool().close().await;
         let (holders, permits, function) =
             (self.derived("holders"), self.derived("permits"), self.derived("acquire_group"));
+        let values = self.derived("values");
         self.admin(&format!(
-            "DROP TABLE IF EXISTS {{table}}, {holders}, {permits}; DROP FUNCTION IF EXISTS {function}"
+            "DROP TABLE IF EXISTS {{table}}, {holders}, {permits}, {values}; DROP FUNCTION IF EXISTS {function}"
         ))
         .await;
     }
