@@ -4,7 +4,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 // Layers, each importing only those below it:
-//   idempotency, builder, group → store → write, sql, notify, gate, process, clock, config;
+//   idempotency, builder, group, value → store → write, sql, notify, gate, process, clock, config;
 //   write → gate; url → config.
 mod builder;
 mod clock;
@@ -17,6 +17,7 @@ mod process;
 mod sql;
 mod store;
 mod url;
+mod value;
 mod write;
 
 pub use builder::SqliteLockStoreBuilder;

@@ -7,7 +7,7 @@
 //! | Placeholder | Value for the default table `distlock` |
 //! |---|---|
 //! | `{leases}` | `"distlock"` |
-//! | `{boots}`, `{counter}`, `{queue}`, `{holders}`, `{intents}`, `{permits}`, `{waiters}` | `"distlock_counter"`, … |
+//! | `{boots}`, `{counter}`, `{queue}`, `{holders}`, `{intents}`, `{permits}`, `{waiters}`, `{values}` | `"distlock_counter"`, … |
 //! | `{queue_order}`, `{holders_owner}`, `{waiters_socket}` | the indexes, `"distlock_queue_order"`, … |
 //!
 //! Every value is a double-quoted identifier made from the validated table name, so a
@@ -46,6 +46,7 @@ statements! {
     purge_boots_queue => "schema/purge_boots_queue.sql",
     purge_boots_holders => "schema/purge_boots_holders.sql",
     purge_boots_intents => "schema/purge_boots_intents.sql",
+    purge_boots_values => "schema/purge_boots_values.sql",
     lease_select => "lease/select.sql",
     next_fence => "lease/next_fence.sql",
     lease_put => "lease/put.sql",
@@ -74,6 +75,8 @@ statements! {
     group_set_permits => "group/set_permits.sql",
     group_remove_permits => "group/remove_permits.sql",
     group_permits => "group/permits.sql",
+    value_set => "value/set.sql",
+    value_select => "value/select.sql",
 }
 
 impl Statements {
@@ -117,7 +120,7 @@ impl Statements {
 }
 
 /// The placeholders and the suffix each one adds to the table name.
-const PLACEHOLDERS: [(&str, &str); 11] = [
+const PLACEHOLDERS: [(&str, &str); 12] = [
     ("{leases}", ""),
     ("{boots}", "boots"),
     ("{counter}", "counter"),
@@ -129,6 +132,7 @@ const PLACEHOLDERS: [(&str, &str); 11] = [
     ("{permits}", "permits"),
     ("{waiters}", "waiters"),
     ("{waiters_socket}", "waiters_socket"),
+    ("{values}", "values"),
 ];
 
 fn render(text: &str, table: &Identifier) -> String {

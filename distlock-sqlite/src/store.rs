@@ -232,6 +232,7 @@ impl SqliteLockStore {
             sqlx::query(&sql.purge_boots_queue).bind(boot).execute(&mut *tx).await.map_err(fail)?;
             sqlx::query(&sql.purge_boots_holders).bind(boot).execute(&mut *tx).await.map_err(fail)?;
             sqlx::query(&sql.purge_boots_intents).bind(boot).execute(&mut *tx).await.map_err(fail)?;
+            sqlx::query(&sql.purge_boots_values).execute(&mut *tx).await.map_err(fail)?;
         }
         tx.commit().await.map_err(fail)?;
         if let Err(error) = conn.close().await {
@@ -736,7 +737,7 @@ impl LockStore for SqliteLockStore {
     }
 
     fn values(&self) -> Option<&dyn LeaseValueStore> {
-        None
+        Some(self)
     }
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {

@@ -66,6 +66,12 @@ CREATE TABLE IF NOT EXISTS {waiters} (
     PRIMARY KEY (channel, socket)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS {waiters_socket} ON {waiters} (socket);
+CREATE TABLE IF NOT EXISTS {values} (
+    key   TEXT    NOT NULL PRIMARY KEY,
+    token TEXT    NOT NULL,
+    fence INTEGER NOT NULL,
+    value TEXT    NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS {boots} (
     id    INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
     boot  TEXT    NOT NULL,
