@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{DynLockStore, LeaseValue, LeaseValueStore, LockError, LockKey, LockManager, LockOptions, StoreKey};
+use distlock_api::{
+    DynLockStore, LeaseValue, LeaseValueStore, LockError, LockKey, LockManager, LockOptions, StoreKey, ValuedHolder,
+};
 
 use crate::leadership::Leadership;
 use crate::observer::Observer;
@@ -53,6 +55,7 @@ pub struct Election {
     key: LockKey,
     store_key: StoreKey,
     ttl: Duration,
+    loss_margin: Option<Duration>,
     poll: Duration,
 }
 
@@ -67,6 +70,15 @@ pub struct Leader {
     pub value: Option<LeaseValue>,
     /// How long the leader's lease has left, by the store's clock (a live leader renews it).
     pub ttl_left: Duration,
+}
+
+impl Leader {
+    /// The leader a holder of the election's lock is. A holder without a fence is a
+    /// candidate the store is handing the lock to (the fence comes with its next
+    /// attempt, in a moment): nobody leads yet.
+    pub(crate) fn of(held: ValuedHolder) -> Option<Self> {
+        Some(Self { term: held.holder.fence?, value: held.value, ttl_left: held.holder.ttl_left })
+    }
 }
 
 impl Election {
@@ -93,6 +105,7 @@ impl Election {
             key,
             store_key,
             ttl: Self::DEFAULT_TTL,
+            loss_margin: None,
             poll: Self::DEFAULT_POLL,
         })
     }
@@ -102,6 +115,16 @@ impl Election {
     #[must_use]
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
+        self
+    }
+
+    /// Sets how long before its lease could end a leader's [`lost`](Leadership::lost)
+    /// fires when no renewal was confirmed (default: a fifth of the TTL): the time it
+    /// has to stop its work before another candidate can lead. Checked by the next
+    /// campaign.
+    #[must_use]
+    pub fn loss_margin(mut self, margin: Duration) -> Self {
+        self.loss_margin = Some(margin);
         self
     }
 
@@ -137,7 +160,7 @@ impl Election {
     /// value could be published.
     pub async fn campaign(&self, value: &str) -> Result<Leadership, LockError> {
         let value = LeaseValue::new(value)?;
-        let options = LockOptions::new().auto_renew();
+        let options = self.options();
         options.validate(self.ttl)?;
         self.check()?;
         let lock = self.locks.lock_opts(self.key.as_str(), self.ttl, &options).await?;
@@ -152,7 +175,7 @@ impl Election {
     /// As [`campaign`](Self::campaign).
     pub async fn campaign_for(&self, value: &str, wait: Duration) -> Result<Option<Leadership>, LockError> {
         let value = LeaseValue::new(value)?;
-        let options = LockOptions::new().auto_renew().wait(wait);
+        let options = self.options().wait(wait);
         options.validate(self.ttl)?;
         self.check()?;
         match self.locks.try_lock_opts(self.key.as_str(), self.ttl, &options).await? {
@@ -167,15 +190,26 @@ impl Election {
     ///
     /// As [`campaign`](Self::campaign), without the input errors.
     pub async fn leader(&self) -> Result<Option<Leader>, LockError> {
-        let values = self.check()?;
-        let Some(held) = values.inspect_value(&self.store_key).await? else { return Ok(None) };
-        let term = held.holder.fence.ok_or_else(|| self.not_fencing())?;
-        Ok(Some(Leader { term, value: held.value, ttl_left: held.holder.ttl_left }))
+        Ok(self.holder().await?.and_then(Leader::of))
+    }
+
+    /// The holder of the election's lock with its value.
+    pub(crate) async fn holder(&self) -> Result<Option<ValuedHolder>, LockError> {
+        self.check()?.inspect_value(&self.store_key).await
     }
 
     /// Watches the leader: see [`Observer`].
     pub fn observe(&self) -> Observer {
         Observer::new(self.clone())
+    }
+
+    /// A campaign's lock options: renewed, fair, waiting as long as it takes.
+    fn options(&self) -> LockOptions {
+        let options = LockOptions::new().auto_renew();
+        match self.loss_margin {
+            Some(margin) => options.loss_margin(margin),
+            None => options,
+        }
     }
 
     pub(crate) fn store(&self) -> &Arc<DynLockStore> {

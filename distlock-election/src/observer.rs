@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use distlock_api::LockError;
+use distlock_api::{LockError, Token};
 use tokio::time::Instant;
 
 use crate::election::{Election, Leader};
@@ -17,8 +17,10 @@ use crate::election::{Election, Leader};
 /// a hand-over is seen within milliseconds; otherwise, and for a proclaimed value, within
 /// the election's [poll interval](Election::poll_interval).
 ///
-/// A candidate publishes its value just after it takes the lead; an observer waits up to
-/// one poll interval for that value rather than report the leader without it.
+/// A candidate publishes its value just after it takes the lead, and where the store does
+/// not hand a released lock to the next candidate (etcd), that candidate takes it a moment
+/// after the release: an observer waits up to one poll interval for either rather than
+/// report a leader without its value, or nobody, in between.
 #[derive(Debug)]
 pub struct Observer {
     election: Election,
@@ -42,22 +44,35 @@ impl Observer {
     /// Cancel safe: a cancelled call changes nothing the next call relies on.
     pub async fn changed(&mut self) -> Result<Option<Leader>, LockError> {
         let poll = self.election.poll();
-        let mut valueless_since: Option<(u64, Instant)> = None;
+        let mut pending_since: Option<(Option<Token>, Instant)> = None;
         loop {
-            let leader = self.election.leader().await?;
-            let state =
-                leader.as_ref().map(|leader| (leader.term, leader.value.as_ref().map(|v| v.as_str().to_owned())));
-            if let Some(Leader { term, value: None, .. }) = &leader {
-                // The new leader publishes its value in a moment; report it with it.
-                let since = match valueless_since {
-                    Some((seen, since)) if seen == *term => since,
-                    _ => valueless_since.insert((*term, Instant::now())).1,
+            let held = self.election.holder().await?;
+            // A candidate taking the lead gets its term and publishes its value in a
+            // moment, and on a store that does not hand a released lock over, a waiting
+            // candidate takes it in a moment: report the leader then.
+            let pending = match &held {
+                Some(held) if held.holder.fence.is_none() || held.value.is_none() => {
+                    Some(Some(held.holder.token.clone()))
+                }
+                Some(_) => None,
+                None if self.candidates_wait().await? => Some(None),
+                // The last candidate may have taken the lock between the two reads.
+                None if self.election.holder().await?.is_some() => continue,
+                None => None,
+            };
+            if let Some(pending) = pending {
+                let since = match &pending_since {
+                    Some((seen, since)) if *seen == pending => *since,
+                    _ => pending_since.insert((pending, Instant::now())).1,
                 };
                 if since.elapsed() < poll {
                     tokio::time::sleep(Duration::from_millis(2).min(poll)).await;
                     continue;
                 }
             }
+            let leader = held.and_then(Leader::of);
+            let state =
+                leader.as_ref().map(|leader| (leader.term, leader.value.as_ref().map(|v| v.as_str().to_owned())));
             if self.last.as_ref() != Some(&state) {
                 self.last = Some(state);
                 return Ok(leader);
@@ -66,6 +81,14 @@ impl Observer {
                 Some(_) => self.election.store().wait_for_release(self.election.store_key(), poll).await?,
                 None => tokio::time::sleep(poll).await,
             }
+        }
+    }
+
+    /// Whether candidates wait in the store's queue for the election's lock.
+    async fn candidates_wait(&self) -> Result<bool, LockError> {
+        match self.election.store().queue() {
+            Some(queue) => Ok(queue.queue_len(self.election.store_key()).await? > 0),
+            None => Ok(false),
         }
     }
 
