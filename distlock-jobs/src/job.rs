@@ -159,8 +159,13 @@ impl Job {
         Ok(Firing::from_unix_seconds(seconds))
     }
 
-    /// Checks the durations: all non-zero, `late_start < at_least < at_most`.
-    fn check(&self) -> Result<(), JobError> {
+    /// Checks the durations, as every firing does before any I/O: `at_most` and
+    /// `at_least` non-zero, `late_start < at_least < at_most`.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Durations`] saying which does not hold.
+    pub fn validate(&self) -> Result<(), JobError> {
         let Self { at_most, at_least, late_start, .. } = *self;
         if at_most.is_zero() || at_least.is_zero() {
             return Err(JobError::Durations("`at_most` and `at_least` must be greater than zero".into()));
@@ -196,7 +201,7 @@ impl Job {
         F: FnOnce(JobRun) -> Fut,
         Fut: Future<Output = ()>,
     {
-        self.check()?;
+        self.validate()?;
         let key = self.key(firing);
         let late_by = firing.late_by(now);
         if late_by > self.late_start && !self.catch_up {
@@ -246,7 +251,7 @@ impl Job {
         F: Fn(JobRun) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.check()?;
+        self.validate()?;
         let task = Arc::new(task);
         let mut after = SystemTime::now();
         loop {
