@@ -121,6 +121,43 @@ pub(crate) enum Command {
     /// only: processes that left it (setsid, a new group) are not found.
     #[command(after_help = EXIT_STATUS_HELP, verbatim_doc_comment)]
     Run(RunArgs),
+    /// Run a command while this process leads an election, then resign.
+    ///
+    /// Campaigns in election NAME with --value (this instance's identity or address) and
+    /// waits in line until it leads (unless --wait or --no-wait say otherwise); the
+    /// command then runs while the lead lasts, under the same supervision as `run`:
+    /// stopped (SIGTERM, then SIGKILL after --kill-grace) before another candidate can
+    /// lead if the lead is lost, its whole process tree killed if distlock is killed.
+    /// When the command exits, or distlock gets SIGTERM/SIGINT (passed on to the
+    /// command), the lead is resigned and the next candidate leads at once. The lead is
+    /// the lock `election:NAME`; its term is that lock's fencing number, so the store
+    /// must fence (Redis: `fencing=true`). Its environment gets:
+    ///
+    ///   DISTLOCK_ELECTION  the election's name
+    ///   DISTLOCK_TERM      this leader's term (strictly greater than every earlier one)
+    ///   DISTLOCK_VALUE     the value it campaigned with
+    ///   DISTLOCK_FENCE     the term again, as `run` names it
+    ///   DISTLOCK_KEY, DISTLOCK_TOKEN  the lock's key and token
+    #[command(after_help = EXIT_STATUS_HELP, verbatim_doc_comment)]
+    Elect(ElectArgs),
+    /// Show the leader of an election: term, value and time left, or "no leader";
+    /// --watch prints each change (a new leader, a new value, nobody) as it happens.
+    Leader(LeaderArgs),
+    /// Run a command at each firing of a cron schedule on at most one of the machines
+    /// that run the same schedule on the same store.
+    ///
+    /// Each firing's lock is `job:NAME:<unix seconds of the firing>`, taken without
+    /// waiting: the process that gets it runs the command, the others skip the firing.
+    /// The lock lasts --at-most and is kept at least --at-least after the command
+    /// started, so a machine whose clock is a little behind finds the firing taken. A
+    /// firing this process reaches more than --late-start after its instant (it was
+    /// paused or overloaded) is reported as missed and not run. No firing runs twice
+    /// while the machines' clocks differ by less than --at-least minus --late-start.
+    /// Runs until interrupted; a running command gets the signal too. Its environment
+    /// gets DISTLOCK_JOB (the name), DISTLOCK_FIRING (the firing's Unix seconds) and
+    /// DISTLOCK_FENCE.
+    #[command(verbatim_doc_comment)]
+    Schedule(ScheduleArgs),
     /// Show every holder of a name: the plain lock's holder and every group holder (shared
     /// or exclusive), with owner, time left and fence — or "free".
     ///
@@ -243,6 +280,135 @@ pub(crate) struct RunArgs {
     /// started or was not found, or an internal error. stderr says which.
     #[arg(long, value_name = "STATUS", value_parser = clap::value_parser!(u8).range(1..=255))]
     pub(crate) error_exit_code: Option<u8>,
+
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub(crate) command: Vec<OsString>,
+
+    /// `distlock elect`: the election's name and this candidate's value.
+    #[arg(skip)]
+    pub(crate) lead: Option<(String, String)>,
+}
+
+/// `distlock elect`.
+#[derive(Debug, Args)]
+#[command(override_usage = "distlock elect [OPTIONS] NAME --value VALUE -- CMD...")]
+pub(crate) struct ElectArgs {
+    /// The election's name (its lock is `election:NAME`).
+    pub(crate) name: String,
+
+    /// This candidate's value, e.g. its host and port, shown by `distlock leader` (at most
+    /// 1024 bytes). Default: HOST:PID.
+    #[arg(long)]
+    pub(crate) value: Option<String>,
+
+    /// The leader's lease: a crashed leader is replaced at most this long after its last
+    /// renewal.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) ttl: Duration,
+
+    /// Wait at most this long to lead, then give up with status 75 (--conflict-exit-code).
+    /// Default: wait as long as it takes.
+    #[arg(long, short = 'w', value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) wait: Option<Duration>,
+
+    /// Lead now or give up at once with status 75.
+    #[arg(long, short = 'n', conflicts_with = "wait")]
+    pub(crate) no_wait: bool,
+
+    /// After a lost lead, how long the command has between SIGTERM and SIGKILL (shorter
+    /// than the TTL).
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) kill_grace: Duration,
+
+    /// Exit with this status instead of 75 when another candidate still led at the end
+    /// of --wait.
+    #[arg(long, short = 'E', value_name = "STATUS", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub(crate) conflict_exit_code: Option<u8>,
+
+    /// Exit with this status instead of 76 when the lead was lost.
+    #[arg(long, value_name = "STATUS", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub(crate) lost_exit_code: Option<u8>,
+
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub(crate) command: Vec<OsString>,
+}
+
+impl ElectArgs {
+    /// The same supervision as `run`, on the election's lock.
+    pub(crate) fn into_run(self) -> Result<RunArgs, clap::Error> {
+        let key = parse_key(&format!("election:{}", self.name))
+            .map_err(|error| clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("NAME: {error}\n")))?;
+        let value = self.value.unwrap_or_else(default_value);
+        Ok(RunArgs {
+            key: Some(key),
+            read: Vec::new(),
+            write: Vec::new(),
+            permits: None,
+            owner: None,
+            members: Vec::new(),
+            ttl: self.ttl,
+            wait: self.wait,
+            no_wait: self.no_wait,
+            retry: Duration::from_millis(50),
+            renew_every: None,
+            kill_grace: self.kill_grace,
+            conflict_exit_code: self.conflict_exit_code,
+            lost_exit_code: self.lost_exit_code,
+            error_exit_code: None,
+            command: self.command,
+            lead: Some((self.name, value)),
+        })
+    }
+}
+
+/// `HOST:PID`, a candidate's value when none is given.
+fn default_value() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+/// `distlock leader`.
+#[derive(Debug, Args)]
+pub(crate) struct LeaderArgs {
+    /// The election's name.
+    pub(crate) name: String,
+
+    /// Keep watching and print every change until interrupted.
+    #[arg(long)]
+    pub(crate) watch: bool,
+
+    /// `table` for people; `json`: one JSON object per line.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub(crate) format: Format,
+}
+
+/// `distlock schedule`.
+#[derive(Debug, Args)]
+#[command(override_usage = "distlock schedule [OPTIONS] NAME --cron SCHEDULE -- CMD...")]
+pub(crate) struct ScheduleArgs {
+    /// The job's name.
+    pub(crate) name: String,
+
+    /// The cron schedule, in UTC: five fields (minute hour day month weekday), or six with
+    /// seconds first, or an alias such as @hourly.
+    #[arg(long, value_name = "SCHEDULE")]
+    pub(crate) cron: String,
+
+    /// The longest a firing's lock is held (the lease it is taken with).
+    #[arg(long, default_value = "10m", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) at_most: Duration,
+
+    /// The shortest a firing's lock is held after its command started.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) at_least: Duration,
+
+    /// How late after its instant this process may still start a firing.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) late_start: Duration,
 
     /// The command and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]

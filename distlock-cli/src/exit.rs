@@ -106,6 +106,7 @@ impl From<LockError> for Failure {
             | LockError::InvalidOptions { .. }
             | LockError::InvalidGroup { .. }
             | LockError::InvalidToken
+            | LockError::InvalidValue { .. }
             | LockError::Config { .. } => USAGE,
             _ => UNAVAILABLE,
         };

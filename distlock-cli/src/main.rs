@@ -10,9 +10,11 @@ mod bench;
 mod cli;
 mod exit;
 mod inspect;
+mod leader;
 mod list;
 mod permits;
 mod run;
+mod schedule;
 mod show;
 mod store;
 
@@ -55,6 +57,12 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(store, args).await,
+            Command::Elect(args) => match args.into_run() {
+                Ok(args) => run::run(store, args).await,
+                Err(error) => Err(exit::Failure::usage(error.to_string())),
+            },
+            Command::Leader(args) => leader::leader(store, args).await,
+            Command::Schedule(args) => schedule::schedule(store, args).await,
             Command::Inspect(args) => inspect::inspect(store, args).await,
             Command::Release(args) => inspect::release(store, args).await,
             Command::Permits(args) => permits::permits(store, args).await,

@@ -122,7 +122,7 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
         None => options,
     };
     waiting(wait).validate(args.ttl)?;
-    let wanted = Wanted::from_args(&args)?;
+    let wanted = Wanted::from_args(&args, loss_margin)?;
     let (url, _) = store::url_or_default(url)?;
     let url = url.as_str();
     store::refuse_memory(url, "run")?;
@@ -182,10 +182,18 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
     };
     let names = wanted.names().join("\n");
     let owner = match wanted {
-        Wanted::Lock(_) => String::new(),
+        Wanted::Lock(_) | Wanted::Lead { .. } => String::new(),
         Wanted::Group(_) => locks.owner().to_string(),
     };
-    let env = [("DISTLOCK_KEY", key.as_str()), ("DISTLOCK_NAMES", &names), ("DISTLOCK_OWNER", &owner)];
+    let mut env = vec![("DISTLOCK_KEY", key.as_str()), ("DISTLOCK_NAMES", &names), ("DISTLOCK_OWNER", &owner)];
+    let term = held.fence().map(|term| term.to_string()).unwrap_or_default();
+    if let Wanted::Lead { name, value, .. } = &wanted {
+        env.extend([
+            ("DISTLOCK_ELECTION", name.as_str()),
+            ("DISTLOCK_TERM", &term),
+            ("DISTLOCK_VALUE", value.as_str()),
+        ]);
+    }
     let supervision =
         Supervision { command: &args.command, env: &env, label: &label, kill_grace: args.kill_grace, loss_margin };
     let outcome = supervision.run(&held, &mut signals).await;

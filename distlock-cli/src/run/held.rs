@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use distlock::election::{Election, Leadership};
 use distlock::{
-    DistributedLock, GroupLock, GroupMember, LockError, LockGroup, LockKey, LockManager, LockMode, LockOptions,
-    LossReason, Token,
+    DistributedLock, GroupLock, GroupMember, LeaseValue, LockError, LockGroup, LockKey, LockManager, LockMode,
+    LockOptions, LossReason, Token,
 };
 use tokio::time::Instant;
 
@@ -19,11 +20,26 @@ pub(super) enum Wanted {
     Lock(LockKey),
     /// A group: every name in its mode, or none.
     Group(LockGroup),
+    /// The lead of an election (its lock `election:NAME`), with this candidate's value.
+    Lead {
+        /// The election's name.
+        name: String,
+        /// The lock key, `election:NAME`.
+        key: LockKey,
+        /// The candidate's value.
+        value: LeaseValue,
+        /// The loss margin the command's supervision needs.
+        loss_margin: Duration,
+    },
 }
 
 impl Wanted {
     /// From `--key`, or `--read` / `--write` (and `--permits` for the shared members).
-    pub(super) fn from_args(args: &RunArgs) -> Result<Self, Failure> {
+    pub(super) fn from_args(args: &RunArgs, loss_margin: Duration) -> Result<Self, Failure> {
+        if let (Some((name, value)), Some(key)) = (&args.lead, &args.key) {
+            let value = LeaseValue::new(value.as_str())?;
+            return Ok(Self::Lead { name: name.clone(), key: key.clone(), value, loss_margin });
+        }
         if let Some(key) = &args.key {
             return Ok(Self::Lock(key.clone()));
         }
@@ -40,7 +56,7 @@ impl Wanted {
     /// The key, or the group's names in order.
     pub(super) fn names(&self) -> Vec<&str> {
         match self {
-            Self::Lock(key) => vec![key.as_str()],
+            Self::Lock(key) | Self::Lead { key, .. } => vec![key.as_str()],
             Self::Group(group) => group.members().iter().map(|member| member.key.as_str()).collect(),
         }
     }
@@ -49,6 +65,7 @@ impl Wanted {
     pub(super) fn label(&self) -> String {
         match self {
             Self::Lock(key) => format!("lock `{key}`"),
+            Self::Lead { name, .. } => format!("the lead of election `{name}`"),
             Self::Group(group) => {
                 let members: Vec<String> =
                     group.members().iter().map(|member| format!("`{}` ({})", member.key, member.mode)).collect();
@@ -61,6 +78,7 @@ impl Wanted {
     pub(super) fn conflict(&self) -> &'static str {
         match self {
             Self::Lock(_) => "it is held by another owner",
+            Self::Lead { .. } => "another candidate leads",
             Self::Group(_) => "a name is held by another owner in a conflicting mode, or out of permits",
         }
     }
@@ -75,6 +93,9 @@ impl Wanted {
         Ok(match self {
             Self::Lock(key) => locks.try_lock_opts(key.as_str(), ttl, options).await?.map(Held::Lock),
             Self::Group(group) => locks.try_lock_group_opts(group, ttl, options).await?.map(Held::Group),
+            Self::Lead { value, .. } => {
+                self.election(locks, ttl)?.campaign_for(value.as_str(), Duration::ZERO).await?.map(Held::Lead)
+            }
         })
     }
 
@@ -89,11 +110,28 @@ impl Wanted {
         let taken = match self {
             Self::Lock(key) => locks.lock_opts(key.as_str(), ttl, options).await.map(Held::Lock),
             Self::Group(group) => locks.lock_group_opts(group, ttl, options).await.map(Held::Group),
+            Self::Lead { value, .. } => {
+                let election = self.election(locks, ttl)?;
+                return match options.wait {
+                    Some(wait) => Ok(election.campaign_for(value.as_str(), wait).await?.map(Held::Lead)),
+                    None => election.campaign(value.as_str()).await.map(|lead| Some(Held::Lead(lead))),
+                };
+            }
         };
         match taken {
             Ok(held) => Ok(Some(held)),
             Err(error) if error.is_not_acquired() => Ok(None),
             Err(error) => Err(error),
+        }
+    }
+}
+
+impl Wanted {
+    /// The election of [`Wanted::Lead`].
+    fn election(&self, locks: &LockManager, ttl: Duration) -> Result<Election, LockError> {
+        match self {
+            Self::Lead { name, loss_margin, .. } => Ok(Election::new(locks, name)?.ttl(ttl).loss_margin(*loss_margin)),
+            _ => Err(LockError::Config { message: "not an election".into() }),
         }
     }
 }
@@ -105,6 +143,8 @@ pub(super) enum Held {
     Lock(DistributedLock),
     /// A group.
     Group(GroupLock),
+    /// The lead of an election.
+    Lead(Leadership),
 }
 
 impl Held {
@@ -112,6 +152,7 @@ impl Held {
         match self {
             Self::Lock(lock) => lock.token(),
             Self::Group(group) => group.token(),
+            Self::Lead(lead) => lead.lock().token(),
         }
     }
 
@@ -120,6 +161,7 @@ impl Held {
         match self {
             Self::Lock(lock) => lock.fence(),
             Self::Group(group) => group.stamp(),
+            Self::Lead(lead) => Some(lead.term()),
         }
     }
 
@@ -127,6 +169,7 @@ impl Held {
         match self {
             Self::Lock(lock) => lock.safe_until(),
             Self::Group(group) => group.safe_until(),
+            Self::Lead(lead) => lead.lock().safe_until(),
         }
     }
 
@@ -135,6 +178,7 @@ impl Held {
         match self {
             Self::Lock(lock) => lock.lost().await,
             Self::Group(group) => group.lost().await,
+            Self::Lead(lead) => lead.lost().await,
         }
     }
 
@@ -142,6 +186,7 @@ impl Held {
         match self {
             Self::Lock(lock) => lock.is_lost(),
             Self::Group(group) => group.is_lost(),
+            Self::Lead(lead) => lead.is_lost(),
         }
     }
 
@@ -149,6 +194,7 @@ impl Held {
     pub(super) async fn release(self) -> Result<bool, LockError> {
         match self {
             Self::Lock(lock) => lock.release().await,
+            Self::Lead(lead) => lead.resign().await,
             Self::Group(group) => match group.release().await {
                 Ok(()) => Ok(true),
                 Err(LockError::GroupNotHeld { .. }) => Ok(false),
