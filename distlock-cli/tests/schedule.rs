@@ -1,0 +1,147 @@
+//! `distlock schedule` across processes on real servers: five processes whose wall
+//! clocks are up to 4 s apart (libfaketime) run each firing of a job once, also while they
+//! are killed one by one; a run killed mid-way is not run again for its firing.
+
+#[macro_use]
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+
+/// libfaketime's preload library, where Debian's `faketime` package puts it.
+fn libfaketime() -> Option<PathBuf> {
+    let mut dirs = vec![PathBuf::from("/usr/lib/faketime"), PathBuf::from("/usr/local/lib/faketime")];
+    for entry in std::fs::read_dir("/usr/lib").into_iter().flatten().flatten() {
+        dirs.push(entry.path().join("faketime"));
+    }
+    dirs.into_iter().map(|dir| dir.join("libfaketime.so.1")).find(|path| path.exists())
+}
+
+/// `distlock schedule NAME ARGS… -- sh -c SCRIPT` with its wall clock `offset` (e.g. `+2s`)
+/// from the true one, in a process group of its own.
+fn scheduler(url: &str, offset: &str, name: &str, args: &[&str], script: &str) -> Running {
+    let faketime = libfaketime().expect("libfaketime (Debian package faketime; scripts/test.sh installs it)");
+    let mut all = vec!["schedule", name];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--", "sh", "-c", script]);
+    let mut command = distlock(Some(url), &all);
+    command.env("LD_PRELOAD", faketime).env("FAKETIME", offset).env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+    command.process_group(0);
+    Running::spawn(command)
+}
+
+/// Sleeps until the true wall clock is half-way between two whole seconds, at least
+/// `after` from now: away from the firings, which every process starts at a whole second
+/// (their clocks differ by whole seconds).
+async fn sleep_to_half_second(after: Duration) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + after;
+    let target = Duration::from_secs(now.as_secs()) + Duration::from_millis(500);
+    let target = if target < now { target + Duration::from_secs(1) } else { target };
+    tokio::time::sleep(target - SystemTime::now().duration_since(UNIX_EPOCH).unwrap()).await;
+}
+
+/// Waits for a killed process's end.
+async fn reap(mut killed: Running) {
+    let _ = tokio::time::timeout(TIMEOUT, killed.child.wait()).await.expect("a killed process did not end");
+}
+
+/// The firings (Unix seconds) the runs file holds, one per run.
+fn runs(path: &str) -> Vec<u64> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(|line| line.trim().parse().unwrap()).collect()
+}
+
+/// Five processes, clocks at −2, −1, 0, +1 and +2 s, run a job every second for more than
+/// 30 s; four of them are killed (`kill -9`) one by one on the way. Every firing in the
+/// span runs exactly once: none twice, none missed while one process lives.
+async fn five_skewed_processes_run_each_firing_once(url: &str) {
+    if libfaketime().is_none() && !distlock_conformance::kit::services_required() {
+        eprintln!("SKIPPED: install faketime to run it");
+        return;
+    }
+    let dir = TempDir::new("schedule");
+    let file = dir.path("runs");
+    let name = key("every-second");
+    let script = format!(r#"echo "$DISTLOCK_FIRING" >> {file}"#);
+    let args = ["--cron", "* * * * * *", "--at-least", "8s", "--late-start", "2s"];
+    // Killed in this order; the process at +0s lives to the end.
+    let offsets = ["+2s", "-2s", "+1s", "-1s", "+0s"];
+    let mut processes: Vec<Running> =
+        offsets.iter().map(|offset| scheduler(url, offset, &name, &args, &script)).collect();
+    let started = Instant::now();
+    for _ in 0..4 {
+        sleep_to_half_second(Duration::from_secs(6)).await;
+        let victim = processes.remove(0);
+        killpg(Pid::from_raw(victim.pid()), Signal::SIGKILL).expect("kill -9");
+        reap(victim).await;
+    }
+    sleep_to_half_second(Duration::from_secs(36).saturating_sub(started.elapsed())).await;
+    let last = processes.remove(0);
+    kill(Pid::from_raw(last.pid()), Signal::SIGTERM).expect("SIGTERM");
+    let (status, errors) = last.finish().await;
+    assert_eq!(status, 143, "{errors}");
+
+    let mut firings = runs(&file);
+    let count = firings.len();
+    firings.sort_unstable();
+    firings.dedup();
+    assert_eq!(firings.len(), count, "a firing ran twice: {:?}", runs(&file));
+    let (first, last) = (firings[0], firings[firings.len() - 1]);
+    let missing: Vec<u64> = (first..=last).filter(|firing| firings.binary_search(firing).is_err()).collect();
+    assert!(missing.is_empty(), "missed firings {missing:?} of {first}..={last}");
+    assert!(firings.len() >= 30, "only {} firings in {first}..={last}", firings.len());
+}
+
+/// The process that runs a firing is killed (with its command) mid-run: the other process
+/// reaches the firing a second later and finds it taken, so the firing is not run again;
+/// the next firing runs.
+async fn a_run_killed_midway_is_not_run_again(url: &str) {
+    if libfaketime().is_none() && !distlock_conformance::kit::services_required() {
+        eprintln!("SKIPPED: install faketime to run it");
+        return;
+    }
+    let dir = TempDir::new("schedule-killed");
+    let file = dir.path("runs");
+    let name = key("killed");
+    let script = format!(r#"echo "$DISTLOCK_FIRING" >> {file}; sleep 3"#);
+    let args = ["--cron", "*/4 * * * * *", "--at-most", "20s", "--at-least", "3500ms", "--late-start", "2s"];
+    // The process whose clock is ahead reaches each firing first.
+    let ahead = scheduler(url, "+1s", &name, &args, &script);
+    let behind = scheduler(url, "+0s", &name, &args, &script);
+    let deadline = Instant::now() + TIMEOUT;
+    while runs(&file).is_empty() {
+        assert!(Instant::now() < deadline, "no firing ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    killpg(Pid::from_raw(ahead.pid()), Signal::SIGKILL).expect("kill -9 the scheduler and its command");
+    reap(ahead).await;
+    let killed = runs(&file)[0];
+    while runs(&file).len() < 2 {
+        assert!(Instant::now() < deadline, "the next firing never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kill(Pid::from_raw(behind.pid()), Signal::SIGTERM).expect("SIGTERM");
+    let _ = behind.finish().await;
+    let firings = runs(&file);
+    assert_eq!(firings.iter().filter(|firing| **firing == killed).count(), 1, "run again: {firings:?}");
+    assert_eq!(firings[1], killed + 4, "{firings:?}");
+}
+
+/// Bad schedules and durations are usage errors before any connection.
+#[tokio::test]
+async fn bad_schedules_are_usage_errors() {
+    for args in [
+        &["schedule", "j", "--cron", "61 * * * *", "--", "true"][..],
+        &["schedule", "j", "--cron", "* * * * *", "--at-least", "10m", "--", "true"],
+        &["schedule", "j", "--cron", "* * * * *", "--late-start", "5s", "--", "true"],
+    ] {
+        let out = output(distlock(Some("redis://127.0.0.1:1"), args)).await;
+        assert_eq!(out.status.code(), Some(USAGE), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    }
+}
+
+all_stores!(five_skewed_processes_run_each_firing_once, a_run_killed_midway_is_not_run_again);
