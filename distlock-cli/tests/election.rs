@@ -201,6 +201,28 @@ async fn leader_watch_prints_every_term_in_order(url: &str) {
     assert_eq!(watch.finish().await.0, 0);
 }
 
+/// Candidates in three processes lead in the order they started waiting.
+async fn candidates_lead_in_the_order_they_came(url: &str) {
+    let url = &election_url(url);
+    let name = key("order");
+    let mut leader = candidate(url, &name, "c0", &[]);
+    let mut term = term_of(&mut leader, "c0").await;
+    let mut waiting_candidates = Vec::new();
+    for n in 1..=3 {
+        waiting_candidates.push(candidate(url, &name, &format!("c{n}"), &[]));
+        waiting(url, &name, n).await;
+    }
+    for (n, mut next) in waiting_candidates.into_iter().enumerate() {
+        leader.close_stdin();
+        assert_eq!(leader.finish().await.0, 0);
+        let next_term = term_of(&mut next, &format!("c{}", n + 1)).await;
+        assert!(next_term > term, "term {next_term} after {term}");
+        (leader, term) = (next, next_term);
+    }
+    leader.close_stdin();
+    assert_eq!(leader.finish().await.0, 0);
+}
+
 /// On a store that does not fence (Redis by default), `elect` is a usage error that says
 /// how to turn fencing on, and nothing runs.
 #[tokio::test]
@@ -236,4 +258,5 @@ election_cases!(
     a_killed_leader_is_replaced_within_its_ttl,
     a_paused_leader_is_fenced_out_by_term,
     leader_watch_prints_every_term_in_order,
+    candidates_lead_in_the_order_they_came,
 );

@@ -130,6 +130,42 @@ async fn a_run_killed_midway_is_not_run_again(url: &str) {
     assert_eq!(firings[1], killed + 4, "{firings:?}");
 }
 
+/// A scheduler paused (SIGSTOP) over several firings reports each firing it reached too
+/// late as missed, runs none of them late, and goes on with the next ones.
+async fn firings_reached_too_late_are_reported_missed(url: &str) {
+    let dir = TempDir::new("schedule-missed");
+    let file = dir.path("runs");
+    let name = key("missed");
+    let script = format!(r#"echo "$DISTLOCK_FIRING" >> {file}"#);
+    let args = ["--cron", "* * * * * *", "--at-least", "2s", "--late-start", "500ms"];
+    let mut paused =
+        distlock(Some(url), &[&["schedule", name.as_str()][..], &args, &["--", "sh", "-c", &script]].concat());
+    paused.process_group(0);
+    let mut paused = Running::spawn(paused);
+    let deadline = Instant::now() + TIMEOUT;
+    while runs(&file).is_empty() {
+        assert!(Instant::now() < deadline, "no firing ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sleep_to_half_second(Duration::ZERO).await;
+    kill(Pid::from_raw(paused.pid()), Signal::SIGSTOP).expect("SIGSTOP");
+    let stopped_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    kill(Pid::from_raw(paused.pid()), Signal::SIGCONT).expect("SIGCONT");
+    let line = paused.stderr_line_with("missed").await;
+    assert!(line.contains("reached too late"), "{line}");
+    let resumed_at = stopped_at + 4;
+    while runs(&file).last().is_none_or(|last| *last <= resumed_at) {
+        assert!(Instant::now() < deadline, "no firing ran after the pause");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kill(Pid::from_raw(paused.pid()), Signal::SIGTERM).expect("SIGTERM");
+    let _ = paused.child.wait().await;
+    let firings = runs(&file);
+    let late: Vec<u64> = firings.iter().copied().filter(|f| *f > stopped_at && *f < resumed_at).collect();
+    assert!(late.is_empty(), "firings run late after the pause: {late:?} of {firings:?}");
+}
+
 /// Bad schedules and durations are usage errors before any connection.
 #[tokio::test]
 async fn bad_schedules_are_usage_errors() {
@@ -144,4 +180,8 @@ async fn bad_schedules_are_usage_errors() {
     }
 }
 
-all_stores!(five_skewed_processes_run_each_firing_once, a_run_killed_midway_is_not_run_again);
+all_stores!(
+    five_skewed_processes_run_each_firing_once,
+    a_run_killed_midway_is_not_run_again,
+    firings_reached_too_late_are_reported_missed,
+);
