@@ -143,7 +143,9 @@ pub struct WorkspaceReadmeDoctests;
     feature = "axum",
     feature = "metrics",
     feature = "optimistic",
-    feature = "testing"
+    feature = "testing",
+    feature = "election",
+    feature = "jobs"
 ))]
 #[doc = include_str!("../../docs/guide.md")]
 pub struct GuideDoctests;
