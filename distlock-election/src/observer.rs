@@ -84,6 +84,34 @@ impl Observer {
         }
     }
 
+    /// The changes as a [`Stream`](futures_util::Stream): each item is what
+    /// [`changed`](Self::changed) returns, the first the current leader. The stream does
+    /// not end; an error is an item, and the next item reads again.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use distlock::election::Election;
+    /// use distlock::memory::MemoryLockStore;
+    /// use distlock::LockManager;
+    /// use futures_util::StreamExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), distlock::LockError> {
+    /// let locks = LockManager::new(Arc::new(MemoryLockStore::new()));
+    /// let election = Election::new(&locks, "scheduler")?;
+    /// let mut changes = Box::pin(election.observe().into_stream());
+    /// assert_eq!(changes.next().await.transpose()?, Some(None), "nobody leads");
+    /// let leadership = election.campaign("a").await?;
+    /// let leader = changes.next().await.transpose()?.flatten().expect("a leader");
+    /// assert_eq!(leader.term, leadership.term());
+    /// # Ok(()) }
+    /// ```
+    pub fn into_stream(self) -> impl futures_util::Stream<Item = Result<Option<Leader>, LockError>> + Send {
+        futures_util::stream::unfold(self, |mut observer| async move {
+            let item = observer.changed().await;
+            Some((item, observer))
+        })
+    }
+
     /// Whether candidates wait in the store's queue for the election's lock.
     async fn candidates_wait(&self) -> Result<bool, LockError> {
         match self.election.store().queue() {
