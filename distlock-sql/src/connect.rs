@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
+use std::fmt;
+
 use distlock_api::{probe, BoxError, LockError};
 use sqlx::pool::PoolOptions;
-use sqlx::{Connection, Database};
+use sqlx::{Connection, Database, Pool};
 
 use crate::retry::ConnectTimedOut;
 
@@ -89,6 +91,94 @@ pub async fn first_connection<C: Connection>(
     Ok(())
 }
 
+/// Why an operation got no connection from its pool within the acquire timeout: the
+/// cause of a [`LockError::Store`] in place of sqlx's bare `PoolTimedOut`, which says
+/// neither whether the pool was full nor what the server answered.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NoConnection {
+    /// Every connection of the pool was in use for the whole acquire timeout: the
+    /// application runs more operations at once than the pool has connections.
+    Busy {
+        /// The pool's `max_connections`.
+        max_connections: u32,
+        /// The pool's acquire timeout.
+        timeout: Duration,
+    },
+    /// The pool had room for another connection but could not open one: the server
+    /// refused it (its own `max_connections`, a role's connection limit, a shutdown) or
+    /// did not answer in time.
+    Refused {
+        /// Connections the pool held when the wait ended.
+        held: u32,
+        /// The pool's `max_connections`.
+        max_connections: u32,
+        /// The pool's acquire timeout.
+        timeout: Duration,
+        /// The server's (or the network's) answer to one more connection attempt made
+        /// right after the timeout, or `None` when that attempt succeeded (the server
+        /// accepts connections again).
+        server: Option<String>,
+    },
+}
+
+impl fmt::Display for NoConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Busy { max_connections, timeout } => write!(
+                f,
+                "all {max_connections} connections of the pool are busy and none came free within the acquire \
+                 timeout ({timeout:?}): raise the pool's max_connections or run fewer operations at once"
+            ),
+            Self::Refused { held, max_connections, timeout, server: Some(server) } => write!(
+                f,
+                "the server refused new connections: {server} (the pool holds {held} of its {max_connections} \
+                 connections and could not open another within the acquire timeout ({timeout:?}); raise the \
+                 server's connection limit or open fewer connections to it)"
+            ),
+            Self::Refused { held, max_connections, timeout, server: None } => write!(
+                f,
+                "the pool could not open a connection within the acquire timeout ({timeout:?}) (it holds {held} of \
+                 its {max_connections} connections): the server refused or was slow to accept new connections, \
+                 and accepts them again now"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NoConnection {}
+
+/// The cause to report for `error`, an operation's error on `pool`: a pool timeout
+/// becomes [`NoConnection`], saying whether the pool's connections were all busy or the
+/// server refused new ones; any other error is kept.
+///
+/// sqlx counts a connection being opened as part of the pool, so a full pool does not
+/// tell the two apart: one more connection attempt, with the pool's own options and
+/// bounded by its acquire timeout, does. Its answer is the server's refusal, or, when it
+/// connects, shows that the server accepts connections and the pool was busy.
+pub async fn explain<DB: Database>(pool: &Pool<DB>, error: sqlx::Error) -> BoxError {
+    if !matches!(error, sqlx::Error::PoolTimedOut) {
+        return Box::new(error);
+    }
+    let (max_connections, timeout) = (pool.options().get_max_connections(), pool.options().get_acquire_timeout());
+    let held = pool.size();
+    let options = pool.connect_options();
+    let server = match tokio::time::timeout(timeout, DB::Connection::connect_with(&options)).await {
+        Err(_) => Some(ConnectTimedOut { setting: "acquire timeout", timeout }.to_string()),
+        Ok(Err(error)) => Some(error.to_string()),
+        Ok(Ok(conn)) => {
+            if let Err(error) = conn.close().await {
+                tracing::debug!(%error, "closing the diagnostic connection failed");
+            }
+            None
+        }
+    };
+    if server.is_none() && held >= max_connections {
+        return Box::new(NoConnection::Busy { max_connections, timeout });
+    }
+    Box::new(NoConnection::Refused { held, max_connections, timeout, server })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +191,20 @@ mod tests {
         assert_eq!(merge::<i32>("table", None, None, 7).unwrap(), 7);
         let err = merge("table", Some(1), Some(2), 0).unwrap_err();
         assert!(matches!(&err, LockError::Config { message } if message.contains("`table`")), "{err}");
+    }
+
+    #[test]
+    fn no_connection_says_which_limit_was_reached() {
+        let timeout = Duration::from_millis(500);
+        let busy = NoConnection::Busy { max_connections: 8, timeout }.to_string();
+        assert!(busy.starts_with("all 8 connections of the pool are busy"), "{busy}");
+        let server = Some("sorry, too many clients already".to_owned());
+        let refused = NoConnection::Refused { held: 3, max_connections: 8, timeout, server }.to_string();
+        assert!(
+            refused.starts_with("the server refused new connections: sorry, too many clients already"),
+            "{refused}"
+        );
+        assert!(refused.contains("the pool holds 3 of its 8 connections"), "{refused}");
     }
 
     #[test]

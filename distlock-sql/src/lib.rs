@@ -11,6 +11,7 @@ pub mod listing;
 pub mod query;
 pub mod retry;
 
+pub use connect::NoConnection;
 pub use identifier::{Identifier, IdentifierRules};
 pub use inflight::{Attempt, InFlight};
 pub use retry::{ConnectTimedOut, Retry};
