@@ -7,6 +7,7 @@
 //! be dead run again on another connection, as the lock operations do; running any of
 //! them twice is harmless (a grant run again recognises the group its first run took).
 
+use distlock_sql::connect::explain;
 use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, wakes_of, wakes_reach, Registration, Woken};
@@ -224,7 +225,10 @@ impl GroupLockStore for PostgresLockStore {
         let mut retries = self.pool().options().get_max_connections();
         let mut again = false;
         let row = loop {
-            let conn = self.pool().acquire().await.map_err(|error| self.group_fail(OPERATION, None, error))?;
+            let conn = match self.pool().acquire().await {
+                Ok(conn) => conn,
+                Err(error) => return Err(self.group_fail(OPERATION, None, explain(self.pool(), error).await)),
+            };
             let row = sqlx::query_as::<_, (Option<i64>, Option<i64>)>(&self.group_sql().acquire)
                 .bind(&names)
                 .bind(&modes)

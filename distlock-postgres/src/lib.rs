@@ -27,6 +27,7 @@ pub use config::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_APPLICATION_NAME, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, DEFAULT_SEQUENCE,
     DEFAULT_TABLE, MAX_ACQUIRE_TIMEOUT, MIN_PURGE_HORIZON,
 };
+pub use distlock_sql::NoConnection;
 pub use error::GroupSchemaMissing;
 pub use idempotency::{PostgresIdempotencyStore, PostgresIdempotencyStoreBuilder, PurgeTask};
 pub use purge::{PurgeOptions, PurgerHandle};

@@ -35,7 +35,7 @@ impl PostgresLockStore {
                 let exists: bool = self
                     .retrying(operation, || sqlx::query_scalar(&sql.exists).fetch_one(self.pool()))
                     .await
-                    .map_err(fail)?;
+                    .map_err(|error| LockError::store(BACKEND, operation, None, error))?;
                 if exists {
                     return Ok(true);
                 }

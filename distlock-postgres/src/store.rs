@@ -20,6 +20,7 @@ use crate::error::{
 use crate::group_sql::{GroupSchemaState, GroupStatements, HOLDER_COLUMNS, PERMIT_COLUMNS};
 use crate::notify::Notifier;
 use crate::sql::{self, SchemaState, Statements, SCHEMA_LOCK_KEY, TURN};
+use distlock_sql::connect::explain;
 use distlock_sql::listing::{held_lock, lock_info, page_start};
 use distlock_sql::{InFlight, Retry};
 
@@ -354,14 +355,19 @@ impl PostgresLockStore {
     /// Runs `statement` (a fresh future per call, each on a connection from the pool),
     /// again while it fails because its connection was lost (see "Dead connections") or
     /// its transaction was a deadlock's victim (rolled back, so nothing of it remains).
-    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, statement: F) -> Result<T, sqlx::Error>
+    /// A pool timeout is reported as [`NoConnection`](distlock_sql::NoConnection): the
+    /// pool busy, or the server refusing new connections.
+    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, statement: F) -> Result<T, distlock_api::BoxError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, sqlx::Error>>,
     {
         let retry =
             Retry { lost_connections: self.retries(), deadlocks: DEADLOCK_RETRIES, is_connection_lost, is_deadlock };
-        retry.run(operation, statement).await
+        match retry.run(operation, statement).await {
+            Ok(value) => Ok(value),
+            Err(error) => Err(explain(&self.pool, error).await),
+        }
     }
 }
 
@@ -406,7 +412,10 @@ impl LockStore for PostgresLockStore {
         let mut statement = &self.sql.acquire;
         let mut retries = self.retries();
         let row = loop {
-            let conn = self.pool.acquire().await.map_err(|error| self.fail("acquire", key, error))?;
+            let conn = match self.pool.acquire().await {
+                Ok(conn) => conn,
+                Err(error) => return Err(self.fail("acquire", key, explain(&self.pool, error).await)),
+            };
             let row = sqlx::query_as::<_, (i64, bool)>(statement)
                 .bind(key.as_str())
                 .bind(token.as_str())
@@ -559,7 +568,6 @@ impl LockStore for PostgresLockStore {
         let like = pattern.to_sql_like(LOCK_NAMESPACE);
         let limit = limit.clamp(1, ListPage::MAX_LIMIT);
         let page_size = i64::try_from(limit).unwrap_or(i64::MAX);
-        let fail = |error: sqlx::Error| LockError::store(BACKEND, "list", None, error);
         let rows: Vec<ListRow> = self
             .retrying("list", || {
                 sqlx::query_as(&self.sql.list)
@@ -571,7 +579,7 @@ impl LockStore for PostgresLockStore {
                     .fetch_all(&self.pool)
             })
             .await
-            .map_err(fail)?;
+            .map_err(|error| LockError::store(BACKEND, "list", None, error))?;
         let (last, examined) = match rows.first() {
             Some((last, examined, ..)) => (last.clone(), *examined),
             None => return Err(unexpected("the list statement returned no row".to_owned())),

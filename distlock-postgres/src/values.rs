@@ -60,7 +60,7 @@ impl PostgresLockStore {
 
     /// Whether the table of lease values exists (for the purge, which skips it otherwise
     /// and never creates it).
-    pub(crate) async fn has_values_table(&self) -> Result<bool, sqlx::Error> {
+    pub(crate) async fn has_values_table(&self) -> Result<bool, distlock_api::BoxError> {
         if self.values_state().initialized() {
             return Ok(true);
         }
