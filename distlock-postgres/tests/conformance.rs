@@ -24,7 +24,10 @@ async fn prepared(store: PostgresLockStore, purged: &AtomicBool) -> Option<Arc<D
 async fn store() -> Option<Arc<DynLockStore>> {
     static PURGED: AtomicBool = AtomicBool::new(false);
     let url = distlock_conformance::kit::postgres_url("postgres conformance")?;
-    prepared(PostgresLockStore::connect(&url).await.expect("connect"), &PURGED).await
+    // A small pool, as the other configurations: a case uses few connections at once, and
+    // the suite must fit a stock server's `max_connections` (see the README).
+    let store = PostgresLockStore::builder().max_connections(4).connect(&url).await.expect("connect");
+    prepared(store, &PURGED).await
 }
 
 distlock_conformance::conformance_suite!(store);
