@@ -42,23 +42,26 @@ pub(crate) fn signal_status(signal: i32) -> u8 {
 /// The exit-status table shown by `--help` and in the README.
 pub(crate) const EXIT_STATUS_HELP: &str = "\
 Exit status:
-  run        the command's own status (128 + N when it ended on signal N)
-  0          success (inspect, list, release, permits, bench)
+  run, elect the command's own status (128 + N when it ended on signal N)
+  0          success (inspect, list, release, permits, leader, bench)
   1          release KEY --token: the token does not hold the lock; nothing was changed
   64         usage: bad flag, duration, key, token, owner or permits; --key with --read or
-             --write; a name twice in a group; no store; memory:// with run, inspect,
-             release or permits
+             --write; a name twice in a group; no store; memory:// with run, elect,
+             leader, schedule, inspect, release or permits; elect on a store that does
+             not fence; a bad schedule or schedule durations
   69         the store could not be reached or failed, or has no lock groups
              (run: --error-exit-code)
   70         bench: a mutual-exclusion violation was observed (never expected);
              run: an internal error, e.g. its keeper process was killed (--error-exit-code)
   73         bench --plot: the plots could not be written
   75         run: the lock, or a name of the group, is held by another owner (or out of
-             permits), after --wait (--conflict-exit-code)
-  76         run: the lease was lost; the command got SIGTERM, SIGKILL after --kill-grace
-             (--lost-exit-code)
+             permits), after --wait; elect: another candidate still leads
+             (--conflict-exit-code)
+  76         run, elect: the lease (the lead) was lost; the command got SIGTERM, SIGKILL
+             after --kill-grace (--lost-exit-code)
   126, 127   run: the command could not be started / was not found (--error-exit-code)
-  128 + N    run: distlock got signal N while connecting or waiting; nothing was run
+  128 + N    run, elect: distlock got signal N while connecting or waiting; nothing was
+             run; schedule: stopped by signal N (the usual way it ends)
 With --conflict-exit-code, --lost-exit-code and --error-exit-code set to statuses the
 command never uses, every other status of run is the command's own (or 64, 128 + N).";
 

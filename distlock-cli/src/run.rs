@@ -125,7 +125,7 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
     let wanted = Wanted::from_args(&args, loss_margin)?;
     let (url, _) = store::url_or_default(url)?;
     let url = url.as_str();
-    store::refuse_memory(url, "run")?;
+    store::refuse_memory(url, if args.lead.is_some() { "elect" } else { "run" })?;
     // Installed before anything slow, so that Ctrl-C while connecting or waiting ends
     // distlock cleanly rather than killing it mid-acquisition.
     let mut signals = Signals::install()?;

@@ -95,6 +95,7 @@ async fn execute(command: &[std::ffi::OsString], run: &JobRun, running: &tokio::
 fn usage(error: JobError) -> Failure {
     match error {
         JobError::Lock(error) => error.into(),
+        JobError::Name(error) => Failure::usage(format!("invalid job name: {error}")),
         other => Failure::usage(other.to_string()),
     }
 }
