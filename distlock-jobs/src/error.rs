@@ -18,7 +18,7 @@ pub enum JobError {
         reason: String,
     },
     /// The job's name is not usable in a lock key.
-    #[error("invalid job name: {0}")]
+    #[error("invalid job name")]
     Name(#[source] LockError),
     /// `at_least` is not shorter than `at_most`, a duration is zero, or `late_start` is
     /// not shorter than `at_least`.
