@@ -4,12 +4,20 @@
 -- taken, or refreshed once half of it has passed (so a waiter woken by every hand-over
 -- rarely writes). A handed lease keeps its `waiting` flag: waiters that flagged it while
 -- it was handed still wait for its release (a store without notifications has no flag).
+-- An attempt while another token holds the key draws no fence.
 WITH head AS (
     SELECT token FROM {queue} WHERE key = $1 AND expires_at > clock_timestamp() ORDER BY arrival LIMIT 1),
 taken AS (
     INSERT INTO {table} AS held (key, token, fence, expires_at)
-    SELECT $1, $2, nextval('{sequence}'), clock_timestamp() + $3 * interval '1 millisecond'
+    SELECT $1, $2,
+        -- A lease handed to $2 keeps the fence it was handed with (see the SET list).
+        CASE WHEN EXISTS (SELECT 1 FROM {table} WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp())
+             THEN 0 ELSE nextval('{sequence}') END,
+        clock_timestamp() + $3 * interval '1 millisecond'
     WHERE coalesce((SELECT token FROM head), $2) = $2
+        -- A key another token holds: nothing to insert, and no fence drawn.
+        AND NOT EXISTS (SELECT 1 FROM {table}
+                        WHERE key = $1 AND token IS DISTINCT FROM $2 AND expires_at > clock_timestamp())
     ON CONFLICT (key) DO UPDATE
     SET token = EXCLUDED.token,
         fence = CASE WHEN held.token = EXCLUDED.token THEN held.fence
