@@ -52,14 +52,23 @@ enum Capability {
     Handoff,
     Fairness,
     Groups,
+    Election,
     Idempotency,
     Versioned,
     ScaleOut,
 }
 
 impl Capability {
-    const ALL: [Self; 7] =
-        [Self::Locks, Self::Handoff, Self::Fairness, Self::Groups, Self::Idempotency, Self::Versioned, Self::ScaleOut];
+    const ALL: [Self; 8] = [
+        Self::Locks,
+        Self::Handoff,
+        Self::Fairness,
+        Self::Groups,
+        Self::Election,
+        Self::Idempotency,
+        Self::Versioned,
+        Self::ScaleOut,
+    ];
 
     fn heading(self) -> &'static str {
         match self {
@@ -67,6 +76,7 @@ impl Capability {
             Self::Handoff => "Hand-off",
             Self::Fairness => "Fairness",
             Self::Groups => "Lock groups",
+            Self::Election => "Leader election",
             Self::Idempotency => "Idempotency",
             Self::Versioned => "Versioned updates",
             Self::ScaleOut => "Scale-out",
@@ -97,7 +107,9 @@ impl Capability {
         let has = |words: &[&str]| {
             words.iter().any(|word| title.contains(word) || names.iter().any(|name| name.contains(word)))
         };
-        if has(&["group", "read lock", "readers", "writer"]) {
+        if title.contains("election") {
+            Self::Election
+        } else if has(&["group", "read lock", "readers", "writer"]) {
             Self::Groups
         } else if has(&["fair", "barging"]) {
             Self::Fairness
@@ -306,6 +318,19 @@ pub fn render(run: &RunInfo, records: &[Record], files: &[PlotFile]) -> String {
             );
             for table in by_store {
                 let base = table.rows.first().map_or("", |row| row.name.as_str());
+                // A figure without a baseline (one variant) is listed as it is.
+                if let [row] = table.rows.as_slice() {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} | {} | {} {} | – | – |",
+                        suite_heading(&table.suite),
+                        table.title,
+                        row.name,
+                        value(row.value),
+                        table.unit
+                    );
+                    continue;
+                }
                 for row in table.rows.iter().skip(1) {
                     let _ = writeln!(
                         out,
@@ -362,5 +387,17 @@ mod tests {
         assert_eq!(of(waits, &["fair share", "fair", "barging"]), Capability::Fairness);
         let throughput = "fair waiting, 8 tasks on one key, hold 2ms: sections per second";
         assert_eq!(of(throughput, &["barging", "fair"]), Capability::Fairness);
+        // What the election comparison writes, with or without etcd's own election beside it.
+        let hand_over = "election: graceful hand-over, resign() → the waiting candidate leads, TTL 2s, p50";
+        assert_eq!(of(hand_over, &["etcd election", "distlock"]), Capability::Election);
+        assert_eq!(of(hand_over, &["distlock"]), Capability::Election);
+    }
+
+    #[test]
+    fn a_figure_without_a_baseline_is_listed_in_its_capability() {
+        let one = table("redis", "election: observer lag, TTL 2s, p50", &["distlock"]);
+        let out = render(&RunInfo::default(), &[Record::Ratios(one)], &[]);
+        assert!(out.contains("## Leader election"), "{out}");
+        assert!(out.contains("| Redis | election: observer lag, TTL 2s, p50 | distlock | 1.00 µs | – | – |"), "{out}");
     }
 }

@@ -15,11 +15,15 @@
 //! ([`record`]); [`document`] turns a directory of them into `BENCHMARKS.md` and its
 //! SVG plots ([`plot`]), as `scripts/bench.sh` does.
 //!
+//! [`election`] measures leader election (hand-over, observer lag, failover after
+//! `kill -9`), each store beside etcd's own election where there is one.
+//!
 //! The stores' own benchmarks add their comparisons (hand-off, fair waiting, lock groups)
 //! in the test kit (`distlock_conformance::kit`); the `distlock` CLI's `bench` command
 //! runs the scenarios here against a user's server.
 
 pub mod document;
+pub mod election;
 mod locker;
 pub mod plot;
 mod raw_redis;

@@ -113,6 +113,33 @@ impl Ratios {
     }
 }
 
+impl Ratios {
+    /// As [`of`](Self::of) with each round one sample (`per` 1), but each variant's value
+    /// is the `q` quantile of its samples ([`quantile`]) rather than their median; the
+    /// spread is still that of the per-round ratios (rounds paired by index, run back to
+    /// back).
+    pub fn of_quantile(suite: &str, title: &str, unit: &str, q: f64, names: &[&str], samples: &[Vec<f64>]) -> Self {
+        let mut ratios = Self::of(suite, title, unit, 1.0, names, samples);
+        let base = samples.first().map_or(0.0, |first| quantile(first, q));
+        for (row, own) in ratios.rows.iter_mut().zip(samples) {
+            row.value = quantile(own, q);
+            row.ratio = if base > 0.0 { row.value / base } else { f64::NAN };
+        }
+        ratios
+    }
+}
+
+/// The `q` quantile of `samples` (0 < q ≤ 1) by the nearest rank: the smallest sample
+/// with at least `q` of the samples at or below it; 0 for none. With fewer than 100
+/// samples the 0.99 quantile is the largest.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+pub fn quantile(samples: &[f64], q: f64) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((q.clamp(0.0, 1.0) * sorted.len() as f64).ceil() as usize).max(1);
+    sorted.get(rank - 1).copied().unwrap_or_default()
+}
+
 /// The plots the harness draws; each knows its title and axes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -330,6 +357,19 @@ mod tests {
         assert!((ratios.rows[1].ratio - 1.1).abs() < 1e-9);
         assert!((ratios.rows[1].min - 1.05).abs() < 1e-9);
         assert!((ratios.rows[1].max - 1.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn quantiles_are_by_nearest_rank_and_ratios_of_quantiles_to_the_first() {
+        let samples: Vec<f64> = (1..=10).rev().map(f64::from).collect();
+        assert_eq!(quantile(&samples, 0.5), 5.0);
+        assert_eq!(quantile(&samples, 0.99), 10.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+        let ratios =
+            Ratios::of_quantile("etcd", "t", "ms", 0.99, &["etcd", "distlock"], &[samples.clone(), vec![2.0; 10]]);
+        assert_eq!((ratios.rows[0].value, ratios.rows[1].value), (10.0, 2.0));
+        assert!((ratios.rows[1].ratio - 0.2).abs() < 1e-9);
+        assert_eq!(ratios.rounds, 10);
     }
 
     #[test]
