@@ -173,9 +173,9 @@ pub(crate) enum Command {
     /// admits at once, for every client's next grant.
     ///
     /// Without a setter, shows both modes. A mode with no recorded permits admits what
-    /// each client assumes: exclusive 1 and shared unlimited by default, or `run
-    /// --permits N` for shared. Holders beyond a lowered count keep their holds; new
-    /// grants wait until the count drops.
+    /// each client assumes: exclusive 1 and shared unlimited (the first `run --permits N`
+    /// records N). Holders beyond a lowered count keep their holds; new grants wait until
+    /// the count drops.
     Permits(PermitsArgs),
     /// List the held locks of a store, sorted by key: key, mode, owner, time left, fence.
     ///
@@ -212,9 +212,10 @@ pub(crate) struct RunArgs {
     #[arg(long, value_parser = parse_key, value_name = "NAME")]
     pub(crate) write: Vec<LockKey>,
 
-    /// The permits assumed for the --read names when the store has none recorded: at
-    /// most N shared holders at once — a semaphore of N slots. (Recorded permits, from
-    /// `distlock permits NAME --shared N`, win.) Default: unlimited readers.
+    /// The --read names are a semaphore of N slots: at most N shared holders at once. The
+    /// first run records N with each name (as `distlock permits NAME --shared N` does, and
+    /// shows); a run whose N differs from the recorded size is refused (status 64).
+    /// Without --permits, the recorded size applies (default: unlimited readers).
     #[arg(
         long,
         value_name = "N",

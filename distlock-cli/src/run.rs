@@ -56,6 +56,31 @@ struct Statuses {
     error: Option<u8>,
 }
 
+/// Records `--permits N` as the shared permits of each `--read` name that has none
+/// recorded (the semaphore's size, set by its first user and read by every other and by
+/// `distlock permits`); a name recorded with another size is a usage error.
+async fn record_permits(
+    locks: &LockManager,
+    names: impl Iterator<Item = &distlock::LockKey>,
+    permits: u32,
+) -> Result<(), Failure> {
+    // A store without groups refuses the acquisition itself, with its own message.
+    let Some(groups) = locks.store().groups() else { return Ok(()) };
+    for name in names {
+        match groups.permits(&name.to_store_key(), distlock::LockMode::Shared).await? {
+            None => locks.set_permits(name.as_str(), distlock::LockMode::Shared, Some(permits)).await?,
+            Some(recorded) if recorded == permits => {}
+            Some(recorded) => {
+                return Err(Failure::usage(format!(
+                    "`{name}` is a semaphore of {recorded} recorded permits; --permits {permits} disagrees \
+                     (`distlock permits {name} --shared {permits}` changes the recorded size)"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// How `run` ended, before it becomes an exit status.
 #[derive(Debug)]
 enum Ended {
@@ -139,6 +164,10 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
         Some(owner) => locks.with_owner(owner),
         None => locks,
     };
+    if let Some(permits) = args.permits {
+        let shared = args.members.iter().filter(|(mode, _)| *mode == distlock::LockMode::Shared);
+        record_permits(&locks, shared.map(|(_, name)| name), permits).await?;
+    }
     let started = Instant::now();
     let acquire = async {
         // One attempt first, so that a wait is announced (DISTLOCK_LOG=info) when it begins.

@@ -174,20 +174,21 @@ async fn a_group_of_read_and_write_names_is_all_or_nothing(url: &str) {
 async fn a_semaphore_of_one_permit_excludes_a_second(url: &str) {
     let pool = key("pool");
     let slot = holder(url, &["--read", &pool, "--permits", "1"]).await;
+    // The first run recorded the semaphore's size with the name.
+    let out = output(distlock(Some(url), &["permits", &pool, "--format", "json"])).await;
+    let recorded: serde_json::Value = serde_json::from_slice(&out.stdout).expect("permits --format json");
+    assert_eq!(recorded["shared"], 1, "{recorded}");
     let (status, ran, stderr) = try_run(url, &["--read", &pool, "--permits", "1"]).await;
     assert_eq!((status, ran), (NOT_ACQUIRED, false), "{stderr}");
-    // Each client assumes its own --permits where the store records none…
-    let second = holder(url, &["--read", &pool, "--permits", "2", "--no-wait"]).await;
-    let (status, ran, _) = try_run(url, &["--read", &pool, "--permits", "2"]).await;
-    assert_eq!((status, ran), (NOT_ACQUIRED, false), "two slots taken");
-    leave(second).await;
-    // …and recorded permits win over it.
-    let out = output(distlock(Some(url), &["permits", &pool, "--shared", "1"])).await;
-    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
-    let (status, ran, stderr) = try_run(url, &["--read", &pool, "--permits", "5"]).await;
+    // A run that disagrees with the recorded size is refused, whether the slot is free or not.
+    let (status, ran, stderr) = try_run(url, &["--read", &pool, "--permits", "2"]).await;
+    assert_eq!((status, ran), (USAGE, false), "{stderr}");
+    assert!(stderr.contains("1 recorded permits") && stderr.contains("--permits 2"), "{stderr}");
+    // Without --permits, the recorded size applies.
+    let (status, ran, stderr) = try_run(url, &["--read", &pool]).await;
     assert_eq!((status, ran), (NOT_ACQUIRED, false), "recorded 1 permit: {stderr}");
     leave(slot).await;
-    assert_eq!(try_run(url, &["--read", &pool, "--permits", "5"]).await.0, 0, "the slot is free again");
+    assert_eq!(try_run(url, &["--read", &pool, "--permits", "1"]).await.0, 0, "the slot is free again");
     let out = output(distlock(Some(url), &["permits", &pool, "--clear-shared"])).await;
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
 }
