@@ -1,6 +1,6 @@
 //! An axum service whose `POST /orders/{id}/pay` runs under `#[distlock::lock]`: two
 //! concurrent payments of one order never both run; the second gets 409 Conflict with
-//! `{"error":"lock_not_acquired","key":"order:…"}`.
+//! a `lock-not-acquired` problem (`application/problem+json`) naming the `key` `order:…`.
 //!
 //! ```sh
 //! cargo run -p distlock --example orders --features macros,axum         # in-memory store

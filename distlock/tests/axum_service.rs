@@ -44,7 +44,7 @@ async fn exactly_one_payment_per_order_runs(locks: LockManager) {
             if request.is_finished() {
                 let (status, body) = request.await.unwrap();
                 assert_eq!(status, 409, "while order {id} is being paid: {body}");
-                assert_eq!(body, format!(r#"{{"error":"lock_not_acquired","key":"order:{id}"}}"#));
+                assert_eq!(body, common::not_acquired_body(409, &format!("order:{id}")));
                 *conflicts.entry(id).or_default() += 1;
             } else {
                 still_pending.push((id, request));

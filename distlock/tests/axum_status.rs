@@ -34,7 +34,7 @@ async fn not_acquired_answers_with_the_configured_status() {
     let held = locks.lock("report:daily", Duration::from_secs(15)).await.unwrap();
     let (status, body) = common::post(addr, "/reports/daily").await;
     assert_eq!(status, 423, "{body}");
-    assert_eq!(body, r#"{"error":"lock_not_acquired","key":"report:daily"}"#);
+    assert_eq!(body, common::not_acquired_body(423, "report:daily"));
     // Other errors keep their statuses; a free key goes through.
     assert!(held.release().await.unwrap());
     assert_eq!(common::post(addr, "/reports/daily").await, (200, "report daily built".to_owned()));

@@ -47,3 +47,16 @@ pub(crate) async fn post(addr: std::net::SocketAddr, path: &str) -> (u16, String
     let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
     (status, body)
 }
+
+/// The body of a `lock-not-acquired` problem answered with `status` for `key`, byte for
+/// byte: the format is a contract.
+pub(crate) fn not_acquired_body(status: u16, key: &str) -> String {
+    format!(
+        concat!(
+            r#"{{"type":"https://docs.rs/distlock-api/latest/distlock_api/http/#lock-not-acquired","#,
+            r#""title":"Lock not acquired","status":{},"#,
+            r#""detail":"the lock is held by another request; try again later","key":"{}"}}"#
+        ),
+        status, key
+    )
+}
