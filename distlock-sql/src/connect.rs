@@ -120,6 +120,32 @@ pub enum NoConnection {
         /// accepts connections again).
         server: Option<String>,
     },
+    /// The pool had room for another connection and the server refused to open it, at
+    /// once: MySQL and MariaDB answer a connection over one of their limits
+    /// (`max_connections`, a user's `MAX_USER_CONNECTIONS`) with an error the pool
+    /// reports without waiting out its acquire timeout.
+    Rejected {
+        /// Connections the pool held when the server refused another.
+        held: u32,
+        /// The pool's `max_connections`.
+        max_connections: u32,
+        /// The server's answer.
+        server: String,
+    },
+    /// The pool had room for another connection but could not open the database file
+    /// within the acquire timeout (SQLite: the file held locked, a slow disk, the file's
+    /// permissions changed).
+    Unopened {
+        /// Connections the pool held when the wait ended.
+        held: u32,
+        /// The pool's `max_connections`.
+        max_connections: u32,
+        /// The pool's acquire timeout.
+        timeout: Duration,
+        /// Why one more attempt to open the file, made right after the timeout, failed,
+        /// or `None` when it succeeded (the file opens again).
+        cause: Option<String>,
+    },
 }
 
 impl fmt::Display for NoConnection {
@@ -142,6 +168,23 @@ impl fmt::Display for NoConnection {
                  its {max_connections} connections): the server refused or was slow to accept new connections, \
                  and accepts them again now"
             ),
+            Self::Rejected { held, max_connections, server } => write!(
+                f,
+                "the server refused a new connection: {server} (the pool holds {held} of its {max_connections} \
+                 connections and could not open another; raise the server's connection limit or open fewer \
+                 connections to it)"
+            ),
+            Self::Unopened { held, max_connections, timeout, cause: Some(cause) } => write!(
+                f,
+                "the database file could not be opened: {cause} (the pool holds {held} of its {max_connections} \
+                 connections and could not open another within the acquire timeout ({timeout:?}))"
+            ),
+            Self::Unopened { held, max_connections, timeout, cause: None } => write!(
+                f,
+                "the pool could not open the database file within the acquire timeout ({timeout:?}) (it holds \
+                 {held} of its {max_connections} connections), and opens it again now: the file was held locked \
+                 or the disk was slow"
+            ),
         }
     }
 }
@@ -160,23 +203,89 @@ pub async fn explain<DB: Database>(pool: &Pool<DB>, error: sqlx::Error) -> BoxEr
     if !matches!(error, sqlx::Error::PoolTimedOut) {
         return Box::new(error);
     }
+    let Diagnosis { held, max_connections, timeout, answer } = diagnose(pool).await;
+    let server = match answer {
+        Answer::Connected if held >= max_connections => {
+            return Box::new(NoConnection::Busy { max_connections, timeout })
+        }
+        Answer::Connected => None,
+        Answer::Failed(error) => Some(error),
+        Answer::TimedOut => Some(ConnectTimedOut { setting: "acquire timeout", timeout }.to_string()),
+    };
+    Box::new(NoConnection::Refused { held, max_connections, timeout, server })
+}
+
+/// As [`explain`], for a server that refuses a connection over one of its limits at once
+/// (MySQL, MariaDB) rather than in a way the pool waits out: an error for which
+/// `is_refusal` holds (the driver's codes for those limits) becomes
+/// [`NoConnection::Rejected`], with the server's answer.
+pub async fn explain_refusal<DB: Database>(
+    pool: &Pool<DB>,
+    error: sqlx::Error,
+    is_refusal: fn(&sqlx::Error) -> bool,
+) -> BoxError {
+    if is_refusal(&error) {
+        let (held, max_connections) = (pool.size(), pool.options().get_max_connections());
+        return Box::new(NoConnection::Rejected { held, max_connections, server: error.to_string() });
+    }
+    explain(pool, error).await
+}
+
+/// As [`explain`], for a database in a file (SQLite), where there is no server to refuse:
+/// a pool timeout is [`NoConnection::Busy`] when the pool is full and the file opens,
+/// else [`NoConnection::Unopened`].
+pub async fn explain_file<DB: Database>(pool: &Pool<DB>, error: sqlx::Error) -> BoxError {
+    if !matches!(error, sqlx::Error::PoolTimedOut) {
+        return Box::new(error);
+    }
+    let Diagnosis { held, max_connections, timeout, answer } = diagnose(pool).await;
+    let cause = match answer {
+        Answer::Connected if held >= max_connections => {
+            return Box::new(NoConnection::Busy { max_connections, timeout })
+        }
+        Answer::Connected => None,
+        Answer::Failed(error) => Some(error),
+        Answer::TimedOut => Some("opening it once more timed out too".to_owned()),
+    };
+    Box::new(NoConnection::Unopened { held, max_connections, timeout, cause })
+}
+
+/// What a pool looked like when an operation's wait for a connection ended, and the
+/// answer to one more connection attempt.
+struct Diagnosis {
+    held: u32,
+    max_connections: u32,
+    timeout: Duration,
+    answer: Answer,
+}
+
+/// How one more connection attempt ended.
+enum Answer {
+    Connected,
+    /// The driver's error, as text.
+    Failed(String),
+    /// It took longer than the pool's acquire timeout.
+    TimedOut,
+}
+
+/// sqlx counts a connection being opened as part of the pool, so a full pool does not
+/// tell a busy pool from one that cannot open connections: one more connection attempt,
+/// with the pool's own options and bounded by its acquire timeout, does.
+async fn diagnose<DB: Database>(pool: &Pool<DB>) -> Diagnosis {
     let (max_connections, timeout) = (pool.options().get_max_connections(), pool.options().get_acquire_timeout());
     let held = pool.size();
     let options = pool.connect_options();
-    let server = match tokio::time::timeout(timeout, DB::Connection::connect_with(&options)).await {
-        Err(_) => Some(ConnectTimedOut { setting: "acquire timeout", timeout }.to_string()),
-        Ok(Err(error)) => Some(error.to_string()),
+    let answer = match tokio::time::timeout(timeout, DB::Connection::connect_with(&options)).await {
+        Err(_) => Answer::TimedOut,
+        Ok(Err(error)) => Answer::Failed(error.to_string()),
         Ok(Ok(conn)) => {
             if let Err(error) = conn.close().await {
                 tracing::debug!(%error, "closing the diagnostic connection failed");
             }
-            None
+            Answer::Connected
         }
     };
-    if server.is_none() && held >= max_connections {
-        return Box::new(NoConnection::Busy { max_connections, timeout });
-    }
-    Box::new(NoConnection::Refused { held, max_connections, timeout, server })
+    Diagnosis { held, max_connections, timeout, answer }
 }
 
 #[cfg(test)]
@@ -205,6 +314,14 @@ mod tests {
             "{refused}"
         );
         assert!(refused.contains("the pool holds 3 of its 8 connections"), "{refused}");
+        let server = "1226 (42000): User 'app' has exceeded the 'max_user_connections' resource".to_owned();
+        let rejected = NoConnection::Rejected { held: 1, max_connections: 2, server }.to_string();
+        assert!(rejected.starts_with("the server refused a new connection: 1226 (42000): User 'app'"), "{rejected}");
+        assert!(rejected.contains("the pool holds 1 of its 2 connections and could not open another;"), "{rejected}");
+        let cause = Some("unable to open database file".to_owned());
+        let unopened = NoConnection::Unopened { held: 2, max_connections: 4, timeout, cause }.to_string();
+        assert!(unopened.starts_with("the database file could not be opened: unable to open"), "{unopened}");
+        assert!(!unopened.contains("server"), "{unopened}");
     }
 
     #[test]
