@@ -38,3 +38,16 @@ pub(crate) fn is_deadlock(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(error)
         if error.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|error| matches!(error.number(), 1213 | 1205)))
 }
+
+/// Whether `error` is the server refusing a new connection over one of its limits: 1040
+/// (its `max_connections`), 1203 (its `max_user_connections`), or 1226 for a user's own
+/// `MAX_USER_CONNECTIONS` or `MAX_CONNECTIONS_PER_HOUR` (1226 also names the per-hour
+/// query and update limits, which a statement meets, not a connection).
+pub(crate) fn is_refusal(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(error)
+    if error.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|error| match error.number() {
+        1040 | 1203 => true,
+        1226 => error.message().contains("connections"),
+        _ => false,
+    }))
+}

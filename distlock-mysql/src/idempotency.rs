@@ -113,7 +113,7 @@ impl fmt::Debug for MysqlIdempotencyStore {
     }
 }
 
-fn fail(operation: &'static str) -> impl FnOnce(sqlx::Error) -> LockError {
+fn fail<E: Into<distlock_api::BoxError>>(operation: &'static str) -> impl FnOnce(E) -> LockError {
     move |error| LockError::store(BACKEND, operation, None, error)
 }
 
@@ -177,9 +177,11 @@ impl MysqlIdempotencyStore {
     pub async fn ensure_schema(&self) -> Result<(), LockError> {
         let pool = self.locks.pool();
         if self.locks.creates_schema() {
-            sqlx::query(&self.sql.create_table).execute(pool).await.map_err(fail("ensure schema"))?;
+            let create = || sqlx::query(&self.sql.create_table).execute(pool);
+            self.locks.retrying("ensure schema", create).await.map_err(fail("ensure schema"))?;
         }
-        sqlx::query(&self.sql.check_table).execute(pool).await.map(drop).map_err(fail("ensure schema"))
+        let check = || sqlx::query(&self.sql.check_table).execute(pool);
+        self.locks.retrying("ensure schema", check).await.map(drop).map_err(fail("ensure schema"))
     }
 
     /// Deletes records whose lease or retention ended, at most 10 000 per statement,

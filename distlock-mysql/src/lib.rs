@@ -20,6 +20,7 @@ pub use builder::MysqlLockStoreBuilder;
 pub use config::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE, MAX_TIMEOUT,
 };
+pub use distlock_sql::NoConnection;
 pub use idempotency::{MysqlIdempotencyStore, DEFAULT_IDEMPOTENCY_TABLE};
 pub use sql::Statements;
 pub use sqlx;

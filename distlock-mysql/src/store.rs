@@ -7,16 +7,17 @@ use std::time::Duration;
 
 use distlock_api::waiters::deadline_after;
 use distlock_api::{
-    async_trait, Acquire, Capabilities, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
-    LockInfo, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    async_trait, Acquire, BoxError, Capabilities, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage,
+    LockError, LockInfo, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use sqlx::mysql::MySqlPool;
 use sqlx::Connection;
 
 use crate::config::Layout;
-use crate::error::{is_connection_lost, is_deadlock, UnexpectedAnswer, BACKEND};
+use crate::error::{is_connection_lost, is_deadlock, is_refusal, UnexpectedAnswer, BACKEND};
 use crate::notify::Notifier;
 use crate::sql::{self, Statements};
+use distlock_sql::connect::explain_refusal;
 use distlock_sql::listing::{held_lock, lock_info, page_start};
 use distlock_sql::{InFlight, Retry};
 
@@ -115,8 +116,7 @@ impl MysqlLockStore {
         const OPERATION: &str = "ensure schema";
         if self.create_schema {
             for ddl in self.sql.ddl() {
-                sqlx::query(ddl)
-                    .execute(&self.pool)
+                self.retrying(OPERATION, || sqlx::query(ddl).execute(&self.pool))
                     .await
                     .map_err(|error| LockError::store(BACKEND, OPERATION, None, error))?;
             }
@@ -126,8 +126,7 @@ impl MysqlLockStore {
 
     /// Checks that the lease table exists with the columns the statements use.
     pub(crate) async fn check_schema(&self, operation: &'static str) -> Result<(), LockError> {
-        sqlx::query(&self.sql.check_table)
-            .execute(&self.pool)
+        self.retrying(operation, || sqlx::query(&self.sql.check_table).execute(&self.pool))
             .await
             .map(|_| ())
             .map_err(|error| LockError::store(BACKEND, operation, None, error))
@@ -151,14 +150,27 @@ impl MysqlLockStore {
     /// Runs `statement` (a fresh future per call, each on a connection from the pool),
     /// again while it fails because its connection was lost (see "Dead connections") or
     /// its transaction was a deadlock's victim (rolled back, so nothing of it remains).
-    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, statement: F) -> Result<T, sqlx::Error>
+    /// Getting no connection is reported as [`NoConnection`](distlock_sql::NoConnection)
+    /// (see [`explain`](Self::explain)).
+    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, statement: F) -> Result<T, BoxError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, sqlx::Error>>,
     {
         let retry =
             Retry { lost_connections: self.retries(), deadlocks: DEADLOCK_RETRIES, is_connection_lost, is_deadlock };
-        retry.run(operation, statement).await
+        match retry.run(operation, statement).await {
+            Ok(value) => Ok(value),
+            Err(error) => Err(self.explain(error).await),
+        }
+    }
+
+    /// The cause to report for `error`, an operation's error on the pool: a pool timeout
+    /// or the server refusing a new connection becomes
+    /// [`NoConnection`](distlock_sql::NoConnection), saying whether the pool was busy or
+    /// which limit of the server was reached; any other error is kept.
+    pub(crate) async fn explain(&self, error: sqlx::Error) -> BoxError {
+        explain_refusal(&self.pool, error, is_refusal).await
     }
 
     /// The queued attempt (see [`LockStore::try_acquire_queued`]) as one transaction: the
@@ -419,7 +431,10 @@ impl LockStore for MysqlLockStore {
         let mut attempt = self.in_flight.begin(token);
         let mut retries = self.retries();
         let done = loop {
-            let conn = self.pool.acquire().await.map_err(|error| self.fail("acquire", key, error))?;
+            let conn = match self.pool.acquire().await {
+                Ok(conn) => conn,
+                Err(error) => return Err(self.fail("acquire", key, self.explain(error).await)),
+            };
             let done = sqlx::query(&self.sql.acquire)
                 .bind(key.as_str())
                 .bind(token.as_str())
