@@ -185,6 +185,33 @@ pub(crate) enum Command {
     /// cannot be recovered from it; --show-tokens prints the tokens themselves. Group
     /// holds (run --read/--write) are not listed: `distlock inspect NAME` shows them.
     List(ListArgs),
+    /// A live view of a store's held locks in the terminal, as htop shows processes.
+    ///
+    /// Columns: KEY, MODE, HOLDER (the token's fingerprint, as in `distlock list`; +N
+    /// more holders of a shared lock), TIME LEFT, FENCE, WAITERS (acquisitions queued for
+    /// the key and waiting groups, with how long the key has had waiters as seen here)
+    /// and HAND-OFFS (new holders in the last minute). The header gives the store, the
+    /// keys in the table, what the last refresh read, the hand-offs per second over the
+    /// last 10 intervals and the hottest keys.
+    ///
+    /// Each refresh reads ONE page of the listing (--page keys examined: one Redis SCAN
+    /// and the read-only list script on what it found, or one PostgreSQL index range),
+    /// going on from where the last one stopped and starting again at the end, plus the
+    /// waiters of at most 8 of the rows on screen, in turn (one queue length and one
+    /// waiting-groups count each). A store with 1,000,000 held keys costs one bounded
+    /// read per interval; its table fills in as the pages come round.
+    ///
+    /// The table shows each key as last seen, its time left counted down since. A key
+    /// leaves it when a whole pass of the listing went by without it, or when its time
+    /// left, so counted, runs out; at most 100,000 keys are remembered. A key seen with
+    /// other holders (tokens or fences) than at its last sighting counts one hand-off; a
+    /// key that changes hands several times between two sightings counts once.
+    ///
+    /// Keys: q, Esc or Ctrl-C quit; Up/Down, PgUp/PgDn, Home/End scroll; s cycles the
+    /// order (time left, hottest, key). Needs a terminal: with stdout not one it exits
+    /// with a usage error (64); `distlock list` prints to pipes. Group holds are not
+    /// listed, as with `distlock list`.
+    Top(TopArgs),
     /// Measure a store: uncontended cycle, N workers on distinct keys, N workers on one
     /// hot key (hand-off latency). The store defaults to memory://, so this works on a
     /// machine without servers.
@@ -597,6 +624,27 @@ pub(crate) struct ListArgs {
     pub(crate) page_size: u16,
 }
 
+/// `distlock top`.
+#[derive(Debug, Args)]
+pub(crate) struct TopArgs {
+    /// Only keys matching this glob (as `distlock list --match`).
+    #[arg(long = "match", short = 'm', default_value = "*", value_parser = parse_pattern, value_name = "PATTERN")]
+    pub(crate) pattern: KeyPattern,
+
+    /// How often a page is read and the screen redrawn.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "INTERVAL")]
+    pub(crate) interval: Duration,
+
+    /// How many keys the store examines per refresh (one SCAN / one index range).
+    #[arg(
+        long,
+        default_value_t = 1_000,
+        value_name = "N",
+        value_parser = clap::value_parser!(u16).range(1..=10_000)
+    )]
+    pub(crate) page: u16,
+}
+
 /// How `distlock list`, `inspect` and `permits` print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Format {
@@ -724,6 +772,19 @@ mod tests {
         let Command::List(list) = cli.command else { panic!("not list") };
         assert_eq!(list.watch, Some(Duration::from_millis(250)));
         for bad in [&["distlock", "list", "--match", "a\\"][..], &["distlock", "list", "--page-size", "0"]] {
+            assert!(parse_from(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn top_takes_a_pattern_an_interval_and_a_page() {
+        let cli = parse_from(["distlock", "top"]).unwrap();
+        let Command::Top(top) = cli.command else { panic!("not top") };
+        assert_eq!((top.pattern.as_str(), top.interval, top.page), ("*", Duration::from_secs(1), 1_000));
+        let cli = parse_from(["distlock", "top", "-m", "order:*", "--interval", "200ms", "--page", "50"]).unwrap();
+        let Command::Top(top) = cli.command else { panic!("not top") };
+        assert_eq!((top.pattern.as_str(), top.interval, top.page), ("order:*", Duration::from_millis(200), 50));
+        for bad in [&["distlock", "top", "--page", "0"][..], &["distlock", "top", "--interval", "soon"]] {
             assert!(parse_from(bad).is_err(), "{bad:?}");
         }
     }

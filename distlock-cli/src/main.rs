@@ -17,6 +17,7 @@ mod run;
 mod schedule;
 mod show;
 mod store;
+mod top;
 
 use std::process::ExitCode;
 
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
             Command::Release(args) => inspect::release(store, args).await,
             Command::Permits(args) => permits::permits(store, args).await,
             Command::List(args) => list::list(store, args).await,
+            Command::Top(args) => top::top(store, args).await,
             Command::Bench(args) => bench::bench(store, args).await,
         }
     });
