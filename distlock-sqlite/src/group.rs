@@ -81,7 +81,7 @@ fn mode_of(text: &str) -> LockMode {
     }
 }
 
-fn group_fail(operation: &'static str) -> impl Fn(sqlx::Error) -> LockError {
+fn group_fail<E: Into<distlock_api::BoxError>>(operation: &'static str) -> impl Fn(E) -> LockError {
     move |error| LockError::store(BACKEND, operation, None, error)
 }
 
@@ -235,7 +235,8 @@ impl SqliteLockStore {
         let fail = group_fail("wait for a change");
         let boot = Self::boot_id()?;
         let json = json_array(request.members.iter().map(|member| member.key.as_str()));
-        let mut conn = self.inner.pool.acquire().await.map_err(&fail)?;
+        let mut conn =
+            self.explained(self.inner.pool.acquire().await).await.map_err(group_fail("wait for a change"))?;
         let now = now_ms();
         let names = self.names(&mut conn, &json, boot, now).await.map_err(&fail)?;
         if names.grants(request) {
@@ -255,7 +256,7 @@ impl GroupLockStore for SqliteLockStore {
     async fn try_acquire_group(&self, request: GroupRequest<'_>) -> Result<GroupAcquire, LockError> {
         check_group_members(request.members, self.max_group())?;
         self.ready("acquire a group").await?;
-        self.try_acquire_group_inner(&request).await.map_err(group_fail("acquire a group"))
+        self.explained(self.try_acquire_group_inner(&request).await).await.map_err(group_fail("acquire a group"))
     }
 
     async fn extend_group(&self, keys: &[StoreKey], token: &Token, ttl: Ttl) -> Result<usize, LockError> {
@@ -272,7 +273,7 @@ impl GroupLockStore for SqliteLockStore {
             .bind(boot)
             .bind(ms_after(now, ttl.as_duration()))
             .bind(now);
-        let extended = self.write_one(update).await.map_err(group_fail("extend a group"))?;
+        let extended = self.explained(self.write_one(update).await).await.map_err(group_fail("extend a group"))?;
         Ok(usize::try_from(extended).unwrap_or(usize::MAX))
     }
 
@@ -283,7 +284,10 @@ impl GroupLockStore for SqliteLockStore {
         }
         self.ready("release a group").await?;
         let json = json_array(keys.iter().map(StoreKey::as_str));
-        let freed = self.release_group_inner(&json, token).await.map_err(group_fail("release a group"))?;
+        let freed = self
+            .explained(self.release_group_inner(&json, token).await)
+            .await
+            .map_err(group_fail("release a group"))?;
         self.wake(&channels(keys.iter().map(StoreKey::as_str))).await;
         Ok(freed)
     }
@@ -297,7 +301,7 @@ impl GroupLockStore for SqliteLockStore {
         let withdraw = sqlx::query(&self.inner.sql.group_withdraw)
             .bind(json_array(keys.iter().map(StoreKey::as_str)))
             .bind(token.as_str());
-        self.write_one(withdraw).await.map_err(group_fail("withdraw intents"))?;
+        self.explained(self.write_one(withdraw).await).await.map_err(group_fail("withdraw intents"))?;
         self.wake(&channels(keys.iter().map(StoreKey::as_str))).await;
         Ok(())
     }
@@ -307,7 +311,7 @@ impl GroupLockStore for SqliteLockStore {
         let fail = group_fail("release an owner's holds");
         let boot = Self::boot_id()?;
         let freed: Vec<(String, String, i64)> = {
-            let mut write = self.begin().await.map_err(&fail)?;
+            let mut write = self.explained(self.begin().await).await.map_err(group_fail("release an owner's holds"))?;
             let rows = sqlx::query_as(&self.inner.sql.group_release_owner)
                 .bind(owner.as_str())
                 .fetch_all(write.conn())
@@ -333,7 +337,7 @@ impl GroupLockStore for SqliteLockStore {
                 .bind(i64::from(permits)),
             None => sqlx::query(&self.inner.sql.group_remove_permits).bind(key.as_str()).bind(mode.as_str()),
         };
-        self.write_one(statement).await.map_err(group_fail("set permits"))?;
+        self.explained(self.write_one(statement).await).await.map_err(group_fail("set permits"))?;
         self.wake(&[group_channel(key.as_str())]).await;
         Ok(())
     }
@@ -343,7 +347,9 @@ impl GroupLockStore for SqliteLockStore {
         let permits: Option<i64> = sqlx::query_scalar(&self.inner.sql.group_permits)
             .bind(key.as_str())
             .bind(mode.as_str())
-            .fetch_optional(&mut *self.inner.pool.acquire().await.map_err(group_fail("read permits"))?)
+            .fetch_optional(
+                &mut *self.explained(self.inner.pool.acquire().await).await.map_err(group_fail("read permits"))?,
+            )
             .await
             .map_err(group_fail("read permits"))?;
         Ok(permits.map(|permits| u32::try_from(permits).unwrap_or(u32::MAX)))
@@ -353,7 +359,7 @@ impl GroupLockStore for SqliteLockStore {
         self.ready("read holders").await?;
         let fail = group_fail("read holders");
         let boot = Self::boot_id()?;
-        let mut conn = self.inner.pool.acquire().await.map_err(&fail)?;
+        let mut conn = self.explained(self.inner.pool.acquire().await).await.map_err(group_fail("read holders"))?;
         let now = now_ms();
         let names = self.names(&mut conn, &json_array([key.as_str()]), boot, now).await.map_err(&fail)?;
         let mut holders: Vec<LockInfo> = names
@@ -377,7 +383,8 @@ impl GroupLockStore for SqliteLockStore {
         self.ready("count waiting groups").await?;
         let fail = group_fail("count waiting groups");
         let boot = Self::boot_id()?;
-        let mut conn = self.inner.pool.acquire().await.map_err(&fail)?;
+        let mut conn =
+            self.explained(self.inner.pool.acquire().await).await.map_err(group_fail("count waiting groups"))?;
         let now = now_ms();
         let names = self.names(&mut conn, &json_array([key.as_str()]), boot, now).await.map_err(&fail)?;
         Ok(names.intents.values().map(Vec::len).sum())

@@ -106,7 +106,7 @@ fn unix_ms() -> i64 {
     i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn fail(operation: &'static str) -> impl FnOnce(sqlx::Error) -> LockError {
+fn fail<E: Into<distlock_api::BoxError>>(operation: &'static str) -> impl FnOnce(E) -> LockError {
     move |error| LockError::store(BACKEND, operation, None, error)
 }
 
@@ -197,7 +197,7 @@ impl SqliteIdempotencyStore {
         }
         self.locks.ready(operation).await?;
         let create = || async {
-            let mut write = self.locks.begin().await.map_err(fail(operation))?;
+            let mut write = self.locks.explained(self.locks.begin().await).await.map_err(fail(operation))?;
             sqlx::query(&self.sql.create).execute(write.conn()).await.map_err(fail(operation))?;
             write.commit().await.map_err(fail(operation))
         };
@@ -216,7 +216,7 @@ impl SqliteIdempotencyStore {
         let mut purged = 0;
         loop {
             let batch = sqlx::query(&self.sql.purge).bind(boot).bind(now_ms()).bind(unix_ms()).bind(PURGE_BATCH);
-            let deleted = self.locks.write_one(batch).await.map_err(fail("purge"))?;
+            let deleted = self.locks.explained(self.locks.write_one(batch).await).await.map_err(fail("purge"))?;
             purged += deleted;
             if deleted < PURGE_BATCH.unsigned_abs() {
                 tracing::debug!(table = self.table_name(), purged, "purged idempotency records");
@@ -238,7 +238,7 @@ impl SqliteIdempotencyStore {
         self.ready(operation).await?;
         let boot = SqliteLockStore::boot_id()?;
         let query = sqlx::query(sql).bind(key.as_str()).bind(token.as_str()).bind(boot).bind(now_ms());
-        let done = self.locks.write_one(more(query)).await.map_err(fail(operation))?;
+        let done = self.locks.explained(self.locks.write_one(more(query)).await).await.map_err(fail(operation))?;
         Ok(done == 1)
     }
 }
@@ -261,7 +261,7 @@ impl IdempotencyStore for SqliteIdempotencyStore {
     ) -> Result<StoreClaim, LockError> {
         self.ready("claim").await?;
         let boot = SqliteLockStore::boot_id()?;
-        let mut write = self.locks.begin().await.map_err(fail("claim"))?;
+        let mut write = self.locks.explained(self.locks.begin().await).await.map_err(fail("claim"))?;
         let row = sqlx::query(&self.sql.select).bind(key.as_str()).fetch_optional(write.conn()).await;
         let record = row.and_then(|row| row.as_ref().map(Record::of).transpose()).map_err(fail("claim"))?;
         let (now, unix_now) = (now_ms(), unix_ms());

@@ -22,6 +22,7 @@ mod write;
 
 pub use builder::SqliteLockStoreBuilder;
 pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE, MAX_TIMEOUT};
+pub use distlock_sql::NoConnection;
 pub use idempotency::{SqliteIdempotencyStore, DEFAULT_IDEMPOTENCY_TABLE};
 pub use sql::Statements;
 pub use sqlx;

@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, first_wake};
 use distlock_api::{
-    async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, LeaseValueStore, ListCursor, ListPage,
-    LockError, LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    async_trait, Acquire, BoxError, Capabilities, GroupLockStore, HeldLock, KeyPattern, LeaseValueStore, ListCursor,
+    ListPage, LockError, LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
 };
 use sqlx::sqlite::{Sqlite, SqlitePool, SqliteSynchronous};
 use sqlx::Connection as _;
 use sqlx::{Row as _, SqliteConnection};
+
+use distlock_sql::connect::explain_file;
 
 use crate::clock::{self, boot_id, left, ms_after, now_ms};
 use crate::config::Layout;
@@ -263,6 +265,16 @@ impl SqliteLockStore {
         }
     }
 
+    /// `result`, an operation's outcome on the pool, with a pool timeout reported as
+    /// [`NoConnection`](distlock_sql::NoConnection): the pool's connections all busy, or
+    /// the database file not opening.
+    pub(crate) async fn explained<T>(&self, result: Result<T, sqlx::Error>) -> Result<T, BoxError> {
+        match result {
+            Ok(value) => Ok(value),
+            Err(error) => Err(explain_file(&self.inner.pool, error).await),
+        }
+    }
+
     /// Begins a write transaction (`BEGIN IMMEDIATE`) in this store's turn.
     pub(crate) async fn begin(&self) -> Result<Write<'_>, sqlx::Error> {
         let turn = self.inner.gate.lock().await;
@@ -483,7 +495,7 @@ impl SqliteLockStore {
         let mut listening = notifier.registry().listening();
         let checked = async {
             for channel in channels {
-                self.register(channel)
+                self.explained(self.register(channel).await)
                     .await
                     .map_err(|error| LockError::store(BACKEND, "wait for a release", None, error))?;
             }
@@ -517,7 +529,8 @@ impl SqliteLockStore {
     /// and by which process.
     async fn lease_state(&self, key: &StoreKey, me: Option<&Token>) -> Result<Found, LockError> {
         let boot = Self::boot_id()?;
-        let mut conn = self.inner.pool.acquire().await.map_err(fail("wait for a release", key))?;
+        let mut conn =
+            self.explained(self.inner.pool.acquire().await).await.map_err(fail("wait for a release", key))?;
         let lease = self.lease(&mut conn, key).await.map_err(fail("wait for a release", key))?;
         let now = now_ms();
         Ok(match lease {
@@ -649,7 +662,7 @@ impl SqliteLockStore {
 }
 
 /// The error of `operation` on `key` caused by `error`.
-pub(crate) fn fail<'k>(operation: &'static str, key: &'k StoreKey) -> impl Fn(sqlx::Error) -> LockError + 'k {
+pub(crate) fn fail<'k, E: Into<BoxError>>(operation: &'static str, key: &'k StoreKey) -> impl Fn(E) -> LockError + 'k {
     move |error| LockError::store(BACKEND, operation, Some(key.lock_key()), error)
 }
 
@@ -742,7 +755,7 @@ impl LockStore for SqliteLockStore {
 
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         self.ready("acquire").await?;
-        self.try_acquire_inner(key, token, ttl).await.map_err(fail("acquire", key))
+        self.explained(self.try_acquire_inner(key, token, ttl).await).await.map_err(fail("acquire", key))
     }
 
     /// Frees the key if `token` holds it, removes `token`'s place in the key's queue, and
@@ -750,7 +763,8 @@ impl LockStore for SqliteLockStore {
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         self.ready("release").await?;
         let channel = lock_channel(key.as_str());
-        let (held, wake) = self.release_inner(key, token, &channel).await.map_err(fail("release", key))?;
+        let (held, wake) =
+            self.explained(self.release_inner(key, token, &channel).await).await.map_err(fail("release", key))?;
         match wake {
             Wake::Nobody => {}
             Wake::Sockets(sockets) => {
@@ -774,13 +788,13 @@ impl LockStore for SqliteLockStore {
             .bind(boot)
             .bind(ms_after(now, ttl.as_duration()))
             .bind(now);
-        Ok(self.write_one(update).await.map_err(fail("extend", key))? == 1)
+        Ok(self.explained(self.write_one(update).await).await.map_err(fail("extend", key))? == 1)
     }
 
     async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
         self.ready("inspect").await?;
         let boot = Self::boot_id()?;
-        let mut conn = self.inner.pool.acquire().await.map_err(fail("inspect", key))?;
+        let mut conn = self.explained(self.inner.pool.acquire().await).await.map_err(fail("inspect", key))?;
         let lease = self.lease(&mut conn, key).await.map_err(fail("inspect", key))?;
         let now = now_ms();
         lease
@@ -825,8 +839,8 @@ impl LockStore for SqliteLockStore {
             .bind(&after)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .fetch_all(&self.inner.pool)
-            .await
-            .map_err(fail)?;
+            .await;
+        let rows = self.explained(rows).await.map_err(|error| LockError::store(BACKEND, "list", None, error))?;
         let now = now_ms();
         let full = rows.len() == limit;
         let mut locks = Vec::new();
@@ -866,8 +880,10 @@ impl QueueStore for SqliteLockStore {
             return self.try_acquire(key, token, ttl).await;
         }
         self.ready("acquire").await?;
-        let (acquire, handed) =
-            self.try_acquire_queued_inner(key, token, ttl, place).await.map_err(fail("acquire", key))?;
+        let (acquire, handed) = self
+            .explained(self.try_acquire_queued_inner(key, token, ttl, place).await)
+            .await
+            .map_err(fail("acquire", key))?;
         if handed {
             self.wake(&[lock_channel(key.as_str())]).await;
         }
@@ -884,11 +900,8 @@ impl QueueStore for SqliteLockStore {
         }
         self.ready("queue length").await?;
         let boot = Self::boot_id()?;
-        let rows = sqlx::query(&self.inner.sql.queue_select)
-            .bind(key.as_str())
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(fail("queue length", key))?;
+        let rows = sqlx::query(&self.inner.sql.queue_select).bind(key.as_str()).fetch_all(&self.inner.pool).await;
+        let rows = self.explained(rows).await.map_err(fail("queue length", key))?;
         let now = now_ms();
         let mut live = 0;
         for row in rows {

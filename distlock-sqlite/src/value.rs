@@ -26,7 +26,7 @@ impl LeaseValueStore for SqliteLockStore {
             .bind(boot)
             .bind(value.as_str())
             .bind(now_ms());
-        Ok(self.write_one(upsert).await.map_err(fail("set_value", key))? == 1)
+        Ok(self.explained(self.write_one(upsert).await).await.map_err(fail("set_value", key))? == 1)
     }
 
     /// One `SELECT` of the key's lease row joined with the values row of the same token
@@ -40,12 +40,9 @@ impl LeaseValueStore for SqliteLockStore {
     async fn inspect_value(&self, key: &StoreKey) -> Result<Option<ValuedHolder>, LockError> {
         self.ready("inspect_value").await?;
         let boot = Self::boot_id()?;
-        let fail = fail("inspect_value", key);
-        let row = sqlx::query(&self.inner.sql.value_select)
-            .bind(key.as_str())
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(&fail)?;
+        let row = sqlx::query(&self.inner.sql.value_select).bind(key.as_str()).fetch_optional(&self.inner.pool).await;
+        let row = self.explained(row).await.map_err(fail("inspect_value", key))?;
+        let fail = fail::<sqlx::Error>("inspect_value", key);
         let now = now_ms();
         let Some(row) = row else { return Ok(None) };
         let stamp = Stamp::of(&row).map_err(&fail)?;
