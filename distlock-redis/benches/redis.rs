@@ -18,6 +18,10 @@
 //! - hand-off: one hot key, 8 waiters, hold 0, retry interval 50 ms: release → next
 //!   holder latency (p50/p99) and critical sections/s, with release notifications
 //!   (pub/sub) and with polling only.
+//! - leader election (`kit::bench::election`; `-- election` runs it alone): graceful
+//!   hand-over, observer lag and failover after `kill -9` of the leader's process (TTL
+//!   2 s), on stores with `fencing`, `fair_queue` and `release_notifications`, each
+//!   participant on a connection of its own.
 //!
 //! All variants share one `ConnectionManager` (the store is built on a clone of the raw
 //! connection). The store's release is the same `EVALSHA` with the notification's
@@ -30,6 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{DynLockStore, Token};
+use distlock_conformance::kit::bench::election::{self, Plan as ElectionPlan};
 use distlock_conformance::kit::bench::{
     interleaved_rounds, report_against_first, rounds, run, RawRedis, Scenario, SideBySide, Stop, StoreDirect, Unit,
 };
@@ -52,6 +57,10 @@ fn main() {
     let rounds = rounds(21);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
+        if let Some(spec) = election::leader_child() {
+            election::lead_distlock_until_killed(election_store(&url, &spec.store).await, &spec, ElectionPlan::TTL)
+                .await
+        }
         let worker = fair_bench::worker_spec();
         let prefix =
             worker.as_ref().map_or_else(|| format!("dlbench-{}", Token::generate().as_str()), |w| w.store.clone());
@@ -93,6 +102,10 @@ fn main() {
             longer_holds: &LONGER_HOLDS,
         };
         // `cargo bench -p distlock-redis -- groups` runs the lock-group comparisons only.
+        if std::env::args().skip(1).any(|arg| arg == "election") {
+            elections(&url, &prefix).await;
+            return;
+        }
         if std::env::args().skip(1).any(|arg| arg == "groups") {
             group_bench::compare(store, "bench:", GroupPlan { rounds, ..group_plan }).await;
             return;
@@ -137,5 +150,24 @@ fn main() {
 
         group_bench::compare(Arc::clone(&store), "bench:", group_plan).await;
         fair_bench::compare(store, &prefix, "bench:", fair_plan).await;
+        elections(&url, &prefix).await;
     });
+}
+
+/// A store as leader election needs it (fencing, fair waiting, release notifications) on
+/// a connection of its own.
+async fn election_store(url: &str, prefix: &str) -> Arc<DynLockStore> {
+    let client = redis::Client::open(url).expect("DISTLOCK_REDIS_URL");
+    let config = RedisLockStore::builder().connection_manager_config();
+    let conn = ConnectionManager::new_with_config(client.clone(), config).await.expect("connect");
+    let builder = RedisLockStore::builder().key_prefix(prefix).fencing(true).fair_queue(true);
+    Arc::new(builder.release_notifications(true).notification_client(client).build(conn).expect("store"))
+}
+
+/// Leader election: hand-over, observer lag, failover after `kill -9`.
+async fn elections(url: &str, prefix: &str) {
+    let name = format!("bench-{}", &Token::generate().as_str()[..8]);
+    let ttl = ElectionPlan::TTL;
+    let side = election::distlock_side(&name, ttl, Some(prefix.to_owned()), || election_store(url, prefix)).await;
+    election::compare("", vec![side], ElectionPlan::standard()).await;
 }
