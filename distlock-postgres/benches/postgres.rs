@@ -28,6 +28,9 @@
 //!   read-lock cycle vs a single-key lock cycle, 8 readers vs 8 writers of one name, and
 //!   a writer's wait among continuous readers (`cargo bench -p distlock-postgres --
 //!   groups` runs only these).
+//! - leader election (`kit::bench::election`; `-- election` runs only it), logged table:
+//!   graceful hand-over, observer lag and failover after `kill -9` of the leader's
+//!   process (TTL 2 s), each participant on a pool of its own.
 //!
 //! The scenarios, rounds and report are the conformance kit's (`kit::bench`,
 //! `kit::handoff`), with the settings of every SQL store's benchmark (`kit::sql_bench`).
@@ -38,6 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{DynLockStore, Token};
+use distlock_conformance::kit::bench::election::{self, Plan as ElectionPlan};
 use distlock_conformance::kit::bench::{
     interleaved_rounds, report_against_first, rounds, run, RawPostgres, Scenario, Stop, StoreDirect,
 };
@@ -59,6 +63,12 @@ async fn connect(url: &str, table: &str, unlogged: bool, notify: bool) -> Arc<Po
         .expect("connect");
     store.ensure_schema().await.expect("ensure_schema");
     Arc::new(store)
+}
+
+/// A store with release notifications on `table`, as a `DynLockStore`: one participant
+/// of an election.
+async fn election_store(url: &str, table: &str) -> Arc<DynLockStore> {
+    connect(url, table, false, true).await
 }
 
 /// The store's own statements, sent raw through its pool; `release_sql` replaces the
@@ -126,9 +136,21 @@ fn main() {
     let only_groups = std::env::args().skip(1).any(|arg| arg == "groups");
     // `-- fair` runs the fair-waiting comparison only.
     let only_fair = std::env::args().skip(1).any(|arg| arg == "fair");
+    // `-- election` runs leader election only.
+    let only_election = std::env::args().skip(1).any(|arg| arg == "election");
+    let (only_hand_off, only_groups, only_fair) = if only_election {
+        // None of the others runs.
+        (true, true, true)
+    } else {
+        (only_hand_off, only_groups, only_fair)
+    };
     let rounds = rounds(15);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
+        if let Some(spec) = election::leader_child() {
+            let store = connect(&url, &spec.store, false, true).await;
+            election::lead_distlock_until_killed(store, &spec, ElectionPlan::TTL).await
+        }
         if let Some(worker) = fair_bench::worker_spec() {
             let store = connect(&url, &worker.store, false, true).await;
             fair_bench::run_worker(store, &worker).await;
@@ -141,7 +163,7 @@ fn main() {
             let table = format!("bench_{kind}_{suffix}");
             let store = connect(&url, &table, unlogged, true).await;
             let dyn_store: Arc<DynLockStore> = store.clone();
-            if kind == "logged" && (only_fair || !(only_hand_off || only_groups)) {
+            if kind == "logged" && !only_election && (only_fair || !(only_hand_off || only_groups)) {
                 let plan = FairPlan {
                     tasks: TASKS,
                     processes: (4, 2),
@@ -163,6 +185,12 @@ fn main() {
             }
             if !only_groups && !only_fair {
                 sql_bench::hand_off(dyn_store, &format!("{kind}: "), &prefix, rounds).await;
+            }
+            if kind == "logged" && (only_election || !(only_hand_off || only_groups || only_fair)) {
+                let name = format!("bench-{suffix}");
+                let connect = || election_store(&url, &table);
+                let side = election::distlock_side(&name, ElectionPlan::TTL, Some(table.clone()), connect).await;
+                election::compare("", vec![side], ElectionPlan::standard()).await;
             }
             // The objects named after the table (short names: derived without a hash).
             let object = |suffix: &str| format!("\"distlock_bench\".\"{table}_{suffix}\"");
