@@ -21,6 +21,11 @@
 //! - lock groups (`kit::group_bench`, through the manager): a two-name group cycle and a
 //!   read-lock cycle beside a single-key lock cycle, readers' vs writers' throughput on
 //!   one name, and a writer's wait among continuous readers.
+//! - leader election (`kit::bench::election`, `cargo bench -p distlock-etcd -- election`
+//!   for it alone): graceful hand-over, observer lag and failover after `kill -9` of the
+//!   leader's process (TTL 2 s), `distlock-election` beside etcd's own election
+//!   (`etcdctl elect`: the Election service's Campaign, Resign and Observe, through
+//!   `etcd-client`, on a lease of the same TTL kept alive every third of it).
 //!
 //! Keys live under a random prefix and are all released.
 
@@ -28,11 +33,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{DynLockStore, LockError, LockKey, Token};
+use distlock_conformance::kit::bench::election::{
+    self, BoxFuture, Candidate, ChildSpec, Plan as ElectionPlan, Side, Watch,
+};
 use distlock_conformance::kit::bench::{rounds, Locker, Scenario, SideBySide, Unit};
 use distlock_conformance::kit::etcd_server::EtcdCluster;
 use distlock_conformance::kit::group_bench::{self, GroupPlan};
 use distlock_conformance::kit::handoff::{self, Plan};
-use distlock_etcd::etcd_client::{Client, Compare, CompareOp, DeleteOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use distlock_etcd::etcd_client::{
+    Client, Compare, CompareOp, DeleteOptions, LeaderKey, ObserveStream, PutOptions, ResignOptions, Txn, TxnOp,
+    TxnOpResponse,
+};
 use distlock_etcd::EtcdLockStore;
 
 const CYCLES: u64 = 500;
@@ -106,6 +117,16 @@ impl Locker for RawEtcd {
 }
 
 fn main() {
+    if let Some(spec) = election::leader_child() {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            let (url, prefix) = spec.store.split_once(' ').expect("`URL PREFIX`");
+            if spec.role == "etcd" {
+                election::lead_until_killed(&EtcdCandidate::connect(url, &spec.name, ElectionPlan::TTL).await).await
+            }
+            election::lead_distlock_until_killed(election_store(url, prefix).await, &spec, ElectionPlan::TTL).await
+        });
+    }
     let private = match std::env::var("DISTLOCK_ETCD_URL") {
         Ok(url) if !url.is_empty() => None,
         _ => Some(EtcdCluster::start(1)),
@@ -113,6 +134,7 @@ fn main() {
     let url = private.as_ref().map_or_else(|| std::env::var("DISTLOCK_ETCD_URL").unwrap(), EtcdCluster::url);
     let rounds = rounds(11);
     let only_groups = std::env::args().skip(1).any(|arg| arg == "groups");
+    let only_election = std::env::args().skip(1).any(|arg| arg == "election");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         let prefix = format!("dlbench-{}", Token::generate().as_str());
@@ -125,6 +147,10 @@ fn main() {
             groups(store, rounds).await;
             return;
         }
+        if only_election {
+            elections(&url, &prefix).await;
+            return;
+        }
         let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round");
         bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::CYCLE).await;
         let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
@@ -134,7 +160,140 @@ fn main() {
         let plan = Plan { waiters: 2, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };
         handoff::compare(Arc::clone(&store), "one watching waiter: ", "bench:handoff1:", plan).await;
         groups(store, rounds).await;
+        elections(&url, &prefix).await;
     });
+}
+
+/// A store on a connection of its own, for one participant of an election.
+async fn election_store(url: &str, prefix: &str) -> Arc<DynLockStore> {
+    Arc::new(EtcdLockStore::builder().key_prefix(prefix).connect(url).await.expect("connect"))
+}
+
+/// distlock's election beside etcd's own, on the same etcd.
+async fn elections(url: &str, prefix: &str) {
+    let name = format!("bench-{}", &Token::generate().as_str()[..8]);
+    let store = format!("{url} {prefix}");
+    let etcd_name = format!("{prefix}/etcd-election/{name}");
+    let etcd = Side {
+        name: "etcd election".to_owned(),
+        candidates: [
+            Arc::new(EtcdCandidate::connect(url, &etcd_name, ElectionPlan::TTL).await),
+            Arc::new(EtcdCandidate::connect(url, &etcd_name, ElectionPlan::TTL).await),
+        ],
+        watch: Box::new(EtcdWatch::connect(url, &etcd_name).await),
+        child: Some(ChildSpec { role: "etcd".to_owned(), name: etcd_name.clone(), store: store.clone() }),
+    };
+    let distlock = election::distlock_side(&name, ElectionPlan::TTL, Some(store), || election_store(url, prefix)).await;
+    election::compare("", vec![etcd, distlock], ElectionPlan::standard()).await;
+}
+
+/// A candidate of etcd's own election (what `etcdctl elect` does): a lease of the TTL kept
+/// alive every third of it, `Campaign` on it, `Resign`, then the lease revoked.
+struct EtcdCandidate {
+    client: Client,
+    name: String,
+    ttl: Duration,
+    lead: tokio::sync::Mutex<Option<(LeaderKey, tokio::task::JoinHandle<()>)>>,
+}
+
+impl EtcdCandidate {
+    async fn connect(url: &str, name: &str, ttl: Duration) -> Self {
+        let client = etcd_client(url).await;
+        Self { client, name: name.to_owned(), ttl, lead: tokio::sync::Mutex::new(None) }
+    }
+}
+
+impl Candidate for EtcdCandidate {
+    fn campaign<'a>(&'a self, value: &'a str) -> BoxFuture<'a, Result<u64, LockError>> {
+        Box::pin(async move {
+            let mut leases = self.client.lease_client();
+            let lease = leases
+                .grant(self.ttl.as_secs().try_into().unwrap(), None)
+                .await
+                .map_err(|e| failed("campaign", e))?
+                .id();
+            let (mut keeper, mut answers) = leases.keep_alive(lease).await.map_err(|e| failed("campaign", e))?;
+            let every = self.ttl / 3;
+            let keep_alive = tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    if keeper.keep_alive().await.is_err() || answers.message().await.is_err() {
+                        return;
+                    }
+                }
+            });
+            let answer = self.client.election_client().campaign(self.name.as_str(), value, lease).await;
+            let leader = match answer {
+                Ok(mut answer) => answer.take_leader().expect("a campaign's leader key"),
+                Err(error) => {
+                    keep_alive.abort();
+                    return Err(failed("campaign", error));
+                }
+            };
+            let term = u64::try_from(leader.rev()).unwrap_or_default();
+            *self.lead.lock().await = Some((leader, keep_alive));
+            Ok(term)
+        })
+    }
+
+    fn resign(&self) -> BoxFuture<'_, Result<(), LockError>> {
+        Box::pin(async move {
+            let Some((leader, keep_alive)) = self.lead.lock().await.take() else { return Ok(()) };
+            let lease = leader.lease();
+            self.client
+                .election_client()
+                .resign(Some(ResignOptions::new().with_leader(leader)))
+                .await
+                .map_err(|e| failed("resign", e))?;
+            keep_alive.abort();
+            let mut leases = self.client.lease_client();
+            tokio::spawn(async move { leases.revoke(lease).await });
+            Ok(())
+        })
+    }
+}
+
+/// A client of its own for the endpoints of the store URL `url`.
+async fn etcd_client(url: &str) -> Client {
+    let hosts = url.trim_start_matches("etcd://").split(['/', '?']).next().unwrap_or_default();
+    Client::connect(hosts.split(',').collect::<Vec<_>>(), None).await.expect("connect to etcd")
+}
+
+/// An observer of etcd's own election: its `Observe` stream.
+struct EtcdWatch {
+    client: Client,
+    name: String,
+    stream: Option<ObserveStream>,
+}
+
+impl EtcdWatch {
+    async fn connect(url: &str, name: &str) -> Self {
+        let client = etcd_client(url).await;
+        Self { client, name: name.to_owned(), stream: None }
+    }
+}
+
+impl Watch for EtcdWatch {
+    fn changed(&mut self) -> BoxFuture<'_, Result<Option<u64>, LockError>> {
+        Box::pin(async move {
+            if self.stream.is_none() {
+                let stream = self.client.election_client().observe(self.name.as_str()).await;
+                self.stream = Some(stream.map_err(|e| failed("observe", e))?);
+            }
+            let stream = self.stream.as_mut().expect("just opened");
+            match stream.message().await {
+                Ok(Some(answer)) => Ok(answer.kv().map(|kv| u64::try_from(kv.create_revision()).unwrap_or_default())),
+                Ok(None) => {
+                    self.stream = None;
+                    Err(LockError::store("etcd", "observe", None, std::io::Error::other("the stream ended")))
+                }
+                Err(error) => {
+                    self.stream = None;
+                    Err(failed("observe", error))
+                }
+            }
+        })
+    }
 }
 
 async fn groups(store: Arc<DynLockStore>, rounds: usize) {
