@@ -23,6 +23,9 @@
 //!   table); per variant the worst task's p99 wait as a multiple of the fair share
 //!   (`kit::fair_bench`; `DISTLOCK_FAIR_SECONDS` per variant, default 10; `-- fair` runs
 //!   only this).
+//! - leader election (`kit::bench::election`; `-- election` runs only it): graceful
+//!   hand-over, observer lag and failover after `kill -9` of the leader's process (TTL
+//!   2 s), each participant on a pool of its own.
 //!
 //! The settings are those of every SQL store's benchmark (`kit::sql_bench`).
 //!
@@ -31,6 +34,7 @@
 use std::sync::Arc;
 
 use distlock_api::{DynLockStore, Token};
+use distlock_conformance::kit::bench::election::{self, Plan as ElectionPlan};
 use distlock_conformance::kit::bench::{rounds, RawMysql};
 use distlock_conformance::kit::fair_bench;
 use distlock_conformance::kit::sql_bench::{self, RETRY, TASKS, TTL};
@@ -44,15 +48,24 @@ async fn connect(url: &str, table: &str) -> Arc<MysqlLockStore> {
     Arc::new(store)
 }
 
+/// The store on `table` as a `DynLockStore`, on a pool of its own: one participant of an
+/// election.
+async fn election_store(url: &str, table: &str) -> Arc<DynLockStore> {
+    connect(url, table).await
+}
+
 fn main() {
     let url = std::env::var("DISTLOCK_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/distlock".to_owned());
     let only = |name: &str| std::env::args().skip(1).any(|arg| arg == name);
-    let (only_hand_off, only_groups, only_cycles, only_fair) =
-        (only("handoff"), only("groups"), only("cycles"), only("fair"));
-    let some = only_hand_off || only_groups || only_cycles || only_fair;
+    let (only_hand_off, only_groups, only_cycles, only_fair, only_election) =
+        (only("handoff"), only("groups"), only("cycles"), only("fair"), only("election"));
+    let some = only_hand_off || only_groups || only_cycles || only_fair || only_election;
     let rounds = rounds(15);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
+        if let Some(spec) = election::leader_child() {
+            election::lead_distlock_until_killed(connect(&url, &spec.store).await, &spec, ElectionPlan::TTL).await
+        }
         if let Some(worker) = fair_bench::worker_spec() {
             let store = connect(&url, &worker.store).await;
             fair_bench::run_worker(store.clone(), &worker).await;
@@ -79,7 +92,13 @@ fn main() {
         if !some || only_hand_off {
             sql_bench::hand_off(Arc::clone(&dyn_store), "", &prefix, rounds).await;
         }
-        let tables: Vec<String> = ["", "_queue", "_names", "_holders", "_places", "_permits", "_waiters"]
+        if !some || only_election {
+            let name = format!("bench-{suffix}");
+            let connect = || election_store(&url, &table);
+            let side = election::distlock_side(&name, ElectionPlan::TTL, Some(table.clone()), connect).await;
+            election::compare("", vec![side], ElectionPlan::standard()).await;
+        }
+        let tables: Vec<String> = ["", "_queue", "_names", "_holders", "_places", "_permits", "_waiters", "_values"]
             .iter()
             .map(|suffix| format!("`{table}{suffix}`"))
             .collect();
