@@ -27,6 +27,11 @@
 //!   from a release to the next holder (p50/p99) and critical sections per second, woken
 //!   by the store's datagrams vs polling only, alternating, the median round of each.
 //!
+//! - leader election (`kit::bench::election`; `-- election` runs only it): graceful
+//!   hand-over, observer lag and failover after `kill -9` of the leader's process (TTL
+//!   2 s; a holder process that is gone is noticed before its lease ends), each
+//!   participant on a pool of its own.
+//!
 //! The store has its defaults (fair queue, release notifications, liveness on) and the
 //! settings are those of every SQL store's benchmark (`kit::sql_bench`). The directory is
 //! removed at the end.
@@ -34,6 +39,7 @@
 use std::sync::Arc;
 
 use distlock_api::{DynLockStore, Token};
+use distlock_conformance::kit::bench::election::{self, Plan as ElectionPlan};
 use distlock_conformance::kit::bench::{rounds, RawSqlite, SqliteStatements};
 use distlock_conformance::kit::fair_bench;
 use distlock_conformance::kit::sql_bench::{self, RETRY, TASKS, TTL};
@@ -58,14 +64,23 @@ fn raw(store: &SqliteLockStore) -> RawSqlite {
     RawSqlite::new(store.pool().clone(), statements, boot, SqliteLockStore::clock, TTL, RETRY)
 }
 
+/// The store in `url` as a `DynLockStore`, on a pool of its own: one participant of an
+/// election.
+async fn election_store(url: &str) -> Arc<DynLockStore> {
+    connect(url).await
+}
+
 fn main() {
     let only = |name: &str| std::env::args().skip(1).any(|arg| arg == name);
-    let (only_cycles, only_groups, only_hand_off, only_fair) =
-        (only("cycles"), only("groups"), only("handoff"), only("fair"));
-    let some = only_cycles || only_groups || only_hand_off || only_fair;
+    let (only_cycles, only_groups, only_hand_off, only_fair, only_election) =
+        (only("cycles"), only("groups"), only("handoff"), only("fair"), only("election"));
+    let some = only_cycles || only_groups || only_hand_off || only_fair || only_election;
     let rounds = rounds(15);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
+        if let Some(spec) = election::leader_child() {
+            election::lead_distlock_until_killed(connect(&spec.store).await, &spec, ElectionPlan::TTL).await
+        }
         if let Some(worker) = fair_bench::worker_spec() {
             let store = connect(&worker.store).await;
             fair_bench::run_worker(store.clone(), &worker).await;
@@ -91,6 +106,12 @@ fn main() {
         }
         if !some || only_hand_off {
             sql_bench::hand_off(Arc::clone(&dyn_store), "", &prefix, rounds).await;
+        }
+        if !some || only_election {
+            let name = format!("bench-{suffix}");
+            let side =
+                election::distlock_side(&name, ElectionPlan::TTL, Some(url.clone()), || election_store(&url)).await;
+            election::compare("", vec![side], ElectionPlan::standard()).await;
         }
         store.pool().close().await;
         drop((dyn_store, store));
