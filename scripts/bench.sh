@@ -11,7 +11,10 @@
 #   2. runs each benchmark, which measures every figure side by side with its baseline in
 #      one run and writes its results as JSON lines (DISTLOCK_BENCH_OUT, one file per
 #      suite: memory, redis, postgres, …; a benchmark added as distlock-<store>/benches/<store>.rs
-#      is picked up under the suite <store>);
+#      is picked up under the suite <store>); the stores that elect leaders (Redis,
+#      PostgreSQL, etcd, MySQL, SQLite) measure leader election there too, etcd beside its
+#      own election: hand-over, observer lag and failover after `kill -9` (TTL 2 s, about
+#      2.5 s a failover: 10 failovers per side, 5 with --quick);
 #   3. runs `distlock bench --plot` on every store for the plots' measurements;
 #   4. rewrites BENCHMARKS.md and docs/bench/*.svg from the results (`bench-report`).
 # The results stay in DISTLOCK_BENCH_RESULTS (default target/bench-results).
