@@ -3,6 +3,84 @@
 
 use std::fmt;
 
+/// The key of a row, as errors name it: the key's value, or `column=value` pairs joined by
+/// `, ` for a composite key. Shown and compared as that text; a key that is one integer
+/// column's value is also a number ([`as_integer`](Self::as_integer)), which is how HTTP
+/// answers write it.
+///
+/// ```
+/// use distlock::optimistic::RowId;
+///
+/// assert_eq!(RowId::from(7_i64).as_integer(), Some(7));
+/// assert_eq!(RowId::from("7").as_integer(), None); // a text key that reads like a number
+/// assert_eq!(RowId::from(7_i64), "7");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RowId {
+    text: String,
+    /// One integer column's value.
+    integer: bool,
+}
+
+impl RowId {
+    /// A key that is one integer column's value, written `text`: a number when `text`
+    /// reads as one, else text.
+    pub(crate) fn integer(text: String) -> Self {
+        Self { text, integer: true }
+    }
+
+    /// The key's text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The key as a number, when it is one integer column's value.
+    pub fn as_integer(&self) -> Option<i128> {
+        self.integer.then(|| self.text.parse().ok()).flatten()
+    }
+}
+
+impl fmt::Display for RowId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl From<String> for RowId {
+    fn from(text: String) -> Self {
+        Self { text, integer: false }
+    }
+}
+
+impl From<&str> for RowId {
+    fn from(text: &str) -> Self {
+        text.to_owned().into()
+    }
+}
+
+macro_rules! integer_row_id {
+    ($($int:ty),*) => {$(
+        impl From<$int> for RowId {
+            fn from(id: $int) -> Self {
+                Self { text: id.to_string(), integer: true }
+            }
+        }
+    )*};
+}
+integer_row_id!(i16, i32, i64, u16, u32, u64);
+
+impl PartialEq<str> for RowId {
+    fn eq(&self, other: &str) -> bool {
+        self.text == other
+    }
+}
+
+impl PartialEq<&str> for RowId {
+    fn eq(&self, other: &&str) -> bool {
+        self.text == *other
+    }
+}
+
 /// A versioned update found the row changed since it was read: its version is no longer
 /// the one the update expected.
 ///
@@ -15,7 +93,7 @@ pub struct StaleRecord {
     pub table: String,
     /// The key of the row: the key value, or `column=value` pairs joined by `, ` for a
     /// composite key.
-    pub id: String,
+    pub id: RowId,
     /// The version the update expected.
     pub expected_version: i64,
     /// The version the row had just after the refused update (read by a second statement),
@@ -46,7 +124,7 @@ pub struct FencedOut {
     /// The table, as given to the builder (unquoted).
     pub table: String,
     /// The key of the row (as in [`StaleRecord::id`]).
-    pub id: String,
+    pub id: RowId,
     /// The fence this write carried.
     pub fence: u64,
     /// The highest fence that wrote the row, when the statement saw it; `None` when it was
@@ -86,7 +164,7 @@ pub enum OptimisticError {
         /// The table, as given to the builder (unquoted).
         table: String,
         /// The key of the row (as in [`StaleRecord::id`]).
-        id: String,
+        id: RowId,
     },
     /// Incrementing the version would overflow its column's integer type (SQLSTATE
     /// 22003). The row is unchanged; widen the column or reset its version.
@@ -95,7 +173,7 @@ pub enum OptimisticError {
         /// The table, as given to the builder (unquoted).
         table: String,
         /// The key of the row (as in [`StaleRecord::id`]).
-        id: String,
+        id: RowId,
         /// The server's error.
         #[source]
         source: sqlx::Error,

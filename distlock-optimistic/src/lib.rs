@@ -12,7 +12,7 @@ mod update;
 mod version;
 
 pub use dialect::Dialect;
-pub use error::{FencedOut, OptimisticError, StaleRecord};
+pub use error::{FencedOut, OptimisticError, RowId, StaleRecord};
 pub use update::VersionedUpdate;
 pub use version::Version;
 

@@ -4,10 +4,10 @@
 
 use std::fmt::{self, Display, Write as _};
 
-use sqlx::{Acquire, Connection as _, Encode, FromRow, Postgres, Type};
+use sqlx::{Acquire, Connection as _, Encode, FromRow, Postgres, Type, TypeInfo as _};
 
 use crate::dialect::{Dialect, Int, NewVersion};
-use crate::error::{FencedOut, OptimisticError, StaleRecord};
+use crate::error::{FencedOut, OptimisticError, RowId, StaleRecord};
 use crate::ident::Identifier;
 use crate::version::{self, Expected, Version};
 
@@ -91,7 +91,8 @@ pub struct VersionedUpdate<DB: Dialect = Postgres> {
     schema: Option<Identifier>,
     table: Option<Identifier>,
     keys: Vec<Bound>,
-    id: Vec<(String, String)>,
+    /// Each key column, its value's text, and whether the value is an integer.
+    id: Vec<(String, String, bool)>,
     sets: Vec<Bound>,
     version: Option<(Identifier, Expected)>,
     force: bool,
@@ -164,7 +165,7 @@ impl<DB: Dialect> VersionedUpdate<DB> {
     where
         T: Encode<'q, DB> + Type<DB> + Display + Clone + 'q,
     {
-        self.id.push((column.to_owned(), value.to_string()));
+        self.id.push((column.to_owned(), value.to_string(), integer_type(T::type_info().name())));
         // The probe that tells a stale row from a missing one binds the keys alone.
         if let Err(err) = DB::push(&mut self.key_args, value.clone()) {
             self.fail(format!("the value of key column {column} cannot be encoded: {err}"));
@@ -415,7 +416,7 @@ impl<DB: Dialect> VersionedUpdate<DB> {
     fn database_error(&self, source: sqlx::Error) -> OptimisticError {
         let overflow = source.as_database_error().and_then(|db| db.code()).is_some_and(|code| code == "22003");
         if overflow {
-            OptimisticError::VersionOverflow { table: self.table_name.clone(), id: id_text(&self.id), source }
+            OptimisticError::VersionOverflow { table: self.table_name.clone(), id: row_id(&self.id), source }
         } else {
             OptimisticError::Database { table: self.table_name.clone(), source }
         }
@@ -423,7 +424,7 @@ impl<DB: Dialect> VersionedUpdate<DB> {
 
     /// Why the update changed nothing, from what the statement's snapshot showed.
     fn refusal(&self, actual_version: Option<i64>, actual_fence: Option<i64>) -> OptimisticError {
-        let id = id_text(&self.id);
+        let id = row_id(&self.id);
         let table = self.table_name.clone();
         let Some(actual_version) = actual_version else {
             return OptimisticError::NotFound { table, id };
@@ -581,12 +582,25 @@ struct Statement {
     returns: bool,
 }
 
-/// The row's key for errors: the value alone, or `column=value` pairs.
-fn id_text(id: &[(String, String)]) -> String {
+/// The row's key for errors: the value alone (a number for an integer column), or
+/// `column=value` pairs.
+fn row_id(id: &[(String, String, bool)]) -> RowId {
     match id {
-        [(_, value)] => value.clone(),
-        pairs => pairs.iter().map(|(column, value)| format!("{column}={value}")).collect::<Vec<_>>().join(", "),
+        [(_, value, true)] => RowId::integer(value.clone()),
+        [(_, value, false)] => RowId::from(value.clone()),
+        pairs => {
+            pairs.iter().map(|(column, value, _)| format!("{column}={value}")).collect::<Vec<_>>().join(", ").into()
+        }
     }
+}
+
+/// Whether sqlx's name of a type is an integer column type (PostgreSQL, MySQL with or
+/// without `UNSIGNED`, SQLite).
+fn integer_type(name: &str) -> bool {
+    matches!(
+        name.trim_end_matches(" UNSIGNED"),
+        "INT2" | "INT4" | "INT8" | "TINYINT" | "SMALLINT" | "MEDIUMINT" | "INT" | "BIGINT" | "INTEGER"
+    )
 }
 
 /// SQL text and the numbers of its parameters in text order.
@@ -659,7 +673,21 @@ mod tests {
 
     #[test]
     fn composite_ids_name_their_columns() {
-        assert_eq!(id_text(&[("a".into(), "1".into()), ("b".into(), "x".into())]), "a=1, b=x");
-        assert_eq!(id_text(&[("a".into(), "1".into())]), "1");
+        assert_eq!(row_id(&[("a".into(), "1".into(), true), ("b".into(), "x".into(), false)]), "a=1, b=x");
+        assert_eq!(row_id(&[("a".into(), "1".into(), true)]).as_integer(), Some(1));
+        assert_eq!(row_id(&[("a".into(), "1".into(), false)]).as_integer(), None);
+    }
+
+    #[test]
+    fn integer_key_types_are_told_from_the_others() {
+        fn integer<DB: sqlx::Database, T: Type<DB>>() -> bool {
+            integer_type(T::type_info().name())
+        }
+        assert!(integer::<Postgres, i64>() && integer::<Postgres, i32>() && integer::<Postgres, i16>());
+        assert!(!integer::<Postgres, String>() && !integer::<Postgres, bool>());
+        #[cfg(feature = "sqlite")]
+        assert!(integer::<sqlx::Sqlite, i64>() && !integer::<sqlx::Sqlite, String>());
+        #[cfg(feature = "mysql")]
+        assert!(integer::<sqlx::MySql, u64>() && integer::<sqlx::MySql, i32>() && !integer::<sqlx::MySql, String>());
     }
 }

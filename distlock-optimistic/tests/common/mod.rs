@@ -77,6 +77,7 @@ macro_rules! cases {
             match &err {
                 OptimisticError::Stale(stale) => {
                     assert_eq!((stale.table.as_str(), stale.id.as_str()), (table.as_str(), "1"));
+                    assert_eq!(stale.id.as_integer(), Some(1), "an integer key is a number");
                     assert_eq!((stale.expected_version, stale.actual_version), (0, Some(1)));
                 }
                 other => panic!("expected Stale, got {other}"),
