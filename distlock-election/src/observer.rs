@@ -13,9 +13,11 @@ use crate::election::{Election, Leader};
 /// leader (a greater term), a new value of the same leader, or nobody leading. Terms only
 /// grow from one answer to the next. An observer reports the **latest** state when it
 /// reads: a leader that came and went between two reads is not reported, as with
-/// `tokio::sync::watch`. With release notifications the observer wakes at a release, so
-/// a hand-over is seen within milliseconds; otherwise, and for a proclaimed value, within
-/// the election's [poll interval](Election::poll_interval).
+/// `tokio::sync::watch`. Where a release wakes every waiter of the key (Redis with
+/// `notifications=true`, SQLite, etcd, memory), the observer wakes at a release and sees a
+/// hand-over within milliseconds; PostgreSQL and MySQL wake only the candidate a released
+/// lock is handed to, so there, and for a proclaimed value everywhere, a change is seen
+/// within the election's [poll interval](Election::poll_interval).
 ///
 /// A candidate publishes its value just after it takes the lead, and where the store does
 /// not hand a released lock to the next candidate (etcd), that candidate takes it a moment
