@@ -17,8 +17,9 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Re
 use tower_layer::Layer;
 use tower_service::Service;
 
+use axum::response::IntoResponse as _;
+use distlock_api::http::{Problem, ProblemType};
 use distlock_api::idempotency::{normalise_json, Fingerprint, IdempotencyKey, StoredResponse};
-use distlock_api::LockError;
 
 use crate::header::parse_key;
 use crate::manager::{Claim, ClaimHandle, Idempotency};
@@ -46,9 +47,13 @@ pub enum MismatchStatus {
     /// A function set with [`IdempotencyLayer::fingerprint`] replaces the body hash, and
     /// its value is what the answer carries.
     ///
+    /// This is the one answer of the library that carries a hash of a request, and only in
+    /// this mode, which exists to tell the caller it: the first request's, sent by the same
+    /// caller (records are scoped to the caller's identity). The default 422 carries none.
+    ///
     /// ```json
     /// {
-    ///   "type": "about:blank",
+    ///   "type": "https://docs.rs/distlock-api/latest/distlock_api/http/#idempotency-key-reused",
     ///   "title": "Idempotency-Key reused",
     ///   "status": 409,
     ///   "detail": "this Idempotency-Key was used for a different request, whose hash is existing_hash",
@@ -88,6 +93,7 @@ struct Config {
     response_limit: usize,
     mismatch: MismatchStatus,
     wait_in_progress: Option<Duration>,
+    in_progress_retry_after: Duration,
     fail_open: bool,
     abandon_server_errors: bool,
 }
@@ -95,19 +101,24 @@ struct Config {
 /// A tower [`Layer`] that makes the routes it wraps idempotent: a request carrying an
 /// `Idempotency-Key` runs its handler once; retries get the stored response back.
 ///
-/// | situation | answer (defaults) |
-/// |---|---|
-/// | method not guarded (guarded: POST, PATCH) | passed through |
-/// | no key | passed through; 400 with [`require_key`](Self::require_key) |
-/// | key not an sf-string or bare token of 1–255 visible characters | 400 |
-/// | request body over [`request_limit`](Self::request_limit) (1 MiB) | 413 |
-/// | first request | runs; its response (status, headers, body) is stored — errors too |
-/// | retry after completion | the stored response, with `Idempotent-Replayed: true` |
-/// | retry while the first runs | 409 with `Retry-After`, or wait and replay with [`wait_in_progress`](Self::wait_in_progress) |
-/// | same key, different request | 422, or 409 + the first request's hash with [`MismatchStatus::ConflictWithHash`] |
-/// | store unreachable | 503, or run unprotected with [`fail_open`](Self::fail_open) |
+/// | situation | answer (defaults) | problem `type` name |
+/// |---|---|---|
+/// | method not guarded (guarded: POST, PATCH) | passed through | |
+/// | no key | passed through; 400 with [`require_key`](Self::require_key) | `idempotency-key-missing` |
+/// | key not an sf-string or bare token of 1–255 visible characters | 400 | `idempotency-key-malformed` |
+/// | request body over [`request_limit`](Self::request_limit) (1 MiB) | 413 | `request-too-large` |
+/// | first request | runs; its response (status, headers, body) is stored — errors too | |
+/// | retry after completion | the stored response, with `Idempotent-Replayed: true` | |
+/// | retry while the first runs | 409 with `Retry-After` ([`in_progress_retry_after`](Self::in_progress_retry_after), 1 s), or wait and replay with [`wait_in_progress`](Self::wait_in_progress) | `request-in-progress` |
+/// | same key, different request | 422, or 409 + the first request's hash with [`MismatchStatus::ConflictWithHash`] | `idempotency-key-reused` |
+/// | store unreachable | 503 with `Retry-After: 1`, or run unprotected with [`fail_open`](Self::fail_open) | `idempotency-store-unavailable` |
+/// | response over [`response_limit`](Self::response_limit) | 500, not stored | `response-not-stored` |
 ///
-/// Error answers are problem-details JSON (`application/problem+json`).
+/// Error answers are the library's problem details (`application/problem+json`, RFC 9457):
+/// `type` is `https://docs.rs/distlock-api/latest/distlock_api/http/#` and the name above,
+/// with `title`, `status` and `detail`; every type is listed in `distlock::http`. No
+/// answer carries the key, a fingerprint or a hash, except `existing_hash` in the
+/// [`ConflictWithHash`](MismatchStatus::ConflictWithHash) mode.
 ///
 /// **Scope.** The record's key is a SHA-256 of the caller's [identity](Self::identity)
 /// (by default the `Authorization` header), the method, the route (axum's
@@ -176,6 +187,9 @@ impl IdempotencyLayer {
                 response_limit: 1 << 20,
                 mismatch: MismatchStatus::default(),
                 wait_in_progress: None,
+                in_progress_retry_after: ProblemType::REQUEST_IN_PROGRESS
+                    .retry_after()
+                    .unwrap_or(Duration::from_secs(1)),
                 fail_open: false,
                 abandon_server_errors: false,
             }),
@@ -321,6 +335,16 @@ impl IdempotencyLayer {
         self.with(|c| c.wait_in_progress = Some(max))
     }
 
+    /// The `Retry-After` of a 409 for a retry while the key's first request runs (default
+    /// 1 s; sent in whole seconds, rounded up): when that request is likely done, so that
+    /// the retry replays its response. Set it to the route's usual duration. It is never
+    /// more than the running claim's lease has left — which is not a hint itself: the lease
+    /// is how long a *crashed* first request blocks the key, not how long a running one takes.
+    #[must_use]
+    pub fn in_progress_retry_after(self, after: Duration) -> Self {
+        self.with(|c| c.in_progress_retry_after = after)
+    }
+
     /// When the store fails, run the handler unprotected instead of answering 503
     /// (default off: fail closed).
     #[must_use]
@@ -425,8 +449,8 @@ where
     let client_key = match (values.next(), values.next()) {
         (None, _) if config.require_key => {
             return problem(
+                ProblemType::IDEMPOTENCY_KEY_MISSING,
                 StatusCode::BAD_REQUEST,
-                "Idempotency-Key missing",
                 "this operation requires an Idempotency-Key header",
             )
         }
@@ -436,22 +460,21 @@ where
     };
     let Some(client_key) = client_key else {
         return problem(
+            ProblemType::IDEMPOTENCY_KEY_MALFORMED,
             StatusCode::BAD_REQUEST,
-            "Idempotency-Key malformed",
             "the Idempotency-Key header must be one string of 1-255 visible ASCII characters",
         );
     };
     let (parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, config.request_limit).await else {
-        return problem(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large", "the request body exceeds the limit");
+        return problem(
+            ProblemType::REQUEST_TOO_LARGE,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request body exceeds the limit",
+        );
     };
     let (fingerprint, body_only) = config.fingerprint.of(config.mismatch, &parts, &body);
-    let key = match scope_key(&config, &parts, &client_key, body_only) {
-        Ok(key) => key,
-        Err(error) => {
-            return problem(StatusCode::INTERNAL_SERVER_ERROR, "Idempotency key not usable", &error.to_string())
-        }
-    };
+    let key = scope_key(&config, &parts, &client_key, body_only);
     let started = tokio::time::Instant::now();
     loop {
         let claim = match config.idempotency.claim(&key, fingerprint).await {
@@ -462,9 +485,9 @@ where
                     return run(&mut inner, Request::from_parts(parts, Body::from(body))).await;
                 }
                 return problem(
+                    ProblemType::IDEMPOTENCY_STORE_UNAVAILABLE,
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "Idempotency store unavailable",
-                    "the request was not run; retry later",
+                    "the idempotency store is unavailable; the request was not run",
                 );
             }
         };
@@ -483,7 +506,7 @@ where
                         continue;
                     }
                 }
-                in_progress(retry_after)
+                in_progress(config.in_progress_retry_after, retry_after)
             }
             Claim::Mismatch { stored } => mismatch(config.mismatch, stored),
         };
@@ -492,8 +515,9 @@ where
 
 /// The record's key: SHA-256 of identity, method, route and the client's key, and of the
 /// path and query when the fingerprint hashes the body alone (and so cannot tell one
-/// resource of a route from another).
-fn scope_key(config: &Config, parts: &Parts, client_key: &str, body_only: bool) -> Result<IdempotencyKey, LockError> {
+/// resource of a route from another). The 64 hex digits alone: the store adds its own
+/// namespace.
+fn scope_key(config: &Config, parts: &Parts, client_key: &str, body_only: bool) -> IdempotencyKey {
     let identity = (config.identity)(parts);
     let route = parts.extensions.get::<MatchedPath>().map_or(parts.uri.path(), MatchedPath::as_str);
     let mut scope = vec![
@@ -505,9 +529,11 @@ fn scope_key(config: &Config, parts: &Parts, client_key: &str, body_only: bool) 
     if body_only {
         scope.push(parts.uri.path_and_query().map_or(parts.uri.path(), PathAndQuery::as_str).as_bytes());
     }
-    let digest = Fingerprint::of_parts(&scope);
-    // `idem:` and 64 hex digits: always a valid key.
-    IdempotencyKey::new(format!("idem:{}", digest.to_hex()))
+    let digest = Fingerprint::of_parts(&scope).to_hex();
+    match IdempotencyKey::new(digest) {
+        Ok(key) => key,
+        Err(never) => unreachable!("64 hex digits are a valid key: {never}"),
+    }
 }
 
 async fn run<S>(inner: &mut S, request: Request<Body>) -> Response<Body>
@@ -538,8 +564,8 @@ where
             tracing::warn!("response body over the idempotency response limit or failed; not stored, claim abandoned");
             let _ = claim.abandon().await;
             return problem(
+                ProblemType::RESPONSE_NOT_STORED,
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "Response not stored",
                 "the response could not be read whole",
             );
         }
@@ -579,50 +605,37 @@ fn replay(stored: StoredResponse) -> Response<Body> {
     response
 }
 
-fn in_progress(retry_after: Duration) -> Response<Body> {
-    let mut response = problem(
+/// A retry while the first request runs: `Retry-After` is `hint`, capped by the running
+/// claim's `lease_left` (see [`IdempotencyLayer::in_progress_retry_after`]).
+fn in_progress(hint: Duration, lease_left: Duration) -> Response<Body> {
+    Problem::new(
+        ProblemType::REQUEST_IN_PROGRESS,
         StatusCode::CONFLICT,
-        "Request in progress",
         "a request with this Idempotency-Key is still being processed; retry later",
-    );
-    let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
-    response
+    )
+    .retry_after(Some(hint.min(lease_left)))
+    .into_response()
 }
 
-/// `stored` is the fingerprint the store kept from the key's first request.
+/// `stored` is the fingerprint the store kept from the key's first request: answered
+/// only in the `ConflictWithHash` mode.
 fn mismatch(status: MismatchStatus, stored: Fingerprint) -> Response<Body> {
-    const TITLE: &str = "Idempotency-Key reused";
+    let kind = ProblemType::IDEMPOTENCY_KEY_REUSED;
     match status {
-        MismatchStatus::ConflictWithHash => problem_with(
+        MismatchStatus::ConflictWithHash => Problem::new(
+            kind,
             StatusCode::CONFLICT,
-            TITLE,
             "this Idempotency-Key was used for a different request, whose hash is existing_hash",
-            Some(("existing_hash", stored.to_hex())),
-        ),
+        )
+        .with("existing_hash", stored.to_hex())
+        .into_response(),
         MismatchStatus::UnprocessableContent => {
-            problem(StatusCode::UNPROCESSABLE_ENTITY, TITLE, "this Idempotency-Key was used for a different request")
+            problem(kind, StatusCode::UNPROCESSABLE_ENTITY, "this Idempotency-Key was used for a different request")
         }
     }
 }
 
-fn problem(status: StatusCode, title: &str, detail: &str) -> Response<Body> {
-    problem_with(status, title, detail, None)
-}
-
-/// An RFC 9457 problem-details response.
-fn problem_with(status: StatusCode, title: &str, detail: &str, extra: Option<(&str, String)>) -> Response<Body> {
-    let mut body = serde_json::json!({
-        "type": "about:blank",
-        "title": title,
-        "status": status.as_u16(),
-        "detail": detail,
-    });
-    if let (Some((name, value)), Some(map)) = (extra, body.as_object_mut()) {
-        map.insert(name.to_owned(), serde_json::Value::String(value));
-    }
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
-    response
+/// An answer in the library's problem-details format.
+fn problem(kind: ProblemType, status: StatusCode, detail: &str) -> Response<Body> {
+    Problem::new(kind, status, detail).into_response()
 }

@@ -139,9 +139,11 @@ pub enum Claim {
     /// The operation ran before: here is its result.
     Replay(StoredResponse),
     /// Another request with this key is running; its claim lapses in `retry_after`
-    /// unless renewed. HTTP: 409 Conflict with `Retry-After`.
+    /// unless renewed. HTTP: 409 Conflict, whose `Retry-After` the layer takes from its
+    /// own hint (`IdempotencyLayer::in_progress_retry_after`), capped by this.
     InProgress {
-        /// The time left on the running claim's lease.
+        /// The time left on the running claim's lease: how long a first request that
+        /// crashed would block the key, not when a running one will finish.
         retry_after: Duration,
     },
     /// The key was used for a different request (another fingerprint). HTTP: 422 (IETF

@@ -151,6 +151,21 @@ fn fresh_key() -> String {
     distlock_api::Token::generate().as_str().to_owned()
 }
 
+/// The body of a problem-details answer of type `name`, checked: its media type, its
+/// standard members, and that it carries none of `secrets` (the client's key, hashes).
+fn problem(name: &str, status: StatusCode, response: &Response<Body>, body: &str, secrets: &[&str]) -> Value {
+    assert_eq!(response.status(), status, "{body}");
+    assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
+    let problem: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(problem["type"], format!("https://docs.rs/distlock-api/latest/distlock_api/http/#{name}"));
+    assert_eq!(problem["status"], status.as_u16(), "{problem}");
+    assert!(problem["title"].is_string() && problem["detail"].is_string(), "{problem}");
+    for secret in secrets {
+        assert!(!body.contains(secret), "{secret} in {body}");
+    }
+    problem
+}
+
 /// 32 concurrent identical requests: the handler runs once, every client gets its response.
 pub async fn concurrent_identical_requests_run_once(store: Arc<DynIdempotencyStore>) {
     let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l.wait_in_progress(Duration::from_secs(20)));
@@ -200,12 +215,15 @@ pub async fn different_payload_is_a_mismatch(store: Arc<DynIdempotencyStore>) {
         assert_eq!(send(&app, request("/orders", Some(&key), "u1", r#"{ "item": 1 }"#)).await.0, StatusCode::CREATED);
         for other in [r#"{"item":2}"#, r#"{"item":3}"#] {
             let (status, response, body) = send(&app, request("/orders", Some(&key), "u1", other)).await;
-            assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
-            let problem: Value = serde_json::from_str(&body).unwrap();
+            // Never the new request's hash, in either mode, nor the client's key.
+            let new_hash = Fingerprint::of_body(&normalise_json(other.as_bytes())).to_hex();
             if mode == MismatchStatus::UnprocessableContent {
+                let secrets = [key.as_str(), &new_hash, FIRST_HASH];
+                let problem = problem("idempotency-key-reused", status, &response, &body, &secrets);
                 assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
                 assert!(problem.get("existing_hash").is_none(), "{problem}");
             } else {
+                let problem = problem("idempotency-key-reused", status, &response, &body, &[key.as_str(), &new_hash]);
                 assert_eq!(status, StatusCode::CONFLICT);
                 assert_eq!(problem["existing_hash"], FIRST_HASH, "{problem}");
                 assert!(response.headers().get(header::RETRY_AFTER).is_none());
@@ -263,8 +281,10 @@ pub async fn missing_and_malformed_keys_are_400(store: Arc<DynIdempotencyStore>)
     let (app, handlers) = make_app(Arc::clone(&store), IdempotencyOptions::new(), |l| l.require_key(true));
     let long = "k".repeat(256);
     for key in [None, Some(""), Some("a b"), Some("\"unterminated"), Some(long.as_str())] {
-        let (status, _, body) = send(&app, request("/orders", key, "u1", "{}")).await;
+        let (status, response, body) = send(&app, request("/orders", key, "u1", "{}")).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{key:?}: {body}");
+        let name = if key.is_none() { "idempotency-key-missing" } else { "idempotency-key-malformed" };
+        problem(name, status, &response, &body, &[&long]);
     }
     let mut twice = request("/orders", Some("a"), "u1", "{}");
     twice.headers_mut().append("idempotency-key", "b".parse().unwrap());
@@ -315,7 +335,7 @@ pub async fn in_progress_then_dropped_request_is_retried_after_the_lease(store: 
     });
     handlers.entered.notified().await;
     let (status, response, body) = send(&app, request("/slow", Some(&key), "u1", "{}")).await;
-    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    problem("request-in-progress", status, &response, &body, &[&key]);
     assert_eq!(response.headers()[header::RETRY_AFTER], "1");
     first.abort();
     assert!(first.await.unwrap_err().is_cancelled());
@@ -340,13 +360,45 @@ pub async fn methods_limits_and_json_body_hash(store: Arc<DynIdempotencyStore>) 
         assert!(!replayed(&response));
     }
     assert_eq!(handlers.runs.load(Ordering::SeqCst), 2);
-    let (status, ..) = send(&app, request("/orders", Some(&key), "u1", &"x".repeat(65))).await;
+    let (status, response, body) = send(&app, request("/orders", Some(&key), "u1", &"x".repeat(65))).await;
+    problem("request-too-large", status, &response, &body, &[&key]);
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     send(&app, request("/orders", Some(&key), "u1", r#"{"a": 1, "b": [1, 2]}"#)).await;
     let (status, response, _) = send(&app, request("/orders", Some(&key), "u1", r#"{"b":[1,2],"a":1}"#)).await;
     assert_eq!(status, StatusCode::CREATED);
     assert!(replayed(&response));
     assert_eq!(handlers.runs.load(Ordering::SeqCst), 3);
+}
+
+/// A retry while a long-lease first request runs: `Retry-After` is the layer's hint (1 s
+/// unless set), not the 30 s the claim's lease has left.
+pub async fn in_progress_retry_after_is_the_hint_not_the_lease(store: Arc<DynIdempotencyStore>) {
+    for (hint, expected) in
+        [(None, "1"), (Some(Duration::from_millis(4500)), "5"), (Some(Duration::from_secs(90)), "30")]
+    {
+        let (app, handlers) =
+            make_app(Arc::clone(&store), IdempotencyOptions::new().lease(Duration::from_secs(30)), |l| match hint {
+                Some(hint) => l.in_progress_retry_after(hint),
+                None => l,
+            });
+        let key = fresh_key();
+        let first = tokio::spawn({
+            let (app, key) = (app.clone(), key.clone());
+            async move { send(&app, request("/slow", Some(&key), "u1", "{}")).await }
+        });
+        handlers.entered.notified().await;
+        let (status, response, body) = send(&app, request("/slow", Some(&key), "u1", "{}")).await;
+        problem("request-in-progress", status, &response, &body, &[&key]);
+        assert_eq!(status, StatusCode::CONFLICT);
+        // A hint over the lease left is capped by it.
+        let retry_after: u64 = response.headers()[header::RETRY_AFTER].to_str().unwrap().parse().unwrap();
+        if expected == "30" {
+            assert!((29..=30).contains(&retry_after), "{retry_after}");
+        } else {
+            assert_eq!(retry_after.to_string(), expected);
+        }
+        first.abort();
+    }
 }
 
 macro_rules! layer_tests {
@@ -371,6 +423,7 @@ macro_rules! all_layer_tests {
             in_progress_then_dropped_request_is_retried_after_the_lease,
             methods_limits_and_json_body_hash,
             conflict_carries_the_first_requests_body_hash,
+            in_progress_retry_after_is_the_hint_not_the_lease,
         );
     };
 }
@@ -394,6 +447,30 @@ mod redis {
     }
 
     all_layer_tests!(store);
+
+    /// A record's Redis key carries the store's namespace once: `{prefix}:idem:` and the
+    /// layer's 64 hex digits.
+    #[tokio::test]
+    async fn record_keys_carry_the_namespace_once() {
+        let Some(url) = distlock_conformance::kit::redis_url("idempotency layer record keys") else { return };
+        let prefix = format!("layer-keys-{}", distlock_api::Token::generate().as_str());
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let store = RedisIdempotencyStore::connect(&format!("{url}{separator}prefix={prefix}")).await.expect("connect");
+        let (app, _) = make_app(Arc::new(store), IdempotencyOptions::new(), |l| l);
+        let (status, ..) = send(&app, request("/orders", Some(&fresh_key()), "u1", "{}")).await;
+        assert_eq!(status, StatusCode::CREATED);
+
+        let client = distlock_redis::redis::Client::open(url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let keys: Vec<String> =
+            distlock_redis::redis::cmd("KEYS").arg(format!("{prefix}:idem:*")).query_async(&mut conn).await.unwrap();
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let digest = keys[0].strip_prefix(&format!("{prefix}:idem:")).unwrap_or_else(|| panic!("{keys:?}"));
+        assert!(digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()), "{keys:?}");
+        let all: Vec<String> =
+            distlock_redis::redis::cmd("KEYS").arg(format!("{prefix}:*")).query_async(&mut conn).await.unwrap();
+        let _: () = distlock_redis::redis::cmd("DEL").arg(all).query_async(&mut conn).await.unwrap();
+    }
 }
 
 mod postgres {
@@ -458,9 +535,10 @@ impl distlock_idempotency::IdempotencyStore for Unreachable {
 #[tokio::test]
 async fn store_failure_is_503_unless_fail_open() {
     let (app, handlers) = make_app(Arc::new(Unreachable), IdempotencyOptions::new(), |l| l);
-    let (status, response, _) = send(&app, request("/orders", Some("k"), "u1", "{}")).await;
+    let (status, response, body) = send(&app, request("/orders", Some("k"), "u1", "{}")).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
+    problem("idempotency-store-unavailable", status, &response, &body, &["unreachable", "refused"]);
+    assert_eq!(response.headers()[header::RETRY_AFTER], "1");
     assert_eq!(handlers.runs.load(Ordering::SeqCst), 0);
     let (app, handlers) = make_app(Arc::new(Unreachable), IdempotencyOptions::new(), |l| l.fail_open(true));
     assert_eq!(send(&app, request("/orders", Some("k"), "u1", "{}")).await.0, StatusCode::CREATED);
