@@ -43,12 +43,12 @@ pub(crate) fn signal_status(signal: i32) -> u8 {
 pub(crate) const EXIT_STATUS_HELP: &str = "\
 Exit status:
   run, elect the command's own status (128 + N when it ended on signal N)
-  0          success (inspect, list, release, permits, leader, bench)
+  0          success (inspect, list, top, release, permits, leader, bench)
   1          release KEY --token: the token does not hold the lock; nothing was changed
   64         usage: bad flag, duration, key, token, owner or permits; --key with --read or
              --write; a name twice in a group; no store; memory:// with run, elect,
              leader, schedule, inspect, release or permits; elect on a store that does
-             not fence; a bad schedule or schedule durations
+             not fence; a bad schedule or schedule durations; top without a terminal
   69         the store could not be reached or failed, or has no lock groups
              (run: --error-exit-code)
   70         bench: a mutual-exclusion violation was observed (never expected);

@@ -283,3 +283,12 @@ async fn many_keys_cost_one_page_per_refresh() {
         assert!(gap >= 0.15, "two pages read {gap:.3} s apart (interval 200 ms):\n{}\n{}", pair[0].1, pair[1].1);
     }
 }
+
+/// Without a terminal, `top` is a usage error that points to `list`.
+#[tokio::test]
+async fn without_a_terminal_top_is_a_usage_error() {
+    let out = output(distlock(Some("memory://"), &["top"])).await;
+    assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
+    assert!(stderr(&out).contains("stdout is not one") && stderr(&out).contains("distlock list"), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty());
+}
