@@ -3,6 +3,11 @@
 //! the table missing for a store that may not create it, and the purge.
 
 mod common;
+// The crate's other small test files, in this binary to spare their links.
+#[path = "values/fences.rs"]
+mod fences;
+#[path = "values/no_connection.rs"]
+mod no_connection;
 
 use std::time::Duration;
 

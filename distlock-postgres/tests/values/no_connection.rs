@@ -2,11 +2,9 @@
 //! act on: every connection of the pool busy, or the server refusing new connections
 //! (here a role's connection limit, as a server at its `max_connections` refuses).
 
-mod common;
-
 use std::time::Duration;
 
-use common::key;
+use crate::common::key;
 use distlock_api::{LockError, LockStore, Token, Ttl};
 use distlock_conformance::kit::{self, postgres_server};
 use distlock_postgres::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
