@@ -5,26 +5,17 @@
 #[macro_use]
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
-/// libfaketime's preload library, where Debian's `faketime` package puts it.
-fn libfaketime() -> Option<PathBuf> {
-    let mut dirs = vec![PathBuf::from("/usr/lib/faketime"), PathBuf::from("/usr/local/lib/faketime")];
-    for entry in std::fs::read_dir("/usr/lib").into_iter().flatten().flatten() {
-        dirs.push(entry.path().join("faketime"));
-    }
-    dirs.into_iter().map(|dir| dir.join("libfaketime.so.1")).find(|path| path.exists())
-}
-
 /// `distlock schedule NAME ARGS… -- sh -c SCRIPT` with its wall clock `offset` (e.g. `+2s`)
 /// from the true one, in a process group of its own.
 fn scheduler(url: &str, offset: &str, name: &str, args: &[&str], script: &str) -> Running {
-    let faketime = libfaketime().expect("libfaketime (Debian package faketime; scripts/test.sh installs it)");
+    let faketime = distlock_conformance::kit::libfaketime()
+        .expect("libfaketime (Debian package faketime; scripts/test.sh installs it)");
     let mut all = vec!["schedule", name];
     all.extend_from_slice(args);
     all.extend_from_slice(&["--", "sh", "-c", script]);
@@ -58,7 +49,7 @@ fn runs(path: &str) -> Vec<u64> {
 /// 30 s; four of them are killed (`kill -9`) one by one on the way. Every firing in the
 /// span runs exactly once: none twice, none missed while one process lives.
 async fn five_skewed_processes_run_each_firing_once(url: &str) {
-    if libfaketime().is_none() && !distlock_conformance::kit::services_required() {
+    if distlock_conformance::kit::libfaketime().is_none() && !distlock_conformance::kit::services_required() {
         eprintln!("SKIPPED: install faketime to run it");
         return;
     }
@@ -99,7 +90,7 @@ async fn five_skewed_processes_run_each_firing_once(url: &str) {
 /// reaches the firing a second later and finds it taken, so the firing is not run again;
 /// the next firing runs.
 async fn a_run_killed_midway_is_not_run_again(url: &str) {
-    if libfaketime().is_none() && !distlock_conformance::kit::services_required() {
+    if distlock_conformance::kit::libfaketime().is_none() && !distlock_conformance::kit::services_required() {
         eprintln!("SKIPPED: install faketime to run it");
         return;
     }

@@ -171,21 +171,12 @@ async fn child_under_a_faked_wall_clock() {
     child::park().await;
 }
 
-/// libfaketime's preload library, where Debian's `faketime` package puts it.
-fn libfaketime() -> Option<PathBuf> {
-    let mut dirs = vec![PathBuf::from("/usr/lib/faketime"), PathBuf::from("/usr/local/lib/faketime")];
-    for entry in std::fs::read_dir("/usr/lib").into_iter().flatten().flatten() {
-        dirs.push(entry.path().join("faketime"));
-    }
-    dirs.into_iter().map(|dir| dir.join("libfaketime.so.1")).find(|path| path.exists())
-}
-
 /// A process whose wall clock is ten days ahead (or behind) sees the same leases as one
 /// with the true time: a wall-clock step neither ends a lease early nor makes one last
 /// longer. Needs libfaketime (Debian package `faketime`, which `scripts/test.sh` installs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wall_clock_step_changes_no_lease() {
-    let Some(faketime) = libfaketime() else {
+    let Some(faketime) = distlock_conformance::kit::libfaketime() else {
         assert!(
             !distlock_conformance::kit::services_required(),
             "libfaketime is not installed and DISTLOCK_REQUIRE_SERVICES=1 forbids skipping (apt-get install faketime)"

@@ -28,6 +28,18 @@ pub fn services_required() -> bool {
     std::env::var("DISTLOCK_REQUIRE_SERVICES").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
+/// libfaketime's preload library, where Debian's `faketime` package puts it (which
+/// `scripts/test.sh` installs): tests that give a child process another wall clock run it
+/// with `LD_PRELOAD` set to this and `FAKETIME` to the offset.
+pub fn libfaketime() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let mut dirs = vec![PathBuf::from("/usr/lib/faketime"), PathBuf::from("/usr/local/lib/faketime")];
+    for entry in std::fs::read_dir("/usr/lib").into_iter().flatten().flatten() {
+        dirs.push(entry.path().join("faketime"));
+    }
+    dirs.into_iter().map(|dir| dir.join("libfaketime.so.1")).find(|path| path.exists())
+}
+
 /// The value of the environment variable `var` naming a server URL, or `None` after
 /// printing that `test` skipped.
 ///
