@@ -94,7 +94,7 @@ async fn a_value_of_another_lease_of_the_key_is_never_reported() {
 /// The table of values is created on first use by a store that creates its schema; a
 /// store with `create=false` answers every value operation with a `LockError::Store`
 /// naming the table and `Statements::values_ddl`, not remembered once the table exists,
-/// while single locks and the purge work as before.
+/// while single locks and the purge keep working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_values_table_is_made_on_first_use_or_named_when_it_may_not_be() {
     let Some(url) = kit::postgres_url("the_values_table_is_made_on_first_use") else { return };
