@@ -43,6 +43,11 @@ pub struct JobRun {
     /// The fencing number of the run's lock, on stores that fence: strictly greater than
     /// any earlier run's of this firing. Pass it to resources that can check it.
     pub fence: Option<u64>,
+    /// Until when the firing's lock is safely held: its lease ends `at_most` after it was
+    /// taken, less the job's [loss margin](crate::Job::loss_margin). A run still going
+    /// then is no longer protected: another instance could take the firing late (with
+    /// [`catch_up`](crate::Job::catch_up)).
+    pub safe_until: tokio::time::Instant,
 }
 
 /// What became of one firing on this instance.
@@ -57,9 +62,9 @@ pub enum Outcome {
     /// Another instance holds the firing's lock: it runs (or ran) it.
     RanElsewhere,
     /// This instance reached the firing later than its `late_start` (it was down, paused
-    /// or overloaded) and found no run holding it: nobody ran it, or a run ended more
-    /// than `at_least` ago. It is not run late (unless the job [catches
-    /// up](crate::Job::catch_up)).
+    /// or overloaded) and found neither a run holding it nor a record of one: no instance
+    /// ran it. It is not run late (unless the job [catches up](crate::Job::catch_up)).
+    /// The first instance to find it records it as missed, logs it and counts it.
     Missed {
         /// How late this instance reached it.
         late_by: Duration,

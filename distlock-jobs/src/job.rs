@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Utc};
 use croner::parser::{CronParser, Seconds};
-use croner::Cron;
-use distlock_api::{LockKey, LockManager};
+use croner::{Cron, Direction};
+use distlock_api::{LockError, LockKey, LockManager, LockOptions, Ttl};
 
 use crate::error::JobError;
 use crate::firing::{Firing, JobRun, Outcome};
@@ -26,6 +26,14 @@ use crate::firing::{Firing, JobRun, Outcome};
 /// [`late_start`](Self::late_start) after its scheduled instant; later (it was down,
 /// paused or overloaded) the firing is [missed](Outcome::Missed) for it — logged and
 /// counted, not run late, unless the job [catches up](Self::catch_up).
+///
+/// Each run leaves a **record** of its firing, and a firing that no instance ran is
+/// recorded as missed by the first instance that finds it: one that reaches it too late,
+/// or one that [starts](Self::run) after every instance was down — it looks back over
+/// the firings since the last recorded one (at most [`LOOKBACK`](Self::LOOKBACK)).
+/// A missed firing is logged and counted once across the fleet. Records are leases
+/// (`job:<name>:<unix seconds>:ran` and `…:missed`) that expire
+/// [`LOOKBACK`](Self::LOOKBACK) firings later (at most [`Ttl::MAX`](distlock_api::Ttl::MAX)).
 ///
 /// **Guarantee:** when the instances' clocks differ by less than
 /// `at_least − late_start` (default 5 s − 1 s = 4 s), no firing runs twice. A run that
@@ -62,6 +70,7 @@ pub struct Job {
     at_least: Duration,
     late_start: Duration,
     catch_up: bool,
+    loss_margin: Option<Duration>,
 }
 
 impl Job {
@@ -71,6 +80,9 @@ impl Job {
     pub const DEFAULT_AT_LEAST: Duration = Duration::from_secs(5);
     /// The default latest start of a firing after its scheduled instant: 1 s.
     pub const DEFAULT_LATE_START: Duration = Duration::from_secs(1);
+    /// How many firings back an instance that starts looks for firings that every
+    /// instance missed; a firing's record lasts until this many firings later.
+    pub const LOOKBACK: usize = 100;
 
     /// The job `name` on the cron `schedule`: five fields (minute hour day month weekday)
     /// or six with seconds first, aliases such as `@hourly`, in UTC.
@@ -80,7 +92,7 @@ impl Job {
     /// [`JobError::Schedule`] for an expression that does not parse, [`JobError::Name`]
     /// for an empty name or one that does not make a lock key.
     pub fn new(name: &str, schedule: &str) -> Result<Self, JobError> {
-        LockKey::new(name).and_then(|_| LockKey::new(format!("job:{name}:0"))).map_err(JobError::Name)?;
+        LockKey::new(name).and_then(|_| LockKey::new(format!("job:{name}:0:missed"))).map_err(JobError::Name)?;
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
             .build()
@@ -94,6 +106,7 @@ impl Job {
             at_least: Self::DEFAULT_AT_LEAST,
             late_start: Self::DEFAULT_LATE_START,
             catch_up: false,
+            loss_margin: None,
         })
     }
 
@@ -130,6 +143,15 @@ impl Job {
         self
     }
 
+    /// Sets how long before the firing's lock expires (`at_most` after it was taken) a
+    /// run is told its lock is no longer safe ([`JobRun::safe_until`]); default: the lock
+    /// manager's, a fifth of `at_most`. It must be shorter than `at_most`.
+    #[must_use]
+    pub fn loss_margin(mut self, margin: Duration) -> Self {
+        self.loss_margin = Some(margin);
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -143,6 +165,17 @@ impl Job {
     /// The lock key of `firing`: `job:<name>:<unix seconds>`.
     pub fn key(&self, firing: Firing) -> String {
         format!("job:{}:{}", self.name, firing.unix_seconds())
+    }
+
+    /// The key of `firing`'s record of a run: `job:<name>:<unix seconds>:ran`.
+    pub fn ran_key(&self, firing: Firing) -> String {
+        format!("{}:ran", self.key(firing))
+    }
+
+    /// The key of `firing`'s record of having been missed by every instance:
+    /// `job:<name>:<unix seconds>:missed`.
+    pub fn missed_key(&self, firing: Firing) -> String {
+        format!("{}:missed", self.key(firing))
     }
 
     /// The first firing strictly after `after`.
@@ -175,6 +208,12 @@ impl Job {
                 "`at_least` ({at_least:?}) must be shorter than `at_most` ({at_most:?})"
             )));
         }
+        if self.loss_margin.is_some_and(|margin| margin >= at_most) {
+            return Err(JobError::Durations(format!(
+                "the loss margin ({:?}) must be shorter than `at_most` ({at_most:?})",
+                self.loss_margin.unwrap_or_default()
+            )));
+        }
         if late_start >= at_least {
             return Err(JobError::Durations(format!(
                 "`late_start` ({late_start:?}) must be shorter than `at_least` ({at_least:?}): their difference is how far the instances' clocks may differ"
@@ -205,20 +244,25 @@ impl Job {
         let key = self.key(firing);
         let late_by = firing.late_by(now);
         if late_by > self.late_start && !self.catch_up {
-            let store_key = LockKey::new(key.as_str()).map_err(JobError::Name)?.to_store_key();
-            let outcome = if locks.store().inspect(&store_key).await?.is_some() {
-                Outcome::RanElsewhere
-            } else {
-                Outcome::Missed { late_by }
-            };
-            return Ok(self.record(firing, outcome));
+            if self.is_held(locks, &key).await? || self.is_held(locks, &self.ran_key(firing)).await? {
+                return Ok(self.record(firing, Outcome::RanElsewhere));
+            }
+            self.report_missed(locks, firing, now).await?;
+            return Ok(Outcome::Missed { late_by });
         }
-        let Some(lock) = locks.try_lock(&key, self.at_most).await? else {
+        let mut options = LockOptions::new();
+        if let Some(margin) = self.loss_margin {
+            options = options.loss_margin(margin);
+        }
+        let Some(lock) = locks.try_lock_opts(&key, self.at_most, &options).await? else {
             return Ok(self.record(firing, Outcome::RanElsewhere));
         };
         let started = tokio::time::Instant::now();
+        if let Err(err) = self.keep_record(locks, &self.ran_key(firing), firing, now).await {
+            tracing::warn!(job = %self.name, firing = firing.unix_seconds(), error = %err.report(), "could not record the run; it runs anyway");
+        }
         tracing::info!(job = %self.name, firing = firing.unix_seconds(), fence = lock.fence(), "running");
-        task(JobRun { job: self.name.to_string(), firing, fence: lock.fence() }).await;
+        task(JobRun { job: self.name.to_string(), firing, fence: lock.fence(), safe_until: lock.safe_until() }).await;
         let took = started.elapsed();
         if let Some(rest) = self.at_least.checked_sub(took).filter(|rest| !rest.is_zero()) {
             // Keep the firing taken until `at_least` after the start, then let it expire.
@@ -239,8 +283,11 @@ impl Job {
     }
 
     /// Runs the schedule on this instance, forever: at each firing, [`fire_at`](Self::fire_at)
-    /// in a task of its own (a slow run does not delay the next firing). Firings before
-    /// the call are not run. Store failures are logged and the schedule goes on.
+    /// in a task of its own (a slow run does not delay the next firing). Firings up to
+    /// `late_start` before the call are handled as if the timer had fired now; earlier
+    /// ones that no instance ran are [reported missed](Self::missed_before) (and run, if
+    /// the job [catches up](Self::catch_up)). Store failures are logged and the schedule
+    /// goes on.
     ///
     /// # Errors
     ///
@@ -253,7 +300,25 @@ impl Job {
     {
         self.validate()?;
         let task = Arc::new(task);
-        let mut after = SystemTime::now();
+        let now = SystemTime::now();
+        // Firings up to `late_start` ago may still start here; earlier ones are looked up.
+        let mut after = now.checked_sub(self.late_start).unwrap_or(UNIX_EPOCH);
+        match self.missed_before(locks, now).await {
+            Ok(missed) if self.catch_up => {
+                for firing in missed {
+                    let (job, locks, task) = (self.clone(), locks.clone(), task.clone());
+                    tokio::spawn(async move {
+                        if let Err(err) = job.fire_at(&locks, firing, SystemTime::now(), |run| task(run)).await {
+                            tracing::warn!(job = %job.name, firing = firing.unix_seconds(), error = %err, "firing not caught up");
+                        }
+                    });
+                }
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(job = %self.name, error = %err, "could not look for firings missed while every instance was down")
+            }
+        }
         loop {
             let firing = self.next_firing(after)?;
             while let Ok(wait) = firing.instant().duration_since(SystemTime::now()) {
@@ -274,12 +339,102 @@ impl Job {
         }
     }
 
+    /// Finds and reports the firings before `now` that no instance ran: those since the
+    /// newest recorded firing (run or missed), looking back at most
+    /// [`LOOKBACK`](Self::LOOKBACK) firings; firings within `late_start` of `now` are left
+    /// to the instances' timers. [`run`](Self::run) calls it when it starts (and with
+    /// [`catch_up`](Self::catch_up) then runs what it found); each firing found is recorded
+    /// as missed, logged and counted here, once across the fleet: an instance that
+    /// starts later does not find it again. Returns the firings this call reported, oldest
+    /// first.
+    ///
+    /// When no firing of the look-back has a record (a new job, or every instance was
+    /// down longer than `LOOKBACK` firings) nothing is reported: a new job has missed
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`JobError::Durations`] before any I/O; [`JobError::Lock`] when the store fails.
+    pub async fn missed_before(&self, locks: &LockManager, now: SystemTime) -> Result<Vec<Firing>, JobError> {
+        self.validate()?;
+        let until: DateTime<Utc> = now.checked_sub(self.late_start).unwrap_or(UNIX_EPOCH).into();
+        let mut unrecorded = Vec::new();
+        let mut found_record = false;
+        for instant in self.cron.iter_from(until, Direction::Backward).take(Self::LOOKBACK) {
+            let Ok(seconds) = u64::try_from(instant.timestamp()) else { break };
+            let firing = Firing::from_unix_seconds(seconds);
+            if self.is_held(locks, &self.ran_key(firing)).await?
+                || self.is_held(locks, &self.missed_key(firing)).await?
+                || self.is_held(locks, &self.key(firing)).await?
+            {
+                found_record = true;
+                break;
+            }
+            unrecorded.push(firing);
+        }
+        if !found_record {
+            if !unrecorded.is_empty() {
+                tracing::debug!(job = %self.name, lookback = unrecorded.len(), "no record of an earlier firing: nothing to report as missed");
+            }
+            return Ok(Vec::new());
+        }
+        let mut reported = Vec::new();
+        for firing in unrecorded.into_iter().rev() {
+            if self.report_missed(locks, firing, now).await? {
+                reported.push(firing);
+            }
+        }
+        Ok(reported)
+    }
+
+    /// Records `firing`, which has no record of a run, as missed; logs and counts it when
+    /// this call recorded it (`true`), not when another instance already had.
+    async fn report_missed(&self, locks: &LockManager, firing: Firing, now: SystemTime) -> Result<bool, JobError> {
+        if !self.keep_record(locks, &self.missed_key(firing), firing, now).await? {
+            tracing::debug!(job = %self.name, firing = firing.unix_seconds(), "missed; already reported by another instance");
+            return Ok(false);
+        }
+        self.record(firing, Outcome::Missed { late_by: firing.late_by(now) });
+        Ok(true)
+    }
+
+    /// Takes `key` as a record of `firing` that lasts [`LOOKBACK`](Self::LOOKBACK)
+    /// firings; `false` when it already exists.
+    async fn keep_record(
+        &self,
+        locks: &LockManager,
+        key: &str,
+        firing: Firing,
+        now: SystemTime,
+    ) -> Result<bool, LockError> {
+        let mut last = firing;
+        for _ in 0..Self::LOOKBACK {
+            match self.next_firing(last.instant()) {
+                Ok(next) => last = next,
+                Err(_) => break,
+            }
+        }
+        let ttl = last.instant().duration_since(now).unwrap_or_default().saturating_add(self.at_most);
+        Ok(match locks.try_lock(key, ttl.min(Ttl::MAX)).await? {
+            Some(record) => {
+                let _ = record.leak();
+                true
+            }
+            None => false,
+        })
+    }
+
+    async fn is_held(&self, locks: &LockManager, key: &str) -> Result<bool, JobError> {
+        let store_key = LockKey::new(key).map_err(JobError::Name)?.to_store_key();
+        Ok(locks.store().inspect(&store_key).await?.is_some())
+    }
+
     fn record(&self, firing: Firing, outcome: Outcome) -> Outcome {
         match &outcome {
             Outcome::Ran { took } => tracing::info!(job = %self.name, firing = firing.unix_seconds(), ?took, "ran"),
             Outcome::RanElsewhere => tracing::debug!(job = %self.name, firing = firing.unix_seconds(), "ran elsewhere"),
             Outcome::Missed { late_by } => {
-                tracing::warn!(job = %self.name, firing = firing.unix_seconds(), ?late_by, "missed: reached too late and no run holds it");
+                tracing::warn!(job = %self.name, firing = firing.unix_seconds(), ?late_by, "missed: no instance ran it");
             }
         }
         #[cfg(feature = "metrics")]
