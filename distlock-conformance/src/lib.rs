@@ -123,6 +123,7 @@ macro_rules! __with_every_case {
             election_candidates_lead_in_arrival_order,
             election_leader_learns_of_a_lost_lead,
             job_each_firing_runs_once,
+            job_missed_firings_are_reported_once,
         );
     };
 }

@@ -51,3 +51,27 @@ pub async fn job_each_firing_runs_once(store: Arc<DynLockStore>) {
     }
     assert_eq!(runs.load(Ordering::SeqCst), 3);
 }
+
+/// Firings that every instance missed are reported by the first instance that starts,
+/// each once across the fleet, back to the last recorded run; their records outlive the
+/// firings' locks, so a later instance neither reports nor runs them again.
+pub async fn job_missed_firings_are_reported_once(store: Arc<DynLockStore>) {
+    let keys = Keys::new("job-missed");
+    let (first, second) = (LockManager::new(store.clone()), LockManager::new(store.clone()));
+    let job = Job::new(&keys.key("report"), "* * * * * *")
+        .unwrap()
+        .at_most(Duration::from_secs(60))
+        .at_least(Duration::from_secs(8))
+        .late_start(Duration::from_secs(2));
+    let ran = job.next_firing(SystemTime::now() - Duration::from_secs(30)).unwrap();
+    let outcome = job.fire_at(&first, ran, ran.instant(), |_| async {}).await.unwrap();
+    assert!(matches!(outcome, Outcome::Ran { .. }), "{outcome:?}");
+    // Nobody ran the next four firings; an instance starts 2.5 s after the fourth.
+    let now = ran.instant() + Duration::from_millis(6_500);
+    let missed: Vec<u64> = job.missed_before(&second, now).await.unwrap().iter().map(|f| f.unix_seconds()).collect();
+    assert_eq!(missed, (1..=4).map(|n| ran.unix_seconds() + n).collect::<Vec<_>>());
+    assert_eq!(job.missed_before(&first, now).await.unwrap(), Vec::new(), "reported twice");
+    let record = LockKey::new(job.ran_key(ran)).unwrap().to_store_key();
+    let left = store.inspect(&record).await.unwrap().expect("the run's record").ttl_left;
+    assert!(left > Duration::from_secs(60), "the run's record lasts {left:?}");
+}

@@ -53,7 +53,7 @@ pub use groups::{
     group_waiting_groups_do_not_deadlock, group_writer_beats_later_readers,
 };
 pub use input::bad_input_is_rejected_before_any_store_call;
-pub use jobs::job_each_firing_runs_once;
+pub use jobs::{job_each_firing_runs_once, job_missed_firings_are_reported_once};
 pub use listing::{
     list_all, list_at_scale, list_filters_by_pattern, list_pages_through_many_keys, list_reports_held_locks,
     list_skips_released_and_expired_leases, Listing, ScaleListing,
