@@ -43,10 +43,10 @@ pub struct JobRun {
     /// The fencing number of the run's lock, on stores that fence: strictly greater than
     /// any earlier run's of this firing. Pass it to resources that can check it.
     pub fence: Option<u64>,
-    /// Until when the firing's lock is safely held: its lease ends `at_most` after it was
-    /// taken, less the job's [loss margin](crate::Job::loss_margin). A run still going
-    /// then is no longer protected: another instance could take the firing late (with
-    /// [`catch_up`](crate::Job::catch_up)).
+    /// Until when the store surely holds the firing's lock: `at_most` after the attempt
+    /// that took it was sent, less an allowance for clock drift (the lock is not renewed).
+    /// A run still going then is no longer protected: another instance could take the
+    /// firing late (with [`catch_up`](crate::Job::catch_up)). Stop some margin before.
     pub safe_until: tokio::time::Instant,
 }
 

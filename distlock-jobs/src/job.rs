@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use chrono::{DateTime, Utc};
 use croner::parser::{CronParser, Seconds};
 use croner::{Cron, Direction};
-use distlock_api::{LockError, LockKey, LockManager, LockOptions, Ttl};
+use distlock_api::{LockError, LockKey, LockManager, Ttl};
 
 use crate::error::JobError;
 use crate::firing::{Firing, JobRun, Outcome};
@@ -70,7 +70,6 @@ pub struct Job {
     at_least: Duration,
     late_start: Duration,
     catch_up: bool,
-    loss_margin: Option<Duration>,
 }
 
 impl Job {
@@ -106,7 +105,6 @@ impl Job {
             at_least: Self::DEFAULT_AT_LEAST,
             late_start: Self::DEFAULT_LATE_START,
             catch_up: false,
-            loss_margin: None,
         })
     }
 
@@ -140,15 +138,6 @@ impl Job {
     #[must_use]
     pub fn catch_up(mut self, catch_up: bool) -> Self {
         self.catch_up = catch_up;
-        self
-    }
-
-    /// Sets how long before the firing's lock expires (`at_most` after it was taken) a
-    /// run is told its lock is no longer safe ([`JobRun::safe_until`]); default: the lock
-    /// manager's, a fifth of `at_most`. It must be shorter than `at_most`.
-    #[must_use]
-    pub fn loss_margin(mut self, margin: Duration) -> Self {
-        self.loss_margin = Some(margin);
         self
     }
 
@@ -208,12 +197,6 @@ impl Job {
                 "`at_least` ({at_least:?}) must be shorter than `at_most` ({at_most:?})"
             )));
         }
-        if self.loss_margin.is_some_and(|margin| margin >= at_most) {
-            return Err(JobError::Durations(format!(
-                "the loss margin ({:?}) must be shorter than `at_most` ({at_most:?})",
-                self.loss_margin.unwrap_or_default()
-            )));
-        }
         if late_start >= at_least {
             return Err(JobError::Durations(format!(
                 "`late_start` ({late_start:?}) must be shorter than `at_least` ({at_least:?}): their difference is how far the instances' clocks may differ"
@@ -250,11 +233,7 @@ impl Job {
             self.report_missed(locks, firing, now).await?;
             return Ok(Outcome::Missed { late_by });
         }
-        let mut options = LockOptions::new();
-        if let Some(margin) = self.loss_margin {
-            options = options.loss_margin(margin);
-        }
-        let Some(lock) = locks.try_lock_opts(&key, self.at_most, &options).await? else {
+        let Some(lock) = locks.try_lock(&key, self.at_most).await? else {
             return Ok(self.record(firing, Outcome::RanElsewhere));
         };
         let started = tokio::time::Instant::now();

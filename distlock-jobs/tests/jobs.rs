@@ -192,7 +192,6 @@ async fn bad_jobs_are_refused_before_any_io() {
         job().at_least(Duration::from_secs(60)),
         job().at_most(Duration::ZERO),
         job().late_start(Duration::from_secs(5)),
-        job().loss_margin(Duration::from_secs(60)),
     ] {
         let err = job.fire_at(&locks, firing, firing.instant(), |_| async { panic!("ran") }).await.unwrap_err();
         assert!(matches!(err, JobError::Durations(_)), "{err}");
