@@ -151,10 +151,17 @@ pub(crate) enum Command {
     /// The lock lasts --at-most and is kept at least --at-least after the command
     /// started, so a machine whose clock is a little behind finds the firing taken. A
     /// firing this process reaches more than --late-start after its instant (it was
-    /// paused or overloaded) is reported as missed and not run. No firing runs twice
-    /// while the machines' clocks differ by less than --at-least minus --late-start.
-    /// Runs until interrupted; a running command gets the signal too. Its environment
-    /// gets DISTLOCK_JOB (the name), DISTLOCK_FIRING (the firing's Unix seconds) and
+    /// paused or overloaded) is not run; if no process ran it, it is reported as missed
+    /// (once across the machines). At start, firings that every process missed while
+    /// all were down are reported too. No firing runs twice while the machines' clocks
+    /// differ by less than --at-least minus --late-start.
+    ///
+    /// The command runs as under `run`: in its own process group below a keeper, so that
+    /// nothing it started outlives distlock (also after `kill -9`); still running when
+    /// the firing's lock stops being safe (a fifth of --at-most, or --kill-grace, before
+    /// it ends) it gets SIGTERM, and SIGKILL after --kill-grace. Runs until interrupted;
+    /// running commands get the signal too, and are waited for. Its environment gets
+    /// DISTLOCK_JOB (the name), DISTLOCK_FIRING (the firing's Unix seconds) and
     /// DISTLOCK_FENCE.
     #[command(verbatim_doc_comment)]
     Schedule(ScheduleArgs),
@@ -437,6 +444,11 @@ pub(crate) struct ScheduleArgs {
     /// How late after its instant this process may still start a firing.
     #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
     pub(crate) late_start: Duration,
+
+    /// How long a command still running when its firing's lock stops being safe has
+    /// between SIGTERM and SIGKILL; shorter than --at-most.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub(crate) kill_grace: Duration,
 
     /// The command and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]

@@ -27,7 +27,8 @@ use tokio::time::Instant;
 use crate::cli::RunArgs;
 use crate::exit::{self, Failure};
 use crate::store;
-use held::{Held, Wanted};
+pub(crate) use held::Held;
+use held::Wanted;
 use link::Keeper;
 use protocol::{FromKeeper, ToKeeper};
 
@@ -223,8 +224,14 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
             ("DISTLOCK_VALUE", value.as_str()),
         ]);
     }
-    let supervision =
-        Supervision { command: &args.command, env: &env, label: &label, kill_grace: args.kill_grace, loss_margin };
+    let supervision = Supervision {
+        command: &args.command,
+        env: &env,
+        label: &label,
+        kill_grace: args.kill_grace,
+        loss_margin,
+        interactive: true,
+    };
     let outcome = supervision.run(&held, &mut signals).await;
     let ended = finish(held, &label, outcome).await;
     flush(&locks).await;
@@ -232,7 +239,7 @@ async fn run_command(url: Option<&str>, args: RunArgs) -> Result<Ended, Failure>
 }
 
 /// How the command ended.
-enum Outcome {
+pub(crate) enum Outcome {
     /// It exited on its own (or after a forwarded signal) with this status.
     Exited(u8),
     /// The lease was lost; the command was stopped.
@@ -244,24 +251,31 @@ enum Outcome {
 }
 
 /// The command under the keeper, watched against the lease and distlock's signals.
-struct Supervision<'a> {
-    command: &'a [OsString],
+pub(crate) struct Supervision<'a> {
+    pub(crate) command: &'a [OsString],
     /// The command's environment, besides the token and fence.
-    env: &'a [(&'a str, &'a str)],
+    pub(crate) env: &'a [(&'a str, &'a str)],
     /// How messages name the lock or group.
-    label: &'a str,
-    kill_grace: Duration,
-    loss_margin: Duration,
+    pub(crate) label: &'a str,
+    pub(crate) kill_grace: Duration,
+    pub(crate) loss_margin: Duration,
+    /// The command shares distlock's standard input and gets the terminal's foreground
+    /// while it runs; otherwise its standard input is empty and the terminal stays.
+    pub(crate) interactive: bool,
 }
 
 impl Supervision<'_> {
-    async fn run(&self, lock: &Held, signals: &mut Signals) -> Outcome {
+    pub(crate) async fn run(&self, lock: &Held, signals: &mut Signals) -> Outcome {
         let fence = lock.fence().map(|fence| fence.to_string()).unwrap_or_default();
-        let mut env = vec![("DISTLOCK_TOKEN", lock.token().as_str()), ("DISTLOCK_FENCE", &fence)];
+        let mut env = vec![("DISTLOCK_FENCE", fence.as_str())];
+        if let Some(token) = lock.token() {
+            env.push(("DISTLOCK_TOKEN", token.as_str()));
+        }
         env.extend_from_slice(self.env);
         let tick = self.heartbeat();
         let mut sent_deadline = self.keeper_deadline(lock.safe_until(), tick);
-        let mut keeper = match Keeper::start(self.command, &env, self.kill_grace, sent_deadline).await {
+        let started = Keeper::start(self.command, &env, self.kill_grace, sent_deadline, self.interactive).await;
+        let mut keeper = match started {
             Ok(keeper) => keeper,
             Err(error) => {
                 eprintln!("distlock: cannot start its keeper process: {error}; the command was not run");
@@ -287,7 +301,7 @@ impl Supervision<'_> {
                 return Outcome::Internal;
             }
         };
-        let terminal = Foreground::hand_to(group);
+        let terminal = if self.interactive { Foreground::hand_to(group) } else { Foreground::none() };
 
         let mut heartbeat = tokio::time::interval(tick);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -298,9 +312,12 @@ impl Supervision<'_> {
                 status = keeper.wait() => break status,
                 reason = lock.lost(), if !lost => {
                     lost = true;
+                    let what = match lock {
+                        Held::Firing { .. } => format!("{} reached --at-most", self.label),
+                        _ => format!("lease of {} lost ({reason})", self.label),
+                    };
                     eprintln!(
-                        "distlock: lease of {} lost ({reason}); stopping the command: SIGTERM now, SIGKILL in {}",
-                        self.label,
+                        "distlock: {what}; stopping the command: SIGTERM now, SIGKILL in {}",
                         humantime::format_duration(self.kill_grace),
                     );
                     keeper.order(ToKeeper::Terminate);
@@ -425,7 +442,7 @@ fn send(group: Pid, signal: Signal) {
 }
 
 /// The signals distlock passes on to the command.
-struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
@@ -433,7 +450,7 @@ struct Signals {
 }
 
 impl Signals {
-    fn install() -> Result<Self, Failure> {
+    pub(crate) fn install() -> Result<Self, Failure> {
         let listen = |kind: SignalKind| {
             signal(kind)
                 .map_err(|error| Failure::new(exit::SOFTWARE, format!("cannot install a signal handler: {error}")))
@@ -447,7 +464,7 @@ impl Signals {
     }
 
     /// The next signal distlock received.
-    async fn recv(&mut self) -> Signal {
+    pub(crate) async fn recv(&mut self) -> Signal {
         tokio::select! {
             _ = self.interrupt.recv() => Signal::SIGINT,
             _ = self.terminate.recv() => Signal::SIGTERM,
@@ -465,6 +482,11 @@ struct Foreground {
 }
 
 impl Foreground {
+    /// The foreground stays where it is.
+    fn none() -> Self {
+        Self { restore_to: None }
+    }
+
     fn hand_to(group: Pid) -> Self {
         let stdin = std::io::stdin();
         if !stdin.is_terminal() {

@@ -144,7 +144,7 @@ async fn firings_reached_too_late_are_reported_missed(url: &str) {
     tokio::time::sleep(Duration::from_secs(4)).await;
     kill(Pid::from_raw(paused.pid()), Signal::SIGCONT).expect("SIGCONT");
     let line = paused.stderr_line_with("missed").await;
-    assert!(line.contains("reached too late"), "{line}");
+    assert!(line.contains("no instance ran it"), "{line}");
     let resumed_at = stopped_at + 4;
     while runs(&file).last().is_none_or(|last| *last <= resumed_at) {
         assert!(Instant::now() < deadline, "no firing ran after the pause");
@@ -157,6 +157,51 @@ async fn firings_reached_too_late_are_reported_missed(url: &str) {
     assert!(late.is_empty(), "firings run late after the pause: {late:?} of {firings:?}");
 }
 
+/// Starts `distlock schedule` with an every-second job whose command writes its pid to
+/// `pid_file` and sleeps; returns the scheduler and the command's pid once it runs.
+async fn scheduler_with_running_command(url: &str, name: &str, args: &[&str], pid_file: &str) -> (Running, i32) {
+    let script = format!("echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 60");
+    let all = [&["schedule", name, "--cron", "* * * * * *"][..], args, &["--", "sh", "-c", &script]].concat();
+    let scheduler = Running::spawn(distlock(Some(url), &all));
+    let deadline = Instant::now() + TIMEOUT;
+    let pid = loop {
+        if let Ok(pid) = std::fs::read_to_string(pid_file) {
+            break pid.trim().parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "no firing ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    (scheduler, pid)
+}
+
+/// `kill -9` of the scheduler leaves no command running: its keeper kills the command's
+/// process group.
+async fn killing_the_scheduler_stops_its_command(url: &str) {
+    let dir = TempDir::new("schedule-kill9");
+    let pid_file = dir.path("pid");
+    let (scheduler, command) = scheduler_with_running_command(url, &key("kill9"), &[], &pid_file).await;
+    assert!(alive(command));
+    kill(Pid::from_raw(scheduler.pid()), Signal::SIGKILL).expect("kill -9 the scheduler");
+    reap(scheduler).await;
+    gone_within(&[command], TIMEOUT).await.unwrap_or_else(|left| panic!("still running: {left:?}"));
+}
+
+/// A command still running when its firing's lock stops being safe (`--at-most`) is
+/// stopped, SIGTERM first, before the lock ends.
+async fn a_command_outliving_at_most_is_stopped(url: &str) {
+    let dir = TempDir::new("schedule-at-most");
+    let pid_file = dir.path("pid");
+    let args = ["--at-most", "3s", "--at-least", "2s", "--late-start", "500ms", "--kill-grace", "500ms"];
+    let (mut scheduler, command) = scheduler_with_running_command(url, &key("at-most"), &args, &pid_file).await;
+    let started = Instant::now();
+    let line = scheduler.stderr_line_with("stopping the command").await;
+    assert!(line.contains("reached --at-most"), "{line}");
+    let took = started.elapsed() + gone_within(&[command], TIMEOUT).await.unwrap_or_else(|left| panic!("{left:?}"));
+    assert!(took < Duration::from_secs(3), "the command ran {took:?}, past --at-most");
+    kill(Pid::from_raw(scheduler.pid()), Signal::SIGTERM).expect("SIGTERM");
+    let _ = scheduler.finish().await;
+}
+
 /// Bad schedules and durations are usage errors before any connection.
 #[tokio::test]
 async fn bad_schedules_are_usage_errors() {
@@ -164,6 +209,7 @@ async fn bad_schedules_are_usage_errors() {
         &["schedule", "j", "--cron", "61 * * * *", "--", "true"][..],
         &["schedule", "j", "--cron", "* * * * *", "--at-least", "10m", "--", "true"],
         &["schedule", "j", "--cron", "* * * * *", "--late-start", "5s", "--", "true"],
+        &["schedule", "j", "--cron", "* * * * *", "--at-most", "10s", "--kill-grace", "10s", "--", "true"],
     ] {
         let out = output(distlock(Some("redis://127.0.0.1:1"), args)).await;
         assert_eq!(out.status.code(), Some(USAGE), "{args:?}: {}", stderr(&out));
@@ -173,5 +219,14 @@ async fn bad_schedules_are_usage_errors() {
 
 all_stores!(a_run_killed_midway_is_not_run_again, firings_reached_too_late_are_reported_missed);
 // 36 s of an every-second schedule: on one store, which is all it needs of the store
-// (one lock per firing, taken once); the other cases run on both.
-store_tests!(on_redis, redis_url, [five_skewed_processes_run_each_firing_once]);
+// (one lock per firing, taken once); the other cases run on both. The command's
+// supervision is the same on every store.
+store_tests!(
+    on_redis,
+    redis_url,
+    [
+        five_skewed_processes_run_each_firing_once,
+        killing_the_scheduler_stops_its_command,
+        a_command_outliving_at_most_is_stopped
+    ]
+);

@@ -138,21 +138,33 @@ impl Wanted {
 
 /// A held plain lock or group: one token, one fence, one lease.
 #[derive(Debug)]
-pub(super) enum Held {
+pub(crate) enum Held {
     /// A plain lock.
     Lock(DistributedLock),
     /// A group.
     Group(GroupLock),
     /// The lead of an election.
     Lead(Leadership),
+    /// A scheduled job's firing: its lock is taken, kept and freed by the job, not renewed.
+    Firing {
+        /// The fencing number of the firing's lock.
+        fence: Option<u64>,
+        /// Until when the store surely holds the firing's lock (`--at-most` after it was
+        /// taken, less clock drift).
+        safe_until: Instant,
+        /// How long before `safe_until` the command is stopped.
+        loss_margin: Duration,
+    },
 }
 
 impl Held {
-    pub(super) fn token(&self) -> &Token {
+    /// The token, which the command gets as DISTLOCK_TOKEN; a firing's is the job's own.
+    pub(super) fn token(&self) -> Option<&Token> {
         match self {
-            Self::Lock(lock) => lock.token(),
-            Self::Group(group) => group.token(),
-            Self::Lead(lead) => lead.lock().token(),
+            Self::Lock(lock) => Some(lock.token()),
+            Self::Group(group) => Some(group.token()),
+            Self::Lead(lead) => Some(lead.lock().token()),
+            Self::Firing { .. } => None,
         }
     }
 
@@ -162,6 +174,7 @@ impl Held {
             Self::Lock(lock) => lock.fence(),
             Self::Group(group) => group.stamp(),
             Self::Lead(lead) => Some(lead.term()),
+            Self::Firing { fence, .. } => *fence,
         }
     }
 
@@ -170,15 +183,21 @@ impl Held {
             Self::Lock(lock) => lock.safe_until(),
             Self::Group(group) => group.safe_until(),
             Self::Lead(lead) => lead.lock().safe_until(),
+            Self::Firing { safe_until, .. } => *safe_until,
         }
     }
 
-    /// Resolves when the lease is lost (a group's: any member's).
+    /// Resolves when the lease is lost (a group's: any member's; a firing's: when it
+    /// stops being safe, as it is not renewed).
     pub(super) async fn lost(&self) -> LossReason {
         match self {
             Self::Lock(lock) => lock.lost().await,
             Self::Group(group) => group.lost().await,
             Self::Lead(lead) => lead.lost().await,
+            Self::Firing { safe_until, loss_margin, .. } => {
+                tokio::time::sleep_until(safe_until.checked_sub(*loss_margin).unwrap_or(*safe_until)).await;
+                LossReason::DeadlinePassed
+            }
         }
     }
 
@@ -187,14 +206,17 @@ impl Held {
             Self::Lock(lock) => lock.is_lost(),
             Self::Group(group) => group.is_lost(),
             Self::Lead(lead) => lead.is_lost(),
+            Self::Firing { safe_until, loss_margin, .. } => Instant::now() + *loss_margin >= *safe_until,
         }
     }
 
-    /// Releases it (a group in one operation); `false` when it was no longer held.
+    /// Releases it (a group in one operation); `false` when it was no longer held. A
+    /// firing's lock is the job's to free: nothing to do.
     pub(super) async fn release(self) -> Result<bool, LockError> {
         match self {
             Self::Lock(lock) => lock.release().await,
             Self::Lead(lead) => lead.resign().await,
+            Self::Firing { .. } => Ok(true),
             Self::Group(group) => match group.release().await {
                 Ok(()) => Ok(true),
                 Err(LockError::GroupNotHeld { .. }) => Ok(false),

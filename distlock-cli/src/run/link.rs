@@ -28,23 +28,28 @@ impl Keeper {
     /// Starts the keeper for `command` with `env` added to its environment, waits until
     /// it is connected, and gives it its first `deadline` (the keeper starts the command
     /// only then). Dropping the handle (or distlock's death) makes it kill the command
-    /// tree.
+    /// tree. Unless `interactive`, the command's standard input is empty.
     pub(super) async fn start(
         command: &[OsString],
         env: &[(&str, &str)],
         kill_grace: Duration,
         deadline: u64,
+        interactive: bool,
     ) -> io::Result<Self> {
         let rendezvous = Rendezvous::open()?;
-        let mut process = tokio::process::Command::new(protocol::self_exe()?)
+        let mut keeper = tokio::process::Command::new(protocol::self_exe()?);
+        keeper
             .arg0("distlock")
             .arg(protocol::KEEPER)
             .arg(&rendezvous.name)
             .arg(kill_grace.as_millis().to_string())
             .arg("--")
             .args(command)
-            .envs(env.iter().copied())
-            .spawn()?;
+            .envs(env.iter().copied());
+        if !interactive {
+            keeper.stdin(std::process::Stdio::null());
+        }
+        let mut process = keeper.spawn()?;
         let pid = process.id();
         let stream = tokio::select! {
             stream = rendezvous.accept(pid) => stream?,
