@@ -27,8 +27,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{InvalidGroup, LockError};
-use crate::holder::{LockInfo, LockMode};
+use crate::holder::{LockInfo, LockMode, WaitingPlace};
 use crate::key::{LockKey, StoreKey};
+use crate::listing::{KeyPattern, ListCursor, ListPage};
 use crate::options::Ttl;
 use crate::token::Token;
 
@@ -552,6 +553,36 @@ pub trait GroupLockStore: fmt::Debug + Send + Sync {
 
     /// How many waiting groups have a live place (intent) on `key`.
     async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError>;
+
+    /// The live places (intents) of the groups waiting for `key`, oldest ticket first:
+    /// each with its token, mode, time left and how long it has waited (since the group's
+    /// first blocked attempt), read in one operation.
+    async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError>;
+
+    /// One page of the group names matching `pattern` that have a live holder or a live
+    /// place, each with its holders (as [`holders`](Self::holders)) and places (as
+    /// [`places`](Self::places)), starting at `cursor` (`None`: from the beginning),
+    /// with about `limit` names examined per page (0 counts as 1, more than
+    /// [`ListPage::MAX_LIMIT`] as that).
+    ///
+    /// The rules of [`LockStore::list`](crate::LockStore::list) hold: each page is one
+    /// bounded operation (a Redis `SCAN` and scripts over what it found, an index range
+    /// in SQL), never a scan that blocks the store; a page may hold fewer names than
+    /// `limit`, even none, while [`ListPage::next`] is set; a name held throughout the
+    /// listing appears at least once (on Redis possibly twice); only live holders and
+    /// places are listed. A cursor of [`LockStore::list`](crate::LockStore::list) is not
+    /// one of this listing.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when the store fails; [`LockError::Config`] for a cursor this
+    /// listing cannot have issued.
+    async fn list_groups(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError>;
 
     /// Waits at most `max` for a change that may let `request` be granted: returns early
     /// when the store signals a release (or intent withdrawal) of one of its members.

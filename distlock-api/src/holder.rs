@@ -1,4 +1,5 @@
-//! What a store reports of a holder: its token, fence, time left, mode and owner.
+//! What a store reports of a holder (its token, fence, time left, mode and owner) and of
+//! a waiter's place (its token, mode, age and time left).
 
 use std::time::Duration;
 
@@ -67,5 +68,31 @@ impl LockMode {
 impl std::fmt::Display for LockMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// A waiting acquisition's place on a key, as [`QueueStore::queue_places`](crate::QueueStore::queue_places)
+/// (a fair-queue place of a single lock) and
+/// [`GroupLockStore::places`](crate::GroupLockStore::places) (the place, or intent, of a
+/// waiting group) report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WaitingPlace {
+    /// The waiter's token (the lease's token once it acquires).
+    pub token: Token,
+    /// The mode it waits for: [`LockMode::Exclusive`] for a single lock's place.
+    pub mode: LockMode,
+    /// How long the place has existed, since the waiter first took it, by the store's
+    /// clock; `None` on a store that does not record when a place was taken.
+    pub waited: Option<Duration>,
+    /// The time left on the place, by the store's clock: the waiter loses it then unless
+    /// its next attempt refreshes it.
+    pub ttl_left: Duration,
+}
+
+impl WaitingPlace {
+    /// Builds a `WaitingPlace` (the struct is `#[non_exhaustive]`).
+    pub fn new(token: Token, mode: LockMode, waited: Option<Duration>, ttl_left: Duration) -> Self {
+        Self { token, mode, waited, ttl_left }
     }
 }

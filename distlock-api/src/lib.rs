@@ -37,7 +37,7 @@ pub use group::{
 pub use key::{check_key_prefix, LockKey, StoreKey, LOCK_NAMESPACE};
 
 pub use group_lock::{GroupLock, GroupStamp};
-pub use holder::{LockInfo, LockMode};
+pub use holder::{LockInfo, LockMode, WaitingPlace};
 pub use listing::{HeldLock, KeyPattern, ListCursor, ListPage};
 pub use lock::DistributedLock;
 pub use manager::LockManager;

@@ -1,11 +1,13 @@
-//! Listing held locks: key patterns, pages and cursors for [`LockStore::list`].
+//! Listing held locks: key patterns, pages and cursors for [`LockStore::list`] and
+//! [`GroupLockStore::list_groups`].
 //!
 //! [`LockStore::list`]: crate::LockStore::list
+//! [`GroupLockStore::list_groups`]: crate::GroupLockStore::list_groups
 
 use std::fmt;
 
 use crate::error::{InvalidKey, LockError};
-use crate::holder::LockInfo;
+use crate::holder::{LockInfo, WaitingPlace};
 use crate::key::LockKey;
 
 /// A glob over application keys (without the `lock:` namespace), for
@@ -207,8 +209,9 @@ impl std::str::FromStr for KeyPattern {
     }
 }
 
-/// Where a [`LockStore::list`](crate::LockStore::list) listing goes on: opaque, valid only
-/// for the store (and pattern) that returned it.
+/// Where a [`LockStore::list`](crate::LockStore::list) or
+/// [`GroupLockStore::list_groups`](crate::GroupLockStore::list_groups) listing goes on:
+/// opaque, valid only for the store, listing (and pattern) that returned it.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ListCursor(String);
 
@@ -231,20 +234,34 @@ impl fmt::Debug for ListCursor {
     }
 }
 
-/// One held key, as listed by [`LockStore::list`](crate::LockStore::list).
+/// One held key, as listed by [`LockStore::list`](crate::LockStore::list), or one group
+/// name, as listed by [`GroupLockStore::list_groups`](crate::GroupLockStore::list_groups).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HeldLock {
     /// The application's key (without the `lock:` namespace).
     pub key: LockKey,
-    /// Who holds it: one holder for an exclusive lock.
+    /// Who holds it: one holder for a single lock; for a group name its live holders
+    /// (mode, owner, fence, time left), sorted by fence.
     pub holders: Vec<LockInfo>,
+    /// For a group name, the live places of the groups waiting for it, oldest first.
+    /// Empty in a [`LockStore::list`](crate::LockStore::list) page: a single lock's
+    /// fair-queue places are read per key with
+    /// [`QueueStore::queue_places`](crate::QueueStore::queue_places).
+    pub waiting: Vec<WaitingPlace>,
 }
 
 impl HeldLock {
-    /// Builds a `HeldLock` (the struct is `#[non_exhaustive]`).
+    /// Builds a `HeldLock` without waiting places (the struct is `#[non_exhaustive]`).
     pub fn new(key: LockKey, holders: Vec<LockInfo>) -> Self {
-        Self { key, holders }
+        Self { key, holders, waiting: Vec::new() }
+    }
+
+    /// Sets the waiting places (builder style).
+    #[must_use]
+    pub fn with_waiting(mut self, waiting: Vec<WaitingPlace>) -> Self {
+        self.waiting = waiting;
+        self
     }
 }
 
@@ -252,7 +269,8 @@ impl HeldLock {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ListPage {
-    /// The held keys of this page that match the pattern, with unexpired leases.
+    /// The held keys of this page that match the pattern, with unexpired leases (of a
+    /// group listing: the names with a live holder or place).
     pub locks: Vec<HeldLock>,
     /// Where the listing goes on; `None` when it is complete.
     pub next: Option<ListCursor>,

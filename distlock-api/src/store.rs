@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use crate::error::LockError;
 use crate::group::GroupLockStore;
-use crate::holder::LockInfo;
+use crate::holder::{LockInfo, WaitingPlace};
 use crate::key::StoreKey;
 use crate::listing::{KeyPattern, ListCursor, ListPage};
 use crate::options::Ttl;
@@ -295,6 +295,11 @@ pub trait QueueStore: Debug + Send + Sync {
 
     /// How many live places the key's queue of waiters has.
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError>;
+
+    /// The live places of the key's queue of waiters in arrival order (the next to be
+    /// served first), each with its token, time left and how long it has waited (since
+    /// the waiter first took it), read in one operation.
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError>;
 }
 
 macro_rules! forward_lock_store {

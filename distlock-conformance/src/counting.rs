@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
-    LockInfo, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    LockInfo, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, WaitingPlace,
 };
 use tokio::sync::watch;
 
@@ -257,6 +257,10 @@ impl QueueStore for CountingStore {
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         inner_queue(&*self.inner)?.queue_len(key).await
     }
+
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        inner_queue(&*self.inner)?.queue_places(key).await
+    }
 }
 
 #[async_trait]
@@ -273,5 +277,9 @@ impl QueueStore for LostAnswerStore {
 
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         inner_queue(&*self.inner)?.queue_len(key).await
+    }
+
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        inner_queue(&*self.inner)?.queue_places(key).await
     }
 }

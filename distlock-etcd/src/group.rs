@@ -882,6 +882,21 @@ impl GroupLockStore for EtcdLockStore {
         Ok(usize::try_from(answer.count()).unwrap_or(0))
     }
 
+    /// Not yet read on this store: [`LockError::Unsupported`].
+    async fn places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "places" })
+    }
+
+    /// Not yet listed on this store: [`LockError::Unsupported`].
+    async fn list_groups(
+        &self,
+        _pattern: &distlock_api::KeyPattern,
+        _cursor: Option<&distlock_api::ListCursor>,
+        _limit: usize,
+    ) -> Result<distlock_api::ListPage, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "list_groups" })
+    }
+
     /// Registers for the deletes under every name's prefix (releases, expiries, withdrawn
     /// places), then reads the names and decides as a grant would (with the request's
     /// ticket; its own places do not hold it back): returns at once when the request

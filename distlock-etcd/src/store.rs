@@ -817,6 +817,11 @@ impl QueueStore for EtcdLockStore {
         let answer = self.call("count waiters", Some(key), kv.get(queue, Some(options))).await?;
         Ok(usize::try_from(answer.count()).unwrap_or(0))
     }
+
+    /// Not yet read on this store: [`LockError::Unsupported`].
+    async fn queue_places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "queue_places" })
+    }
 }
 
 #[cfg(test)]

@@ -4,12 +4,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    GroupAcquire, GroupLockStore, GroupRequest, LockError, LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl,
+    GroupAcquire, GroupLockStore, GroupRequest, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
+    LockKey, LockMode, OwnerId, StoreKey, Token, Ttl, WaitingPlace, LOCK_NAMESPACE,
 };
 use tokio::time::Instant;
 
 use crate::group_state::{Holder, Intent, Name};
-use crate::store::MemoryLockStore;
+use crate::store::{sorted_page, MemoryLockStore};
 
 #[async_trait]
 impl GroupLockStore for MemoryLockStore {
@@ -38,7 +39,9 @@ impl GroupLockStore for MemoryLockStore {
                 let expires_at = now + intent_ttl.as_duration();
                 for member in request.members.iter().filter(|member| request.places(member)) {
                     if let Some(name) = names.get_mut(member.key.as_str()) {
-                        name.intents.insert(request.token.clone(), Intent { mode: member.mode, ticket, expires_at });
+                        let since = name.intents.get(request.token).map_or(now, |intent| intent.since);
+                        let intent = Intent { mode: member.mode, ticket, since, expires_at };
+                        name.intents.insert(request.token.clone(), intent);
                     }
                 }
             }
@@ -153,26 +156,51 @@ impl GroupLockStore for MemoryLockStore {
 
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {
         let now = Instant::now();
-        let names = self.groups_state().names();
-        let Some(name) = names.get(key.as_str()) else { return Ok(Vec::new()) };
-        let mut holders: Vec<LockInfo> = name
-            .holders
-            .iter()
-            .filter(|(_, holder)| holder.expires_at > now)
-            .map(|(token, holder)| {
-                LockInfo::new(token.clone(), Some(holder.fence), holder.expires_at - now)
-                    .with_mode(holder.mode)
-                    .with_owner(holder.owner.as_str())
-            })
-            .collect();
-        holders.sort_by_key(|info| info.fence);
-        Ok(holders)
+        Ok(self.groups_state().names().get(key.as_str()).map_or_else(Vec::new, |name| live_holders(name, now)))
     }
 
     async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
         let now = Instant::now();
         let names = self.groups_state().names();
         Ok(names.get(key.as_str()).map_or(0, |name| name.intents.values().filter(|i| i.expires_at > now).count()))
+    }
+
+    async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let now = Instant::now();
+        Ok(self.groups_state().names().get(key.as_str()).map_or_else(Vec::new, |name| live_places(name, now)))
+    }
+
+    /// Pages through the names in key order, as [`list`](distlock_api::LockStore::list)
+    /// does; the cursor is the last name listed. Each page is one critical section over
+    /// the group state.
+    async fn list_groups(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let now = Instant::now();
+        let after = cursor.map(ListCursor::as_str);
+        let names = self.groups_state().names();
+        let found = names.iter().filter_map(|(store_key, name)| {
+            let key = store_key.strip_prefix(LOCK_NAMESPACE)?;
+            if after.is_some_and(|after| key <= after) || !pattern.matches(key) {
+                return None;
+            }
+            let (holders, places) = (live_holders(name, now), live_places(name, now));
+            if holders.is_empty() && places.is_empty() {
+                return None;
+            }
+            Some((key.to_owned(), (holders, places)))
+        });
+        let (page, next) = sorted_page(found.collect(), limit);
+        let locks = page
+            .into_iter()
+            .filter_map(|(key, (holders, places))| {
+                Some(HeldLock::new(LockKey::new(key).ok()?, holders).with_waiting(places))
+            })
+            .collect();
+        Ok(ListPage::new(locks, next))
     }
 
     async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {
@@ -214,4 +242,36 @@ impl GroupLockStore for MemoryLockStore {
         }
         Ok(())
     }
+}
+
+/// The live holders of a name, sorted by fence.
+fn live_holders(name: &Name, now: Instant) -> Vec<LockInfo> {
+    let mut holders: Vec<LockInfo> = name
+        .holders
+        .iter()
+        .filter(|(_, holder)| holder.expires_at > now)
+        .map(|(token, holder)| {
+            LockInfo::new(token.clone(), Some(holder.fence), holder.expires_at - now)
+                .with_mode(holder.mode)
+                .with_owner(holder.owner.as_str())
+        })
+        .collect();
+    holders.sort_by_key(|info| info.fence);
+    holders
+}
+
+/// The live places of a name, oldest ticket first.
+fn live_places(name: &Name, now: Instant) -> Vec<WaitingPlace> {
+    let mut places: Vec<(u64, WaitingPlace)> = name
+        .intents
+        .iter()
+        .filter(|(_, intent)| intent.expires_at > now)
+        .map(|(token, intent)| {
+            let place =
+                WaitingPlace::new(token.clone(), intent.mode, Some(now - intent.since), intent.expires_at - now);
+            (intent.ticket, place)
+        })
+        .collect();
+    places.sort_by_key(|(ticket, _)| *ticket);
+    places.into_iter().map(|(_, place)| place).collect()
 }

@@ -20,6 +20,8 @@ pub(crate) struct Holder {
 pub(crate) struct Intent {
     pub(crate) mode: LockMode,
     pub(crate) ticket: u64,
+    /// When the group first took the place.
+    pub(crate) since: Instant,
     pub(crate) expires_at: Instant,
 }
 

@@ -29,6 +29,8 @@ impl Lease {
 /// A waiter's place in a key's queue: a lease of its own, refreshed by each attempt.
 pub(crate) struct Place {
     pub(crate) token: Token,
+    /// When the waiter first took the place.
+    pub(crate) since: Instant,
     pub(crate) expires_at: Instant,
 }
 
@@ -90,12 +92,13 @@ impl Shard {
         }
     }
 
-    /// Takes or refreshes `token`'s place at the back of `key`'s queue, until `expires_at`.
-    pub(crate) fn queue(&mut self, key: &str, token: &Token, expires_at: Instant) {
+    /// Takes (at `now`) or refreshes `token`'s place at the back of `key`'s queue, until
+    /// `expires_at`.
+    pub(crate) fn queue(&mut self, key: &str, token: &Token, now: Instant, expires_at: Instant) {
         let queue = self.queues.entry(key.to_owned()).or_default();
         match queue.iter_mut().find(|place| place.token == *token) {
             Some(place) => place.expires_at = expires_at,
-            None => queue.push_back(Place { token: token.clone(), expires_at }),
+            None => queue.push_back(Place { token: token.clone(), since: now, expires_at }),
         }
     }
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, LeaseValue, LeaseValueStore, ListCursor, ListPage,
-    LockError, LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, ValuedHolder,
-    LOCK_NAMESPACE,
+    LockError, LockInfo, LockKey, LockMode, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, ValuedHolder,
+    WaitingPlace, LOCK_NAMESPACE,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -226,8 +226,7 @@ impl LockStore for MemoryLockStore {
     ) -> Result<ListPage, LockError> {
         let now = Instant::now();
         let after = cursor.map(ListCursor::as_str);
-        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
-        let mut page: Vec<(String, LockInfo)> = Vec::new();
+        let mut found: Vec<(String, LockInfo)> = Vec::new();
         for shard in &self.inner.shards {
             let shard = lock_shard(shard);
             for (store_key, lease) in &shard.leases {
@@ -235,19 +234,13 @@ impl LockStore for MemoryLockStore {
                 if !lease.is_live(now) || after.is_some_and(|after| key <= after) || !pattern.matches(key) {
                     continue;
                 }
-                page.push((
+                found.push((
                     key.to_owned(),
                     LockInfo::new(lease.token.clone(), Some(lease.fence), lease.expires_at - now),
                 ));
             }
         }
-        let more = page.len() > limit;
-        if more {
-            page.select_nth_unstable_by(limit, |a, b| a.0.cmp(&b.0));
-            page.truncate(limit);
-        }
-        page.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let next = if more { page.last().map(|(key, _)| ListCursor::new(key.clone())) } else { None };
+        let (page, next) = sorted_page(found, limit);
         let locks = page
             .into_iter()
             .filter_map(|(key, info)| Some(HeldLock::new(LockKey::new(key).ok()?, vec![info])))
@@ -300,7 +293,7 @@ impl QueueStore for MemoryLockStore {
             shard.leave(name, token);
             return Ok(Acquire::Acquired { fence: Some(fence) });
         }
-        shard.queue(name, token, now + place.as_duration());
+        shard.queue(name, token, now, now + place.as_duration());
         let ttl_left = shard.live(name, now).map(|lease| lease.expires_at - now);
         Ok(Acquire::Held { ttl_left })
     }
@@ -312,6 +305,19 @@ impl QueueStore for MemoryLockStore {
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         let now = Instant::now();
         Ok(self.shard(key).live_queue(key.as_str(), now).map_or(0, |queue| queue.len()))
+    }
+
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        let Some(queue) = shard.live_queue(key.as_str(), now) else { return Ok(Vec::new()) };
+        Ok(queue
+            .iter()
+            .map(|place| {
+                let waited = Some(now - place.since);
+                WaitingPlace::new(place.token.clone(), LockMode::Exclusive, waited, place.expires_at - now)
+            })
+            .collect())
     }
 }
 
@@ -346,4 +352,18 @@ impl MemoryLockStore {
         let _ = tokio::time::timeout_at(wake_at, released).await;
         Ok(())
     }
+}
+
+/// The first `limit` (clamped to 1..=[`ListPage::MAX_LIMIT`]) of `found` in key order, and
+/// the cursor after them when more remain: one page of a listing in key order.
+pub(crate) fn sorted_page<T>(mut found: Vec<(String, T)>, limit: usize) -> (Vec<(String, T)>, Option<ListCursor>) {
+    let limit = limit.clamp(1, ListPage::MAX_LIMIT);
+    let more = found.len() > limit;
+    if more {
+        found.select_nth_unstable_by(limit, |a, b| a.0.cmp(&b.0));
+        found.truncate(limit);
+    }
+    found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let next = if more { found.last().map(|(key, _)| ListCursor::new(key.clone())) } else { None };
+    (found, next)
 }

@@ -323,6 +323,21 @@ impl GroupLockStore for MysqlLockStore {
         Ok(usize::try_from(count).unwrap_or(0))
     }
 
+    /// Not yet read on this store: [`LockError::Unsupported`].
+    async fn places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "places" })
+    }
+
+    /// Not yet listed on this store: [`LockError::Unsupported`].
+    async fn list_groups(
+        &self,
+        _pattern: &distlock_api::KeyPattern,
+        _cursor: Option<&distlock_api::ListCursor>,
+        _limit: usize,
+    ) -> Result<distlock_api::ListPage, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "list_groups" })
+    }
+
     /// Registers the store's listener for a change of each of the group's names (one
     /// upsert), checks that something may still block the group (one `SELECT` of the
     /// other tokens' live holds and older places: nothing returns at once), and waits

@@ -662,6 +662,11 @@ impl QueueStore for MysqlLockStore {
             .map_err(|error| self.fail("queue length", key, error))?;
         Ok(usize::try_from(count).unwrap_or(0))
     }
+
+    /// Not yet read on this store: [`LockError::Unsupported`].
+    async fn queue_places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "queue_places" })
+    }
 }
 
 /// One row of `lease/list.sql`: `(key, token, fence, µs left when held)`.

@@ -416,6 +416,21 @@ impl GroupLockStore for PostgresLockStore {
         Ok(usize::try_from(count).unwrap_or(0))
     }
 
+    /// Not yet read on this store: [`LockError::Unsupported`].
+    async fn places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "places" })
+    }
+
+    /// Not yet listed on this store: [`LockError::Unsupported`].
+    async fn list_groups(
+        &self,
+        _pattern: &distlock_api::KeyPattern,
+        _cursor: Option<&distlock_api::ListCursor>,
+        _limit: usize,
+    ) -> Result<distlock_api::ListPage, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "list_groups" })
+    }
+
     /// One `SELECT` of the live holds of `key`, oldest fence first; times left are
     /// computed on the server.
     async fn holders(&self, key: &StoreKey) -> Result<Vec<LockInfo>, LockError> {

@@ -635,6 +635,11 @@ impl QueueStore for PostgresLockStore {
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         self.queued(key).await
     }
+
+    /// Not yet read on this store: [`LockError::Unsupported`].
+    async fn queue_places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "queue_places" })
+    }
 }
 
 /// One row of `lease/list.sql`: `(last key examined, rows examined, key, token, fence,

@@ -249,6 +249,69 @@ impl Layout {
     }
 }
 
+/// Where the keys of group names are found by `SCAN`.
+impl Layout {
+    /// The glob (`SCAN … MATCH`) of the `:h` and `:s` keys of the group names that start
+    /// with `prefix` (it may match more; [`group_name_of`](Self::group_name_of) tells).
+    pub(crate) fn group_names_glob(&self, prefix: &str) -> String {
+        let mut glob = String::with_capacity(self.stem.len() + 2 * prefix.len() + 24);
+        push_glob_literal(&mut glob, &self.stem);
+        glob.push_str("group:{");
+        if self.cluster {
+            glob.push_str("*}:");
+            push_glob_literal(&mut glob, prefix);
+            glob.push_str("*:[hs]");
+        } else {
+            let mut encoded = String::with_capacity(prefix.len() + 6);
+            push_encoded(&mut encoded, prefix);
+            push_glob_literal(&mut glob, &encoded);
+            glob.push_str("*}:[hs]");
+        }
+        glob
+    }
+
+    /// The group name whose `:h` or `:s` key `redis_key` is; `None` for another key.
+    pub(crate) fn group_name_of(&self, redis_key: &str) -> Option<String> {
+        let rest = redis_key.strip_prefix(self.stem.as_str())?.strip_prefix("group:{")?;
+        if self.cluster {
+            // A tag never holds `}`.
+            let (_, name) = rest.split_once("}:")?;
+            name.strip_suffix(":h").or_else(|| name.strip_suffix(":s")).map(str::to_owned)
+        } else {
+            decoded(rest.strip_suffix("}:h").or_else(|| rest.strip_suffix("}:s"))?)
+        }
+    }
+}
+
+/// Appends `text` to a Redis glob, matched literally.
+fn push_glob_literal(glob: &mut String, text: &str) {
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '^' | '-') {
+            glob.push('\\');
+        }
+        glob.push(c);
+    }
+}
+
+/// `name` as [`push_encoded`] wrote it, decoded; `None` when it is not such a text.
+fn decoded(encoded: &str) -> Option<String> {
+    let mut out = String::with_capacity(encoded.len());
+    let mut rest = encoded;
+    while let Some(at) = rest.find(['%', '{', '}']) {
+        out.push_str(&rest[..at]);
+        let (c, after) = match rest.get(at..at + 3)? {
+            "%25" => ('%', at + 3),
+            "%7B" => ('{', at + 3),
+            "%7D" => ('}', at + 3),
+            _ => return None,
+        };
+        out.push(c);
+        rest = &rest[after..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
 /// What follows the key prefix in a group's lease key.
 const GROUP_LEASE_HEAD: &str = "group-lease:";
 
@@ -293,6 +356,23 @@ mod tests {
     use distlock_api::LockKey;
 
     use super::*;
+
+    #[test]
+    fn group_names_are_found_by_their_keys() {
+        for layout in [Layout::node("app"), Layout::cluster("app")] {
+            for name in ["order:1", "50%{x}", "{orders}:a", "a*b"] {
+                let key = LockKey::new(name).unwrap().to_store_key();
+                for part in [":h", ":s"] {
+                    let redis_key = layout.group_key(&key, part);
+                    assert_eq!(layout.group_name_of(&redis_key).as_deref(), Some(name), "{redis_key}");
+                }
+                assert_eq!(layout.group_name_of(&layout.group_key(&key, ":p")), None);
+            }
+        }
+        assert_eq!(Layout::node("app").group_names_glob("50%*"), r"app:group:{50%25\**}:[hs]");
+        assert_eq!(Layout::cluster("app").group_names_glob("a-b"), r"app:group:{*}:a\-b*:[hs]");
+        assert_eq!(Layout::node("app").group_name_of("app:lock:x"), None);
+    }
 
     #[test]
     fn keys_of_one_server_and_of_a_cluster() {

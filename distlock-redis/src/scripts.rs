@@ -265,6 +265,9 @@ scripts! {
     queued_acquire: ["lib/queue.lua", "lib/clock_fence.lua", "queued_acquire.lua"],
     /// How many live places a key's queue has, read only. `KEYS` = queue-ttl.
     queue_len: ["lib/queue.lua", "queue_len.lua"],
+    /// The live places of a key's queue in arrival order, with their expiries and
+    /// arrivals, read only. `KEYS` = queue, queue-ttl.
+    queue_places: ["lib/queue.lua", "queue_places.lua"],
     /// A lock group's atomic attempt at every member, or a read-only probe (see `commands/group.rs`
     /// for the key layout and the file for the arguments).
     group_acquire: ["lib/group.lua", "lib/clock_fence.lua", "group_acquire.lua"],
@@ -275,9 +278,13 @@ scripts! {
     /// Removes a waiting group's places.
     group_withdraw: ["lib/group.lua", "group_withdraw.lua"],
     /// The live holders of one name, read only.
-    group_holders: ["lib/group.lua", "group_holders.lua"],
-    /// The live places of waiting groups on one name, read only.
+    group_holders: ["lib/group.lua", "lib/group_read.lua", "group_holders.lua"],
+    /// How many live places of waiting groups one name has, read only.
     group_waiting: ["lib/group.lua", "group_waiting.lua"],
+    /// The live places of waiting groups on one name, with their tickets, read only.
+    group_places: ["lib/group.lua", "lib/group_read.lua", "group_places.lua"],
+    /// The live holders and places of a page of names (found by `SCAN`), read only.
+    group_list: ["lib/group.lua", "lib/group_read.lua", "group_list.lua"],
     /// The release of a fencing Redlock master: the compare-and-delete, which also raises
     /// the master's fence counter to the number the whole quorum granted (`ARGV[2]`).
     /// `KEYS` = lock key, fence counter; `ARGV` = token, fence.

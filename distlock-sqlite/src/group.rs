@@ -390,6 +390,21 @@ impl GroupLockStore for SqliteLockStore {
         Ok(names.intents.values().map(Vec::len).sum())
     }
 
+    /// Not yet read on this store: [`LockError::Unsupported`].
+    async fn places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "places" })
+    }
+
+    /// Not yet listed on this store: [`LockError::Unsupported`].
+    async fn list_groups(
+        &self,
+        _pattern: &distlock_api::KeyPattern,
+        _cursor: Option<&distlock_api::ListCursor>,
+        _limit: usize,
+    ) -> Result<distlock_api::ListPage, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "list_groups" })
+    }
+
     async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {
         check_group_members(request.members, self.max_group())?;
         self.ready("wait for a change").await?;

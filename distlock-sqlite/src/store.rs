@@ -912,4 +912,9 @@ impl QueueStore for SqliteLockStore {
         }
         Ok(live)
     }
+
+    /// Not yet read on this store: [`LockError::Unsupported`].
+    async fn queue_places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
+        Err(LockError::Unsupported { backend: BACKEND, operation: "queue_places" })
+    }
 }

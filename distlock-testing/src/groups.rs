@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    GroupAcquire, GroupLockStore, GroupRequest, LockError, LockInfo, LockMode, LockStore, OwnerId, StoreKey, Token, Ttl,
+    GroupAcquire, GroupLockStore, GroupRequest, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockMode,
+    LockStore, OwnerId, StoreKey, Token, Ttl, WaitingPlace,
 };
 
 use crate::faulty::Faulty;
@@ -86,6 +87,21 @@ impl<S: LockStore> GroupLockStore for Faulty<S> {
     async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
         let groups = self.inner_groups(Op::Waiting)?;
         self.call(Op::Waiting, Some(key), groups.waiting(key)).await
+    }
+
+    async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let groups = self.inner_groups(Op::Places)?;
+        self.call(Op::Places, Some(key), groups.places(key)).await
+    }
+
+    async fn list_groups(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let groups = self.inner_groups(Op::ListGroups)?;
+        self.call(Op::ListGroups, None, groups.list_groups(pattern, cursor, limit)).await
     }
 
     /// Dropped release notifications make it sleep its whole `max`, as

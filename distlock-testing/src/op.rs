@@ -63,6 +63,12 @@ pub enum Op {
     /// [`LeaseValueStore::inspect_value`](distlock_api::LeaseValueStore::inspect_value):
     /// reading a leader with its value.
     InspectValue,
+    /// [`QueueStore::queue_places`](distlock_api::QueueStore::queue_places).
+    QueuePlaces,
+    /// [`GroupLockStore::places`](distlock_api::GroupLockStore::places).
+    Places,
+    /// [`GroupLockStore::list_groups`](distlock_api::GroupLockStore::list_groups).
+    ListGroups,
 }
 
 impl Op {
@@ -87,11 +93,15 @@ impl Op {
         Op::WaitForChange,
         Op::SetValue,
         Op::InspectValue,
+        Op::QueuePlaces,
+        Op::Places,
+        Op::ListGroups,
     ];
 
     /// The operation's name as the stores put it in
     /// [`LockError::Store::operation`](distlock_api::LockError::Store): `"acquire"`,
-    /// `"release"`, `"extend"`, `"inspect"`, `"wait_for_release"`, `"list"`, `"queue_len"`;
+    /// `"release"`, `"extend"`, `"inspect"`, `"wait_for_release"`, `"list"`, `"queue_len"`,
+    /// `"queue_places"`;
     /// a group operation's is its [`GroupLockStore`](distlock_api::GroupLockStore)
     /// method's name without `try_` (`"acquire_group"`, `"release_group"`…), as the
     /// manager names it in [`LockError::Unsupported`](distlock_api::LockError::Unsupported).
@@ -116,6 +126,9 @@ impl Op {
             Op::WaitForChange => "wait_for_change",
             Op::SetValue => "set_value",
             Op::InspectValue => "inspect_value",
+            Op::QueuePlaces => "queue_places",
+            Op::Places => "places",
+            Op::ListGroups => "list_groups",
         }
     }
 

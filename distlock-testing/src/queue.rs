@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use distlock_api::{Acquire, LockError, LockStore, QueueStore, QueuedAttempt, StoreKey, Token};
+use distlock_api::{Acquire, LockError, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, WaitingPlace};
 
 use crate::faulty::Faulty;
 use crate::op::Op;
@@ -35,5 +35,10 @@ impl<S: LockStore> QueueStore for Faulty<S> {
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         let queue = self.inner_queue(Op::QueueLen)?;
         self.call(Op::QueueLen, Some(key), queue.queue_len(key)).await
+    }
+
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let queue = self.inner_queue(Op::QueuePlaces)?;
+        self.call(Op::QueuePlaces, Some(key), queue.queue_places(key)).await
     }
 }

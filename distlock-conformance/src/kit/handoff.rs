@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
-    LockInfo, LockManager, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    LockInfo, LockManager, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, WaitingPlace,
 };
 
 use distlock_bench::record::{self, Ratios, Record};
@@ -86,6 +86,10 @@ impl QueueStore for PollingOnly {
 
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         crate::counting::inner_queue(&*self.0)?.queue_len(key).await
+    }
+
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        crate::counting::inner_queue(&*self.0)?.queue_places(key).await
     }
 }
 

@@ -15,7 +15,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::waiters::KeyState;
 use distlock_api::{
-    GroupAcquire, GroupLockStore, GroupRequest, LockError, LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl,
+    GroupAcquire, GroupLockStore, GroupRequest, HeldLock, KeyPattern, ListCursor, ListPage, LockError, LockInfo,
+    LockMode, OwnerId, StoreKey, Token, Ttl, WaitingPlace,
 };
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 
@@ -157,6 +158,37 @@ impl GroupLockStore for RedisClusterStore {
     async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
         let commands = self.commands();
         self.on_name(key, |mut conn| async move { commands.group_waiting(&mut conn, key).await }).await
+    }
+
+    /// The single-node places script, in the name's slot.
+    async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let commands = self.commands();
+        self.on_name(key, |mut conn| async move { commands.group_places(&mut conn, key).await }).await
+    }
+
+    /// Pages through every master in turn, as [`list`](distlock_api::LockStore::list)
+    /// does (`SCAN … MATCH {key_prefix}:group:{*}:<literal prefix>*:[hs]` on one master
+    /// at a time), then reads each name found with the single-node list script in its
+    /// slot.
+    async fn list_groups(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let layout = &self.commands().layout;
+        let glob = layout.group_names_glob(&pattern.literal_prefix());
+        let (found, next) = self.scan_masters("list_groups", &glob, cursor, limit).await?;
+        let names = self.commands().group_names_found(&found, pattern);
+        let reads = names.iter().map(|name| async move {
+            let key = name.to_store_key();
+            let commands = self.commands();
+            let names = std::slice::from_ref(name);
+            self.on_name(&key, |mut conn| async move { commands.group_list(&mut conn, names).await }).await
+        });
+        let locks: Vec<Vec<HeldLock>> =
+            futures_util::future::join_all(reads).await.into_iter().collect::<Result<_, _>>()?;
+        Ok(ListPage::new(locks.into_iter().flatten().collect(), next))
     }
 
     /// Registers for every name's stem, `SSUBSCRIBE`s to the tag's shard channel (once

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use distlock_api::waiters::{KeyState, WaiterRegistry};
 use distlock_api::{
     Acquire, Capabilities, HeldLock, KeyPattern, LeaseValue, LeaseValueStore, ListCursor, ListPage, LockError,
-    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, ValuedHolder,
+    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, ValuedHolder, WaitingPlace,
 };
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
@@ -527,40 +527,9 @@ impl LockStore for RedisClusterStore {
         cursor: Option<&ListCursor>,
         limit: usize,
     ) -> Result<ListPage, LockError> {
-        let bad_cursor = |cursor: &ListCursor| LockError::Config {
-            message: format!("{cursor:?} is not a listing cursor of the Redis Cluster store"),
-        };
-        let (mut index, mut position): (usize, u64) = match cursor {
-            None => (0, 0),
-            Some(cursor) => {
-                let (index, position) = cursor.as_str().split_once(':').ok_or_else(|| bad_cursor(cursor))?;
-                (index.parse().map_err(|_| bad_cursor(cursor))?, position.parse().map_err(|_| bad_cursor(cursor))?)
-            }
-        };
-        let masters = self.masters("list").await?;
         let namespace = self.commands.layout.lock_namespace();
         let glob = format!("{}}}", pattern.to_redis_glob(&namespace));
-        let mut found = Vec::new();
-        while let Some((host, port)) = masters.get(index) {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(position).arg("MATCH").arg(&glob).arg("COUNT").arg(limit.clamp(1, ListPage::MAX_LIMIT));
-            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port: *port });
-            let mut conn = self.conn.clone();
-            let reply = conn.route_command(scan, routing).await.map_err(|err| Self::error("list", None, err))?;
-            let (next, keys): (u64, Vec<String>) =
-                redis::FromRedisValue::from_redis_value(reply).map_err(|err| Self::error("list", None, err))?;
-            found = keys;
-            if next == 0 {
-                index += 1;
-                position = 0;
-            } else {
-                position = next;
-            }
-            if !found.is_empty() || next != 0 {
-                break;
-            }
-        }
-        let next = (index < masters.len()).then(|| ListCursor::new(format!("{index}:{position}")));
+        let (found, next) = self.scan_masters("list", &glob, cursor, limit).await?;
         let reads = found.into_iter().filter_map(|redis_key| {
             let key = redis_key.strip_prefix(&namespace)?.strip_suffix('}')?;
             if !pattern.matches(key) {
@@ -574,6 +543,53 @@ impl LockStore for RedisClusterStore {
         });
         let locks = futures_util::future::join_all(reads).await.into_iter().collect::<Result<Vec<_>, _>>()?;
         Ok(ListPage::new(locks.into_iter().flatten().collect(), next))
+    }
+}
+
+impl RedisClusterStore {
+    /// One `SCAN … MATCH glob COUNT limit` on one master (the cursor is `<master
+    /// index>:<SCAN cursor>`), going on to the next master when one is done: the keys
+    /// found and where the listing goes on.
+    pub(crate) async fn scan_masters(
+        &self,
+        operation: &'static str,
+        glob: &str,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<(Vec<String>, Option<ListCursor>), LockError> {
+        let bad_cursor = |cursor: &ListCursor| LockError::Config {
+            message: format!("{cursor:?} is not a listing cursor of the Redis Cluster store"),
+        };
+        let (mut index, mut position): (usize, u64) = match cursor {
+            None => (0, 0),
+            Some(cursor) => {
+                let (index, position) = cursor.as_str().split_once(':').ok_or_else(|| bad_cursor(cursor))?;
+                (index.parse().map_err(|_| bad_cursor(cursor))?, position.parse().map_err(|_| bad_cursor(cursor))?)
+            }
+        };
+        let masters = self.masters(operation).await?;
+        let mut found = Vec::new();
+        while let Some((host, port)) = masters.get(index) {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(position).arg("MATCH").arg(glob).arg("COUNT").arg(limit.clamp(1, ListPage::MAX_LIMIT));
+            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port: *port });
+            let mut conn = self.conn.clone();
+            let reply = conn.route_command(scan, routing).await.map_err(|err| Self::error(operation, None, err))?;
+            let (next, keys): (u64, Vec<String>) =
+                redis::FromRedisValue::from_redis_value(reply).map_err(|err| Self::error(operation, None, err))?;
+            found = keys;
+            if next == 0 {
+                index += 1;
+                position = 0;
+            } else {
+                position = next;
+            }
+            if !found.is_empty() || next != 0 {
+                break;
+            }
+        }
+        let next = (index < masters.len()).then(|| ListCursor::new(format!("{index}:{position}")));
+        Ok((found, next))
     }
 }
 
@@ -608,6 +624,11 @@ impl QueueStore for RedisClusterStore {
 
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         self.commands.queue_len(&mut self.conn.clone(), key).await
+    }
+
+    /// The single-node queue places script, in the lock's slot.
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        self.commands.queue_places(&mut self.conn.clone(), key).await
     }
 }
 

@@ -47,8 +47,8 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use distlock_api::{
-    check_group_members, check_group_names, GroupAcquire, GroupRequest, InvalidGroup, LockError, LockGroup, LockInfo,
-    LockKey, LockMode, OwnerId, StoreKey, Token, Ttl,
+    check_group_members, check_group_names, GroupAcquire, GroupRequest, HeldLock, InvalidGroup, KeyPattern, LockError,
+    LockGroup, LockInfo, LockKey, LockMode, OwnerId, StoreKey, Token, Ttl, WaitingPlace,
 };
 use redis::Cmd;
 
@@ -57,6 +57,10 @@ use crate::scripts::SCRIPTS;
 
 /// The most names one group takes.
 pub(crate) const MAX_GROUP: usize = LockGroup::MAX_MEMBERS;
+
+/// The most names one run of the group list script reads: a bigger page is read by
+/// several runs, so that no script holds the server for long.
+pub(crate) const GROUP_LIST_BATCH: usize = 500;
 
 /// Keys examined per `SCAN` page while looking for an owner's lease keys.
 const SCAN_PAGE: usize = 1000;
@@ -309,6 +313,73 @@ impl Commands {
         Ok(usize::try_from(count).unwrap_or(usize::MAX))
     }
 
+    /// The read-only places script (`group_places.lua`): the live places on the name,
+    /// oldest ticket first, each with the time waited since its group's ticket.
+    pub(crate) async fn group_places(
+        &self,
+        conn: &mut impl Conn,
+        key: &StoreKey,
+    ) -> Result<Vec<WaitingPlace>, LockError> {
+        let rows: Vec<PlaceRow> = SCRIPTS
+            .group_places
+            .run(conn, |cmd| {
+                let mut buffer = key_buffer();
+                cmd.arg(1);
+                self.push_name_key(cmd, &mut buffer, key, ":h");
+            })
+            .await
+            .map_err(|err| self.error("places", key, err))?;
+        places(rows).map_err(|err| self.error("places", key, err))
+    }
+
+    /// The group names whose `:h` or `:s` keys a `SCAN` found and `pattern` matches, in
+    /// key order, each once.
+    pub(crate) fn group_names_found(&self, found: &[String], pattern: &KeyPattern) -> Vec<LockKey> {
+        let mut names: Vec<LockKey> = found
+            .iter()
+            .filter_map(|redis_key| self.layout.group_name_of(redis_key))
+            .filter(|name| pattern.matches(name))
+            .filter_map(|name| LockKey::new(name).ok())
+            .collect();
+        names.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+        names.dedup();
+        names
+    }
+
+    /// The read-only list script (`group_list.lua`) over `names`, which share one tag:
+    /// their holders and places.
+    pub(crate) async fn group_list(&self, conn: &mut impl Conn, names: &[LockKey]) -> Result<Vec<HeldLock>, LockError> {
+        let Some(first) = names.first() else { return Ok(Vec::new()) };
+        let keys: Vec<StoreKey> = names.iter().map(LockKey::to_store_key).collect();
+        let fail = |err: distlock_api::BoxError| LockError::store(self.backend, "list_groups", None, err);
+        let leases = self.layout.group_lease_prefix(&self.layout.group_tag([&first.to_store_key()])?);
+        let rows: Vec<(Vec<HolderRow>, Vec<PlaceRow>)> = SCRIPTS
+            .group_list
+            .run(conn, |cmd| {
+                cmd.arg(2 * keys.len());
+                self.push_name_keys(cmd, keys.iter());
+                cmd.arg(&leases);
+            })
+            .await
+            .map_err(|err| fail(err.into()))?;
+        if rows.len() != names.len() {
+            let message = format!("the list script returned {} entries for {} names", rows.len(), names.len());
+            return Err(fail(Failure(message).into()));
+        }
+        let mut listed = Vec::with_capacity(names.len());
+        for (name, (holders, waiting)) in names.iter().zip(rows) {
+            if holders.is_empty() && waiting.is_empty() {
+                continue;
+            }
+            let mut holders =
+                holders.into_iter().map(holder_info).collect::<Result<Vec<_>, _>>().map_err(|err| fail(err.into()))?;
+            holders.sort_by_key(|info| info.fence);
+            let waiting = places(waiting).map_err(|err| fail(err.into()))?;
+            listed.push(HeldLock::new(name.clone(), holders).with_waiting(waiting));
+        }
+        Ok(listed)
+    }
+
     /// What a change of the request's names is published as: their `h` keys (a release
     /// or withdrawal publishes the `h` keys of the names it changed).
     pub(crate) fn group_wake_keys(&self, request: &GroupRequest<'_>) -> Vec<String> {
@@ -525,6 +596,21 @@ pub(crate) fn owned_names(entry: Option<&str>, owner: &OwnerId) -> Option<Vec<St
 
 /// One row of the holders script: `(mode, token, ms left, fence, owner)`.
 type HolderRow = (String, String, i64, u64, String);
+
+/// A place as the places scripts report it: mode, token, ms left, ticket, ms waited.
+type PlaceRow = (String, String, i64, u64, u64);
+
+/// The places as the places scripts reported them, oldest ticket first.
+fn places(mut rows: Vec<PlaceRow>) -> Result<Vec<WaitingPlace>, LockError> {
+    rows.sort_by_key(|row| row.3);
+    rows.into_iter()
+        .map(|(mode, token, left, _, waited)| {
+            let mode = if mode == "S" { LockMode::Shared } else { LockMode::Exclusive };
+            let left = Duration::from_millis(u64::try_from(left).unwrap_or(0));
+            Ok(WaitingPlace::new(Token::parse(&token)?, mode, Some(Duration::from_millis(waited)), left))
+        })
+        .collect()
+}
 
 /// A holder as the holders script reported it.
 fn holder_info((mode, token, left, fence, owner): HolderRow) -> Result<LockInfo, distlock_api::LockError> {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use distlock_api::{Acquire, LockError, LockInfo, QueuedAttempt, StoreKey, Token, Ttl};
+use distlock_api::{Acquire, LockError, LockInfo, LockMode, QueuedAttempt, StoreKey, Token, Ttl, WaitingPlace};
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
 use super::{unexpected, Commands, Conn, Failure};
@@ -217,6 +217,30 @@ impl Commands {
             .await
             .map_err(|err| self.error("queue_len", key, err))?;
         usize::try_from(len).map_err(|_| self.error("queue_len", key, Failure(format!("ZCOUNT gave {len}"))))
+    }
+
+    /// The read-only queue places script (`queue_places.lua`): the live places of the
+    /// key's queue in arrival order, with their expiries (ms) and arrivals (µs).
+    pub(crate) async fn queue_places(
+        &self,
+        conn: &mut impl Conn,
+        key: &StoreKey,
+    ) -> Result<Vec<WaitingPlace>, LockError> {
+        let (queue, queue_ttl) = self.layout.queue_keys(key);
+        let rows: Vec<(String, u64, u64)> = SCRIPTS
+            .queue_places
+            .run(conn, |cmd| {
+                cmd.arg(2).arg(&queue).arg(&queue_ttl);
+            })
+            .await
+            .map_err(|err| self.error("queue_places", key, err))?;
+        rows.into_iter()
+            .map(|(token, left, waited)| {
+                let token = Token::parse(&token).map_err(|err| self.error("queue_places", key, err))?;
+                let (left, waited) = (Duration::from_millis(left), Duration::from_micros(waited));
+                Ok(WaitingPlace::new(token, LockMode::Exclusive, Some(waited), left))
+            })
+            .collect()
     }
 
     /// `{1, fence}` (`fence` 0 without fencing) or `{0, pttl}`, as the acquire scripts answer.

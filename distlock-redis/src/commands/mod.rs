@@ -17,7 +17,7 @@ mod group;
 mod lock;
 mod value;
 
-pub(crate) use group::{owned_names, GroupNames, MAX_GROUP};
+pub(crate) use group::{owned_names, GroupNames, GROUP_LIST_BATCH, MAX_GROUP};
 
 /// A connection the commands can be sent on.
 pub(crate) trait Conn: ConnectionLike + Send {}

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, GroupAcquire, GroupLockStore, GroupRequest, KeyPattern, LeaseValue, LeaseValueStore,
     ListCursor, ListPage, LockError, LockInfo, LockMode, LockStore, OwnerId, QueueStore, QueuedAttempt, StoreKey,
-    Token, Ttl, ValuedHolder,
+    Token, Ttl, ValuedHolder, WaitingPlace,
 };
 use tokio::time::Instant;
 
@@ -220,6 +220,11 @@ impl QueueStore for RedisSentinelStore {
         let result = self.current().queue_len(key).await;
         self.follow(result).await
     }
+
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let result = self.current().queue_places(key).await;
+        self.follow(result).await
+    }
 }
 
 /// Values attached to leases: the single-node store's, on the current master. A value is
@@ -287,6 +292,21 @@ impl GroupLockStore for RedisSentinelStore {
 
     async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
         let result = self.current().waiting(key).await;
+        self.follow(result).await
+    }
+
+    async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let result = self.current().places(key).await;
+        self.follow(result).await
+    }
+
+    async fn list_groups(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let result = self.current().list_groups(pattern, cursor, limit).await;
         self.follow(result).await
     }
 

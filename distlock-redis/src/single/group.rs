@@ -7,7 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::waiters::{deadline_after, KeyState};
 use distlock_api::{
-    GroupAcquire, GroupLockStore, GroupRequest, LockError, LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl,
+    GroupAcquire, GroupLockStore, GroupRequest, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockMode,
+    OwnerId, StoreKey, Token, Ttl, WaitingPlace,
 };
 
 use crate::commands::{owned_names, GroupNames};
@@ -156,6 +157,49 @@ impl GroupLockStore for RedisLockStore {
     /// A read-only script: `ZCOUNT`s of the live places in the name's intent bands.
     async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
         self.commands().group_waiting(&mut self.connection_manager().clone(), key).await
+    }
+
+    /// A read-only script: the live places in the name's intent bands with their
+    /// tickets. A ticket is the server's clock in ms at the group's first blocked attempt
+    /// (one more than the names' last ticket when that was larger), so the time waited is
+    /// read from it, to the millisecond (a place taken in the same millisecond as an
+    /// earlier one on its names shows up to a few ms less).
+    async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        self.commands().group_places(&mut self.connection_manager().clone(), key).await
+    }
+
+    /// One `SCAN … MATCH {key_prefix}:group:{<literal prefix of the pattern>*}:[hs]`
+    /// (`COUNT limit`; the cursor is the `SCAN` cursor), then one read-only script per
+    /// 500 names found with the holders and places of each (as [`holders`] and
+    /// [`places`]). Names are listed in the order of Redis's hash table, a name possibly
+    /// twice (from its `h` and its `s` key on two pages).
+    ///
+    /// [`holders`]: GroupLockStore::holders
+    /// [`places`]: GroupLockStore::places
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when a command fails; [`LockError::Config`] for a cursor
+    /// that is not a `SCAN` cursor.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    async fn list_groups(
+        &self,
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let position = self.scan_position(cursor)?;
+        let glob = self.commands().layout.group_names_glob(&pattern.literal_prefix());
+        let (next, found) = self.scan(position, &glob, limit, "list_groups").await?;
+        let names = self.commands().group_names_found(&found, pattern);
+        let mut locks = Vec::with_capacity(names.len());
+        for batch in names.chunks(crate::commands::GROUP_LIST_BATCH) {
+            locks.extend(self.commands().group_list(&mut self.connection_manager().clone(), batch).await?);
+        }
+        Ok(ListPage::new(locks, (next != 0).then(|| ListCursor::new(next.to_string()))))
     }
 
     /// Waits for a published change of any of the request's names (a release, a withdrawn

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, HeldLock, KeyPattern, LeaseValue, LeaseValueStore, ListCursor, ListPage, LockError,
-    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, ValuedHolder,
+    LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, ValuedHolder, WaitingPlace,
 };
 use redis::aio::ConnectionManager;
 
@@ -394,23 +394,9 @@ impl LockStore for RedisLockStore {
         cursor: Option<&ListCursor>,
         limit: usize,
     ) -> Result<ListPage, LockError> {
-        let position: u64 = match cursor {
-            None => 0,
-            Some(cursor) => cursor.as_str().parse().map_err(|_| LockError::Config {
-                message: format!("{cursor:?} is not a listing cursor of the Redis store"),
-            })?,
-        };
+        let position = self.scan_position(cursor)?;
         let glob = pattern.to_redis_glob(&self.commands.layout.lock_namespace());
-        let mut conn = self.conn.clone();
-        let (next, found): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(position)
-            .arg("MATCH")
-            .arg(&glob)
-            .arg("COUNT")
-            .arg(limit.clamp(1, ListPage::MAX_LIMIT))
-            .query_async(&mut conn)
-            .await
-            .map_err(|err| LockError::store(Self::BACKEND, "list", None, err))?;
+        let (next, found) = self.scan(position, &glob, limit, "list").await?;
         let locks = self.holders(pattern, found).await?;
         Ok(ListPage::new(locks, (next != 0).then(|| ListCursor::new(next.to_string()))))
     }
@@ -502,6 +488,46 @@ impl QueueStore for RedisLockStore {
     async fn queue_len(&self, key: &StoreKey) -> Result<usize, LockError> {
         self.commands.queue_len(&mut self.conn.clone(), key).await
     }
+
+    /// A read-only script: the key's `{key_prefix}:queue:{lock key}` (tokens by arrival
+    /// on the server's clock, µs) and the places' expiries.
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        self.commands.queue_places(&mut self.conn.clone(), key).await
+    }
+}
+
+impl RedisLockStore {
+    /// The `SCAN` position a listing cursor names (0: from the beginning).
+    pub(crate) fn scan_position(&self, cursor: Option<&ListCursor>) -> Result<u64, LockError> {
+        match cursor {
+            None => Ok(0),
+            Some(cursor) => cursor.as_str().parse().map_err(|_| LockError::Config {
+                message: format!("{cursor:?} is not a listing cursor of the Redis store"),
+            }),
+        }
+    }
+
+    /// One `SCAN position MATCH glob COUNT limit`: the next position and the keys found.
+    pub(crate) async fn scan(
+        &self,
+        position: u64,
+        glob: &str,
+        limit: usize,
+        operation: &'static str,
+    ) -> Result<(u64, Vec<String>), LockError> {
+        let mut conn = self.conn.clone();
+        let (next, found): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(position)
+            .arg("MATCH")
+            .arg(glob)
+            .arg("COUNT")
+            .arg(limit.clamp(1, ListPage::MAX_LIMIT))
+            .query_async(&mut conn)
+            .await
+            .map_err(|err| LockError::store(Self::BACKEND, operation, None, err))?;
+        // Keys that are not UTF-8 are another program's.
+        Ok((next, found.into_iter().filter_map(|key| String::from_utf8(key).ok()).collect()))
+    }
 }
 
 /// The most lock keys one run of the list script reads: a bigger page is read by several
@@ -512,13 +538,12 @@ impl RedisLockStore {
     /// The holders of the Redis keys one `SCAN` found, read by the list script in batches
     /// of at most [`LIST_SCRIPT_BATCH`] keys; keys that are not this store's locks are
     /// skipped.
-    async fn holders(&self, pattern: &KeyPattern, found: Vec<Vec<u8>>) -> Result<Vec<HeldLock>, LockError> {
+    async fn holders(&self, pattern: &KeyPattern, found: Vec<String>) -> Result<Vec<HeldLock>, LockError> {
         let namespace = self.commands.layout.lock_namespace();
         let mut keys = Vec::with_capacity(found.len());
         for redis_key in found {
             // Anything here matched the glob; keep what the pattern itself matches and
             // what is a valid key (another program's keys may be neither).
-            let Ok(redis_key) = String::from_utf8(redis_key) else { continue };
             let Some(key) = redis_key.strip_prefix(&namespace) else { continue };
             if !pattern.matches(key) {
                 continue;
