@@ -116,6 +116,8 @@ macro_rules! __with_every_case {
             list_filters_by_pattern,
             list_skips_released_and_expired_leases,
             list_pages_through_many_keys,
+            group_listing_reports_holders_and_waiting_places,
+            queue_places_report_waiters_in_arrival_order_with_their_age,
             lease_value_belongs_to_its_lease,
             lease_value_ends_with_an_expired_lease,
             election_resign_hands_over_to_the_next_candidate,

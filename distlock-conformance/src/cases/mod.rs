@@ -13,6 +13,7 @@ mod groups;
 mod input;
 mod jobs;
 mod listing;
+mod places;
 mod reentrant;
 mod renewal;
 mod scale;
@@ -57,6 +58,9 @@ pub use jobs::{job_each_firing_runs_once, job_missed_firings_are_reported_once};
 pub use listing::{
     list_all, list_at_scale, list_filters_by_pattern, list_pages_through_many_keys, list_reports_held_locks,
     list_skips_released_and_expired_leases, Listing, ScaleListing,
+};
+pub use places::{
+    group_listing_reports_holders_and_waiting_places, queue_places_report_waiters_in_arrival_order_with_their_age,
 };
 pub use reentrant::{
     reentrant_scope_and_panics, reentrant_scope_is_not_shared_with_spawned_tasks, reentrant_scope_nests_and_counts,
