@@ -166,11 +166,13 @@ pub(crate) enum Command {
     #[command(verbatim_doc_comment)]
     Schedule(ScheduleArgs),
     /// Show every holder of a name: the plain lock's holder and every group holder (shared
-    /// or exclusive), with owner, time left and fence — or "free".
+    /// or exclusive), with owner, time left and fence — or "free"; and the places of the
+    /// acquisitions waiting for it, with how long each has waited.
     ///
     /// OWNER is a fingerprint of the holder's token, as in `distlock list`; APP@INSTANCE
     /// is a group holder's owner id (what `release --owner` takes); --show-tokens adds the
-    /// tokens themselves.
+    /// tokens themselves. WAITED is a place's age by the store's clock, since its waiter
+    /// first took it; PLACE LEFT is when it runs out unless the waiter refreshes it.
     Inspect(InspectArgs),
     /// Release as an administrator: a plain lock, only if it is still held by the given
     /// token (KEY --token T), or every group hold of an owner (--owner APP@INSTANCE).
@@ -184,19 +186,23 @@ pub(crate) enum Command {
     /// records N). Holders beyond a lowered count keep their holds; new grants wait until
     /// the count drops.
     Permits(PermitsArgs),
-    /// List the held locks of a store, sorted by key: key, mode, owner, time left, fence.
+    /// List the held locks of a store — single locks and group holds — sorted by key: key,
+    /// mode, owner, time left, fence, kind, owner id; then the waiting places on them,
+    /// oldest first, with how long each has waited.
     ///
     /// Pages through the store (Redis SCAN, PostgreSQL index ranges), so it does not
     /// block a store holding many locks. OWNER is a fingerprint of the holder's token
     /// (the first 8 hex digits of its SHA-256): equal for equal tokens, but the token
-    /// cannot be recovered from it; --show-tokens prints the tokens themselves. Group
-    /// holds (run --read/--write) are not listed: `distlock inspect NAME` shows them.
+    /// cannot be recovered from it; --show-tokens prints the tokens themselves. KIND is
+    /// `lock` or `group` (run --read/--write/--permits); APP@INSTANCE a group holder's
+    /// owner id. The group holds and places of the PostgreSQL, MySQL, SQLite and etcd
+    /// stores are not listed yet: `distlock inspect NAME` shows their group holders.
     List(ListArgs),
     /// A live view of a store's held locks in the terminal, as htop shows processes.
     ///
     /// Columns: KEY, MODE, HOLDER (the token's fingerprint, as in `distlock list`; +N
     /// more holders of a shared lock), TIME LEFT, FENCE, WAITERS (acquisitions queued for
-    /// the key and waiting groups, with how long the key has had waiters as seen here)
+    /// the key and waiting groups, with how long the oldest has waited)
     /// and HAND-OFFS (new holders in the last minute). The header gives the store, the
     /// keys in the table, what the last refresh read, the hand-offs per second over the
     /// last 10 intervals and the hottest keys.
@@ -204,8 +210,8 @@ pub(crate) enum Command {
     /// Each refresh reads ONE page of the listing (--page keys examined: one Redis SCAN
     /// and the read-only list script on what it found, or one PostgreSQL index range),
     /// going on from where the last one stopped and starting again at the end, plus the
-    /// waiters of at most 8 of the rows on screen, in turn (one queue length and one
-    /// waiting-groups count each). A store with 1,000,000 held keys costs one bounded
+    /// waiters of at most 8 of the rows on screen, in turn (one read of the queue's places
+    /// and one of the waiting groups' places each). A store with 1,000,000 held keys costs one bounded
     /// read per interval; its table fills in as the pages come round.
     ///
     /// The table shows each key as last seen, its time left counted down since. A key
@@ -217,7 +223,7 @@ pub(crate) enum Command {
     /// Keys: q, Esc or Ctrl-C quit; Up/Down, PgUp/PgDn, Home/End scroll; s cycles the
     /// order (time left, hottest, key). Needs a terminal: with stdout not one it exits
     /// with a usage error (64); `distlock list` prints to pipes. Group holds are not
-    /// listed, as with `distlock list`.
+    /// listed: `distlock list` and `distlock inspect` show them.
     Top(TopArgs),
     /// Measure a store: uncontended cycle, N workers on distinct keys, N workers on one
     /// hot key (hand-off latency). The store defaults to memory://, so this works on a

@@ -1,14 +1,15 @@
 //! `distlock inspect` and `distlock release`.
 
+use std::future::Future;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use distlock::{LockInfo, LockManager};
+use distlock::{LockError, LockInfo, LockManager, WaitingPlace};
 use serde::Serialize;
 
 use crate::cli::{Format, InspectArgs, ReleaseArgs};
 use crate::exit::{self, Failure, NOT_RELEASED};
-use crate::show::{owner, round};
+use crate::show::{owner, round, write_waiting, Waiter};
 use crate::store;
 
 /// One holder of the name, as printed.
@@ -36,10 +37,14 @@ struct Inspection<'a> {
     /// `held` when the name has any holder, else `free`.
     state: &'static str,
     holders: Vec<Holder>,
-    /// Waiting acquisitions queued for the plain lock (fair waiting), in arrival order.
+    /// Waiting acquisitions queued for the plain lock (fair waiting).
     waiting: usize,
     /// Waiting lock groups (read/write locks, semaphores) with a place on the name.
     waiting_groups: usize,
+    /// The waiting places: the plain lock's queue in arrival order, then the waiting
+    /// groups' oldest first, each with how long it has waited. Empty, while the counts
+    /// above are not, on a store that cannot read its places.
+    places: Vec<Waiter>,
 }
 
 /// Prints every holder of a name — the plain lock's and the group holders — or that it
@@ -52,19 +57,25 @@ pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, 
     let key = args.key.to_store_key();
     let holders = async {
         match store.groups() {
-            Some(groups) => tokio::try_join!(groups.holders(&key), groups.waiting(&key)),
+            Some(groups) => {
+                tokio::try_join!(groups.holders(&key), places_or_count(groups.places(&key), groups.waiting(&key)))
+            }
             // A store without groups has no group holders.
-            None => Ok((Vec::new(), 0)),
+            None => Ok((Vec::new(), Places::default())),
         }
     };
     let waiting = async {
         match store.queue() {
-            Some(queue) => queue.queue_len(&key).await,
+            Some(queue) => places_or_count(queue.queue_places(&key), queue.queue_len(&key)).await,
             // A store without a queue keeps no places: its waiters barge.
-            None => Ok(0),
+            None => Ok(Places::default()),
         }
     };
-    let (plain, (groups, waiting_groups), waiting) = tokio::try_join!(store.inspect(&key), holders, waiting)?;
+    let (plain, (groups, group_places), queue_places) = tokio::try_join!(store.inspect(&key), holders, waiting)?;
+    let name = args.key.as_str();
+    let places = (queue_places.places.iter().map(|place| Waiter::new(name, "lock", place, args.show_tokens)))
+        .chain(group_places.places.iter().map(|place| Waiter::new(name, "group", place, args.show_tokens)))
+        .collect();
     let holder = |kind: &'static str, info: LockInfo| Holder {
         kind,
         mode: info.mode.as_str(),
@@ -82,8 +93,9 @@ pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, 
         key: args.key.as_str(),
         state: if holders.is_empty() { "free" } else { "held" },
         holders,
-        waiting,
-        waiting_groups,
+        waiting: queue_places.count,
+        waiting_groups: group_places.count,
+        places,
     };
     let mut out = io::BufWriter::new(io::stdout().lock());
     let written = match args.format() {
@@ -100,10 +112,41 @@ pub(crate) async fn inspect(url: Option<&str>, args: InspectArgs) -> Result<u8, 
     }
 }
 
+/// The places on a name, or only how many there are on a store that cannot read them.
+#[derive(Debug, Default)]
+struct Places {
+    places: Vec<WaitingPlace>,
+    count: usize,
+}
+
+/// Reads the places (one read), or counts them (one read) when the store cannot read them.
+async fn places_or_count(
+    places: impl Future<Output = Result<Vec<WaitingPlace>, LockError>>,
+    count: impl Future<Output = Result<usize, LockError>>,
+) -> Result<Places, LockError> {
+    match places.await {
+        Ok(places) => Ok(Places { count: places.len(), places }),
+        Err(LockError::Unsupported { .. }) => Ok(Places { places: Vec::new(), count: count.await? }),
+        Err(error) => Err(error),
+    }
+}
+
 fn write_table(out: &mut impl Write, inspection: &Inspection<'_>, show_tokens: bool) -> io::Result<()> {
+    write_holders(out, inspection, show_tokens)?;
+    if !inspection.places.is_empty() {
+        writeln!(out)?;
+        write_waiting(out, &inspection.places, inspection.places.len(), show_tokens)?;
+    }
+    Ok(())
+}
+
+fn write_holders(out: &mut impl Write, inspection: &Inspection<'_>, show_tokens: bool) -> io::Result<()> {
     let holders = &inspection.holders;
     if holders.is_empty() {
-        return writeln!(out, "{}: free", inspection.key);
+        return match inspection.waiting + inspection.waiting_groups {
+            0 => writeln!(out, "{}: free", inspection.key),
+            n => writeln!(out, "{}: free, {n} waiting", inspection.key),
+        };
     }
     let fence = |holder: &Holder| holder.fence.map_or_else(|| "-".to_owned(), |fence| fence.to_string());
     let left = |holder: &Holder| round(Duration::from_millis(u64::try_from(holder.ttl_left_ms).unwrap_or(u64::MAX)));

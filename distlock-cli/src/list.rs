@@ -1,24 +1,29 @@
-//! `distlock list`: the held locks of a store, as a table or JSON, once or refreshed.
+//! `distlock list`: the held locks of a store — single locks and group holds — and the
+//! acquisitions waiting for them, as tables or JSON, once or refreshed.
 
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, SystemTime};
 
-use distlock::{DynLockStore, ListCursor};
+use distlock::{DynLockStore, HeldLock, ListCursor, ListPage, LockError, LockKey};
 use serde::Serialize;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::{Format, ListArgs};
 use crate::exit::{self, Failure};
-use crate::show::{owner, round};
+use crate::show::{owner, round_ms, write_waiting, Waiter};
 use crate::store;
 
 /// One holder of one key, as printed.
 #[derive(Debug, Serialize)]
 struct Row {
     key: String,
+    /// `lock` (a single lock) or `group` (a read/write lock, semaphore or group hold).
+    kind: &'static str,
     mode: &'static str,
     /// [`owner`] of the token.
     owner: String,
+    /// A group holder's owner id (`app@instance`); `null` for a single lock.
+    owner_id: Option<String>,
     ttl_left_ms: u128,
     /// `null` on a store that does not fence.
     fence: Option<u64>,
@@ -34,9 +39,13 @@ struct Snapshot<'a> {
     pattern: &'a str,
     /// When the listing finished (RFC 3339, UTC).
     listed_at: String,
-    /// Held locks matching the pattern, also those `--limit` left out.
+    /// Holders matching the pattern, also those `--limit` left out.
     total: usize,
     locks: Vec<Row>,
+    /// Waiting places on the keys matching the pattern, also those `--limit` left out.
+    total_waiting: usize,
+    /// Oldest first.
+    waiting: Vec<Waiter>,
 }
 
 /// Lists the held locks once, or every `--watch` interval until interrupted.
@@ -95,35 +104,67 @@ struct Watch {
     redraw: bool,
 }
 
-/// Pages through the store, then sorts by key (Redis lists in hash order, and may list
+/// Pages through the store's single locks and group holds, reads the fair-queue places
+/// of the listed single locks, then sorts by key (Redis lists in hash order, and may list
 /// a key twice).
 async fn snapshot<'a>(store: &DynLockStore, args: &'a ListArgs) -> Result<Snapshot<'a>, Failure> {
-    let mut rows = Vec::new();
-    let mut cursor: Option<ListCursor> = None;
-    loop {
-        let page = store.list(&args.pattern, cursor.as_ref(), usize::from(args.page_size)).await?;
-        for lock in page.locks {
-            for holder in lock.holders {
-                rows.push(Row {
-                    key: lock.key.as_str().to_owned(),
-                    mode: holder.mode.as_str(),
-                    owner: owner(&holder.token),
-                    ttl_left_ms: holder.ttl_left.as_millis(),
-                    fence: holder.fence,
-                    token: args.show_tokens.then(|| holder.token.as_str().to_owned()),
-                });
+    let page_size = usize::from(args.page_size);
+    let pattern = &args.pattern;
+    let locks = list_all(|cursor| async move { store.list(pattern, cursor.as_ref(), page_size).await }).await?;
+    let groups = match store.groups() {
+        Some(groups) => {
+            let listed =
+                list_all(|cursor| async move { groups.list_groups(pattern, cursor.as_ref(), page_size).await }).await;
+            match listed {
+                Ok(listed) => listed,
+                // A store that cannot list its groups yet: its single locks still are.
+                Err(LockError::Unsupported { .. }) => Vec::new(),
+                Err(error) => return Err(error.into()),
             }
         }
-        match page.next {
-            Some(next) => cursor = Some(next),
-            None => break,
+        None => Vec::new(),
+    };
+    let mut waiting = Vec::new();
+    if let Some(queue) = store.queue() {
+        let mut keys: Vec<&str> = locks.iter().map(|lock| lock.key.as_str()).collect();
+        keys.dedup();
+        for key in keys {
+            let store_key = LockKey::new(key)?.to_store_key();
+            match queue.queue_places(&store_key).await {
+                Ok(places) => {
+                    waiting.extend(places.iter().map(|place| Waiter::new(key, "lock", place, args.show_tokens)));
+                }
+                Err(LockError::Unsupported { .. }) => break,
+                Err(error) => return Err(error.into()),
+            }
         }
     }
-    rows.sort_by(|a, b| (&a.key, &a.owner).cmp(&(&b.key, &b.owner)));
-    rows.dedup_by(|a, b| a.key == b.key && a.owner == b.owner && a.mode == b.mode);
-    let total = rows.len();
+    let mut rows = Vec::new();
+    for (kind, held) in locks.iter().map(|lock| ("lock", lock)).chain(groups.iter().map(|group| ("group", group))) {
+        for holder in &held.holders {
+            rows.push(Row {
+                key: held.key.as_str().to_owned(),
+                kind,
+                mode: holder.mode.as_str(),
+                owner: owner(&holder.token),
+                owner_id: holder.owner.clone(),
+                ttl_left_ms: holder.ttl_left.as_millis(),
+                fence: holder.fence,
+                token: args.show_tokens.then(|| holder.token.as_str().to_owned()),
+            });
+        }
+        waiting.extend(held.waiting.iter().map(|place| Waiter::new(held.key.as_str(), kind, place, args.show_tokens)));
+    }
+    rows.sort_by(|a, b| (&a.key, a.kind, &a.owner).cmp(&(&b.key, b.kind, &b.owner)));
+    rows.dedup_by(|a, b| a.key == b.key && a.kind == b.kind && a.owner == b.owner && a.mode == b.mode);
+    waiting.sort_by(|a, b| (&a.key, a.kind, &a.owner).cmp(&(&b.key, b.kind, &b.owner)));
+    waiting.dedup_by(|a, b| a.key == b.key && a.kind == b.kind && a.owner == b.owner);
+    // Oldest first; a place of unknown age after those of known age.
+    waiting.sort_by_key(|waiter| std::cmp::Reverse(waiter.waited_ms));
+    let (total, total_waiting) = (rows.len(), waiting.len());
     if let Some(limit) = args.limit {
         rows.truncate(limit);
+        waiting.truncate(limit);
     }
     Ok(Snapshot {
         store: store.backend(),
@@ -131,7 +172,27 @@ async fn snapshot<'a>(store: &DynLockStore, args: &'a ListArgs) -> Result<Snapsh
         listed_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
         total,
         locks: rows,
+        total_waiting,
+        waiting,
     })
+}
+
+/// Every page of one listing, from the start until its cursor completes.
+async fn list_all<F, Fut>(mut page: F) -> Result<Vec<HeldLock>, LockError>
+where
+    F: FnMut(Option<ListCursor>) -> Fut,
+    Fut: std::future::Future<Output = Result<ListPage, LockError>>,
+{
+    let mut held = Vec::new();
+    let mut cursor: Option<ListCursor> = None;
+    loop {
+        let listed = page(cursor.take()).await?;
+        held.extend(listed.locks);
+        match listed.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(held),
+        }
+    }
 }
 
 /// Whether a listing reached stdout.
@@ -184,6 +245,15 @@ fn write_table(
         Some(_) => writeln!(out, "--- {} · {} · match {} ---", snapshot.listed_at, snapshot.store, snapshot.pattern)?,
         None => {}
     }
+    write_holders(out, snapshot, args)?;
+    if snapshot.total_waiting > 0 {
+        writeln!(out)?;
+        write_waiting(out, &snapshot.waiting, snapshot.total_waiting, args.show_tokens)?;
+    }
+    Ok(())
+}
+
+fn write_holders(out: &mut impl Write, snapshot: &Snapshot<'_>, args: &ListArgs) -> io::Result<()> {
     let noun = if snapshot.total == 1 { "lock" } else { "locks" };
     if snapshot.total == 0 {
         return writeln!(out, "no locks held (match {})", snapshot.pattern);
@@ -192,30 +262,31 @@ fn write_table(
         return writeln!(out, "0 of {} {noun} held shown (--limit)", snapshot.total);
     }
     let fence = |row: &Row| row.fence.map_or_else(|| "-".to_owned(), |fence| fence.to_string());
-    let left = |row: &Row| round(Duration::from_millis(u64::try_from(row.ttl_left_ms).unwrap_or(u64::MAX)));
+    let left = |row: &Row| round_ms(row.ttl_left_ms);
+    let owner_id = |row: &Row| row.owner_id.clone().unwrap_or_else(|| "-".to_owned());
     let key_width = snapshot.locks.iter().map(|row| row.key.chars().count()).max().unwrap_or(0).max(3);
     let fence_width = snapshot.locks.iter().map(|row| fence(row).len()).max().unwrap_or(0).max(5);
     let left_width = snapshot.locks.iter().map(|row| left(row).len()).max().unwrap_or(0).max(8);
-    write!(
-        out,
-        "{:key_width$}  {:9}  {:8}  {:>left_width$}  {:>fence_width$}",
-        "KEY", "MODE", "OWNER", "TTL LEFT", "FENCE"
-    )?;
-    writeln!(out, "{}", if args.show_tokens { "  TOKEN" } else { "" })?;
+    let id_width = snapshot.locks.iter().map(|row| owner_id(row).chars().count()).max().unwrap_or(0).max(12);
+    let token_header = if args.show_tokens { "  TOKEN" } else { "" };
+    let header = format!(
+        "{:key_width$}  {:9}  {:8}  {:>left_width$}  {:>fence_width$}  {:5}  {:id_width$}{token_header}",
+        "KEY", "MODE", "OWNER", "TTL LEFT", "FENCE", "KIND", "APP@INSTANCE"
+    );
+    writeln!(out, "{}", header.trim_end())?;
     for row in &snapshot.locks {
-        write!(
-            out,
-            "{:key_width$}  {:9}  {:8}  {:>left_width$}  {:>fence_width$}",
+        let line = format!(
+            "{:key_width$}  {:9}  {:8}  {:>left_width$}  {:>fence_width$}  {:5}  {:id_width$}  {}",
             row.key,
             row.mode,
             row.owner,
             left(row),
-            fence(row)
-        )?;
-        match &row.token {
-            Some(token) => writeln!(out, "  {token}")?,
-            None => writeln!(out)?,
-        }
+            fence(row),
+            row.kind,
+            owner_id(row),
+            row.token.as_deref().unwrap_or_default()
+        );
+        writeln!(out, "{}", line.trim_end())?;
     }
     if snapshot.locks.len() < snapshot.total {
         writeln!(out, "{} of {} {noun} held shown (--limit)", snapshot.locks.len(), snapshot.total)

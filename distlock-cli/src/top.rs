@@ -9,7 +9,7 @@ use std::io::{self, IsTerminal};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock::{DynLockStore, HeldLock, KeyPattern, ListCursor, LockError, LockKey};
+use distlock::{DynLockStore, HeldLock, KeyPattern, ListCursor, LockError, LockKey, WaitingPlace};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::DefaultTerminal;
 use tokio::signal::unix::{signal, SignalKind};
@@ -20,7 +20,7 @@ use crate::cli::TopArgs;
 use crate::exit::{self, Failure};
 use crate::store;
 use crate::top::draw::{Refresh, Status};
-use crate::top::seen::{Seen, Sort};
+use crate::top::seen::{Seen, Sort, Waiting};
 
 /// The most keys whose waiters one refresh reads (the rows on screen, in turn).
 pub(crate) const WAITER_READS: usize = 8;
@@ -140,7 +140,7 @@ struct View {
 /// What one refresh brings back.
 struct Read {
     page: Result<(Vec<HeldLock>, Option<ListCursor>), LockError>,
-    waiters: Vec<(String, Result<Option<usize>, LockError>)>,
+    waiters: Vec<(String, Result<Option<Waiting>, LockError>)>,
     took: Duration,
 }
 
@@ -292,20 +292,39 @@ impl View {
     }
 }
 
-/// The acquisitions waiting for `name`: the places in its fair queue and the waiting
-/// groups with a place on it. `None` on a store that keeps neither.
-async fn waiters_of(store: &DynLockStore, name: &str) -> Result<Option<usize>, LockError> {
+/// The acquisitions waiting for `name` — the places in its fair queue and the waiting
+/// groups with a place on it — and how long the oldest has waited, by the store's clock
+/// (`None` on a store that cannot read its places: only counts). `None` on a store that
+/// keeps neither.
+async fn waiters_of(store: &DynLockStore, name: &str) -> Result<Option<Waiting>, LockError> {
     let key = LockKey::new(name)?.to_store_key();
     let queued = match store.queue() {
-        Some(queue) => Some(queue.queue_len(&key).await?),
+        Some(queue) => Some(places_of(queue.queue_places(&key).await, || queue.queue_len(&key)).await?),
         None => None,
     };
     let grouped = match store.groups() {
-        Some(groups) => Some(groups.waiting(&key).await?),
+        Some(groups) => Some(places_of(groups.places(&key).await, || groups.waiting(&key)).await?),
         None => None,
     };
     Ok(match (queued, grouped) {
         (None, None) => None,
-        (queued, grouped) => Some(queued.unwrap_or(0) + grouped.unwrap_or(0)),
+        (queued, grouped) => Some(queued.into_iter().chain(grouped).fold(Waiting::default(), |all, some| Waiting {
+            count: all.count + some.count,
+            oldest: all.oldest.max(some.oldest),
+        })),
     })
+}
+
+/// The places read (their number and the oldest one's age), or only their number when
+/// the store cannot read them.
+async fn places_of<F, Fut>(places: Result<Vec<WaitingPlace>, LockError>, count: F) -> Result<Waiting, LockError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<usize, LockError>>,
+{
+    match places {
+        Ok(places) => Ok(Waiting { count: places.len(), oldest: places.iter().filter_map(|place| place.waited).max() }),
+        Err(LockError::Unsupported { .. }) => Ok(Waiting { count: count().await?, oldest: None }),
+        Err(error) => Err(error),
+    }
 }

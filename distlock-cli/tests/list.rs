@@ -4,10 +4,14 @@
 mod common;
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use distlock::{DistributedLock, LockManager};
+use distlock::{
+    DistributedLock, DynLockStore, GroupAcquire, GroupRequest, LockKey, LockManager, LockMode, OwnerId, QueuedAttempt,
+    StoreKey, StoreMember, Token, Ttl,
+};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -168,11 +172,154 @@ async fn watch_refreshes_until_interrupted(url: &str) {
     held.release().await;
 }
 
+/// A store URL that keeps a fair queue of waiters: Redis with `?fair=true`, on a key
+/// prefix of its own (a prefix's clients agree on the setting).
+fn fair(url: &str) -> String {
+    if url.starts_with("redis://") {
+        format!("{}/?fair=true&prefix=distlock-list-{}", url.trim_end_matches('/'), uuid::Uuid::new_v4().simple())
+    } else {
+        url.to_owned()
+    }
+}
+
+/// Group holds and waiting places, taken with the store's primitives so that the places
+/// stay put while the CLI reads them.
+struct Waiting {
+    store: Arc<DynLockStore>,
+    namespace: String,
+    /// The single lock, held by the library.
+    single: DistributedLock,
+    /// Its queued waiter, when the store keeps a queue.
+    queued: Option<Token>,
+    /// The read holds of `rw`: (token, owner).
+    readers: Vec<(Token, OwnerId)>,
+    /// The waiting writer of `rw`.
+    writer: Token,
+}
+
+impl Waiting {
+    async fn take(url: &str) -> Self {
+        let store = distlock::connect(url).await.expect("connect");
+        let namespace = key("list-waiting");
+        let single =
+            LockManager::new(Arc::clone(&store)).lock(&format!("{namespace}:single"), TTL).await.expect("lock");
+        let ttl = Ttl::new(TTL).unwrap();
+        let queued = match store.queue() {
+            Some(queue) => {
+                let token = Token::generate();
+                let attempt = QueuedAttempt { key: single.store_key(), token: &token, ttl, place: ttl };
+                assert!(!queue.try_acquire_queued(attempt).await.expect("queue").is_acquired());
+                Some(token)
+            }
+            None => None,
+        };
+        let groups = store.groups().expect("groups");
+        let rw = LockKey::new(format!("{namespace}:rw")).unwrap().to_store_key();
+        let mut readers = Vec::new();
+        for instance in ["one", "two"] {
+            let (token, owner) = (Token::generate(), OwnerId::new("app", instance).unwrap());
+            let members = [StoreMember::new(rw.clone(), LockMode::Shared, None)];
+            let granted = groups.try_acquire_group(GroupRequest::new(&members, &token, &owner, ttl, None, None));
+            assert!(matches!(granted.await.expect("read"), GroupAcquire::Acquired { .. }));
+            readers.push((token, owner));
+        }
+        let writer = Token::generate();
+        let members = [StoreMember::new(rw, LockMode::Exclusive, None)];
+        let owner = OwnerId::new("app", "three").unwrap();
+        let blocked = groups.try_acquire_group(GroupRequest::new(&members, &writer, &owner, ttl, Some(ttl), None));
+        assert!(matches!(blocked.await.expect("wait"), GroupAcquire::Blocked { .. }));
+        Self { store, namespace, single, queued, readers, writer }
+    }
+
+    fn rw(&self) -> StoreKey {
+        LockKey::new(format!("{}:rw", self.namespace)).unwrap().to_store_key()
+    }
+
+    async fn release(self) {
+        let groups = self.store.groups().expect("groups");
+        groups.withdraw_intents(&[self.rw()], &self.writer).await.expect("withdraw");
+        for (token, _) in &self.readers {
+            assert_eq!(groups.release_group(&[self.rw()], token).await.expect("release"), 1);
+        }
+        if let Some(token) = &self.queued {
+            self.store.release(self.single.store_key(), token).await.expect("leave the queue");
+        }
+        assert!(self.single.release().await.expect("release"));
+    }
+}
+
+async fn groups_and_waiting_places_are_listed_with_their_age(url: &str) {
+    let url = &fair(url);
+    let taken = Waiting::take(url).await;
+    let ns = &taken.namespace;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let out = list(url, &["--match", &format!("{ns}:*"), "--format", "json"]).await;
+    let listing: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let locks = listing["locks"].as_array().expect("locks");
+    assert_eq!(listing["total"], 3, "{listing:#}");
+    assert_eq!((locks[0]["key"].as_str(), locks[0]["kind"].as_str()), (Some(&*format!("{ns}:rw")), Some("group")));
+    let mut owner_ids: Vec<&str> = locks[..2].iter().map(|row| row["owner_id"].as_str().expect("owner_id")).collect();
+    owner_ids.sort_unstable();
+    assert_eq!(owner_ids, ["app@one", "app@two"], "{listing:#}");
+    assert!(locks[..2].iter().all(|row| row["mode"] == "shared" && row["ttl_left_ms"].as_u64() > Some(0)));
+    assert_eq!((locks[2]["kind"].as_str(), locks[2]["owner_id"].as_str()), (Some("lock"), None), "{listing:#}");
+    let waiting = listing["waiting"].as_array().expect("waiting");
+    let expected = if taken.queued.is_some() { 2 } else { 1 };
+    assert_eq!((waiting.len(), listing["total_waiting"].as_u64()), (expected, Some(expected as u64)), "{listing:#}");
+    for place in waiting {
+        let waited = place["waited_ms"].as_u64().expect("waited_ms");
+        assert!((1_000..60_000).contains(&waited), "{place}");
+        assert!(place["place_left_ms"].as_u64().is_some_and(|left| left > 0 && left <= 60_000), "{place}");
+        assert_eq!(place["mode"], "exclusive");
+        assert!(place.get("token").is_none(), "{place}");
+    }
+    let group_place = waiting.iter().find(|place| place["kind"] == "group").expect("the waiting writer");
+    assert_eq!(group_place["key"].as_str(), Some(&*format!("{ns}:rw")));
+    if let Some(queued) = &taken.queued {
+        let queue_place = waiting.iter().find(|place| place["kind"] == "lock").expect("the queued waiter");
+        assert_eq!(queue_place["key"].as_str(), Some(&*format!("{ns}:single")));
+        assert!(!out.stdout.windows(36).any(|window| window == queued.as_str().as_bytes()), "a token in the JSON");
+    }
+
+    let out = list(url, &["--match", &format!("{ns}:*")]).await;
+    let table = stdout(&out);
+    assert!(table.contains("3 locks held") && table.contains(&format!("{expected} waiting")), "{table}");
+    let header = table.lines().find(|line| line.starts_with("WAITING")).expect("a table of waiters");
+    assert!(header.contains("WAITED") && header.contains("PLACE LEFT"), "{table}");
+    let rw = format!("{ns}:rw");
+    let writer = table
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|fields| fields.len() > 4 && fields[0] == rw && fields[1] == "group")
+        .unwrap_or_else(|| panic!("no waiting writer:\n{table}"));
+    assert!(writer[4].ends_with("ms") && writer[4] >= "1000ms", "waited {}:\n{table}", writer[4]);
+
+    let out = output(distlock(Some(url), &["inspect", &format!("{ns}:rw"), "--format", "json"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let inspection: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(inspection["waiting_groups"], 1, "{inspection:#}");
+    let places = inspection["places"].as_array().expect("places");
+    assert_eq!(places.len(), 1, "{inspection:#}");
+    assert_eq!((places[0]["kind"].as_str(), places[0]["mode"].as_str()), (Some("group"), Some("exclusive")));
+    assert!(places[0]["waited_ms"].as_u64().is_some_and(|waited| waited >= 1_000), "{inspection:#}");
+    let out = output(distlock(Some(url), &["inspect", &format!("{ns}:rw")])).await;
+    let table = stdout(&out);
+    assert!(table.contains(&format!("{ns}:rw: 2 holders, 1 waiting")) && table.contains("WAITED"), "{table}");
+    taken.release().await;
+}
+
 all_stores!(
     table_shows_key_mode_owner_ttl_and_fence_sorted_by_key,
     json_has_every_field_and_no_token_unless_asked,
     watch_refreshes_until_interrupted,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lists_groups_and_waiting_places_with_their_age() {
+    let test = "list::redis_lists_groups_and_waiting_places_with_their_age";
+    let Some(url) = distlock_conformance::kit::redis_url(test) else { return };
+    groups_and_waiting_places_are_listed_with_their_age(&url).await;
+}
 
 /// Fencing on Redis: the listed fence is the holder's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

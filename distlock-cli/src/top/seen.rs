@@ -49,6 +49,15 @@ pub(crate) struct Key {
     handoffs: VecDeque<Instant>,
 }
 
+/// The waiters read for one key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Waiting {
+    /// The places in its fair queue and of waiting groups.
+    pub(crate) count: usize,
+    /// How long the oldest place has existed, by the store's clock, when the store says.
+    pub(crate) oldest: Option<Duration>,
+}
+
 impl Key {
     /// The first holder's time left at `now`, counted down from its sighting.
     pub(crate) fn time_left(&self, now: Instant) -> Duration {
@@ -173,14 +182,19 @@ impl Seen {
         }
     }
 
-    /// Records the waiters read for `key` (`None`: the store keeps no waiters to count).
-    pub(crate) fn waiters(&mut self, key: &str, waiters: Option<usize>, now: Instant) {
+    /// Records the waiters read for `key` at `now` (`None`: the store keeps no waiters to
+    /// count). The key has had waiters since its oldest place was taken, when the store
+    /// tells; otherwise since this view first read any.
+    pub(crate) fn waiters(&mut self, key: &str, waiters: Option<Waiting>, now: Instant) {
         if let Some(seen) = self.keys.get_mut(key) {
             seen.waiting_since = match waiters {
-                Some(n) if n > 0 => seen.waiting_since.or(Some(now)),
+                Some(Waiting { count, oldest: Some(oldest) }) if count > 0 => {
+                    Some(now.checked_sub(oldest).unwrap_or(now))
+                }
+                Some(Waiting { count, oldest: None }) if count > 0 => seen.waiting_since.or(Some(now)),
                 _ => None,
             };
-            seen.waiters = waiters;
+            seen.waiters = waiters.map(|waiting| waiting.count);
         }
     }
 
@@ -292,11 +306,22 @@ mod tests {
         let start = Instant::now();
         let mut seen = Seen::new(Duration::from_secs(1), start);
         seen.page(vec![held("k", &Token::generate(), 1)], true, start);
-        seen.waiters("k", Some(2), start);
-        seen.waiters("k", Some(1), start + Duration::from_secs(5));
+        seen.waiters("k", Some(Waiting { count: 2, oldest: None }), start);
+        seen.waiters("k", Some(Waiting { count: 1, oldest: None }), start + Duration::from_secs(5));
         let rows = seen.rows(Sort::Key, start);
         assert_eq!((rows[0].1.waiters, rows[0].1.waiting_since), (Some(1), Some(start)));
-        seen.waiters("k", Some(0), start);
+        seen.waiters("k", Some(Waiting::default()), start);
         assert_eq!(seen.rows(Sort::Key, start)[0].1.waiting_since, None);
+    }
+
+    #[test]
+    fn waiters_are_timed_by_the_store_when_it_says() {
+        let start = Instant::now() + Duration::from_secs(60);
+        let mut seen = Seen::new(Duration::from_secs(1), start);
+        seen.page(vec![held("k", &Token::generate(), 1)], true, start);
+        let waiting = Waiting { count: 2, oldest: Some(Duration::from_secs(30)) };
+        seen.waiters("k", Some(waiting), start);
+        let rows = seen.rows(Sort::Key, start);
+        assert_eq!((rows[0].1.waiters, rows[0].1.waiting_since), (Some(2), Some(start - Duration::from_secs(30))));
     }
 }
