@@ -324,6 +324,24 @@ pg_max_connections() {
   echo $((100 + 80 * cores))
 }
 
+# A test holds at most about 45 PostgreSQL connections (four `distlock run` processes of
+# up to 9 each, besides its own pools): on a server of yours with less room than the
+# default 4 tests at a time need (a stock server allows 100), run fewer at once — unless
+# NEXTEST_TEST_THREADS says how many.
+pg_bound_parallelism() {
+  local room threads
+  [ -z "${NEXTEST_TEST_THREADS:-}" ] || return 0
+  room="$(pg_query "$DISTLOCK_POSTGRES_URL" "SELECT current_setting('max_connections')::int \
+    - current_setting('superuser_reserved_connections')::int - (SELECT count(*) FROM pg_stat_activity)")"
+  [[ "$room" =~ ^[0-9]+$ ]] || return 0
+  threads=$((room / 45))
+  [ "$threads" -ge 1 ] || threads=1
+  if [ "$threads" -lt 4 ]; then
+    export NEXTEST_TEST_THREADS="$threads"
+    echo "  it has room for $room more connections: $threads test(s) at a time (NEXTEST_TEST_THREADS=$threads; a test holds up to about 45)"
+  fi
+}
+
 start_postgres() {
   local bindir dir port log attempt url answered
   bindir="$(pg_bindir)"
@@ -414,6 +432,7 @@ servers() {
     pg_query "$DISTLOCK_POSTGRES_URL" 'SELECT 1' >/dev/null \
       || fail "DISTLOCK_POSTGRES_URL=$(shown "$DISTLOCK_POSTGRES_URL") does not accept connections"
     echo "DISTLOCK_POSTGRES_URL=$(shown "$DISTLOCK_POSTGRES_URL") (yours)"
+    pg_bound_parallelism
   else
     start_postgres
     echo "DISTLOCK_POSTGRES_URL=$DISTLOCK_POSTGRES_URL (private PostgreSQL $(pg_query "$DISTLOCK_POSTGRES_URL" 'SHOW server_version'), in $scratch/postgres)"
