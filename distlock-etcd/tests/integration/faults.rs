@@ -288,7 +288,7 @@ fn killed_holder_frees_its_key_within_ttl_and_expiry_delay() {
     for trial in 0..TRIALS {
         let key = format!("job:{trial}");
         let arg = format!("{} {prefix} {key}", cluster.url());
-        let mut holder = ChildProcess::spawn("child_entry_holds_etcd_lock", "etcd-holder", &arg);
+        let mut holder = ChildProcess::spawn("faults::child_entry_holds_etcd_lock", "etcd-holder", &arg);
         holder.wait_for_line("ACQUIRED ", Duration::from_secs(60));
         holder.kill9();
         let killed_at = Instant::now();
