@@ -1,5 +1,6 @@
 //! The axum layer: a real `Router` over real stores (memory, Redis, PostgreSQL), driven
 //! request by request with `tower::ServiceExt::oneshot`.
+#![cfg(feature = "axum")]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -167,7 +168,7 @@ fn problem(name: &str, status: StatusCode, response: &Response<Body>, body: &str
 }
 
 /// 32 concurrent identical requests: the handler runs once, every client gets its response.
-pub async fn concurrent_identical_requests_run_once(store: Arc<DynIdempotencyStore>) {
+async fn concurrent_identical_requests_run_once(store: Arc<DynIdempotencyStore>) {
     let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l.wait_in_progress(Duration::from_secs(20)));
     let key = fresh_key();
     let barrier = Arc::new(tokio::sync::Barrier::new(32));
@@ -193,7 +194,7 @@ pub async fn concurrent_identical_requests_run_once(store: Arc<DynIdempotencySto
 }
 
 /// A 500 is stored and replayed like any other response.
-pub async fn server_error_is_replayed(store: Arc<DynIdempotencyStore>) {
+async fn server_error_is_replayed(store: Arc<DynIdempotencyStore>) {
     let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l);
     let key = fresh_key();
     for attempt in 0..2 {
@@ -206,7 +207,7 @@ pub async fn server_error_is_replayed(store: Arc<DynIdempotencyStore>) {
 
 /// The same key with another body: 422 by default; in the 409 mode, 409 carrying the
 /// SHA-256 of the first request's normalised JSON body alone (not the new request's).
-pub async fn different_payload_is_a_mismatch(store: Arc<DynIdempotencyStore>) {
+async fn different_payload_is_a_mismatch(store: Arc<DynIdempotencyStore>) {
     // printf '%s' '{"item":1}' | sha256sum
     const FIRST_HASH: &str = "8a90f2b609081eaf2e6fd34f85016f6a865cb41be9c56e2883c3c3e70385cebd";
     for mode in [MismatchStatus::UnprocessableContent, MismatchStatus::ConflictWithHash] {
@@ -238,7 +239,7 @@ pub async fn different_payload_is_a_mismatch(store: Arc<DynIdempotencyStore>) {
 /// `Content-Type` and spaces are the same request), the 409 answer carries the hash the
 /// first request stored — equal to the application's own value and to the reference
 /// computed outside the library — and each split keeps its own record.
-pub async fn conflict_carries_the_first_requests_body_hash(store: Arc<DynIdempotencyStore>) {
+async fn conflict_carries_the_first_requests_body_hash(store: Arc<DynIdempotencyStore>) {
     assert_eq!(String::from_utf8(pallet_spec(PALLETS.as_bytes())).unwrap(), PALLETS_NORMALISED);
     assert_eq!(Fingerprint::of_body(PALLETS_NORMALISED.as_bytes()).to_hex(), PALLETS_HASH);
     let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| {
@@ -277,7 +278,7 @@ pub async fn conflict_carries_the_first_requests_body_hash(store: Arc<DynIdempot
 }
 
 /// Missing (when required) and malformed keys: 400 before anything runs.
-pub async fn missing_and_malformed_keys_are_400(store: Arc<DynIdempotencyStore>) {
+async fn missing_and_malformed_keys_are_400(store: Arc<DynIdempotencyStore>) {
     let (app, handlers) = make_app(Arc::clone(&store), IdempotencyOptions::new(), |l| l.require_key(true));
     let long = "k".repeat(256);
     for key in [None, Some(""), Some("a b"), Some("\"unterminated"), Some(long.as_str())] {
@@ -299,7 +300,7 @@ pub async fn missing_and_malformed_keys_are_400(store: Arc<DynIdempotencyStore>)
 }
 
 /// `"key"` (an RFC 8941 string) and `key` (a bare token) are the same key.
-pub async fn quoted_and_bare_keys_are_the_same(store: Arc<DynIdempotencyStore>) {
+async fn quoted_and_bare_keys_are_the_same(store: Arc<DynIdempotencyStore>) {
     let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l);
     let key = fresh_key();
     send(&app, request("/orders", Some(&key), "u1", "{}")).await;
@@ -310,7 +311,7 @@ pub async fn quoted_and_bare_keys_are_the_same(store: Arc<DynIdempotencyStore>) 
 }
 
 /// Two callers using the same key each get their own run and their own response.
-pub async fn callers_do_not_see_each_others_responses(store: Arc<DynIdempotencyStore>) {
+async fn callers_do_not_see_each_others_responses(store: Arc<DynIdempotencyStore>) {
     let (app, handlers) = make_app(store, IdempotencyOptions::new(), |l| l);
     let key = fresh_key();
     let (_, _, alice) = send(&app, request("/orders", Some(&key), "alice", "{}")).await;
@@ -325,7 +326,7 @@ pub async fn callers_do_not_see_each_others_responses(store: Arc<DynIdempotencyS
 
 /// A retry while the first request runs: 409 with `Retry-After`. The first request then
 /// dies (its future is dropped): after the lease the next retry runs.
-pub async fn in_progress_then_dropped_request_is_retried_after_the_lease(store: Arc<DynIdempotencyStore>) {
+async fn in_progress_then_dropped_request_is_retried_after_the_lease(store: Arc<DynIdempotencyStore>) {
     let lease = Duration::from_millis(600);
     let (app, handlers) = make_app(store, IdempotencyOptions::new().lease(lease), |l| l);
     let key = fresh_key();
@@ -349,7 +350,7 @@ pub async fn in_progress_then_dropped_request_is_retried_after_the_lease(store: 
 
 /// Unguarded methods pass through; bodies over the limit are refused; the JSON body hash
 /// ignores key order.
-pub async fn methods_limits_and_json_body_hash(store: Arc<DynIdempotencyStore>) {
+async fn methods_limits_and_json_body_hash(store: Arc<DynIdempotencyStore>) {
     let (app, handlers) =
         make_app(store, IdempotencyOptions::new(), |l| l.request_limit(64).normalise_body(normalise_json));
     let key = fresh_key();
@@ -372,7 +373,7 @@ pub async fn methods_limits_and_json_body_hash(store: Arc<DynIdempotencyStore>) 
 
 /// A retry while a long-lease first request runs: `Retry-After` is the layer's hint (1 s
 /// unless set), not the 30 s the claim's lease has left.
-pub async fn in_progress_retry_after_is_the_hint_not_the_lease(store: Arc<DynIdempotencyStore>) {
+async fn in_progress_retry_after_is_the_hint_not_the_lease(store: Arc<DynIdempotencyStore>) {
     for (hint, expected) in
         [(None, "1"), (Some(Duration::from_millis(4500)), "5"), (Some(Duration::from_secs(90)), "30")]
     {
@@ -572,7 +573,7 @@ async fn killed_server_process_lets_the_retry_run_after_the_lease() {
     let Some(url) = distlock_conformance::kit::redis_url("idempotency layer kill -9") else { return };
     let key = fresh_key();
     let mut child = distlock_conformance::kit::child::ChildProcess::spawn(
-        "child_entry_serves_a_stuck_handler",
+        "layer::child_entry_serves_a_stuck_handler",
         "idem-layer-server",
         &format!("{url} {key}"),
     );
