@@ -71,6 +71,7 @@ async fn child_entry_claims_on_mysql() {
 async fn killed_process_claim_lapses_after_its_lease() {
     let Some(url) = distlock_conformance::kit::mysql_url("idempotency kill -9 on mysql") else { return };
     let key = format!("kill9:{}", Token::generate().as_str());
-    let child = ChildProcess::spawn("child_entry_claims_on_mysql", "idem-mysql-claimer", &format!("{url} {key}"));
+    let child =
+        ChildProcess::spawn("idempotency::child_entry_claims_on_mysql", "idem-mysql-claimer", &format!("{url} {key}"));
     idempotency::killed_claimer_lapses_after_its_lease(Arc::new(connect_url(&url).await), child, &key).await;
 }

@@ -1,10 +1,6 @@
 //! Values attached to leases, beyond the conformance cases: the values table's rows as
 //! they stay on the server, and a lease table made before the values table existed.
 
-// The crate's other small test file, in this binary to spare its link.
-#[path = "values/no_connection.rs"]
-mod no_connection;
-
 use std::time::Duration;
 
 use distlock_api::{LeaseValue, LockError, LockKey, LockStore, StoreKey, Token, Ttl};

@@ -119,6 +119,6 @@ async fn killed_holder_frees_the_lock_after_its_ttl() {
     let store = MysqlLockStore::connect(&url).await.unwrap();
     store.ensure_schema().await.unwrap();
     let name = format!("faults:{}:killed-holder", Token::generate().short());
-    let holder = ChildProcess::spawn("child_entry_holds_lock", "mysql-holder", &name);
+    let holder = ChildProcess::spawn("faults::child_entry_holds_lock", "mysql-holder", &name);
     faults::killed_holder_frees_the_lock_after_its_ttl(Arc::new(store), &name, holder).await;
 }
