@@ -2,9 +2,6 @@
 //! own.
 #![cfg(feature = "sqlite")]
 
-#[macro_use]
-mod common;
-
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::Sqlite;
 

@@ -2,9 +2,6 @@
 //! (`DISTLOCK_MYSQL_URL`, set by `scripts/test.sh`). Each test creates its own table.
 #![cfg(feature = "mysql")]
 
-#[macro_use]
-mod common;
-
 use distlock_conformance::kit::postgres_server::random_identifier;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::MySql;

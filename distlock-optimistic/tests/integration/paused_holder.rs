@@ -129,7 +129,7 @@ async fn paused_holder_is_fenced_out_on_postgres() {
         let key = format!("{table}:{trial}");
         let go = go_file(&format!("{table}_{trial}"));
         let arg = format!("{url} {table} {lock_table} {key} {}", go.display());
-        let holder = ChildProcess::spawn("child_entry_pg_paused_holder", "pg-paused-holder", &arg);
+        let holder = ChildProcess::spawn("paused_holder::child_entry_pg_paused_holder", "pg-paused-holder", &arg);
         let counter = i64::try_from(trial).expect("small");
         let (pool_ref, table_ref) = (&pool, table.as_str());
         trial_run(holder, &locks, &key, &go, |fence| async move {
@@ -175,7 +175,7 @@ async fn paused_holder_is_fenced_out_on_redis() {
         let key = format!("k{trial}");
         let go = go_file(&format!("{prefix}_{trial}"));
         let arg = format!("{url} {prefix} {key} {}", go.display());
-        let holder = ChildProcess::spawn("child_entry_redis_paused_holder", "redis-paused-holder", &arg);
+        let holder = ChildProcess::spawn("paused_holder::child_entry_redis_paused_holder", "redis-paused-holder", &arg);
         let value = format!("trial {trial}");
         let (mut writer, resource_key, written) = (conn.clone(), resource.clone(), value.clone());
         trial_run(holder, &locks, &key, &go, |fence| async move {
