@@ -8,17 +8,18 @@
 //! them twice is harmless (a grant run again recognises the group its first run took).
 
 use distlock_sql::connect::explain;
+use distlock_sql::listing::{group_names, page_start, waiting_place, GroupRow};
 use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, wakes_of, wakes_reach, Registration, Woken};
 use distlock_api::{
-    async_trait, check_group_members, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockInfo,
-    LockMode, LockStore, OwnerId, StoreKey, Token, Ttl,
+    async_trait, check_group_members, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, KeyPattern, ListCursor,
+    ListPage, LockError, LockInfo, LockMode, LockStore, OwnerId, StoreKey, Token, Ttl, WaitingPlace, LOCK_NAMESPACE,
 };
 
 use crate::error::{is_connection_lost, UnexpectedAnswer, BACKEND};
 use crate::group_sql::{GroupStatements, GROUP_PAYLOAD_PREFIX, SHARED_PAYLOAD_PREFIX};
-use crate::sql::millis;
+use crate::sql::{millis, prefix_successor};
 use crate::store::PostgresLockStore;
 
 /// How long after the first lease of a waited-for name ends (as the server computed it)
@@ -416,19 +417,96 @@ impl GroupLockStore for PostgresLockStore {
         Ok(usize::try_from(count).unwrap_or(0))
     }
 
-    /// Not yet read on this store: [`LockError::Unsupported`].
-    async fn places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "places" })
+    /// One `SELECT` of the live places (rows of waiting groups) of `key`, oldest ticket
+    /// first; times left and waited (since the place was taken: `placed_at`, written
+    /// by the group's first blocked attempt on the name) are computed on the server.
+    async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        self.ensure_group_schema().await?;
+        const OPERATION: &str = "places";
+        let rows: Vec<(String, String, i64, i64)> = self
+            .retrying(OPERATION, || sqlx::query_as(&self.group_sql().places).bind(key.as_str()).fetch_all(self.pool()))
+            .await
+            .map_err(|error| self.group_fail(OPERATION, Some(key), error))?;
+        let unexpected = |what: String| self.group_fail(OPERATION, Some(key), UnexpectedAnswer(what));
+        rows.into_iter()
+            .map(|(token, mode, micros_left, micros_waited)| {
+                waiting_place(&token, code_mode(&mode).map_err(unexpected)?, micros_left, micros_waited)
+                    .map_err(unexpected)
+            })
+            .collect()
     }
 
-    /// Not yet listed on this store: [`LockError::Unsupported`].
+    /// One statement per page (`group/list.sql`): the next `limit` names of the holders
+    /// table's primary-key index range (from the pattern's literal prefix, after the
+    /// cursor, the last name examined), with the live holds and places of those that
+    /// match, in name order.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when the statement fails; [`LockError::Config`] for a cursor
+    /// that is not a name of this store.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     async fn list_groups(
         &self,
-        _pattern: &distlock_api::KeyPattern,
-        _cursor: Option<&distlock_api::ListCursor>,
-        _limit: usize,
-    ) -> Result<distlock_api::ListPage, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "list_groups" })
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        self.ensure_group_schema().await?;
+        const OPERATION: &str = "list_groups";
+        let after = page_start(cursor, "PostgreSQL")?;
+        let unexpected = |what: String| self.group_fail(OPERATION, None, UnexpectedAnswer(what));
+        let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
+        // Never `None`: the namespace's own characters can be incremented.
+        let beyond =
+            prefix_successor(&lowest).ok_or_else(|| unexpected(format!("no name range for the prefix {lowest:?}")))?;
+        let like = pattern.to_sql_like(LOCK_NAMESPACE);
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
+        let page_size = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<GroupListRow> = self
+            .retrying(OPERATION, || {
+                sqlx::query_as(&self.group_sql().list)
+                    .bind(&lowest)
+                    .bind(after)
+                    .bind(&beyond)
+                    .bind(page_size)
+                    .bind(&like)
+                    .fetch_all(self.pool())
+            })
+            .await
+            .map_err(|error| self.group_fail(OPERATION, None, error))?;
+        let (last, examined) = match rows.first() {
+            Some((last, examined, ..)) => (last.clone(), *examined),
+            None => return Err(unexpected("the list statement returned no row".to_owned())),
+        };
+        let mut live = Vec::with_capacity(rows.len());
+        for (_, _, name, token, mode, owner, fence, micros_left, micros_waited) in &rows {
+            let (Some(name), Some(token), Some(mode), Some(owner), Some(micros_left)) =
+                (name, token, mode, owner, micros_left)
+            else {
+                continue;
+            };
+            let place = matches!(mode.as_str(), "I" | "J");
+            live.push(GroupRow {
+                name,
+                token,
+                mode: code_mode(mode).map_err(unexpected)?,
+                owner,
+                fence: if place { None } else { Some(fence.unwrap_or(0)) },
+                micros_left: *micros_left,
+                micros_waited: if place { *micros_waited } else { None },
+            });
+        }
+        let names = group_names(pattern, live).map_err(unexpected)?;
+        let complete = usize::try_from(examined).map_or(true, |examined| examined < limit);
+        let next = match last {
+            Some(last) if !complete => Some(ListCursor::new(last)),
+            _ => None,
+        };
+        Ok(ListPage::new(names, next))
     }
 
     /// One `SELECT` of the live holds of `key`, oldest fence first; times left are
@@ -445,11 +523,7 @@ impl GroupLockStore for PostgresLockStore {
             .map(|(token, mode, owner, fence, micros_left)| {
                 let token =
                     Token::parse(&token).map_err(|_| unexpected("a stored token is not a UUID v4".to_owned()))?;
-                let mode = match mode.as_str() {
-                    "R" => LockMode::Shared,
-                    "W" => LockMode::Exclusive,
-                    other => return Err(unexpected(format!("unknown mode {other:?}"))),
-                };
+                let mode = code_mode(&mode).map_err(unexpected)?;
                 let fence = u64::try_from(fence).map_err(|_| unexpected(format!("negative fence {fence}")))?;
                 let ttl_left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
                 Ok(LockInfo::new(token, Some(fence), ttl_left).with_mode(mode).with_owner(owner))
@@ -492,6 +566,30 @@ impl GroupLockStore for PostgresLockStore {
         let woken = self.wait_for_blockers(&request, deadline).await?;
         tracing::trace!(?woken, "group wait ended");
         Ok(())
+    }
+}
+
+/// One row of `group/list.sql`: `(last name examined, names examined, name, token, mode,
+/// owner, fence, µs left, µs waited)`.
+type GroupListRow = (
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// The mode a stored mode code holds or waits for: `R` and `J` shared, `W` and `I`
+/// exclusive.
+fn code_mode(code: &str) -> Result<LockMode, String> {
+    match code {
+        "R" | "J" => Ok(LockMode::Shared),
+        "W" | "I" => Ok(LockMode::Exclusive),
+        other => Err(format!("unknown mode {other:?}")),
     }
 }
 

@@ -90,8 +90,8 @@ pub(crate) const GROUP_PAYLOAD_PREFIX: &str = "group:";
 pub(crate) const SHARED_PAYLOAD_PREFIX: &str = "group-shared:";
 
 /// The columns the group statements use, per table.
-pub(crate) const HOLDER_COLUMNS: [&str; 9] =
-    ["name", "slot", "mode", "token", "owner", "fence", "ticket", "expires_at", "waiting"];
+pub(crate) const HOLDER_COLUMNS: [&str; 10] =
+    ["name", "slot", "mode", "token", "owner", "fence", "ticket", "placed_at", "expires_at", "waiting"];
 pub(crate) const PERMIT_COLUMNS: [&str; 3] = ["name", "mode", "permits"];
 
 /// The statements of a store's lock groups, each described in its `.sql` file.
@@ -110,6 +110,8 @@ pub(crate) struct GroupStatements {
     pub(crate) permits: String,
     pub(crate) holders: String,
     pub(crate) waiting: String,
+    pub(crate) places: String,
+    pub(crate) list: String,
     pub(crate) wait: String,
     pub(crate) purge: String,
     pub(crate) state: String,
@@ -145,6 +147,8 @@ impl GroupStatements {
             permits: names.render(group::PERMITS),
             holders: names.render(group::HOLDERS),
             waiting: names.render(group::WAITING),
+            places: names.render(group::PLACES),
+            list: names.render(group::LIST),
             wait: names.render(group::WAIT),
             purge: names.render(group::PURGE),
             state: names.render(group::STATE),

@@ -16,9 +16,10 @@
 
 use std::time::Duration;
 
-use distlock_api::{Acquire, LockError, StoreKey, Token, Ttl};
+use distlock_api::{Acquire, LockError, LockMode, StoreKey, Token, Ttl, WaitingPlace};
+use distlock_sql::listing::waiting_place;
 
-use crate::error::BACKEND;
+use crate::error::{UnexpectedAnswer, BACKEND};
 use crate::sql::{millis, SCHEMA_LOCK_KEY};
 use crate::store::PostgresLockStore;
 
@@ -118,5 +119,24 @@ impl PostgresLockStore {
             .await
             .map_err(|error| self.fail("queue_len", key, error))?;
         Ok(usize::try_from(len).unwrap_or(0))
+    }
+
+    /// The live places of `key`'s queue in arrival order, with their times left and
+    /// waited (since the place was taken), computed on the server.
+    pub(crate) async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        if !self.queue_ready("queue_places").await? {
+            return Ok(Vec::new());
+        }
+        let sql = &self.statements().queue;
+        let rows: Vec<(String, i64, i64)> = self
+            .retrying("queue_places", || sqlx::query_as(&sql.places).bind(key.as_str()).fetch_all(self.pool()))
+            .await
+            .map_err(|error| self.fail("queue_places", key, error))?;
+        rows.into_iter()
+            .map(|(token, micros_left, micros_waited)| {
+                waiting_place(&token, LockMode::Exclusive, micros_left, micros_waited)
+                    .map_err(|what| self.fail("queue_places", key, UnexpectedAnswer(what)))
+            })
+            .collect()
     }
 }

@@ -299,6 +299,8 @@ impl Statements {
             ("group permits", &g.permits),
             ("group holders", &g.holders),
             ("group waiting", &g.waiting),
+            ("group places", &g.places),
+            ("group list", &g.list),
             ("group wait", &g.wait),
             ("group purge", &g.purge),
             ("group state", &g.state),
@@ -313,6 +315,7 @@ impl Statements {
             ("queue release", &q.release),
             ("queue wait", &q.wait),
             ("queue len", &q.len),
+            ("queue places", &q.places),
             ("queue purge", &q.purge),
             ("values create table", &v.create),
             ("values exists", &v.exists),
@@ -337,6 +340,7 @@ pub(crate) struct QueueStatements {
     pub(crate) release: String,
     pub(crate) wait: String,
     pub(crate) len: String,
+    pub(crate) places: String,
     pub(crate) purge: String,
 }
 
@@ -349,6 +353,7 @@ impl QueueStatements {
             release: names.render(queue::RELEASE),
             wait: names.render(queue::WAIT),
             len: names.render(queue::LEN),
+            places: names.render(queue::PLACES),
             purge: names.render(queue::PURGE),
             table: names.queue.clone(),
         }

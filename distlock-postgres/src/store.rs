@@ -8,7 +8,7 @@ use std::time::Duration;
 use distlock_api::waiters::{deadline_after, KeyState};
 use distlock_api::{
     async_trait, Acquire, Capabilities, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
-    LockInfo, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    LockInfo, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, WaitingPlace, LOCK_NAMESPACE,
 };
 use sqlx::postgres::PgPool;
 use tokio::sync::OnceCell;
@@ -636,9 +636,9 @@ impl QueueStore for PostgresLockStore {
         self.queued(key).await
     }
 
-    /// Not yet read on this store: [`LockError::Unsupported`].
-    async fn queue_places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "queue_places" })
+    /// One `SELECT` of the key's live places in the queue table, in arrival order.
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        PostgresLockStore::queue_places(self, key).await
     }
 }
 

@@ -1,8 +1,11 @@
-//! Reading leases back: `inspect` and `list` answers built from a row's columns, checked.
+//! Reading leases back: `inspect` and `list` answers built from a row's columns, checked;
+//! and the places of waiters and the pages of group listings.
 
 use std::time::Duration;
 
-use distlock_api::{HeldLock, KeyPattern, ListCursor, LockError, LockInfo, LockKey, Token, LOCK_NAMESPACE};
+use distlock_api::{
+    HeldLock, KeyPattern, ListCursor, LockError, LockInfo, LockKey, LockMode, Token, WaitingPlace, LOCK_NAMESPACE,
+};
 
 /// The key after which a listing page starts: `""` for the first page, else the cursor's.
 ///
@@ -53,6 +56,83 @@ pub fn held_lock(
     let key = LockKey::new(key).map_err(|_| format!("the table holds an invalid key {key:?}"))?;
     let info = lock_info(token, fence, micros_left).map_err(|what| format!("`{key}`: {what}"))?;
     Ok(Some(HeldLock::new(key, vec![info])))
+}
+
+/// A waiting place's columns as [`WaitingPlace`]: its token, its mode, and the
+/// microseconds left on it and since it was taken as the server computed them.
+///
+/// # Errors
+///
+/// What is wrong with the row: a token that is not a UUID v4.
+pub fn waiting_place(
+    token: &str,
+    mode: LockMode,
+    micros_left: i64,
+    micros_waited: i64,
+) -> Result<WaitingPlace, String> {
+    let token = Token::parse(token).map_err(|_| "a stored token is not a UUID v4".to_owned())?;
+    let left = Duration::from_micros(u64::try_from(micros_left).unwrap_or(1));
+    let waited = Duration::from_micros(u64::try_from(micros_waited).unwrap_or(0));
+    Ok(WaitingPlace::new(token, mode, Some(waited), left))
+}
+
+/// One live hold or place of a group name, as a group listing reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupRow<'a> {
+    /// The stored name (in the `lock:` namespace).
+    pub name: &'a str,
+    /// The holder's or waiter's token.
+    pub token: &'a str,
+    /// The mode held or waited for.
+    pub mode: LockMode,
+    /// A holder's owner id.
+    pub owner: &'a str,
+    /// A holder's fence; `None` for a place.
+    pub fence: Option<i64>,
+    /// Microseconds left on the hold or place.
+    pub micros_left: i64,
+    /// For a place, microseconds since it was taken; `None` for a hold.
+    pub micros_waited: Option<i64>,
+}
+
+/// The names of a group listing page, from its rows ordered by name: each name that
+/// `pattern` matches with its holders (sorted by fence) and its places (in row order).
+///
+/// # Errors
+///
+/// What is wrong with a row, naming its key: an invalid stored name, a token that is not
+/// a UUID v4, a negative fence.
+pub fn group_names<'a>(
+    pattern: &KeyPattern,
+    rows: impl IntoIterator<Item = GroupRow<'a>>,
+) -> Result<Vec<HeldLock>, String> {
+    let mut names: Vec<HeldLock> = Vec::new();
+    for row in rows {
+        let Some(key) = row.name.strip_prefix(LOCK_NAMESPACE) else { continue };
+        if !pattern.matches(key) {
+            continue;
+        }
+        let fail = |what: String| format!("`{key}`: {what}");
+        if names.last().is_none_or(|last| last.key.as_str() != key) {
+            let key = LockKey::new(key).map_err(|_| format!("the table holds an invalid name {key:?}"))?;
+            names.push(HeldLock::new(key, Vec::new()));
+        }
+        let Some(name) = names.last_mut() else { continue };
+        match (row.fence, row.micros_waited) {
+            (Some(fence), _) => {
+                let info = lock_info(row.token, fence, row.micros_left).map_err(fail)?;
+                name.holders.push(info.with_mode(row.mode).with_owner(row.owner));
+            }
+            (None, waited) => {
+                let place = waiting_place(row.token, row.mode, row.micros_left, waited.unwrap_or(0)).map_err(fail)?;
+                name.waiting.push(place);
+            }
+        }
+    }
+    for name in &mut names {
+        name.holders.sort_by_key(|holder| holder.fence);
+    }
+    Ok(names)
 }
 
 #[cfg(test)]

@@ -170,10 +170,11 @@ BEGIN
     THEN
         granted_fence := NULL;
         IF p_intent_ttl_ms IS NOT NULL THEN
-            INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
+            INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, placed_at, expires_at, waiting)
             SELECT m.name, coalesce(s.own, s.free, s.top + 1, 0),
                    CASE m.mode WHEN 'W' THEN 'I'::"char" ELSE 'J'::"char" END, p_token, p_owner, NULL,
-                   blocked_ticket, clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond', false
+                   blocked_ticket, clock_timestamp(), clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond',
+                   false
             FROM unnest(p_names, p_modes::"char"[]) AS m(name, mode),
                  LATERAL (SELECT min(f.slot) FILTER (WHERE f.token = p_token) AS own,
                                  min(f.slot) FILTER (WHERE f.token IS NULL
@@ -185,6 +186,8 @@ BEGIN
             SET mode = EXCLUDED.mode, token = EXCLUDED.token, owner = EXCLUDED.owner, fence = NULL,
                 ticket = CASE WHEN h.token = EXCLUDED.token AND h.mode IN ('I', 'J')
                               THEN LEAST(h.ticket, EXCLUDED.ticket) ELSE EXCLUDED.ticket END,
+                placed_at = CASE WHEN h.token = EXCLUDED.token AND h.mode IN ('I', 'J')
+                                 THEN coalesce(h.placed_at, EXCLUDED.placed_at) ELSE EXCLUDED.placed_at END,
                 expires_at = EXCLUDED.expires_at,
                 waiting = h.waiting AND h.token IS NOT DISTINCT FROM EXCLUDED.token
             WHERE h.token IS NULL OR h.token = EXCLUDED.token OR (h.mode IN ('I', 'J') AND h.expires_at <= v_now);
@@ -257,14 +260,16 @@ BEGIN
 
     granted_fence := NULL;
     IF p_intent_ttl_ms IS NOT NULL AND v_intent_names IS NOT NULL THEN
-        INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, expires_at, waiting)
+        INSERT INTO {holders} AS h (name, slot, mode, token, owner, fence, ticket, placed_at, expires_at, waiting)
         SELECT i.name, i.slot, i.mode, p_token, p_owner, NULL, blocked_ticket,
-               clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond', false
+               clock_timestamp(), clock_timestamp() + p_intent_ttl_ms * interval '1 millisecond', false
         FROM unnest(v_intent_names, v_intent_slots, v_intent_modes) AS i(name, slot, mode)
         ON CONFLICT (name, slot) DO UPDATE
         SET mode = EXCLUDED.mode, token = EXCLUDED.token, owner = EXCLUDED.owner, fence = NULL,
             ticket = CASE WHEN h.token = EXCLUDED.token AND h.mode IN ('I', 'J')
                           THEN LEAST(h.ticket, EXCLUDED.ticket) ELSE EXCLUDED.ticket END,
+            placed_at = CASE WHEN h.token = EXCLUDED.token AND h.mode IN ('I', 'J')
+                             THEN coalesce(h.placed_at, EXCLUDED.placed_at) ELSE EXCLUDED.placed_at END,
             expires_at = EXCLUDED.expires_at,
             waiting = h.waiting AND h.token IS NOT DISTINCT FROM EXCLUDED.token
         WHERE h.token IS NULL OR h.token = EXCLUDED.token OR (h.mode IN ('I', 'J') AND h.expires_at <= v_now);

@@ -1,6 +1,7 @@
 -- Holds and places in one table, one row per slot of a name: `mode` 'R' shared, 'W'
 -- exclusive, 'I' and 'J' the place (intent) of a waiting group's exclusive and shared
--- member (no fence; its ticket orders it); `token` NULL: a free slot, which the next
+-- member (no fence; its ticket orders it, `placed_at` is when it was first taken);
+-- `token` NULL: a free slot, which the next
 -- grant of the name takes. Grants, releases and lease updates change no indexed column
 -- (the owner only when another owner takes a slot), so they are HOT updates, as on the
 -- lease table. No CHECK constraints: PostgreSQL would read their expressions again at
@@ -13,6 +14,7 @@ CREATE {unlogged} TABLE IF NOT EXISTS {holders} (
     owner text NOT NULL,
     fence bigint,
     ticket bigint,
+    placed_at timestamptz,
     expires_at timestamptz NOT NULL,
     waiting boolean NOT NULL DEFAULT false,
     PRIMARY KEY (name, slot)

@@ -34,7 +34,9 @@ queued AS (
     INSERT INTO {queue} AS place (key, token, expires_at)
     SELECT $1, $2, clock_timestamp() + $4 * interval '1 millisecond'
     WHERE NOT EXISTS (SELECT 1 FROM taken)
-    ON CONFLICT (key, token) DO UPDATE SET expires_at = EXCLUDED.expires_at
+    ON CONFLICT (key, token) DO UPDATE
+    SET expires_at = EXCLUDED.expires_at,
+        placed_at = CASE WHEN place.expires_at > clock_timestamp() THEN place.placed_at ELSE clock_timestamp() END
     WHERE place.expires_at < clock_timestamp() + $4 * interval '0.5 millisecond')
 SELECT (SELECT fence FROM taken),
     (SELECT GREATEST((extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, 1)
