@@ -195,7 +195,7 @@ pub(crate) enum Command {
     /// (the first 8 hex digits of its SHA-256): equal for equal tokens, but the token
     /// cannot be recovered from it; --show-tokens prints the tokens themselves. KIND is
     /// `lock` or `group` (run --read/--write/--permits); APP@INSTANCE a group holder's
-    /// owner id. The group holds and places of the PostgreSQL, MySQL, SQLite and etcd
+    /// owner id. The group holds and places of the MySQL, SQLite and etcd
     /// stores are not listed yet: `distlock inspect NAME` shows their group holders.
     List(ListArgs),
     /// A live view of a store's held locks in the terminal, as htop shows processes.

@@ -312,14 +312,8 @@ all_stores!(
     table_shows_key_mode_owner_ttl_and_fence_sorted_by_key,
     json_has_every_field_and_no_token_unless_asked,
     watch_refreshes_until_interrupted,
+    groups_and_waiting_places_are_listed_with_their_age,
 );
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_lists_groups_and_waiting_places_with_their_age() {
-    let test = "list::redis_lists_groups_and_waiting_places_with_their_age";
-    let Some(url) = distlock_conformance::kit::redis_url(test) else { return };
-    groups_and_waiting_places_are_listed_with_their_age(&url).await;
-}
 
 /// Fencing on Redis: the listed fence is the holder's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
