@@ -461,7 +461,7 @@ async fn a_grant_run_again_with_its_token_is_recognised() {
     let fence = group.take(store).await;
     // The store's retry after a lost connection sends the same call with `$9` true.
     let call =
-        include_str!("../src/sql/group/acquire.sql").replace("{acquire_group}", &f.object("locks_acquire_group"));
+        include_str!("../../src/sql/group/acquire.sql").replace("{acquire_group}", &f.object("locks_acquire_group"));
     let again: (Option<i64>, Option<i64>) = sqlx::query_as(&call)
         .bind([f.key("a").as_str(), f.key("b").as_str()])
         .bind(["W", "R"])

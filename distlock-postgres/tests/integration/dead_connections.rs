@@ -3,7 +3,7 @@
 //! once, on a live connection, instead of failing once per dead connection while the key
 //! stays locked for its whole TTL.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -129,7 +129,7 @@ async fn acquire_gets_through_a_pool_of_dead_connections_with_one_fence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_acquisition_recognises_its_own_lease_without_a_second_fence() {
     let Some(t) = new_table("a_retried_acquisition_recognises_its_own_lease").await else { return };
-    let statement = t.sql_file(include_str!("../src/sql/lease/reacquire.sql"));
+    let statement = t.sql_file(include_str!("../../src/sql/lease/reacquire.sql"));
     let reacquire = |key: &StoreKey, token: &Token, ms: i64| {
         sqlx::query_as::<_, (i64, bool)>(&statement)
             .bind(key.as_str().to_owned())

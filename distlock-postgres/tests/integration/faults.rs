@@ -2,7 +2,7 @@
 //! server, a network partition through a fault proxy, hostile identifiers, odd keys, and a
 //! lock holder killed with `kill -9`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -216,7 +216,7 @@ async fn killed_holder_frees_the_lock_after_its_ttl() {
     let name = postgres_server::random_identifier("killed");
     let table = t.store.table_name();
     let table = table.rsplit('.').next().unwrap().trim_matches('"').to_owned();
-    let holder = ChildProcess::spawn("child_entry_holds_lock", "postgres-holder", &format!("{table}|{name}"));
+    let holder = ChildProcess::spawn("faults::child_entry_holds_lock", "postgres-holder", &format!("{table}|{name}"));
     faults::killed_holder_frees_the_lock_after_its_ttl(Arc::new(t.store.clone()), &name, holder).await;
     t.drop().await;
 }

@@ -1,6 +1,6 @@
 //! `list` on PostgreSQL: keyset pages over the primary key, at scale, on the index.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +58,7 @@ async fn list_many_held_keys_without_blocking() {
 /// (what a prepared statement may switch to after five executions).
 async fn assert_plans_use_the_primary_key(table: &TestTable) {
     let mut conn = sqlx::PgConnection::connect(&table.url).await.expect("connect");
-    let list = table.sql_file(include_str!("../src/sql/lease/list.sql"));
+    let list = table.sql_file(include_str!("../../src/sql/lease/list.sql"));
     sqlx::query(&format!("PREPARE listing(text, text, text, bigint, text) AS {list}"))
         .execute(&mut conn)
         .await

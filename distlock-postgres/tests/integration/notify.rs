@@ -1,7 +1,7 @@
 //! Release notifications: `pg_notify` on release, one `LISTEN` connection per store,
 //! no missed wake-ups, and falling back to polling while the listener is lost.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

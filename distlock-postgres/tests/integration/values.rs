@@ -2,12 +2,7 @@
 //! earlier leases never reported (same token after an expiry, a stale row, a late write),
 //! the table missing for a store that may not create it, and the purge.
 
-mod common;
-// The crate's other small test files, in this binary to spare their links.
-#[path = "values/fences.rs"]
-mod fences;
-#[path = "values/no_connection.rs"]
-mod no_connection;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! the password), `create=false` for a role without DDL rights, and durations at their
 //! extremes. Every test works in its own random schema.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! The PostgreSQL store's own tests: statements, fencing under races, purge, schema.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::future::Future;
