@@ -125,7 +125,7 @@ async fn child_holds_a_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_holder_frees_its_lock_at_once() {
     let url = fresh_url("killed");
-    let mut holder = ChildProcess::spawn("child_holds_a_lock", "holder", &format!("{url} job"));
+    let mut holder = ChildProcess::spawn("host::child_holds_a_lock", "holder", &format!("{url} job"));
     holder.wait_for_line("ACQUIRED", CHILD_START);
     let (_, locks) = open(&url).await;
     let ttl = Duration::from_secs(60);
@@ -194,7 +194,7 @@ async fn a_wall_clock_step_changes_no_lease() {
         let fake = format!("FAKETIME={offset}");
         let mut child = ChildProcess::spawn_under(
             &["env", &preload, &fake],
-            "child_under_a_faked_wall_clock",
+            "host::child_under_a_faked_wall_clock",
             "stepped",
             &format!("{url} {mine}"),
         );
@@ -240,7 +240,7 @@ async fn releases_wake_waiting_processes() {
     let key = distlock_api::LockKey::new("hot").unwrap().to_store_key();
     let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(Duration::from_secs(20));
     let mut lock = locks.lock("hot", Duration::from_secs(30)).await.unwrap();
-    let mut child = ChildProcess::spawn("child_takes_turns", "turns", &format!("{url} hot"));
+    let mut child = ChildProcess::spawn("host::child_takes_turns", "turns", &format!("{url} hot"));
     let mut hand_offs = Vec::new();
     for round in 0..ROUNDS {
         // The child waits in the queue before the release.
@@ -288,7 +288,7 @@ async fn child_holds_a_group() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_group_holder_frees_its_names_at_once() {
     let url = fresh_url("killed-group");
-    let mut holder = ChildProcess::spawn("child_holds_a_group", "group-holder", &url);
+    let mut holder = ChildProcess::spawn("host::child_holds_a_group", "group-holder", &url);
     holder.wait_for_line("ACQUIRED", CHILD_START);
     let (store, locks) = open(&url).await;
     let group = distlock_api::LockGroup::new([distlock_api::GroupMember::shared("shelf").unwrap()]).unwrap();

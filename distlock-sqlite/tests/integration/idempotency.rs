@@ -57,7 +57,11 @@ async fn child_entry_claims_on_sqlite() {
 async fn killed_process_claim_lapses_after_its_lease() {
     let url = fresh_url("kill9");
     let key = format!("kill9:{}", Token::generate().as_str());
-    let child = ChildProcess::spawn("child_entry_claims_on_sqlite", "idem-sqlite-claimer", &format!("{url} {key}"));
+    let child = ChildProcess::spawn(
+        "idempotency::child_entry_claims_on_sqlite",
+        "idem-sqlite-claimer",
+        &format!("{url} {key}"),
+    );
     idempotency::killed_claimer_lapses_after_its_lease(Arc::new(connect(&url).await), child, &key).await;
 }
 
@@ -91,7 +95,11 @@ async fn duplicates_in_several_processes_run_once() {
     let prefix = format!("dup:{}", Token::generate().short());
     let mut children: Vec<ChildProcess> = (0..4)
         .map(|_| {
-            ChildProcess::spawn("child_entry_claims_every_key", "idem-sqlite-duplicate", &format!("{url} {prefix}"))
+            ChildProcess::spawn(
+                "idempotency::child_entry_claims_every_key",
+                "idem-sqlite-duplicate",
+                &format!("{url} {prefix}"),
+            )
         })
         .collect();
     let mut started = 0;

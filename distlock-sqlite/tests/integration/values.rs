@@ -2,10 +2,6 @@
 //! they stay in the file, a holder process that is gone, a file made before the values
 //! table existed, and a new boot.
 
-// The crate's other small test file, in this binary to spare its link.
-#[path = "values/no_connection.rs"]
-mod no_connection;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
