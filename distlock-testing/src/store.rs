@@ -79,7 +79,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for FaultyStore<S> {
 }
 
 // Every method of `LockStore` and of the capability traits it hands out (`queue()`,
-// `groups()`, `values()`) is forwarded with faults; `tests/forwarding.rs` fails when a trait has a
+// `groups()`, `values()`) is forwarded with faults; `tests/integration/forwarding.rs` fails when a trait has a
 // method the wrappers do not write out.
 #[async_trait]
 impl<S: LockStore> LockStore for FaultyStore<S> {
