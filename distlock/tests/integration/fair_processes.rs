@@ -55,7 +55,7 @@ fn waiters_in_other_processes_are_served_in_arrival_order(base: &str) {
 
     let mut children = Vec::new();
     for i in 0..4 {
-        children.push(ChildProcess::spawn("child_entry_waits_for_its_turn", "waiter", &url));
+        children.push(ChildProcess::spawn("fair_processes::child_entry_waits_for_its_turn", "waiter", &url));
         runtime.block_on(queue_reaches(&locks, i + 1));
     }
     // The second waiter dies in the queue; its place lapses, it never gets the key.

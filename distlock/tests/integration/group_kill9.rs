@@ -47,7 +47,7 @@ fn killed_reader_frees_only_its_permit(base: &str) {
         .unwrap()
         .unwrap();
 
-    let mut reader = ChildProcess::spawn("child_entry_holds_a_read_lock", "reader", &url);
+    let mut reader = ChildProcess::spawn("group_kill9::child_entry_holds_a_read_lock", "reader", &url);
     let line = reader.wait_for_line("READING ", Duration::from_secs(60));
     let child_token = distlock::Token::parse(line.trim_start_matches("READING ")).unwrap();
     runtime.block_on(async {

@@ -1,7 +1,7 @@
 //! Tracing output names the lock key and the backend, never the token.
 #![cfg(feature = "memory")]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

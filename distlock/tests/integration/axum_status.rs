@@ -2,7 +2,7 @@
 //! for real. (Its own test binary: the setting is process-wide.)
 #![cfg(all(feature = "macros", feature = "axum", feature = "memory"))]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,9 +3,9 @@
 //! the JSON body naming the key.
 #![cfg(all(feature = "macros", feature = "axum", feature = "memory"))]
 
-mod common;
+use crate::common;
 
-#[path = "../examples/orders.rs"]
+#[path = "../../examples/orders.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod orders;
 

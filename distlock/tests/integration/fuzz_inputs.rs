@@ -6,7 +6,7 @@
 //!
 //! The generator is a seeded xorshift, so a failure can be replayed:
 //! `DISTLOCK_FUZZ_SEED=<seed printed by the failing run> cargo nextest run -p distlock
-//! --all-features --test fuzz_inputs`. Every problem found is listed with its exact input.
+//! --all-features fuzz_inputs::`. Every problem found is listed with its exact input.
 #![cfg(all(feature = "memory", feature = "redis", feature = "postgres"))]
 
 use std::collections::HashMap;

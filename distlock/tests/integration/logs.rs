@@ -9,7 +9,7 @@
 //! that the test kills.
 #![cfg(feature = "memory")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -3,7 +3,7 @@
 //! the body's response when the lock is free and 409 when it is held.
 #![cfg(all(feature = "macros", feature = "axum", feature = "memory"))]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -163,7 +163,7 @@ mod processes {
         let instance = unique("replica");
         let dying_owner = OwnerId::new(APP, &instance).unwrap();
         let arg = child_arg(&instance, &url);
-        let mut first = ChildProcess::spawn("processes::child_entry_holds_as_its_owner", "holder", &arg);
+        let mut first = ChildProcess::spawn("owner_restart::processes::child_entry_holds_as_its_owner", "holder", &arg);
         first.wait_for_line("HOLDING 4", Duration::from_secs(60));
         runtime.block_on(async {
             assert_eq!(holders(&locks).await, expected(&live_owner, Some(&dying_owner)));
@@ -175,7 +175,8 @@ mod processes {
             assert_eq!(holders(&locks).await, expected(&live_owner, Some(&dying_owner)), "gone before the restart");
         });
 
-        let mut second = ChildProcess::spawn("processes::child_entry_restarts_as_its_owner", "restart", &arg);
+        let mut second =
+            ChildProcess::spawn("owner_restart::processes::child_entry_restarts_as_its_owner", "restart", &arg);
         let line = second.wait_for_line("FREED ", Duration::from_secs(60));
         assert_eq!(line.trim(), format!("FREED {DYING_HOLDS}"));
         runtime.block_on(async {
