@@ -3,7 +3,7 @@
 //! lost while the server still runs it, a lock holder killed with `kill -9`, a network
 //! partition through a fault proxy, and a killed release subscriber.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,12 +18,12 @@ use distlock_conformance::kit::redis_server::{monitor_args, RedisServer, Reply};
 use distlock_redis::{RedisLockStore, RedisLockStoreBuilder};
 
 /// The store's scripts, as the server runs them.
-const EXTEND_SCRIPT: &str = include_str!("../src/lua/extend.lua");
-const FENCED_EXTEND_SCRIPT: &str = include_str!("../src/lua/fenced_extend.lua");
+const EXTEND_SCRIPT: &str = include_str!("../../src/lua/extend.lua");
+const FENCED_EXTEND_SCRIPT: &str = include_str!("../../src/lua/fenced_extend.lua");
 /// The fair release as the server runs it: the queue helpers, then the script (as
 /// `scripts!` in `src/scripts.rs` joins them).
 const FAIR_RELEASE_SCRIPT: &str =
-    concat!(include_str!("../src/lua/lib/queue.lua"), include_str!("../src/lua/fair_release.lua"));
+    concat!(include_str!("../../src/lua/lib/queue.lua"), include_str!("../../src/lua/fair_release.lua"));
 
 const RETRY: Duration = Duration::from_millis(20);
 
@@ -343,7 +343,7 @@ fn killed_holder_process_frees_the_lock_only_after_its_ttl() {
     let Some(server) = RedisServer::start_or_skip("kill -9 holder") else { return };
     let prefix = unique_prefix("kill9");
     let arg = format!("{} {prefix} job:1", server.url());
-    let mut holder = ChildProcess::spawn("child_entry_holds_redis_lock", "redis-holder", &arg);
+    let mut holder = ChildProcess::spawn("faults::child_entry_holds_redis_lock", "redis-holder", &arg);
     let line = holder.wait_for_line("ACQUIRED ", Duration::from_secs(60));
     let child_token = Token::parse(line.trim_start_matches("ACQUIRED ")).unwrap();
     holder.kill9();

@@ -1,7 +1,7 @@
 //! `list` on Redis: `SCAN` (never `KEYS`) over the store's own namespace, at scale and
 //! beside keys the store did not write.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,7 +109,7 @@ async fn listing_sends_scan_with_the_prefix_and_the_list_script() {
     assert_eq!(client[0], ["SCAN", "0", "MATCH", "neton:lock:order:*", "COUNT", "10"]);
     // The list script as the server runs it: the fence helper, then the script (as `scripts!`
     // in `src/scripts.rs` joins them).
-    let list = concat!(include_str!("../src/lua/lib/fence.lua"), include_str!("../src/lua/list.lua"));
+    let list = concat!(include_str!("../../src/lua/lib/fence.lua"), include_str!("../../src/lua/list.lua"));
     let sha = Script::new(list).get_hash().to_owned();
     let script = &client[1];
     assert_eq!(script[..3], ["EVALSHA".to_owned(), sha, "2".to_owned()], "{script:?}");

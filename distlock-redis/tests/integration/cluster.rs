@@ -3,7 +3,7 @@
 //! sharded notifications, refusal of groups across tags, release-owner across masters,
 //! and mutual exclusion while the hot key's slot migrates (`ASK`/`MOVED`).
 
-mod scale_kit;
+use crate::scale_kit;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -12,8 +12,8 @@ use distlock_redis::{RedisLockStore, RedisLockStoreBuilder, RELEASE_SCRIPT};
 /// The store's scripts, as the server runs them: the fair release is the queue helpers,
 /// then the script (as `scripts!` in `src/scripts.rs` joins them).
 const FAIR_RELEASE_SCRIPT: &str =
-    concat!(include_str!("../src/lua/lib/queue.lua"), include_str!("../src/lua/fair_release.lua"));
-const FENCED_ACQUIRE_SCRIPT: &str = include_str!("../src/lua/fenced_acquire.lua");
+    concat!(include_str!("../../src/lua/lib/queue.lua"), include_str!("../../src/lua/fair_release.lua"));
+const FENCED_ACQUIRE_SCRIPT: &str = include_str!("../../src/lua/fenced_acquire.lua");
 
 const TTL: Duration = Duration::from_millis(15_000);
 

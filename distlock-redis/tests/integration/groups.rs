@@ -1,7 +1,7 @@
 //! Lock groups on the shared Redis (`DISTLOCK_REDIS_URL`), driven through the
 //! `GroupLockStore` trait directly; each test under its own random key prefix.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! fails at `connect` with the server's own reason and never the password. Every case
 //! starts its own `redis-server`, so `CONFIG SET requirepass` touches nobody else.
 
-mod common;
+use crate::common;
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Store errors name the key as the application knows it (`order:42`), never the Redis
 //! key with the store's prefix, whatever the operation and whatever went wrong.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

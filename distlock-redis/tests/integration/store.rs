@@ -1,7 +1,7 @@
 //! The store's own behaviour against the shared Redis (`DISTLOCK_REDIS_URL`), each test
 //! under its own random key prefix.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -14,10 +14,10 @@ const SETTINGS: &str = "neton:lock-settings";
 const LOCK: &str = "neton:lock:order:1";
 const VALUE: &str = "neton:value:lock:order:1";
 /// The scripts as the server runs them (`scripts!` in `src/scripts.rs` joins the files).
-const EXTEND_SCRIPT: &str = include_str!("../src/lua/extend.lua");
-const SET_VALUE_SCRIPT: &str = include_str!("../src/lua/set_value.lua");
+const EXTEND_SCRIPT: &str = include_str!("../../src/lua/extend.lua");
+const SET_VALUE_SCRIPT: &str = include_str!("../../src/lua/set_value.lua");
 const INSPECT_VALUE_SCRIPT: &str =
-    concat!(include_str!("../src/lua/lib/fence.lua"), include_str!("../src/lua/inspect_value.lua"));
+    concat!(include_str!("../../src/lua/lib/fence.lua"), include_str!("../../src/lua/inspect_value.lua"));
 
 fn ttl() -> Ttl {
     Ttl::new(TTL).unwrap()

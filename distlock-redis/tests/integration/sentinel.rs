@@ -2,7 +2,7 @@
 //! running workload (the store follows the promoted replica; fences keep increasing), and
 //! `WAIT` for replicas after each acquisition.
 
-mod scale_kit;
+use crate::scale_kit;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! tests (`redlock_faults.rs`: a stopped minority and majority of 3 and of 5) and the
 //! benchmark; the suite itself runs once, to keep the test run short.
 
-mod scale_kit;
+use crate::scale_kit;
 
 mod three_masters_fenced {
     async fn store() -> Option<std::sync::Arc<distlock_api::DynLockStore>> {

@@ -4,7 +4,7 @@
 //! panic on every wait: "overflow when adding duration to instant"); waits of zero and
 //! of `Duration::MAX` neither panic nor spin.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! fencing numbers, the release channel. A URL that contradicts the builder, or that
 //! the store cannot read, connects to nothing.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -65,6 +65,7 @@ async fn child_entry_claims_on_redis() {
 async fn killed_process_claim_lapses_after_its_lease() {
     let Some(url) = distlock_conformance::kit::redis_url("idempotency kill -9") else { return };
     let key = format!("kill9:{}", Token::generate().as_str());
-    let child = ChildProcess::spawn("child_entry_claims_on_redis", "idem-redis-claimer", &format!("{url} {key}"));
+    let child =
+        ChildProcess::spawn("idempotency::child_entry_claims_on_redis", "idem-redis-claimer", &format!("{url} {key}"));
     idempotency::killed_claimer_lapses_after_its_lease(store().await.unwrap(), child, &key).await;
 }

@@ -2,7 +2,7 @@
 //! stopped majority (acquisition fails cleanly, nothing is granted twice), a restarted
 //! master (no double grant, fences keep increasing).
 
-mod scale_kit;
+use crate::scale_kit;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! `wait_for_release(key, Duration::MAX)`: no deadline overflow; it returns when the key
 //! is released, and at once for a free key.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
