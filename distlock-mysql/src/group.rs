@@ -6,16 +6,17 @@ use std::time::Duration;
 
 use distlock_api::grant::{decide, Holder, Place, Request};
 use distlock_api::{
-    async_trait, check_group_members, check_group_names, GroupAcquire, GroupLockStore, GroupRequest, LockError,
-    LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl,
+    async_trait, check_group_members, check_group_names, GroupAcquire, GroupLockStore, GroupRequest, KeyPattern,
+    ListCursor, ListPage, LockError, LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl, WaitingPlace, LOCK_NAMESPACE,
 };
+use distlock_sql::listing::{group_names, page_start, waiting_place, GroupRow};
 use sqlx::mysql::MySqlArguments;
 use sqlx::query::Query;
 use sqlx::{Connection, MySql};
 
 use crate::error::{UnexpectedAnswer, BACKEND};
 use crate::sql::{self, in_list, rows, HOLD_ROW, NAME_ROW, PLACE_ROW, WAITER_ROW};
-use crate::store::{parse_token, MysqlLockStore};
+use crate::store::{parse_token, prefix_successor, token_text, MysqlLockStore};
 
 /// The `mode` column: 0 exclusive, 1 shared.
 fn mode_code(mode: LockMode) -> i64 {
@@ -323,19 +324,92 @@ impl GroupLockStore for MysqlLockStore {
         Ok(usize::try_from(count).unwrap_or(0))
     }
 
-    /// Not yet read on this store: [`LockError::Unsupported`].
-    async fn places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "places" })
+    /// One `SELECT` of the name's live places, oldest ticket first, with the times left
+    /// and waited (since the place was taken) on the server's clock.
+    async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let found: Vec<(Vec<u8>, i64, i64, i64)> = self
+            .retrying("places", || sqlx::query_as(&self.sql.group_places).bind(key.as_str()).fetch_all(&self.pool))
+            .await
+            .map_err(|error| self.fail("places", key, error))?;
+        found
+            .into_iter()
+            .map(|(token, mode, micros_left, micros_waited)| {
+                waiting_place(token_text(&token), mode_of(mode), micros_left, micros_waited)
+                    .map_err(|what| self.fail("places", key, UnexpectedAnswer(what)))
+            })
+            .collect()
     }
 
-    /// Not yet listed on this store: [`LockError::Unsupported`].
+    /// One statement per page (`group/list.sql`): the next `limit` names of the names
+    /// table's primary-key range (from the pattern's literal prefix, after the cursor,
+    /// the last name examined), with the live holds and places of those that match.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] when the statement fails; [`LockError::Config`] for a cursor
+    /// that is not a name of this store.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     async fn list_groups(
         &self,
-        _pattern: &distlock_api::KeyPattern,
-        _cursor: Option<&distlock_api::ListCursor>,
-        _limit: usize,
-    ) -> Result<distlock_api::ListPage, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "list_groups" })
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        const OPERATION: &str = "list_groups";
+        let after = page_start(cursor, "MySQL")?;
+        let unexpected = |what: String| LockError::store(BACKEND, OPERATION, None, UnexpectedAnswer(what));
+        let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
+        let beyond = prefix_successor(lowest.as_bytes())
+            .ok_or_else(|| unexpected(format!("no name range for the prefix {lowest:?}")))?;
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
+        let page_size = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<GroupListRow> = self
+            .retrying(OPERATION, || {
+                sqlx::query_as(&self.sql.group_list)
+                    .bind(&lowest)
+                    .bind(after)
+                    .bind(&beyond)
+                    .bind(page_size)
+                    .fetch_all(&self.pool)
+            })
+            .await
+            .map_err(|error| LockError::store(BACKEND, OPERATION, None, error))?;
+        let (last, examined) = match rows.first() {
+            Some((last, examined, ..)) => (last.clone(), *examined),
+            None => return Err(unexpected("the list statement returned no row".to_owned())),
+        };
+        let utf8 = |bytes: &[u8]| {
+            String::from_utf8(bytes.to_vec()).map_err(|_| unexpected("the table holds a name that is not UTF-8".into()))
+        };
+        let mut names = Vec::with_capacity(rows.len());
+        for (_, _, name, token, kind, mode, owner, fence, micros_left, micros_waited) in &rows {
+            let (Some(name), Some(token), Some(kind), Some(mode), Some(micros_left)) =
+                (name, token, kind, mode, micros_left)
+            else {
+                continue;
+            };
+            names.push((utf8(name)?, token, *kind == 1, *mode, owner, *fence, *micros_left, *micros_waited));
+        }
+        let live = names.iter().map(|(name, token, place, mode, owner, fence, micros_left, micros_waited)| GroupRow {
+            name,
+            token: token_text(token),
+            mode: mode_of(*mode),
+            owner: owner.as_deref().map(token_text).unwrap_or_default(),
+            fence: if *place { None } else { Some(fence.unwrap_or(0)) },
+            micros_left: *micros_left,
+            micros_waited: if *place { *micros_waited } else { None },
+        });
+        let held = group_names(pattern, live).map_err(unexpected)?;
+        let next = match last {
+            Some(last) if usize::try_from(examined).is_ok_and(|examined| examined >= limit) => {
+                Some(ListCursor::new(utf8(&last)?))
+            }
+            _ => None,
+        };
+        Ok(ListPage::new(held, next))
     }
 
     /// Registers the store's listener for a change of each of the group's names (one
@@ -394,3 +468,17 @@ impl GroupLockStore for MysqlLockStore {
         self.wait_woken(names, None, max, register, blocked).await
     }
 }
+/// One row of `group/list.sql`: `(last name examined, names examined, name, token, kind,
+/// mode, owner, fence, µs left, µs waited)`.
+type GroupListRow = (
+    Option<Vec<u8>>,
+    i64,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<i64>,
+    Option<i64>,
+    Option<Vec<u8>>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);

@@ -60,6 +60,7 @@ files! {
     remove_place = "queue/remove_place.sql",
     place = "queue/place.sql",
     queue_len = "queue/len.sql",
+    queue_places = "queue/places.sql",
     create_names = "group/create_names.sql",
     create_holders = "group/create_holders.sql",
     create_places = "group/create_places.sql",
@@ -81,6 +82,8 @@ files! {
     permits = "group/permits.sql",
     holders = "group/holders.sql",
     waiting = "group/waiting.sql",
+    group_places = "group/places.sql",
+    group_list = "group/list.sql",
     create_waiters = "notify/create_table.sql",
     register = "notify/register.sql",
     held = "notify/held.sql",
@@ -157,7 +160,7 @@ pub(crate) const NAME_ROW: &str = "(?, 0)";
 /// The row of `group/hold.sql`: (name, token, mode, owner, fence, TTL ms).
 pub(crate) const HOLD_ROW: &str = concat!("(?, ?, ?, ?, ?, ", now_us!(), " + ? * 1000)");
 /// The row of `group/place.sql`: (name, token, mode, ticket, TTL ms).
-pub(crate) const PLACE_ROW: &str = concat!("(?, ?, ?, ?, ", now_us!(), " + ? * 1000)");
+pub(crate) const PLACE_ROW: &str = concat!("(?, ?, ?, ?, ", now_us!(), ", ", now_us!(), " + ? * 1000)");
 
 /// The row of `notify/register_names.sql`: (name, listener id, ms); the token is `''`.
 pub(crate) const WAITER_ROW: &str = concat!("(?, ?, ", now_us!(), " + ? * 1000)");

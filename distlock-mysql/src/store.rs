@@ -8,7 +8,8 @@ use std::time::Duration;
 use distlock_api::waiters::deadline_after;
 use distlock_api::{
     async_trait, Acquire, BoxError, Capabilities, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage,
-    LockError, LockInfo, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    LockError, LockInfo, LockMode, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, WaitingPlace,
+    LOCK_NAMESPACE,
 };
 use sqlx::mysql::MySqlPool;
 use sqlx::Connection;
@@ -18,7 +19,7 @@ use crate::error::{is_connection_lost, is_deadlock, is_refusal, UnexpectedAnswer
 use crate::notify::Notifier;
 use crate::sql::{self, Statements};
 use distlock_sql::connect::explain_refusal;
-use distlock_sql::listing::{held_lock, lock_info, page_start};
+use distlock_sql::listing::{held_lock, lock_info, page_start, waiting_place};
 use distlock_sql::{InFlight, Retry};
 
 /// A [`LockStore`] keeping leases in a MySQL or MariaDB table.
@@ -663,9 +664,22 @@ impl QueueStore for MysqlLockStore {
         Ok(usize::try_from(count).unwrap_or(0))
     }
 
-    /// Not yet read on this store: [`LockError::Unsupported`].
-    async fn queue_places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "queue_places" })
+    /// One `SELECT` of the key's live places in arrival order, with the times left and
+    /// waited (since the place was taken) on the server's clock.
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let found: Vec<(Vec<u8>, i64, i64)> = self
+            .retrying("queue places", || {
+                sqlx::query_as(&self.sql.queue_places).bind(key.as_str()).fetch_all(&self.pool)
+            })
+            .await
+            .map_err(|error| self.fail("queue places", key, error))?;
+        found
+            .into_iter()
+            .map(|(token, micros_left, micros_waited)| {
+                waiting_place(token_text(&token), LockMode::Exclusive, micros_left, micros_waited)
+                    .map_err(|what| self.fail("queue places", key, UnexpectedAnswer(what)))
+            })
+            .collect()
     }
 }
 
@@ -684,7 +698,7 @@ pub(crate) fn token_text(bytes: &[u8]) -> &str {
 
 /// The smallest byte string greater than every string that starts with `prefix`, or
 /// `None` when there is none (all bytes 0xFF).
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut bytes = prefix.to_vec();
     while let Some(last) = bytes.pop() {
         if last < u8::MAX {
