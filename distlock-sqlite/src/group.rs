@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use distlock_api::{
-    async_trait, check_group_members, check_group_names, grant, GroupAcquire, GroupLockStore, GroupRequest, LockError,
-    LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl,
+    async_trait, check_group_members, check_group_names, grant, GroupAcquire, GroupLockStore, GroupRequest, HeldLock,
+    KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockMode, OwnerId, StoreKey, Token, Ttl,
+    WaitingPlace, LOCK_NAMESPACE,
 };
 use sqlx::{Row as _, SqliteConnection};
 
@@ -31,6 +32,8 @@ struct Intent {
     token: String,
     mode: LockMode,
     ticket: u64,
+    /// When the place was first taken, on this boot's clock.
+    placed_ms: i64,
     expires_ms: i64,
 }
 
@@ -71,6 +74,36 @@ impl Names {
         let soonest = holds.chain(places).min().map_or(Duration::MAX, |at| left(now, at));
         (soonest, self.holders.values().flatten().map(|holder| holder.stamp.process).collect())
     }
+}
+
+/// The holders read, as [`LockInfo`]s sorted by fence.
+fn holders_of(holders: Vec<Holder>, now: i64) -> Vec<LockInfo> {
+    let mut holders: Vec<LockInfo> = holders
+        .into_iter()
+        .filter_map(|holder| {
+            let token = Token::parse(&holder.token).ok()?;
+            Some(
+                LockInfo::new(token, u64::try_from(holder.fence).ok(), left(now, holder.stamp.expires_ms))
+                    .with_mode(holder.mode)
+                    .with_owner(holder.owner),
+            )
+        })
+        .collect();
+    holders.sort_by_key(|info| info.fence);
+    holders
+}
+
+/// The places read, as [`WaitingPlace`]s, oldest ticket first.
+fn places_of(mut intents: Vec<Intent>, now: i64) -> Vec<WaitingPlace> {
+    intents.sort_by_key(|intent| intent.ticket);
+    intents
+        .into_iter()
+        .filter_map(|intent| {
+            let token = Token::parse(&intent.token).ok()?;
+            let waited = left(intent.placed_ms, now);
+            Some(WaitingPlace::new(token, intent.mode, Some(waited), left(now, intent.expires_ms)))
+        })
+        .collect()
 }
 
 fn mode_of(text: &str) -> LockMode {
@@ -128,6 +161,7 @@ impl SqliteLockStore {
             let intent = Intent {
                 mode: mode_of(&row.try_get::<String, _>("mode")?),
                 ticket: u64::try_from(row.try_get::<i64, _>("ticket")?).unwrap_or(0),
+                placed_ms: row.try_get("placed_ms")?,
                 expires_ms: stamp.expires_ms,
                 token,
             };
@@ -203,6 +237,7 @@ impl SqliteLockStore {
                     .bind(member.mode.as_str())
                     .bind(i64::try_from(ticket).unwrap_or(i64::MAX))
                     .bind(boot)
+                    .bind(now)
                     .bind(expires_ms)
                     .bind(me.pid)
                     .bind(me.start)
@@ -362,21 +397,7 @@ impl GroupLockStore for SqliteLockStore {
         let mut conn = self.explained(self.inner.pool.acquire().await).await.map_err(group_fail("read holders"))?;
         let now = now_ms();
         let names = self.names(&mut conn, &json_array([key.as_str()]), boot, now).await.map_err(&fail)?;
-        let mut holders: Vec<LockInfo> = names
-            .holders
-            .into_values()
-            .flatten()
-            .filter_map(|holder| {
-                let token = Token::parse(&holder.token).ok()?;
-                Some(
-                    LockInfo::new(token, u64::try_from(holder.fence).ok(), left(now, holder.stamp.expires_ms))
-                        .with_mode(holder.mode)
-                        .with_owner(holder.owner),
-                )
-            })
-            .collect();
-        holders.sort_by_key(|info| info.fence);
-        Ok(holders)
+        Ok(holders_of(names.holders.into_values().flatten().collect(), now))
     }
 
     async fn waiting(&self, key: &StoreKey) -> Result<usize, LockError> {
@@ -390,19 +411,68 @@ impl GroupLockStore for SqliteLockStore {
         Ok(names.intents.values().map(Vec::len).sum())
     }
 
-    /// Not yet read on this store: [`LockError::Unsupported`].
-    async fn places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "places" })
+    /// The name's places in force (read as a grant reads them), oldest ticket first,
+    /// with the time waited since `placed_ms` on this boot's clock.
+    async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        self.ready("read places").await?;
+        let fail = group_fail("read places");
+        let boot = Self::boot_id()?;
+        let mut conn = self.explained(self.inner.pool.acquire().await).await.map_err(group_fail("read places"))?;
+        let now = now_ms();
+        let mut names = self.names(&mut conn, &json_array([key.as_str()]), boot, now).await.map_err(&fail)?;
+        Ok(names.intents.remove(key.as_str()).map_or_else(Vec::new, |intents| places_of(intents, now)))
     }
 
-    /// Not yet listed on this store: [`LockError::Unsupported`].
+    /// One `SELECT` of the next `limit` names with a hold or place row in key order
+    /// (from the pattern's literal prefix, after the cursor, the last name examined),
+    /// then their holds and places in force, read as a grant reads them.
     async fn list_groups(
         &self,
-        _pattern: &distlock_api::KeyPattern,
-        _cursor: Option<&distlock_api::ListCursor>,
-        _limit: usize,
-    ) -> Result<distlock_api::ListPage, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "list_groups" })
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        self.ready("list_groups").await?;
+        let after = match cursor {
+            None => String::new(),
+            Some(cursor) if cursor.as_str().starts_with(LOCK_NAMESPACE) => cursor.as_str().to_owned(),
+            Some(cursor) => {
+                return Err(LockError::Config {
+                    message: format!("{cursor:?} is not a listing cursor of the SQLite store"),
+                })
+            }
+        };
+        let fail = group_fail("list_groups");
+        let boot = Self::boot_id()?;
+        let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
+        let mut conn = self.explained(self.inner.pool.acquire().await).await.map_err(group_fail("list_groups"))?;
+        let found: Vec<String> = sqlx::query_scalar(&self.inner.sql.group_names)
+            .bind(&lowest)
+            .bind(&after)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(&fail)?;
+        let full = found.len() == limit;
+        let in_range: Vec<&str> =
+            found.iter().map(String::as_str).take_while(|name| name.starts_with(&lowest)).collect();
+        let beyond = in_range.len() < found.len();
+        let now = now_ms();
+        let mut names = self.names(&mut conn, &json_array(in_range.iter().copied()), boot, now).await.map_err(&fail)?;
+        let mut listed = Vec::new();
+        for store_key in &in_range {
+            let Some(key) = store_key.strip_prefix(LOCK_NAMESPACE).filter(|key| pattern.matches(key)) else { continue };
+            let holders = names.holders.remove(*store_key).map_or_else(Vec::new, |holders| holders_of(holders, now));
+            let places = names.intents.remove(*store_key).map_or_else(Vec::new, |intents| places_of(intents, now));
+            if holders.is_empty() && places.is_empty() {
+                continue;
+            }
+            let Ok(key) = LockKey::new(key) else { continue };
+            listed.push(HeldLock::new(key, holders).with_waiting(places));
+        }
+        let next = if full && !beyond { in_range.last().map(|last| ListCursor::new(*last)) } else { None };
+        Ok(ListPage::new(listed, next))
     }
 
     async fn wait_for_change(&self, request: GroupRequest<'_>, max: Duration) -> Result<(), LockError> {

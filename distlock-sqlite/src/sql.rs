@@ -63,6 +63,7 @@ statements! {
     waiters_forget => "waiters/forget.sql",
     group_holders => "group/holders.sql",
     group_intents => "group/intents.sql",
+    group_names => "group/names.sql",
     group_permits_of => "group/permits_of.sql",
     group_purge_holders => "group/purge_holders.sql",
     group_purge_intents => "group/purge_intents.sql",

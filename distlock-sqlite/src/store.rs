@@ -9,7 +9,8 @@ use std::time::Duration;
 use distlock_api::waiters::{deadline_after, first_wake};
 use distlock_api::{
     async_trait, Acquire, BoxError, Capabilities, GroupLockStore, HeldLock, KeyPattern, LeaseValueStore, ListCursor,
-    ListPage, LockError, LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, LOCK_NAMESPACE,
+    ListPage, LockError, LockInfo, LockKey, LockMode, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    WaitingPlace, LOCK_NAMESPACE,
 };
 use sqlx::sqlite::{Sqlite, SqlitePool, SqliteSynchronous};
 use sqlx::Connection as _;
@@ -650,6 +651,7 @@ impl SqliteLockStore {
             .bind(token.as_str())
             .bind(seq)
             .bind(boot)
+            .bind(now)
             .bind(ms_after(now, place.as_duration()))
             .bind(me.pid)
             .bind(me.start)
@@ -913,8 +915,29 @@ impl QueueStore for SqliteLockStore {
         Ok(live)
     }
 
-    /// Not yet read on this store: [`LockError::Unsupported`].
-    async fn queue_places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "queue_places" })
+    /// One `SELECT` of the key's places; those in force, in arrival order, with the time
+    /// waited since `placed_ms` on this boot's clock.
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        if !self.inner.layout.fair_queue {
+            return Ok(Vec::new());
+        }
+        self.ready("queue places").await?;
+        let boot = Self::boot_id()?;
+        let rows = sqlx::query(&self.inner.sql.queue_select).bind(key.as_str()).fetch_all(&self.inner.pool).await;
+        let rows = self.explained(rows).await.map_err(fail("queue places", key))?;
+        let now = now_ms();
+        let mut places = Vec::new();
+        for row in rows {
+            let stamp = Stamp::of(&row).map_err(fail("queue places", key))?;
+            let placed_ms: i64 = row.try_get("placed_ms").map_err(fail("queue places", key))?;
+            let token: String = row.try_get("token").map_err(fail("queue places", key))?;
+            if !stamp.in_force(boot, now, self.inner.layout.liveness) {
+                continue;
+            }
+            let Ok(token) = Token::parse(&token) else { continue };
+            let waited = left(placed_ms, now);
+            places.push(WaitingPlace::new(token, LockMode::Exclusive, Some(waited), left(now, stamp.expires_ms)));
+        }
+        Ok(places)
     }
 }

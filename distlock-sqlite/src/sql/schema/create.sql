@@ -1,5 +1,6 @@
 -- Every table the store uses, created when missing. Instants are milliseconds of the
--- host's CLOCK_BOOTTIME with the boot id they belong to; (pid, pid_start, pid_ns) name
+-- host's CLOCK_BOOTTIME with the boot id they belong to (`placed_ms`: when a waiter's
+-- place was first taken); (pid, pid_start, pid_ns) name
 -- the process that wrote a row.
 CREATE TABLE IF NOT EXISTS {leases} (
     key        TEXT    NOT NULL PRIMARY KEY,
@@ -21,6 +22,7 @@ CREATE TABLE IF NOT EXISTS {queue} (
     token      TEXT    NOT NULL,
     seq        INTEGER NOT NULL,
     boot       TEXT    NOT NULL,
+    placed_ms  INTEGER NOT NULL,
     expires_ms INTEGER NOT NULL,
     pid        INTEGER NOT NULL,
     pid_start  INTEGER NOT NULL,
@@ -48,6 +50,7 @@ CREATE TABLE IF NOT EXISTS {intents} (
     mode       TEXT    NOT NULL CHECK (mode IN ('shared', 'exclusive')),
     ticket     INTEGER NOT NULL,
     boot       TEXT    NOT NULL,
+    placed_ms  INTEGER NOT NULL,
     expires_ms INTEGER NOT NULL,
     pid        INTEGER NOT NULL,
     pid_start  INTEGER NOT NULL,
