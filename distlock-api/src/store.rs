@@ -188,7 +188,7 @@ impl Capabilities {
 // No method has a default body, so a wrapper that misses one does not compile (a default
 // it did not override would silently bypass the wrapped store). A new method (or
 // capability accessor) is forwarded in `forward_lock_store!` below and in
-// distlock-testing's `FaultyStore`, whose `tests/forwarding.rs` fails until it is.
+// distlock-testing's `FaultyStore`, whose `tests/integration/forwarding.rs` fails until it is.
 #[async_trait]
 pub trait LockStore: Debug + Send + Sync + 'static {
     /// A short, stable backend name: `"memory"`, `"redis"`, `"postgres"`.

@@ -37,7 +37,7 @@ fn only_member<'a>(request: &GroupRequest<'a>) -> Option<&'a StoreKey> {
     }
 }
 
-// Every method of `GroupLockStore` is written out; `tests/forwarding.rs` checks it.
+// Every method of `GroupLockStore` is written out; `tests/integration/forwarding.rs` checks it.
 #[async_trait]
 impl<S: LockStore> GroupLockStore for Faulty<S> {
     fn max_group(&self) -> usize {
