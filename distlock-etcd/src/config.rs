@@ -72,6 +72,20 @@ impl Config {
         format!("{}/{GROUP_SEGMENT}{store_key}{QUEUE_SEPARATOR}", self.key_prefix)
     }
 
+    /// The first etcd key of the group names' keys, `{prefix}/group/lock:` (every group
+    /// key starts so).
+    pub(crate) fn groups_prefix(&self) -> String {
+        format!("{}/{GROUP_SEGMENT}{}", self.key_prefix, distlock_api::LOCK_NAMESPACE)
+    }
+
+    /// The store key of the group name whose key is `etcd_key` and what follows the
+    /// name's [prefix](Self::group_prefix) (`h<token>`, `i<token>`, `p<mode>`), or `None`
+    /// for a key that is not a group key.
+    pub(crate) fn group_part<'k>(&self, etcd_key: &'k str) -> Option<(&'k str, &'k str)> {
+        let rest = etcd_key.strip_prefix(&self.key_prefix)?.strip_prefix('/')?.strip_prefix(GROUP_SEGMENT)?;
+        rest.split_once(QUEUE_SEPARATOR)
+    }
+
     /// The [group prefix](Self::group_prefix) of the name whose key is `etcd_key`, or
     /// `None` for a key that is not a group key.
     pub(crate) fn group_of_key(&self, etcd_key: &str) -> Option<String> {

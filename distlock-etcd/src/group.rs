@@ -30,8 +30,9 @@ use std::time::Duration;
 
 use distlock_api::waiters::{deadline_after, KeyState, Woken};
 use distlock_api::{
-    async_trait, check_group_members, check_group_names, grant, GroupAcquire, GroupLockStore, GroupRequest,
-    InvalidGroup, LockError, LockInfo, LockKey, LockMode, OwnerId, StoreKey, StoreMember, Token, Ttl,
+    async_trait, check_group_members, check_group_names, grant, GroupAcquire, GroupLockStore, GroupRequest, HeldLock,
+    InvalidGroup, KeyPattern, ListCursor, ListPage, LockError, LockInfo, LockKey, LockMode, OwnerId, StoreKey,
+    StoreMember, Token, Ttl, WaitingPlace,
 };
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
@@ -39,7 +40,7 @@ use etcd_client::{
 use tokio::time::Instant;
 
 use crate::config::lease_seconds;
-use crate::store::{fence_of, is_lease_not_found, EtcdLockStore, KeptLease, BACKEND};
+use crate::store::{fence_of, is_lease_not_found, prefix_end, EtcdLockStore, KeptLease, BACKEND};
 
 /// The most members of a group: a grant is one transaction of at most 2 × 63 + 1
 /// operations, within etcd's default `--max-txn-ops` of 128.
@@ -220,6 +221,52 @@ fn group_error(operation: &'static str, keys: &[StoreKey], err: impl Into<distlo
         _ => None,
     };
     LockError::store(BACKEND, operation, key, err)
+}
+
+impl EtcdLockStore {
+    /// The live holders (sorted by fence) and places (oldest ticket first) among the keys
+    /// `kvs` of the name `key`, with one `LeaseTimeToLive` per lease (in parallel).
+    async fn name_view(
+        &self,
+        operation: &'static str,
+        key: &StoreKey,
+        kvs: &[KeyValue],
+    ) -> Result<(Vec<LockInfo>, Vec<WaitingPlace>), LockError> {
+        let prefix = self.config().group_prefix(key.as_str());
+        let mut leases: Vec<i64> = kvs.iter().map(KeyValue::lease).collect();
+        leases.sort_unstable();
+        leases.dedup();
+        let lefts =
+            futures_util::future::join_all(leases.iter().map(|&lease| self.lease_left(operation, key, lease))).await;
+        let mut left_of = HashMap::with_capacity(leases.len());
+        for (lease, left) in leases.into_iter().zip(lefts) {
+            left_of.insert(lease, left?);
+        }
+        let fail = |err: Malformed| LockError::store(BACKEND, operation, Some(key.lock_key()), err);
+        let (mut holders, mut places) = (Vec::new(), Vec::new());
+        for found in kvs {
+            let Some(Some((left, _))) = left_of.get(&found.lease()) else { continue };
+            let rest = std::str::from_utf8(found.key()).ok().and_then(|etcd_key| etcd_key.strip_prefix(&prefix));
+            let value =
+                std::str::from_utf8(found.value()).map_err(|_| fail(Malformed("a group value that is not UTF-8")))?;
+            let token = |token: &str| Token::parse(token).map_err(|_| fail(Malformed("a group key without a token")));
+            if let Some(holder) = rest.and_then(|rest| rest.strip_prefix('h')) {
+                let (mode, _, owner) = parse_holder(value).map_err(fail)?;
+                let fence = fence_of(found.create_revision());
+                holders.push(LockInfo::new(token(holder)?, fence, *left).with_mode(mode).with_owner(owner));
+            } else if let Some(waiter) = rest.and_then(|rest| rest.strip_prefix('i')) {
+                let (mode, ticket) =
+                    value.split_once('\n').ok_or_else(|| fail(Malformed("a place without a ticket")))?;
+                let ticket: u64 =
+                    ticket.parse().map_err(|_| fail(Malformed("a place whose ticket is not a number")))?;
+                let mode = parse_mode(mode).map_err(fail)?;
+                places.push((ticket, WaitingPlace::new(token(waiter)?, mode, None, *left)));
+            }
+        }
+        holders.sort_by_key(|info| info.fence);
+        places.sort_by_key(|(ticket, _)| *ticket);
+        Ok((holders, places.into_iter().map(|(_, place)| place).collect()))
+    }
 }
 
 /// A `Get` of every name's whole prefix, in order.
@@ -848,29 +895,7 @@ impl GroupLockStore for EtcdLockStore {
         let answer = self
             .call("list the holders of", Some(key), kv.get(prefix.as_str(), Some(GetOptions::new().with_prefix())))
             .await?;
-        let mut leases: Vec<i64> = answer.kvs().iter().map(KeyValue::lease).collect();
-        leases.sort_unstable();
-        leases.dedup();
-        let lefts =
-            futures_util::future::join_all(leases.iter().map(|&lease| self.lease_left("inspect", key, lease))).await;
-        let mut left_of = HashMap::with_capacity(leases.len());
-        for (lease, left) in leases.into_iter().zip(lefts) {
-            left_of.insert(lease, left?);
-        }
-        let mut holders = Vec::with_capacity(answer.kvs().len());
-        for found in answer.kvs() {
-            let fail = |err: Malformed| LockError::store(BACKEND, "list the holders of", Some(key.lock_key()), err);
-            let Some(Some((left, _))) = left_of.get(&found.lease()) else { continue };
-            let token =
-                std::str::from_utf8(&found.key()[prefix.len()..]).ok().and_then(|token| Token::parse(token).ok());
-            let token = token.ok_or(Malformed("a holder key without a token")).map_err(fail)?;
-            let value = std::str::from_utf8(found.value()).map_err(|_| Malformed("a group value that is not UTF-8"));
-            let (mode, _, owner) = value.and_then(parse_holder).map_err(fail)?;
-            holders
-                .push(LockInfo::new(token, fence_of(found.create_revision()), *left).with_mode(mode).with_owner(owner));
-        }
-        holders.sort_by_key(|info| info.fence);
-        Ok(holders)
+        Ok(self.name_view("list the holders of", key, answer.kvs()).await?.0)
     }
 
     /// A count-only `Range` over the name's places.
@@ -882,19 +907,90 @@ impl GroupLockStore for EtcdLockStore {
         Ok(usize::try_from(answer.count()).unwrap_or(0))
     }
 
-    /// Not yet read on this store: [`LockError::Unsupported`].
-    async fn places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "places" })
+    /// One `Range` over the name's places, then `LeaseTimeToLive` per lease, oldest
+    /// ticket first. etcd keeps no clock (a place records revisions, not times), so the
+    /// time waited is unknown: `None`.
+    async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let prefix = format!("{}i", self.config().group_prefix(key.as_str()));
+        let mut kv = self.client().kv_client();
+        let answer =
+            self.call("places", Some(key), kv.get(prefix.as_str(), Some(GetOptions::new().with_prefix()))).await?;
+        Ok(self.name_view("places", key, answer.kvs()).await?.1)
     }
 
-    /// Not yet listed on this store: [`LockError::Unsupported`].
+    /// One `Range` of at most `limit` group keys (holds, places, permits) in key order,
+    /// from the pattern's literal prefix, after the cursor (the last key examined), then
+    /// `LeaseTimeToLive` per lease of each matching name. The page's last name is read
+    /// whole with one more `Range` when the page ends inside it.
     async fn list_groups(
         &self,
-        _pattern: &distlock_api::KeyPattern,
-        _cursor: Option<&distlock_api::ListCursor>,
-        _limit: usize,
-    ) -> Result<distlock_api::ListPage, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "list_groups" })
+        pattern: &KeyPattern,
+        cursor: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ListPage, LockError> {
+        let limit = limit.clamp(1, ListPage::MAX_LIMIT);
+        let groups_prefix = self.config().groups_prefix();
+        let scope = format!("{groups_prefix}{}", pattern.literal_prefix());
+        let start = match cursor {
+            Some(cursor) => {
+                let after = format!("{}/{}\0", self.config().key_prefix, cursor.as_str());
+                if !after.starts_with(&scope) && after.as_str() < scope.as_str() {
+                    return Err(LockError::Config {
+                        message: "this list cursor was not issued by this listing".into(),
+                    });
+                }
+                after
+            }
+            None => scope.clone(),
+        };
+        let options = GetOptions::new()
+            .with_range(prefix_end(scope.as_bytes()))
+            .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        let mut kv = self.client().kv_client();
+        let answer = self.call("list_groups", None, kv.get(start, Some(options))).await?;
+        let mut last = None;
+        let mut names: Vec<(&str, Vec<KeyValue>)> = Vec::new();
+        for found in answer.kvs() {
+            let Ok(etcd_key) = std::str::from_utf8(found.key()) else { continue };
+            last = etcd_key.strip_prefix(&format!("{}/", self.config().key_prefix)).map(str::to_owned);
+            let Some((store_key, _)) = self.config().group_part(etcd_key) else { continue };
+            match names.last_mut() {
+                Some((name, kvs)) if *name == store_key => kvs.push(found.clone()),
+                _ => names.push((store_key, vec![found.clone()])),
+            }
+        }
+        // The page may end inside its last name: that name is read whole (one more
+        // `Range`), and the next page starts after it.
+        let mut rest_of_last = None;
+        if let (true, Some((store_key, _))) = (answer.more(), names.last()) {
+            let prefix = self.config().group_prefix(store_key);
+            let whole = self.call("list_groups", None, kv.get(prefix, Some(GetOptions::new().with_prefix()))).await?;
+            last = whole
+                .kvs()
+                .last()
+                .and_then(|found| std::str::from_utf8(found.key()).ok())
+                .and_then(|etcd_key| etcd_key.strip_prefix(&format!("{}/", self.config().key_prefix)))
+                .map(str::to_owned)
+                .or(last);
+            rest_of_last = Some(whole.kvs().to_vec());
+        }
+        if let (Some(whole), Some((_, kvs))) = (rest_of_last, names.last_mut()) {
+            *kvs = whole;
+        }
+        let mut locks = Vec::with_capacity(names.len());
+        for (store_key, kvs) in &names {
+            let Some(app_key) = store_key.strip_prefix(distlock_api::LOCK_NAMESPACE) else { continue };
+            if !pattern.matches(app_key) {
+                continue;
+            }
+            let Ok(lock_key) = LockKey::new(app_key) else { continue };
+            let (holders, places) = self.name_view("list_groups", &lock_key.to_store_key(), kvs).await?;
+            if !holders.is_empty() || !places.is_empty() {
+                locks.push(HeldLock::new(lock_key, holders).with_waiting(places));
+            }
+        }
+        let next = if answer.more() { last.map(ListCursor::new) } else { None };
+        Ok(ListPage::new(locks, next))
     }
 
     /// Registers for the deletes under every name's prefix (releases, expiries, withdrawn

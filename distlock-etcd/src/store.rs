@@ -9,7 +9,7 @@ use std::time::Duration;
 use distlock_api::waiters::{KeyState, WaiterRegistry, Woken};
 use distlock_api::{
     async_trait, Acquire, Capabilities, GroupLockStore, HeldLock, KeyPattern, LeaseValueStore, ListCursor, ListPage,
-    LockError, LockInfo, LockKey, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl,
+    LockError, LockInfo, LockKey, LockMode, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, WaitingPlace,
 };
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
@@ -818,9 +818,26 @@ impl QueueStore for EtcdLockStore {
         Ok(usize::try_from(answer.count()).unwrap_or(0))
     }
 
-    /// Not yet read on this store: [`LockError::Unsupported`].
-    async fn queue_places(&self, _key: &StoreKey) -> Result<Vec<distlock_api::WaitingPlace>, LockError> {
-        Err(LockError::Unsupported { backend: BACKEND, operation: "queue_places" })
+    /// One `Range` over the key's queue in creation order (arrival), then
+    /// `LeaseTimeToLive` per place (in parallel). etcd keeps no clock (a place records
+    /// revisions, not times), so the time waited is unknown: `None`.
+    async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
+        let queue = self.inner.config.queue_prefix(key.as_str());
+        let options = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend);
+        let mut kv = self.inner.client.kv_client();
+        let answer = self.call("queue_places", Some(key), kv.get(queue.as_str(), Some(options))).await?;
+        let lefts = futures_util::future::join_all(
+            answer.kvs().iter().map(|found| self.lease_left("queue_places", key, found.lease())),
+        )
+        .await;
+        let mut places = Vec::with_capacity(lefts.len());
+        for (found, left) in answer.kvs().iter().zip(lefts) {
+            let Some((left, _)) = left? else { continue };
+            let token = std::str::from_utf8(found.key()).ok().and_then(|place| place.strip_prefix(&queue));
+            let Some(token) = token.and_then(|token| Token::parse(token).ok()) else { continue };
+            places.push(WaitingPlace::new(token, LockMode::Exclusive, None, left));
+        }
+        Ok(places)
     }
 }
 
