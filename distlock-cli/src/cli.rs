@@ -195,8 +195,8 @@ pub(crate) enum Command {
     /// (the first 8 hex digits of its SHA-256): equal for equal tokens, but the token
     /// cannot be recovered from it; --show-tokens prints the tokens themselves. KIND is
     /// `lock` or `group` (run --read/--write/--permits); APP@INSTANCE a group holder's
-    /// owner id. The group holds and places of the MySQL, SQLite and etcd
-    /// stores are not listed yet: `distlock inspect NAME` shows their group holders.
+    /// owner id. WAITED is a place's age by the store's clock (`-` on etcd, which keeps
+    /// none).
     List(ListArgs),
     /// A live view of a store's held locks in the terminal, as htop shows processes.
     ///
