@@ -197,7 +197,7 @@ async fn inspect_shows_the_plain_lock_and_every_group_holder(url: &str) {
     let name = key("inspect-all");
     assert_eq!(
         inspect_json(url, &name, &[]).await,
-        serde_json::json!({ "store": if url.starts_with("redis") { "redis" } else { "postgres" }, "key": name, "state": "free", "holders": [], "waiting": 0, "waiting_groups": 0 })
+        serde_json::json!({ "store": if url.starts_with("redis") { "redis" } else { "postgres" }, "key": name, "state": "free", "holders": [], "waiting": 0, "waiting_groups": 0, "places": [] })
     );
     let out = output(distlock(Some(url), &["inspect", &name])).await;
     assert_eq!(stdout(&out), format!("{name}: free\n"));
@@ -273,11 +273,16 @@ async fn inspect_shows_the_plain_lock_and_every_group_holder(url: &str) {
         assert!(tokio::time::Instant::now() < deadline, "the waiting writer never showed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The table says so too (polled: on a loaded machine a waiter's place may lapse
-    // between two of its attempts until it takes it again).
+    // The table says so too, and lists the writer's place (polled: on a loaded machine a
+    // waiter's place may lapse between two of its attempts until it takes it again).
     loop {
         let table = stdout(&output(distlock(Some(url), &["inspect", &name])).await);
-        if table.lines().last() == Some(format!("{name}: 3 holders, 1 waiting").as_str()) {
+        let summary = format!("{name}: 3 holders, 1 waiting");
+        let place = table.lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.len() == 6 && fields[0] == name && fields[1..3] == ["group", "exclusive"]
+        });
+        if table.lines().any(|line| line == summary) && place && table.lines().last() == Some("1 waiting") {
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "{table}");

@@ -451,7 +451,7 @@ async fn inspect_shows_the_holder_and_release_checks_the_token(url: &str) {
     let backend = if url.starts_with("redis") { "redis" } else { "postgres" };
     assert_eq!(
         inspect(url, &key).await,
-        serde_json::json!({ "store": backend, "key": key, "state": "free", "holders": [], "waiting": 0, "waiting_groups": 0 })
+        serde_json::json!({ "store": backend, "key": key, "state": "free", "holders": [], "waiting": 0, "waiting_groups": 0, "places": [] })
     );
     let script = format!("{PRINT_LOCK}; read line");
     let mut holder = Running::start(url, &["run", "--key", &key, "--ttl", "20s", "--", "sh", "-c", &script]);
