@@ -40,7 +40,7 @@ use etcd_client::{
 use tokio::time::Instant;
 
 use crate::config::lease_seconds;
-use crate::store::{fence_of, is_lease_not_found, prefix_end, EtcdLockStore, KeptLease, BACKEND};
+use crate::store::{fence_of, is_lease_not_found, page_start, prefix_end, EtcdLockStore, KeptLease, BACKEND};
 
 /// The most members of a group: a grant is one transaction of at most 2 × 63 + 1
 /// operations, within etcd's default `--max-txn-ops` of 128.
@@ -931,18 +931,7 @@ impl GroupLockStore for EtcdLockStore {
         let limit = limit.clamp(1, ListPage::MAX_LIMIT);
         let groups_prefix = self.config().groups_prefix();
         let scope = format!("{groups_prefix}{}", pattern.literal_prefix());
-        let start = match cursor {
-            Some(cursor) => {
-                let after = format!("{}/{}\0", self.config().key_prefix, cursor.as_str());
-                if !after.starts_with(&scope) && after.as_str() < scope.as_str() {
-                    return Err(LockError::Config {
-                        message: "this list cursor was not issued by this listing".into(),
-                    });
-                }
-                after
-            }
-            None => scope.clone(),
-        };
+        let start = page_start(&scope, &self.config().store_prefix(), cursor)?;
         let options = GetOptions::new()
             .with_range(prefix_end(scope.as_bytes()))
             .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
@@ -952,7 +941,7 @@ impl GroupLockStore for EtcdLockStore {
         let mut names: Vec<(&str, Vec<KeyValue>)> = Vec::new();
         for found in answer.kvs() {
             let Ok(etcd_key) = std::str::from_utf8(found.key()) else { continue };
-            last = etcd_key.strip_prefix(&format!("{}/", self.config().key_prefix)).map(str::to_owned);
+            last = etcd_key.strip_prefix(&self.config().store_prefix()).map(str::to_owned);
             let Some((store_key, _)) = self.config().group_part(etcd_key) else { continue };
             match names.last_mut() {
                 Some((name, kvs)) if *name == store_key => kvs.push(found.clone()),
@@ -969,7 +958,7 @@ impl GroupLockStore for EtcdLockStore {
                 .kvs()
                 .last()
                 .and_then(|found| std::str::from_utf8(found.key()).ok())
-                .and_then(|etcd_key| etcd_key.strip_prefix(&format!("{}/", self.config().key_prefix)))
+                .and_then(|etcd_key| etcd_key.strip_prefix(&self.config().store_prefix()))
                 .map(str::to_owned)
                 .or(last);
             rest_of_last = Some(whole.kvs().to_vec());

@@ -471,6 +471,22 @@ impl EtcdLockStore {
 }
 
 /// The key's create revision as a fencing number.
+/// Where a listing page over the keys starting with `scope` begins: `scope`, or just after
+/// the key `base` + the cursor's text.
+///
+/// # Errors
+///
+/// [`LockError::Config`] for a cursor before `scope`, which this listing cannot have
+/// issued.
+pub(crate) fn page_start(scope: &str, base: &str, cursor: Option<&ListCursor>) -> Result<String, LockError> {
+    let Some(cursor) = cursor else { return Ok(scope.to_owned()) };
+    let after = format!("{base}{}\0", cursor.as_str());
+    if !after.starts_with(scope) && after.as_str() < scope {
+        return Err(LockError::Config { message: "this list cursor was not issued by this listing".into() });
+    }
+    Ok(after)
+}
+
 pub(crate) fn fence_of(revision: i64) -> Option<u64> {
     u64::try_from(revision).ok().filter(|&r| r > 0)
 }
@@ -697,18 +713,7 @@ impl LockStore for EtcdLockStore {
         let limit = limit.clamp(1, ListPage::MAX_LIMIT);
         let locks_prefix = self.inner.config.locks_prefix();
         let scope = format!("{locks_prefix}{}", pattern.literal_prefix());
-        let start = match cursor {
-            Some(cursor) => {
-                let after = format!("{locks_prefix}{}\0", cursor.as_str());
-                if !after.starts_with(&scope) && after.as_str() < scope.as_str() {
-                    return Err(LockError::Config {
-                        message: "this list cursor was not issued by this listing".into(),
-                    });
-                }
-                after
-            }
-            None => scope.clone(),
-        };
+        let start = page_start(&scope, &locks_prefix, cursor)?;
         let options = GetOptions::new()
             .with_range(prefix_end(scope.as_bytes()))
             .with_limit(i64::try_from(limit).unwrap_or(i64::MAX));

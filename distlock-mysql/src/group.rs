@@ -7,7 +7,7 @@ use std::time::Duration;
 use distlock_api::grant::{decide, Holder, Place, Request};
 use distlock_api::{
     async_trait, check_group_members, check_group_names, GroupAcquire, GroupLockStore, GroupRequest, KeyPattern,
-    ListCursor, ListPage, LockError, LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl, WaitingPlace, LOCK_NAMESPACE,
+    ListCursor, ListPage, LockError, LockInfo, LockMode, OwnerId, StoreKey, Token, Ttl, WaitingPlace,
 };
 use distlock_sql::listing::{group_names, page_start, waiting_place, GroupRow};
 use sqlx::mysql::MySqlArguments;
@@ -16,7 +16,7 @@ use sqlx::{Connection, MySql};
 
 use crate::error::{UnexpectedAnswer, BACKEND};
 use crate::sql::{self, in_list, rows, HOLD_ROW, NAME_ROW, PLACE_ROW, WAITER_ROW};
-use crate::store::{parse_token, prefix_successor, token_text, MysqlLockStore};
+use crate::store::{key_range, parse_token, token_text, MysqlLockStore};
 
 /// The `mode` column: 0 exclusive, 1 shared.
 fn mode_code(mode: LockMode) -> i64 {
@@ -361,9 +361,7 @@ impl GroupLockStore for MysqlLockStore {
         const OPERATION: &str = "list_groups";
         let after = page_start(cursor, "MySQL")?;
         let unexpected = |what: String| LockError::store(BACKEND, OPERATION, None, UnexpectedAnswer(what));
-        let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
-        let beyond = prefix_successor(lowest.as_bytes())
-            .ok_or_else(|| unexpected(format!("no name range for the prefix {lowest:?}")))?;
+        let (lowest, beyond) = key_range(pattern).map_err(unexpected)?;
         let limit = limit.clamp(1, ListPage::MAX_LIMIT);
         let page_size = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<GroupListRow> = self

@@ -592,9 +592,7 @@ impl LockStore for MysqlLockStore {
     ) -> Result<ListPage, LockError> {
         let after = page_start(cursor, "MySQL")?;
         let unexpected = |what: String| LockError::store(BACKEND, "list", None, UnexpectedAnswer(what));
-        let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
-        let beyond = prefix_successor(lowest.as_bytes())
-            .ok_or_else(|| unexpected(format!("no key range for the prefix {lowest:?}")))?;
+        let (lowest, beyond) = key_range(pattern).map_err(unexpected)?;
         let limit = limit.clamp(1, ListPage::MAX_LIMIT);
         let page_size = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<ListRow> = self
@@ -696,9 +694,22 @@ pub(crate) fn token_text(bytes: &[u8]) -> &str {
     std::str::from_utf8(bytes).unwrap_or_default()
 }
 
+/// The range of stored keys a listing of `pattern` reads: from the namespace and the
+/// pattern's literal prefix (inclusive) to the first key beyond them (exclusive).
+///
+/// # Errors
+///
+/// What is wrong, for the store's "unexpected answer" error: no key follows the prefix.
+pub(crate) fn key_range(pattern: &KeyPattern) -> Result<(String, Vec<u8>), String> {
+    let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
+    let beyond =
+        prefix_successor(lowest.as_bytes()).ok_or_else(|| format!("no key range for the prefix {lowest:?}"))?;
+    Ok((lowest, beyond))
+}
+
 /// The smallest byte string greater than every string that starts with `prefix`, or
 /// `None` when there is none (all bytes 0xFF).
-pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut bytes = prefix.to_vec();
     while let Some(last) = bytes.pop() {
         if last < u8::MAX {

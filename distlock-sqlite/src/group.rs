@@ -433,15 +433,7 @@ impl GroupLockStore for SqliteLockStore {
         limit: usize,
     ) -> Result<ListPage, LockError> {
         self.ready("list_groups").await?;
-        let after = match cursor {
-            None => String::new(),
-            Some(cursor) if cursor.as_str().starts_with(LOCK_NAMESPACE) => cursor.as_str().to_owned(),
-            Some(cursor) => {
-                return Err(LockError::Config {
-                    message: format!("{cursor:?} is not a listing cursor of the SQLite store"),
-                })
-            }
-        };
+        let after = distlock_sql::listing::page_start(cursor, "SQLite")?;
         let fail = group_fail("list_groups");
         let boot = Self::boot_id()?;
         let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
@@ -449,7 +441,7 @@ impl GroupLockStore for SqliteLockStore {
         let mut conn = self.explained(self.inner.pool.acquire().await).await.map_err(group_fail("list_groups"))?;
         let found: Vec<String> = sqlx::query_scalar(&self.inner.sql.group_names)
             .bind(&lowest)
-            .bind(&after)
+            .bind(after)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .fetch_all(&mut *conn)
             .await

@@ -823,22 +823,14 @@ impl LockStore for SqliteLockStore {
         limit: usize,
     ) -> Result<ListPage, LockError> {
         self.ready("list").await?;
-        let after = match cursor {
-            None => String::new(),
-            Some(cursor) if cursor.as_str().starts_with(LOCK_NAMESPACE) => cursor.as_str().to_owned(),
-            Some(cursor) => {
-                return Err(LockError::Config {
-                    message: format!("{cursor:?} is not a listing cursor of the SQLite store"),
-                })
-            }
-        };
+        let after = distlock_sql::listing::page_start(cursor, "SQLite")?;
         let boot = Self::boot_id()?;
         let lowest = format!("{LOCK_NAMESPACE}{}", pattern.literal_prefix());
         let limit = limit.clamp(1, ListPage::MAX_LIMIT);
         let fail = |error: sqlx::Error| LockError::store(BACKEND, "list", None, error);
         let rows = sqlx::query(&self.inner.sql.lease_list)
             .bind(&lowest)
-            .bind(&after)
+            .bind(after)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .fetch_all(&self.inner.pool)
             .await;
