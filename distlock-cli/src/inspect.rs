@@ -2,14 +2,13 @@
 
 use std::future::Future;
 use std::io::{self, Write};
-use std::time::Duration;
 
 use distlock::{LockError, LockInfo, LockManager, WaitingPlace};
 use serde::Serialize;
 
 use crate::cli::{Format, InspectArgs, ReleaseArgs};
 use crate::exit::{self, Failure, NOT_RELEASED};
-use crate::show::{owner, round, write_waiting, Waiter};
+use crate::show::{owner, round_ms, write_columns, write_waiting, Waiter};
 use crate::store;
 
 /// One holder of the name, as printed.
@@ -148,31 +147,23 @@ fn write_holders(out: &mut impl Write, inspection: &Inspection<'_>, show_tokens:
             n => writeln!(out, "{}: free, {n} waiting", inspection.key),
         };
     }
-    let fence = |holder: &Holder| holder.fence.map_or_else(|| "-".to_owned(), |fence| fence.to_string());
-    let left = |holder: &Holder| round(Duration::from_millis(u64::try_from(holder.ttl_left_ms).unwrap_or(u64::MAX)));
-    let owner_id = |holder: &Holder| holder.owner_id.clone().unwrap_or_else(|| "-".to_owned());
-    let fence_width = holders.iter().map(|holder| fence(holder).len()).max().unwrap_or(0).max(5);
-    let left_width = holders.iter().map(|holder| left(holder).len()).max().unwrap_or(0).max(8);
-    let id_width = holders.iter().map(|holder| owner_id(holder).chars().count()).max().unwrap_or(0).max(12);
-    let token_header = if show_tokens { "  TOKEN" } else { "" };
-    let header = format!(
-        "{:5}  {:9}  {:8}  {:>left_width$}  {:>fence_width$}  {:id_width$}{token_header}",
-        "KIND", "MODE", "OWNER", "TTL LEFT", "FENCE", "APP@INSTANCE"
-    );
-    writeln!(out, "{}", header.trim_end())?;
-    for holder in holders {
-        let line = format!(
-            "{:5}  {:9}  {:8}  {:>left_width$}  {:>fence_width$}  {:id_width$}  {}",
-            holder.kind,
-            holder.mode,
-            holder.owner,
-            left(holder),
-            fence(holder),
-            owner_id(holder),
-            holder.token.as_deref().unwrap_or_default()
-        );
-        writeln!(out, "{}", line.trim_end())?;
-    }
+    let rows: Vec<Vec<String>> = holders
+        .iter()
+        .map(|holder| {
+            let mut cells = vec![
+                holder.kind.to_owned(),
+                holder.mode.to_owned(),
+                holder.owner.clone(),
+                round_ms(holder.ttl_left_ms),
+                holder.fence.map_or_else(|| "-".to_owned(), |fence| fence.to_string()),
+                holder.owner_id.clone().unwrap_or_else(|| "-".to_owned()),
+            ];
+            cells.extend(holder.token.clone());
+            cells
+        })
+        .collect();
+    let columns = ["KIND", "MODE", "OWNER", ">TTL LEFT", ">FENCE", "APP@INSTANCE", "TOKEN"];
+    write_columns(out, &columns[..if show_tokens { 7 } else { 6 }], &rows)?;
     let noun = if holders.len() == 1 { "holder" } else { "holders" };
     let waiting = match inspection.waiting + inspection.waiting_groups {
         0 => String::new(),

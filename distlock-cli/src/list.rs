@@ -10,7 +10,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::{Format, ListArgs};
 use crate::exit::{self, Failure};
-use crate::show::{owner, round_ms, write_waiting, Waiter};
+use crate::show::{owner, round_ms, write_columns, write_waiting, Waiter};
 use crate::store;
 
 /// One holder of one key, as printed.
@@ -261,33 +261,25 @@ fn write_holders(out: &mut impl Write, snapshot: &Snapshot<'_>, args: &ListArgs)
     if snapshot.locks.is_empty() {
         return writeln!(out, "0 of {} {noun} held shown (--limit)", snapshot.total);
     }
-    let fence = |row: &Row| row.fence.map_or_else(|| "-".to_owned(), |fence| fence.to_string());
-    let left = |row: &Row| round_ms(row.ttl_left_ms);
-    let owner_id = |row: &Row| row.owner_id.clone().unwrap_or_else(|| "-".to_owned());
-    let key_width = snapshot.locks.iter().map(|row| row.key.chars().count()).max().unwrap_or(0).max(3);
-    let fence_width = snapshot.locks.iter().map(|row| fence(row).len()).max().unwrap_or(0).max(5);
-    let left_width = snapshot.locks.iter().map(|row| left(row).len()).max().unwrap_or(0).max(8);
-    let id_width = snapshot.locks.iter().map(|row| owner_id(row).chars().count()).max().unwrap_or(0).max(12);
-    let token_header = if args.show_tokens { "  TOKEN" } else { "" };
-    let header = format!(
-        "{:key_width$}  {:9}  {:8}  {:>left_width$}  {:>fence_width$}  {:5}  {:id_width$}{token_header}",
-        "KEY", "MODE", "OWNER", "TTL LEFT", "FENCE", "KIND", "APP@INSTANCE"
-    );
-    writeln!(out, "{}", header.trim_end())?;
-    for row in &snapshot.locks {
-        let line = format!(
-            "{:key_width$}  {:9}  {:8}  {:>left_width$}  {:>fence_width$}  {:5}  {:id_width$}  {}",
-            row.key,
-            row.mode,
-            row.owner,
-            left(row),
-            fence(row),
-            row.kind,
-            owner_id(row),
-            row.token.as_deref().unwrap_or_default()
-        );
-        writeln!(out, "{}", line.trim_end())?;
-    }
+    let rows: Vec<Vec<String>> = snapshot
+        .locks
+        .iter()
+        .map(|row| {
+            let mut cells = vec![
+                row.key.clone(),
+                row.mode.to_owned(),
+                row.owner.clone(),
+                round_ms(row.ttl_left_ms),
+                row.fence.map_or_else(|| "-".to_owned(), |fence| fence.to_string()),
+                row.kind.to_owned(),
+                row.owner_id.clone().unwrap_or_else(|| "-".to_owned()),
+            ];
+            cells.extend(row.token.clone());
+            cells
+        })
+        .collect();
+    let columns = ["KEY", "MODE", "OWNER", ">TTL LEFT", ">FENCE", "KIND", "APP@INSTANCE", "TOKEN"];
+    write_columns(out, &columns[..if args.show_tokens { 8 } else { 7 }], &rows)?;
     if snapshot.locks.len() < snapshot.total {
         writeln!(out, "{} of {} {noun} held shown (--limit)", snapshot.locks.len(), snapshot.total)
     } else {

@@ -70,35 +70,68 @@ pub(crate) fn write_waiting(
     total: usize,
     show_tokens: bool,
 ) -> io::Result<()> {
-    let waited = |waiter: &Waiter| waiter.waited_ms.map_or_else(|| "-".to_owned(), round_ms);
-    let left = |waiter: &Waiter| round_ms(waiter.place_left_ms);
-    let key_width = waiting.iter().map(|waiter| waiter.key.chars().count()).max().unwrap_or(0).max(7);
-    let waited_width = waiting.iter().map(|waiter| waited(waiter).len()).max().unwrap_or(0).max(6);
-    let left_width = waiting.iter().map(|waiter| left(waiter).len()).max().unwrap_or(0).max(10);
-    let token_header = if show_tokens { "  TOKEN" } else { "" };
-    let header = format!(
-        "{:key_width$}  {:5}  {:9}  {:8}  {:>waited_width$}  {:>left_width$}{token_header}",
-        "WAITING", "KIND", "MODE", "OWNER", "WAITED", "PLACE LEFT"
-    );
-    writeln!(out, "{}", header.trim_end())?;
-    for waiter in waiting {
-        let line = format!(
-            "{:key_width$}  {:5}  {:9}  {:8}  {:>waited_width$}  {:>left_width$}  {}",
-            waiter.key,
-            waiter.kind,
-            waiter.mode,
-            waiter.owner,
-            waited(waiter),
-            left(waiter),
-            waiter.token.as_deref().unwrap_or_default()
-        );
-        writeln!(out, "{}", line.trim_end())?;
-    }
+    let rows: Vec<Vec<String>> = waiting
+        .iter()
+        .map(|waiter| {
+            let mut row = vec![
+                waiter.key.clone(),
+                waiter.kind.to_owned(),
+                waiter.mode.to_owned(),
+                waiter.owner.clone(),
+                waiter.waited_ms.map_or_else(|| "-".to_owned(), round_ms),
+                round_ms(waiter.place_left_ms),
+            ];
+            row.extend(waiter.token.clone());
+            row
+        })
+        .collect();
+    let columns = ["WAITING", "KIND", "MODE", "OWNER", ">WAITED", ">PLACE LEFT", "TOKEN"];
+    write_columns(out, &columns[..if show_tokens { 7 } else { 6 }], &rows)?;
     if waiting.len() < total {
         writeln!(out, "{} of {total} waiting shown (--limit)", waiting.len())
     } else {
         writeln!(out, "{total} waiting")
     }
+}
+
+/// Writes a table: the header line, then a line per row; each column as wide as its
+/// widest cell or header, two spaces apart, trailing spaces trimmed. A header starting
+/// with `>` (not printed) makes its column right-aligned.
+pub(crate) fn write_columns(out: &mut impl Write, headers: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let columns: Vec<(&str, bool)> = headers
+        .iter()
+        .map(|header| header.strip_prefix('>').map_or((*header, false), |header| (header, true)))
+        .collect();
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(at, (header, _))| {
+            let cells = rows.iter().filter_map(|row| row.get(at)).map(|cell| cell.chars().count());
+            cells.chain([header.chars().count()]).max().unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut line = String::new();
+        for ((cell, (_, right)), width) in cells.zip(&columns).zip(&widths) {
+            if !line.is_empty() {
+                line.push_str("  ");
+            }
+            let padding = " ".repeat(width.saturating_sub(cell.chars().count()));
+            if *right {
+                line.push_str(&padding);
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&padding);
+            }
+        }
+        line.trim_end().to_owned()
+    };
+    writeln!(out, "{}", line(&mut columns.iter().map(|(header, _)| *header)))?;
+    for row in rows {
+        writeln!(out, "{}", line(&mut row.iter().map(String::as_str)))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -114,5 +147,16 @@ mod tests {
         assert_eq!(owner, super::owner(&token.clone()), "stable");
         assert!(!token.as_str().contains(&owner), "not part of the token");
         assert_ne!(owner, super::owner(&Token::generate()));
+    }
+
+    #[test]
+    fn columns_are_as_wide_as_their_widest_cell_and_trimmed() {
+        let rows = vec![
+            vec!["a".to_owned(), "12".to_owned(), "x".to_owned()],
+            vec!["long".to_owned(), "3".to_owned(), String::new()],
+        ];
+        let mut out = Vec::new();
+        write_columns(&mut out, &["K", ">N", "LAST"], &rows).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "K      N  LAST\na     12  x\nlong   3\n");
     }
 }
