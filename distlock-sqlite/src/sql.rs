@@ -39,6 +39,10 @@ macro_rules! statements {
 
 statements! {
     create => "schema/create.sql",
+    queue_placed_probe => "schema/queue_placed_probe.sql",
+    queue_placed_add => "schema/queue_placed_add.sql",
+    intents_placed_probe => "schema/intents_placed_probe.sql",
+    intents_placed_add => "schema/intents_placed_add.sql",
     boot => "schema/boot.sql",
     new_boot => "schema/new_boot.sql",
     raise_counter => "schema/raise_counter.sql",
@@ -114,7 +118,7 @@ impl Statements {
     }
 
     /// Reads a key's queue, oldest place first: binds the key; returns `token`, `seq`,
-    /// `boot`, `expires_ms`, `pid`, `pid_start` and `pid_ns` per place.
+    /// `placed_ms`, `boot`, `expires_ms`, `pid`, `pid_start` and `pid_ns` per place.
     pub fn queue_select(&self) -> &str {
         &self.queue_select
     }

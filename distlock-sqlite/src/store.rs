@@ -225,6 +225,14 @@ impl SqliteLockStore {
         let sql = &self.inner.sql;
         // One query, several statements: SQLite runs them in turn.
         sqlx::query(&sql.create).execute(&mut *tx).await.map_err(fail)?;
+        // A database file made before places recorded when they were taken.
+        for (probe, add) in
+            [(&sql.queue_placed_probe, &sql.queue_placed_add), (&sql.intents_placed_probe, &sql.intents_placed_add)]
+        {
+            if sqlx::query(probe).execute(&mut *tx).await.is_err() {
+                sqlx::query(add).execute(&mut *tx).await.map_err(fail)?;
+            }
+        }
         let last: Option<(String, i64)> = sqlx::query_as(&sql.boot).fetch_optional(&mut *tx).await.map_err(fail)?;
         if last.as_ref().is_none_or(|(last, _)| last != boot) {
             let epoch = last.map_or(1, |(_, epoch)| epoch.saturating_add(1));
@@ -931,5 +939,54 @@ impl QueueStore for SqliteLockStore {
             places.push(WaitingPlace::new(token, LockMode::Exclusive, Some(waited), left(now, stamp.expires_ms)));
         }
         Ok(places)
+    }
+}
+
+#[cfg(test)]
+mod upgrade_tests {
+    use std::time::Duration;
+
+    use distlock_api::{LockKey, LockStore, QueuedAttempt, Token, Ttl};
+    use sqlx::Connection;
+
+    use super::SqliteLockStore;
+
+    /// A database file whose queue and intents tables were created before places recorded
+    /// when they were taken gets the column, and its waiters queue as before.
+    #[tokio::test]
+    async fn places_record_their_age_in_a_file_made_without_the_column() {
+        let path = std::env::temp_dir().join(format!("distlock-upgrade-{}.db", Token::generate().as_str()));
+        let url = format!("sqlite://{}", path.display());
+        {
+            let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+            let mut conn = sqlx::SqliteConnection::connect_with(&options).await.unwrap();
+            for table in ["distlock_queue", "distlock_intents"] {
+                let mode = if table == "distlock_intents" {
+                    "mode TEXT NOT NULL, ticket INTEGER NOT NULL,"
+                } else {
+                    "seq INTEGER NOT NULL,"
+                };
+                let ddl = format!(
+                    "CREATE TABLE {table} (key TEXT NOT NULL, token TEXT NOT NULL, {mode} boot TEXT NOT NULL, \
+                     expires_ms INTEGER NOT NULL, pid INTEGER NOT NULL, pid_start INTEGER NOT NULL, \
+                     pid_ns INTEGER NOT NULL, PRIMARY KEY (key, token)) WITHOUT ROWID"
+                );
+                sqlx::query(&ddl).execute(&mut conn).await.unwrap();
+            }
+            conn.close().await.unwrap();
+        }
+        let store = SqliteLockStore::connect(&url).await.unwrap();
+        let key = LockKey::new("upgraded").unwrap().to_store_key();
+        let (holder, waiter) = (Token::generate(), Token::generate());
+        let ttl = Ttl::new(Duration::from_secs(30)).unwrap();
+        assert!(store.try_acquire(&key, &holder, ttl).await.unwrap().is_acquired());
+        let queue = store.queue().expect("a fair queue");
+        let attempt = QueuedAttempt { key: &key, token: &waiter, ttl, place: ttl };
+        assert!(!queue.try_acquire_queued(attempt).await.unwrap().is_acquired());
+        let places = queue.queue_places(&key).await.unwrap();
+        assert_eq!(places.iter().map(|place| &place.token).collect::<Vec<_>>(), [&waiter]);
+        assert!(places[0].waited.is_some_and(|waited| waited < Duration::from_secs(10)), "{places:?}");
+        drop(store);
+        let _ = std::fs::remove_file(&path);
     }
 }
