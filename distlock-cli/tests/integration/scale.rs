@@ -1,9 +1,7 @@
 //! The CLI on the scale-out Redis topologies, reached by URL scheme alone: Redlock over
 //! three private masters.
 
-mod common;
-
-use common::{distlock, key, output, stderr, Running, NOT_ACQUIRED};
+use crate::common::{distlock, key, output, stderr, Running, NOT_ACQUIRED};
 use distlock_conformance::kit::redis_server::RedisServer;
 
 #[tokio::test(flavor = "multi_thread")]

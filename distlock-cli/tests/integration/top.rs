@@ -1,14 +1,11 @@
 //! `distlock top` driven in a terminal (a detached tmux session of a fixed size) against
 //! Redis and PostgreSQL, with a workload beside it: holders, a waiter, a hot key.
 
-#[macro_use]
-mod common;
-
 use std::process::Command as StdCommand;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use distlock::LockManager;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 

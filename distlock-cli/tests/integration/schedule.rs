@@ -2,12 +2,9 @@
 //! clocks are up to 4 s apart (libfaketime) run each firing of a job once, also while they
 //! are killed one by one; a run killed mid-way is not run again for its firing.
 
-#[macro_use]
-mod common;
-
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::*;
+use crate::common::*;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 

@@ -1,13 +1,10 @@
 //! `distlock list` against real Redis and PostgreSQL servers, and on memory://.
 
-#[macro_use]
-mod common;
-
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use distlock::{
     DistributedLock, DynLockStore, GroupAcquire, GroupRequest, LockKey, LockManager, LockMode, OwnerId, QueuedAttempt,
     StoreKey, StoreMember, Token, Ttl,

@@ -6,12 +6,9 @@
 //! Holders that must overlap say so through their stdout (`in`) and stay inside until
 //! the test closes their stdin: no sleep stands in for synchronisation.
 
-#[macro_use]
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use distlock::{GroupLock, GroupMember, LockGroup, LockManager, LockOptions, OwnerId};
 use sha2::{Digest, Sha256};
 
@@ -64,7 +61,7 @@ async fn inspect_json(url: &str, key: &str, flags: &[&str]) -> serde_json::Value
     let mut args = vec!["inspect", key, "--format", "json"];
     args.extend_from_slice(flags);
     let out = output(distlock(Some(url), &args)).await;
-    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::common::stderr(&out));
     serde_json::from_slice(&out.stdout).expect("inspect --format json prints JSON")
 }
 
@@ -190,7 +187,7 @@ async fn a_semaphore_of_one_permit_excludes_a_second(url: &str) {
     leave(slot).await;
     assert_eq!(try_run(url, &["--read", &pool, "--permits", "1"]).await.0, 0, "the slot is free again");
     let out = output(distlock(Some(url), &["permits", &pool, "--clear-shared"])).await;
-    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::common::stderr(&out));
 }
 
 async fn inspect_shows_the_plain_lock_and_every_group_holder(url: &str) {
@@ -239,7 +236,7 @@ async fn inspect_shows_the_plain_lock_and_every_group_holder(url: &str) {
     }
 
     let out = output(distlock(Some(url), &["inspect", &name])).await;
-    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::common::stderr(&out));
     let table = stdout(&out);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 5, "header, 3 holders, summary:\n{table}");
@@ -311,7 +308,7 @@ async fn release_owner_frees_only_that_owners_holds(url: &str) {
     let leaked = library.lock_write(&other, Duration::from_secs(60)).await.expect("write lock").into_stamp();
 
     let out = output(distlock(Some(url), &["release", "--owner", &owner])).await;
-    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::common::stderr(&out));
     assert_eq!(stdout(&out), format!("{owner}: 2 group holds released\n"));
     assert_eq!(group_holders(url, &name).await, [("shared".to_owned(), "cli-test@survivor".to_owned())]);
     assert_eq!(inspect_json(url, &other, &[]).await["state"], "free");
@@ -325,7 +322,7 @@ async fn release_owner_frees_only_that_owners_holds(url: &str) {
     leave(survivor).await;
 
     let out = output(distlock(Some(url), &["release", "--owner", &owner])).await;
-    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::common::stderr(&out));
     assert_eq!(stdout(&out), format!("{owner}: 0 group holds released\n"));
 }
 
@@ -369,7 +366,7 @@ async fn a_group_lease_is_renewed_while_the_command_runs(url: &str) {
     // command (2 s leases leave a loaded machine's renewals time to arrive).
     let args = ["run", "--write", &a, "--read", &b, "--ttl", "2s", "--kill-grace", "200ms", "--", "sleep", "5"];
     let out = output(distlock(Some(url), &args)).await;
-    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::common::stderr(&out));
     assert_eq!(inspect_json(url, &a, &[]).await["state"], "free");
 }
 

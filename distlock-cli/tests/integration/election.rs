@@ -3,12 +3,9 @@
 //! fenced out by term, observers that see every term in order, and scheduled firings that
 //! run once each across five processes whose clocks disagree.
 
-#[macro_use]
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 

@@ -2,12 +2,9 @@
 //! (`DISTLOCK_REDIS_URL`, `DISTLOCK_POSTGRES_URL`; `DISTLOCK_REQUIRE_SERVICES=1` turns a
 //! missing server into a failure).
 
-#[macro_use]
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// The child's view of the lock, printed by [`PRINT_LOCK`].
 const PRINT_LOCK: &str = r#"printf '%s\n%s\n%s\n' "$DISTLOCK_KEY" "$DISTLOCK_TOKEN" "$DISTLOCK_FENCE""#;
@@ -96,7 +93,7 @@ async fn a_held_lock_is_not_acquired_with_a_distinct_status(url: &str) {
     let (status, stderr) = holder.finish().await;
     assert_eq!(status, 0, "{stderr}");
     let out = output(distlock(Some(url), &["run", "--key", &key, "--", "true"])).await;
-    assert_eq!(out.status.code(), Some(0), "free again: {}", common::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "free again: {}", crate::common::stderr(&out));
 }
 
 async fn concurrent_runs_on_one_key_never_overlap(url: &str) {

@@ -1,9 +1,7 @@
 //! The `distlock` binary without a server: usage errors, refusals, help, and the memory
 //! benchmark.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[tokio::test]
 async fn run_refuses_the_memory_store_and_says_why() {
