@@ -275,9 +275,12 @@ async fn many_keys_cost_one_page_per_refresh() {
     for (_, line) in &scans {
         assert!(line.contains("\"COUNT\" \"1000\""), "{line}");
     }
+    // The server stamps a command when it arrives: a busy machine delays one page's
+    // command more than the next one's, so two pages may arrive somewhat less than an
+    // interval apart; more than one page per refresh would arrive milliseconds apart.
     for pair in scans.windows(2) {
         let gap = pair[1].0 - pair[0].0;
-        assert!(gap >= 0.15, "two pages read {gap:.3} s apart (interval 200 ms):\n{}\n{}", pair[0].1, pair[1].1);
+        assert!(gap >= 0.1, "two pages read {gap:.3} s apart (interval 200 ms):\n{}\n{}", pair[0].1, pair[1].1);
     }
 }
 
