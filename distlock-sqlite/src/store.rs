@@ -951,8 +951,8 @@ mod upgrade_tests {
 
     use super::SqliteLockStore;
 
-    /// A database file whose queue and intents tables were created before places recorded
-    /// when they were taken gets the column, and its waiters queue as before.
+    /// A database file whose queue and intents tables lack the `placed_ms` column gets it
+    /// when opened, and its waiters still queue in arrival order.
     #[tokio::test]
     async fn places_record_their_age_in_a_file_made_without_the_column() {
         let path = std::env::temp_dir().join(format!("distlock-upgrade-{}.db", Token::generate().as_str()));
