@@ -83,7 +83,9 @@ pub struct WaitingPlace {
     /// The mode it waits for: [`LockMode::Exclusive`] for a single lock's place.
     pub mode: LockMode,
     /// How long the place has existed, since the waiter first took it, by the store's
-    /// clock; `None` on a store that does not record when a place was taken.
+    /// clock (on etcd, which keeps no clock: by the waiter's clock when it took the
+    /// place and the reader's now); `None` on a store that does not record when a place
+    /// was taken.
     pub waited: Option<Duration>,
     /// The time left on the place, by the store's clock: the waiter loses it then unless
     /// its next attempt refreshes it.

@@ -195,8 +195,8 @@ pub(crate) enum Command {
     /// (the first 8 hex digits of its SHA-256): equal for equal tokens, but the token
     /// cannot be recovered from it; --show-tokens prints the tokens themselves. KIND is
     /// `lock` or `group` (run --read/--write/--permits); APP@INSTANCE a group holder's
-    /// owner id. WAITED is a place's age by the store's clock (`-` on etcd, which keeps
-    /// none).
+    /// owner id. WAITED is a place's age by the store's clock (on etcd, which keeps
+    /// none: from the waiter's clock when it took the place to this one's now).
     List(ListArgs),
     /// A live view of a store's held locks in the terminal, as htop shows processes.
     ///

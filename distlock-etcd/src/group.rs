@@ -40,7 +40,9 @@ use etcd_client::{
 use tokio::time::Instant;
 
 use crate::config::lease_seconds;
-use crate::store::{fence_of, is_lease_not_found, page_start, prefix_end, EtcdLockStore, KeptLease, BACKEND};
+use crate::store::{
+    fence_of, is_lease_not_found, page_start, prefix_end, unix_ms, waited_since, EtcdLockStore, KeptLease, BACKEND,
+};
 
 /// The most members of a group: a grant is one transaction of at most 2 × 63 + 1
 /// operations, within etcd's default `--max-txn-ops` of 128.
@@ -60,6 +62,9 @@ struct Place {
     mode: LockMode,
     ticket: u64,
     lease: i64,
+    /// When the place was first taken (Unix milliseconds, by the waiter's clock); `None`
+    /// for a place written without it.
+    placed_ms: Option<u64>,
 }
 
 /// What one name's prefix held at the revision read.
@@ -84,14 +89,8 @@ impl NameState {
                 let (mode, _, _) = parse_holder(value)?;
                 state.holders.push((token.to_owned(), mode));
             } else if let Some(token) = rest.strip_prefix('i') {
-                let (mode, ticket) = value.split_once('\n').ok_or(Malformed("a place without a ticket"))?;
-                let ticket = ticket.parse().map_err(|_| Malformed("a place whose ticket is not a number"))?;
-                state.places.push(Place {
-                    token: token.to_owned(),
-                    mode: parse_mode(mode)?,
-                    ticket,
-                    lease: kv.lease(),
-                });
+                let (mode, ticket, placed_ms) = parse_place(value)?;
+                state.places.push(Place { token: token.to_owned(), mode, ticket, lease: kv.lease(), placed_ms });
             } else if let Some(mode) = rest.strip_prefix('p') {
                 let permits = value.parse().map_err(|_| Malformed("permits that are not a count"))?;
                 match parse_mode(mode)? {
@@ -201,6 +200,19 @@ fn parse_mode(letter: &str) -> Result<LockMode, Malformed> {
     }
 }
 
+/// A place's value: mode, ticket and, when written, when the place was first taken
+/// (Unix milliseconds by the waiter's clock).
+fn parse_place(value: &str) -> Result<(LockMode, u64, Option<u64>), Malformed> {
+    let mut parts = value.splitn(3, '\n');
+    let (Some(mode), Some(ticket)) = (parts.next(), parts.next()) else {
+        return Err(Malformed("a place without a ticket"));
+    };
+    let ticket = ticket.parse().map_err(|_| Malformed("a place whose ticket is not a number"))?;
+    let placed_ms =
+        parts.next().map(str::parse).transpose().map_err(|_| Malformed("a place whose time is not a number"))?;
+    Ok((parse_mode(mode)?, ticket, placed_ms))
+}
+
 /// A holder's value: mode, lease seconds asked, owner.
 fn parse_holder(value: &str) -> Result<(LockMode, i64, &str), Malformed> {
     let mut parts = value.splitn(3, '\n');
@@ -255,12 +267,9 @@ impl EtcdLockStore {
                 let fence = fence_of(found.create_revision());
                 holders.push(LockInfo::new(token(holder)?, fence, *left).with_mode(mode).with_owner(owner));
             } else if let Some(waiter) = rest.and_then(|rest| rest.strip_prefix('i')) {
-                let (mode, ticket) =
-                    value.split_once('\n').ok_or_else(|| fail(Malformed("a place without a ticket")))?;
-                let ticket: u64 =
-                    ticket.parse().map_err(|_| fail(Malformed("a place whose ticket is not a number")))?;
-                let mode = parse_mode(mode).map_err(fail)?;
-                places.push((ticket, WaitingPlace::new(token(waiter)?, mode, None, *left)));
+                let (mode, ticket, placed_ms) = parse_place(value).map_err(fail)?;
+                let waited = placed_ms.map(waited_since);
+                places.push((ticket, WaitingPlace::new(token(waiter)?, mode, waited, *left)));
             }
         }
         holders.sort_by_key(|info| info.fence);
@@ -509,8 +518,10 @@ impl EtcdLockStore {
         };
         let puts: Vec<TxnOp> = placing
             .iter()
-            .map(|(member, prefix, _)| {
-                let value = format!("{}\n{ticket}", mode_letter(member.mode));
+            .map(|(member, prefix, name)| {
+                // A place keeps the time it was first taken.
+                let placed = name.place_of(token.as_str()).and_then(|place| place.placed_ms).unwrap_or_else(unix_ms);
+                let value = format!("{}\n{ticket}\n{placed}", mode_letter(member.mode));
                 TxnOp::put(format!("{prefix}i{}", token.as_str()), value, Some(PutOptions::new().with_lease(lease)))
             })
             .collect();
@@ -908,8 +919,9 @@ impl GroupLockStore for EtcdLockStore {
     }
 
     /// One `Range` over the name's places, then `LeaseTimeToLive` per lease, oldest
-    /// ticket first. etcd keeps no clock (a place records revisions, not times), so the
-    /// time waited is unknown: `None`.
+    /// ticket first. etcd keeps no clock: a place records when its waiter first took it
+    /// by the waiter's clock, and the time waited is read against this process's clock
+    /// (so it is off by the clocks' difference).
     async fn places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
         let prefix = format!("{}i", self.config().group_prefix(key.as_str()));
         let mut kv = self.client().kv_client();
@@ -1015,5 +1027,19 @@ impl GroupLockStore for EtcdLockStore {
                 _ => return Ok(()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_are_read_with_and_without_their_time() {
+        assert_eq!(parse_place("X\n7\n1700000000123").unwrap(), (LockMode::Exclusive, 7, Some(1_700_000_000_123)));
+        assert_eq!(parse_place("S\n8").unwrap(), (LockMode::Shared, 8, None));
+        assert!(parse_place("S").is_err());
+        assert!(parse_place("S\n8\nsoon").is_err());
+        assert!(parse_place("Q\n8\n1").is_err());
     }
 }

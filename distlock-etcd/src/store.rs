@@ -304,13 +304,15 @@ impl EtcdLockStore {
         let place_key = format!("{}{}", self.inner.config.queue_prefix(key.as_str()), token.as_str());
         let mut kv = self.inner.client.kv_client();
         let options = PutOptions::new().with_lease(lease).with_prev_key();
-        let answer = match self.call("acquire", Some(key), kv.put(place_key, token.as_str(), Some(options))).await {
-            Ok(answer) => answer,
-            Err(err) => {
-                self.revoke_later(lease);
-                return Err(err);
-            }
-        };
+        // The place's value is when it was taken, for `queue_places`.
+        let answer =
+            match self.call("acquire", Some(key), kv.put(place_key, unix_ms().to_string(), Some(options))).await {
+                Ok(answer) => answer,
+                Err(err) => {
+                    self.revoke_later(lease);
+                    return Err(err);
+                }
+            };
         let revision = match answer.prev_key() {
             // The place existed (taken by an earlier call whose answer was lost): it keeps
             // its position; its old lease goes.
@@ -468,6 +470,18 @@ impl EtcdLockStore {
         }
         Ok(turn)
     }
+}
+
+/// Now on this process's wall clock, in Unix milliseconds: when a waiting place is taken.
+pub(crate) fn unix_ms() -> u64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// How long ago `placed_ms` ([`unix_ms`] of another process, maybe) was by this process's
+/// clock; zero when it lies ahead.
+pub(crate) fn waited_since(placed_ms: u64) -> Duration {
+    Duration::from_millis(unix_ms().saturating_sub(placed_ms))
 }
 
 /// The key's create revision as a fencing number.
@@ -824,8 +838,9 @@ impl QueueStore for EtcdLockStore {
     }
 
     /// One `Range` over the key's queue in creation order (arrival), then
-    /// `LeaseTimeToLive` per place (in parallel). etcd keeps no clock (a place records
-    /// revisions, not times), so the time waited is unknown: `None`.
+    /// `LeaseTimeToLive` per place (in parallel). etcd keeps no clock: a place records
+    /// when its waiter took it by the waiter's clock, and the time waited is read against
+    /// this process's clock (so it is off by the clocks' difference).
     async fn queue_places(&self, key: &StoreKey) -> Result<Vec<WaitingPlace>, LockError> {
         let queue = self.inner.config.queue_prefix(key.as_str());
         let options = GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend);
@@ -840,7 +855,8 @@ impl QueueStore for EtcdLockStore {
             let Some((left, _)) = left? else { continue };
             let token = std::str::from_utf8(found.key()).ok().and_then(|place| place.strip_prefix(&queue));
             let Some(token) = token.and_then(|token| Token::parse(token).ok()) else { continue };
-            places.push(WaitingPlace::new(token, LockMode::Exclusive, None, left));
+            let placed_ms = std::str::from_utf8(found.value()).ok().and_then(|value| value.parse().ok());
+            places.push(WaitingPlace::new(token, LockMode::Exclusive, placed_ms.map(waited_since), left));
         }
         Ok(places)
     }

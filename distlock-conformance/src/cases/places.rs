@@ -68,24 +68,12 @@ async fn wait_once(groups: &dyn GroupLockStore, member: &StoreMember, token: &To
     }
 }
 
-/// Whether the store records when a place was taken. etcd keeps no clock (its keys record
-/// revisions, its leases only time left), so its places' age is unknown; every other
-/// store records it on its own clock.
-fn records_ages(store: &DynLockStore) -> bool {
-    store.backend() != "etcd"
-}
-
 /// Asserts a place's token, mode and time left, and that it has waited at least `least`
-/// but not much longer — or, on a store that does not record ages, that its age is
-/// unknown.
+/// but not much longer.
 #[track_caller]
-fn assert_place(place: &WaitingPlace, token: &Token, mode: LockMode, least: Duration, ages: bool) {
+fn assert_place(place: &WaitingPlace, token: &Token, mode: LockMode, least: Duration) {
     assert_eq!((&place.token, place.mode), (token, mode), "{place:?}");
     assert!(place.ttl_left <= PLACE_TTL && place.ttl_left > PLACE_TTL - Duration::from_secs(15), "{place:?}");
-    if !ages {
-        assert_eq!(place.waited, None, "{place:?}");
-        return;
-    }
     let waited = place.waited.expect("the store records when a place was taken");
     assert!(waited >= least && waited < least + Duration::from_secs(10), "waited {waited:?}, at least {least:?}");
 }
@@ -99,7 +87,6 @@ pub async fn group_listing_reports_holders_and_waiting_places(store: Arc<DynLock
         assert!(!store.capabilities().group_hash_tag, "a store without groups has no group hash tags");
         return;
     };
-    let ages = records_ages(&store);
     let keys = Keys::for_groups("list-groups", &store);
     let pattern = KeyPattern::new(keys.key("*")).unwrap();
     let Some(empty) = supported(&store, "list_groups", list_groups_all(groups, &pattern, 10).await) else { return };
@@ -140,7 +127,7 @@ pub async fn group_listing_reports_holders_and_waiting_places(store: Arc<DynLock
         assert!(holder.ttl_left <= LONG_TTL && holder.ttl_left > LONG_TTL - Duration::from_secs(15), "{holder:?}");
     }
     let [place] = doc.waiting.as_slice() else { panic!("one waiting place expected: {doc:?}") };
-    assert_place(place, &writer, LockMode::Exclusive, Duration::ZERO, ages);
+    assert_place(place, &writer, LockMode::Exclusive, Duration::ZERO);
     let other = &listed[&keys.key("other")];
     let [holder] = other.holders.as_slice() else { panic!("one holder expected: {other:?}") };
     assert_eq!((&holder.token, holder.mode, holder.fence), (&write, LockMode::Exclusive, fence_w));
@@ -156,9 +143,9 @@ pub async fn group_listing_reports_holders_and_waiting_places(store: Arc<DynLock
     wait_once(groups, &shared("doc"), &later, None).await;
     let places = groups.places(&keys.store_key("doc")).await.unwrap();
     let [first, second] = places.as_slice() else { panic!("two places expected: {places:?}") };
-    assert_place(first, &writer, LockMode::Exclusive, AGE, ages);
-    assert_place(second, &later, LockMode::Shared, Duration::ZERO, ages);
-    assert!(!ages || second.waited < first.waited, "the later place is younger: {places:?}");
+    assert_place(first, &writer, LockMode::Exclusive, AGE);
+    assert_place(second, &later, LockMode::Shared, Duration::ZERO);
+    assert!(second.waited < first.waited, "the later place is younger: {places:?}");
     assert_eq!(groups.waiting(&keys.store_key("doc")).await.unwrap(), 2);
 
     groups.withdraw_intents(&[keys.store_key("doc")], &writer).await.unwrap();
@@ -178,7 +165,6 @@ pub async fn queue_places_report_waiters_in_arrival_order_with_their_age(store: 
         assert!(!store.capabilities().fair_queue, "a fair queue is reached through queue()");
         return;
     };
-    let ages = records_ages(&store);
     let keys = Keys::new("queue-places");
     let key: StoreKey = keys.store_key("k");
     let Some(none) = supported(&store, "queue_places", queue.queue_places(&key).await) else { return };
@@ -191,15 +177,15 @@ pub async fn queue_places_report_waiters_in_arrival_order_with_their_age(store: 
     assert!(!queue.try_acquire_queued(attempt(&second)).await.unwrap().is_acquired());
     let places = queue.queue_places(&key).await.unwrap();
     let [a, b] = places.as_slice() else { panic!("two places expected: {places:?}") };
-    assert_place(a, &first, LockMode::Exclusive, Duration::ZERO, ages);
-    assert_place(b, &second, LockMode::Exclusive, Duration::ZERO, ages);
+    assert_place(a, &first, LockMode::Exclusive, Duration::ZERO);
+    assert_place(b, &second, LockMode::Exclusive, Duration::ZERO);
 
     tokio::time::sleep(AGE).await;
     assert!(!queue.try_acquire_queued(attempt(&first)).await.unwrap().is_acquired(), "refreshed, still waiting");
     let places = queue.queue_places(&key).await.unwrap();
     let [a, b] = places.as_slice() else { panic!("two places expected: {places:?}") };
-    assert_place(a, &first, LockMode::Exclusive, AGE, ages);
-    assert_place(b, &second, LockMode::Exclusive, AGE, ages);
+    assert_place(a, &first, LockMode::Exclusive, AGE);
+    assert_place(b, &second, LockMode::Exclusive, AGE);
     assert_eq!(queue.queue_len(&key).await.unwrap(), 2);
 
     assert!(!store.release(&key, &second).await.unwrap(), "a waiter's release only leaves its place");
