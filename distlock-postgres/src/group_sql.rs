@@ -119,24 +119,41 @@ pub(crate) struct GroupStatements {
     pub(crate) create_owner_index: String,
     pub(crate) create_permits: String,
     pub(crate) create_function: String,
+    /// The function's body, as the catalog keeps it (`pg_proc.prosrc`).
+    pub(crate) function_body: String,
+    /// Adds `placed_at` to a holders table created without it.
+    pub(crate) add_placed_at: String,
 }
 
 /// What the catalog says about the group objects: `(holders relpersistence, holders
 /// columns missing, holders privileges missing, permits exists, permits columns missing,
-/// permits privileges missing, function exists, function executable)`.
+/// permits privileges missing, function exists, function executable, function body is
+/// this version's)`.
 pub(crate) type GroupSchemaState =
-    (Option<String>, Vec<String>, Vec<String>, bool, Vec<String>, Vec<String>, bool, Option<bool>);
+    (Option<String>, Vec<String>, Vec<String>, bool, Vec<String>, Vec<String>, bool, Option<bool>, Option<bool>);
+
+/// The column that a holders table created without it gets added.
+const PLACED_AT: &str = "placed_at";
 
 impl GroupStatements {
     /// The DDL that [`ensure_schema`](crate::PostgresLockStore::ensure_schema) runs for
-    /// groups, in order: the holders table, its owner index, the permits table and the
-    /// function.
-    pub(crate) fn ddl(&self) -> [&str; 4] {
-        [&self.create_holders, &self.create_owner_index, &self.create_permits, &self.create_function]
+    /// groups, in order: the holders table (and its `placed_at` column, for a table
+    /// created without it), its owner index, the permits table and the function.
+    pub(crate) fn ddl(&self) -> [&str; 5] {
+        [
+            &self.create_holders,
+            &self.add_placed_at,
+            &self.create_owner_index,
+            &self.create_permits,
+            &self.create_function,
+        ]
     }
 
     pub(crate) fn new(names: &Names) -> Self {
+        let create_function = names.render(group::CREATE_ACQUIRE_GROUP);
         Self {
+            function_body: function_body(&create_function).to_owned(),
+            add_placed_at: names.render(group::ADD_PLACED_AT),
             acquire: names.render(group::ACQUIRE),
             extend: names.render(group::EXTEND),
             release: names.render(group::RELEASE),
@@ -155,7 +172,7 @@ impl GroupStatements {
             create_holders: names.render(group::CREATE_HOLDERS),
             create_owner_index: names.render(group::CREATE_OWNER_INDEX),
             create_permits: names.render(group::CREATE_PERMITS),
-            create_function: names.render(group::CREATE_ACQUIRE_GROUP),
+            create_function,
             holders_name: names.holders_name.clone(),
             permits_name: names.permits_name.clone(),
             function_name: names.acquire_group_name.clone(),
@@ -174,6 +191,7 @@ impl GroupStatements {
             permit_privileges,
             function,
             executable,
+            _,
         ) = state;
         let qualified = |name: &Identifier| format!("{}.{}", schema.quoted(), name.quoted());
         let mut problems = Vec::new();
@@ -199,22 +217,42 @@ impl GroupStatements {
         problems
     }
 
-    /// Whether everything exists (privileges aside), so that `ensure_schema` has nothing
-    /// to create.
+    /// Whether everything exists as this version makes it (privileges aside), so that
+    /// `ensure_schema` has nothing to create, add or replace.
     pub(crate) fn complete(state: &GroupSchemaState) -> bool {
-        state.0.is_some() && state.3 && state.6
+        state.0.is_some() && !Self::lacks_placed_at(state) && state.3 && state.6 && Self::function_current(state)
+    }
+
+    /// Whether the existing function (if any) has this version's body.
+    pub(crate) fn function_current(state: &GroupSchemaState) -> bool {
+        state.8 != Some(false)
+    }
+
+    fn lacks_placed_at(state: &GroupSchemaState) -> bool {
+        state.0.is_some() && state.1.iter().any(|column| column == PLACED_AT)
     }
 
     /// The DDL to run when something is missing: the `CREATE … IF NOT EXISTS`
-    /// statements, and the function only when it does not exist (an existing one is
-    /// never replaced).
+    /// statements, `placed_at` for a holders table created without it, and the function
+    /// when it does not exist or has another body (`CREATE OR REPLACE`).
     pub(crate) fn creation(&self, state: &GroupSchemaState) -> Vec<&str> {
-        let mut ddl = vec![self.create_holders.as_str(), &self.create_owner_index, &self.create_permits];
-        if !state.6 {
+        let mut ddl = vec![self.create_holders.as_str()];
+        if Self::lacks_placed_at(state) {
+            ddl.push(&self.add_placed_at);
+        }
+        ddl.extend([self.create_owner_index.as_str(), &self.create_permits]);
+        if !state.6 || !Self::function_current(state) {
             ddl.push(&self.create_function);
         }
         ddl
     }
+}
+
+/// The body of the function `create` defines: the text between its dollar quotes, as
+/// PostgreSQL keeps it in `pg_proc.prosrc`.
+fn function_body(create: &str) -> &str {
+    const QUOTE: &str = "$distlock$";
+    create.split_once(QUOTE).and_then(|(_, rest)| rest.rsplit_once(QUOTE)).map_or("", |(body, _)| body)
 }
 
 #[cfg(test)]

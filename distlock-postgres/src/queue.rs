@@ -24,8 +24,9 @@ use crate::sql::{millis, SCHEMA_LOCK_KEY};
 use crate::store::PostgresLockStore;
 
 impl PostgresLockStore {
-    /// Whether this store's queue table exists, creating it (when the store creates its
-    /// schema) the first time it is asked. Without it, waiting is barging.
+    /// Whether this store's queue table exists with the columns it needs, creating it or
+    /// adding its `placed_at` column (when the store creates its schema) the first time
+    /// it is asked. Without it, waiting is barging.
     pub(crate) async fn queue_ready(&self, operation: &'static str) -> Result<bool, LockError> {
         let ready = self
             .queue_state()
@@ -33,18 +34,19 @@ impl PostgresLockStore {
             .get_or_try_init(|| async {
                 let fail = |error: sqlx::Error| LockError::store(BACKEND, operation, None, error);
                 let sql = &self.statements().queue;
-                let exists: bool = self
-                    .retrying(operation, || sqlx::query_scalar(&sql.exists).fetch_one(self.pool()))
+                let (exists, placed_at): (bool, bool) = self
+                    .retrying(operation, || sqlx::query_as(&sql.exists).fetch_one(self.pool()))
                     .await
                     .map_err(|error| LockError::store(BACKEND, operation, None, error))?;
-                if exists {
+                if exists && placed_at {
                     return Ok(true);
                 }
                 if !self.creates_schema() {
                     tracing::warn!(
                         table = %sql.table,
-                        "the queue table of fair waiting is missing and the store does not create its schema: \
-                         waiters barge; create it with the statements of Statements::queue_ddl"
+                        "the queue table of fair waiting is missing{} and the store does not create its schema: \
+                         waiters barge; run the statements of Statements::queue_ddl",
+                        if exists { " its placed_at column" } else { "" }
                     );
                     return Ok(false);
                 }
@@ -54,7 +56,8 @@ impl PostgresLockStore {
                     .execute(&mut *tx)
                     .await
                     .map_err(fail)?;
-                for ddl in &sql.create {
+                let ddl = if exists { std::slice::from_ref(&sql.add_placed_at) } else { &sql.create[..] };
+                for ddl in ddl {
                     sqlx::query(ddl).execute(&mut *tx).await.map_err(fail)?;
                 }
                 tx.commit().await.map_err(fail)?;

@@ -194,9 +194,12 @@ impl Statements {
 
     /// The DDL of [`ensure_schema`](crate::PostgresLockStore::ensure_schema), in order:
     /// the schema, the fence sequence, the lease table, then the lock groups' holders
-    /// table, its owner index, the permits table and the grant function. It runs them in
-    /// one transaction under `pg_advisory_xact_lock`, skipping `CREATE SCHEMA` when the
-    /// schema exists and the function when it exists. A DBA can run them by hand for a
+    /// table (and the `ALTER TABLE … ADD COLUMN IF NOT EXISTS` that gives a holders table
+    /// created without it its `placed_at` column), its owner index, the permits table and
+    /// the grant function (`CREATE OR REPLACE`). It runs them in one transaction under
+    /// `pg_advisory_xact_lock`, skipping `CREATE SCHEMA` when the schema exists, the
+    /// column when it exists and the function when it exists with the same body. A DBA
+    /// can run them by hand for a
     /// store configured with
     /// [`create_schema(false)`](crate::PostgresLockStoreBuilder::create_schema).
     pub fn ddl(&self) -> Vec<&str> {
@@ -206,10 +209,13 @@ impl Statements {
     }
 
     /// The statements that create the queue of fair waiting (`<table>_queue` and its
-    /// index): run on the first waiting acquisition when the store creates its schema;
-    /// run them by hand for a store that does not.
+    /// index) and add its `placed_at` column to a queue table created without it: run on
+    /// the first waiting acquisition when the store creates its schema; run them by hand
+    /// for a store that does not.
     pub fn queue_ddl(&self) -> Vec<&str> {
-        self.queue.create.iter().map(String::as_str).collect()
+        let mut ddl: Vec<&str> = self.queue.create.iter().map(String::as_str).collect();
+        ddl.push(&self.queue.add_placed_at);
+        ddl
     }
 
     /// The statement that creates the table of values attached to leases (`<table>_values`,
@@ -308,8 +314,10 @@ impl Statements {
             ("group create_owner_index", &g.create_owner_index),
             ("group create_permits", &g.create_permits),
             ("group create_function", &g.create_function),
+            ("group add_placed_at", &g.add_placed_at),
             ("queue create table", &q.create[0]),
             ("queue create index", &q.create[1]),
+            ("queue add_placed_at", &q.add_placed_at),
             ("queue exists", &q.exists),
             ("queue acquire", &q.acquire),
             ("queue release", &q.release),
@@ -335,6 +343,8 @@ pub(crate) struct QueueStatements {
     /// The queue table, qualified and quoted.
     pub(crate) table: String,
     pub(crate) create: [String; 2],
+    /// Adds `placed_at` to a queue table created without it.
+    pub(crate) add_placed_at: String,
     pub(crate) exists: String,
     pub(crate) acquire: String,
     pub(crate) release: String,
@@ -348,6 +358,7 @@ impl QueueStatements {
     pub(crate) fn new(names: &Names) -> Self {
         Self {
             create: [names.render(queue::CREATE_TABLE), names.render(queue::CREATE_INDEX)],
+            add_placed_at: names.render(queue::ADD_PLACED_AT),
             exists: names.render(queue::EXISTS),
             acquire: names.render(queue::ACQUIRE),
             release: names.render(queue::RELEASE),
@@ -463,7 +474,10 @@ mod tests {
             silent.acquire
         );
         assert!(flat(&sql.create_table).contains("waiting boolean NOT NULL DEFAULT false"), "{}", sql.create_table);
-        assert!(sql.ddl().iter().all(|ddl| !flat(ddl).contains("ALTER")), "no upgrade paths");
+        let alters: Vec<&str> = sql.ddl().into_iter().filter(|ddl| flat(ddl).contains("ALTER")).collect();
+        assert_eq!(alters, [sql.groups.add_placed_at.as_str()], "the one upgrade: a column added");
+        assert!(flat(&sql.groups.add_placed_at).contains("ADD COLUMN IF NOT EXISTS placed_at timestamptz"));
+        assert!(sql.groups.function_body.starts_with("\nDECLARE") && sql.groups.function_body.ends_with("END\n"));
         let horizon = format!("< {} * interval '1 millisecond'", millis(MIN_PURGE_HORIZON));
         assert!(flat(&sql.acquire).contains(&horizon) && flat(&silent.reacquire).contains(&horizon), "{}", sql.acquire);
         assert!(flat(&sql.reacquire).contains("OR held.token = EXCLUDED.token"), "{}", sql.reacquire);

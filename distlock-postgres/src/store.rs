@@ -207,6 +207,14 @@ impl PostgresLockStore {
                 let fail = |error: sqlx::Error| LockError::store(BACKEND, OPERATION, None, error);
                 let state = self.group_schema_state(&self.pool).await.map_err(fail)?;
                 let mut problems = self.sql.groups.problems(&self.layout.schema, &state);
+                if !self.create_schema && !GroupStatements::function_current(&state) {
+                    tracing::warn!(
+                        function = self.sql.groups.function_name.as_str(),
+                        "the group grant function in the schema is not the one this version of distlock \
+                         creates, and the store does not create its schema: run its statement of \
+                         Statements::ddl to replace it"
+                    );
+                }
                 if !GroupStatements::complete(&state) && self.create_schema {
                     let mut tx = self.begin_schema_change().await.map_err(fail)?;
                     self.create_group_objects(&mut tx).await.map_err(fail)?;
@@ -333,6 +341,7 @@ impl PostgresLockStore {
             .bind(groups.function_name.as_str())
             .bind(HOLDER_COLUMNS)
             .bind(PERMIT_COLUMNS)
+            .bind(&groups.function_body)
             .fetch_one(executor)
             .await
     }

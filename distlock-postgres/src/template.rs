@@ -91,6 +91,7 @@ pub(crate) mod group {
         CREATE_HOLDERS => "group/create_holders.sql",
         CREATE_OWNER_INDEX => "group/create_owner_index.sql",
         CREATE_PERMITS => "group/create_permits.sql",
+        ADD_PLACED_AT => "group/add_placed_at.sql",
         CREATE_ACQUIRE_GROUP => "group/acquire_group.sql",
         FREED_COUNTS => "group/freed_counts.sql",
     }
@@ -108,6 +109,7 @@ pub(crate) mod queue {
         EXISTS => "queue/exists.sql",
         CREATE_TABLE => "queue/create_table.sql",
         CREATE_INDEX => "queue/create_index.sql",
+        ADD_PLACED_AT => "queue/add_placed_at.sql",
     }
 }
 

@@ -403,3 +403,70 @@ async fn the_default_table_is_distribute_lock_and_a_foreign_layout_is_named() {
     store.pool().close().await;
     foreign.drop().await;
 }
+
+/// A layout made by a version without `placed_at` and with another grant function: a
+/// store that may not create names the missing column and the statement that adds it; a
+/// store that may adds the columns and replaces the function at its first group and
+/// waiting operations, after which places report their age.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_without_placed_at_is_upgraded_by_a_store_that_creates() {
+    let Some(url) = kit::postgres_url("a_layout_without_placed_at_is_upgraded") else { return };
+    let schema = Schema::new(&url);
+    let layout = |create: bool| format!("schema={}&table=leases&create={create}", schema.name);
+    let qualified = |name: &str| format!("\"{}\".\"{name}\"", schema.name);
+    let setup = PostgresLockStore::connect(&with_params(&url, &layout(true))).await.unwrap();
+    setup.ensure_schema().await.unwrap();
+    for ddl in setup.statements().queue_ddl() {
+        postgres_server::execute(&url, ddl).await;
+    }
+    // What a version without `placed_at` made: the columns gone, another function body.
+    for table in ["leases_holders", "leases_queue"] {
+        postgres_server::execute(&url, &format!("ALTER TABLE {} DROP COLUMN placed_at", qualified(table))).await;
+    }
+    let function = setup.statements().ddl().last().unwrap().replacen("\nDECLARE", "\n-- another body\nDECLARE", 1);
+    postgres_server::execute(&url, &function).await;
+    setup.pool().close().await;
+
+    let ttl = Ttl::new(Duration::from_secs(30)).unwrap();
+    let k = key("upgraded");
+    let owner = OwnerId::new("test", "upgrade").unwrap();
+    let (holder, waiter) = (Token::generate(), Token::generate());
+    let members = [StoreMember::new(k.clone(), LockMode::Exclusive, Some(1))];
+    let hold = GroupRequest::new(&members, &holder, &owner, ttl, None, None);
+    let wait = GroupRequest::new(&members, &waiter, &owner, ttl, Some(ttl), None);
+
+    let old = PostgresLockStore::connect(&with_params(&url, &layout(false))).await.unwrap();
+    let err = old.groups().expect("groups").try_acquire_group(hold).await.unwrap_err();
+    let missing = group_schema_missing(&err);
+    let table = qualified("leases_holders");
+    assert_eq!(missing.missing(), [format!("table {table} has no column placed_at")], "{err}");
+    assert!(missing.sql().contains(&format!("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS placed_at")), "{err}");
+
+    let store = PostgresLockStore::connect(&with_params(&url, &layout(true))).await.unwrap();
+    let groups = store.groups().expect("groups");
+    assert!(matches!(groups.try_acquire_group(hold).await.unwrap(), GroupAcquire::Acquired { .. }));
+    assert!(matches!(groups.try_acquire_group(wait).await.unwrap(), GroupAcquire::Blocked { .. }));
+    let places = groups.places(&k).await.unwrap();
+    assert!(matches!(places.as_slice(), [place] if place.token == waiter && place.waited.is_some()), "{places:?}");
+    let body: String = sqlx::query_scalar(
+        "SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+         WHERE n.nspname = $1 AND p.proname = 'leases_acquire_group'",
+    )
+    .bind(&schema.name)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert!(!body.contains("another body"), "the function is replaced");
+
+    let single = key("upgraded-queue");
+    let queue = store.queue().expect("a fair queue");
+    assert!(store.try_acquire(&single, &holder, ttl).await.unwrap().is_acquired());
+    let attempt = distlock_api::QueuedAttempt { key: &single, token: &waiter, ttl, place: ttl };
+    assert!(!queue.try_acquire_queued(attempt).await.unwrap().is_acquired());
+    let places = queue.queue_places(&single).await.unwrap();
+    assert!(matches!(places.as_slice(), [place] if place.token == waiter && place.waited.is_some()), "{places:?}");
+
+    old.pool().close().await;
+    store.pool().close().await;
+    schema.drop().await;
+}

@@ -731,7 +731,11 @@ async fn ensure_schema_creates_the_group_objects_once_and_unlogged_when_asked() 
     .unwrap();
     let expected = [("locks", "u"), ("locks_holders", "u"), ("locks_permits", "p")];
     assert_eq!(persistence, expected.map(|(a, b)| (a.to_owned(), b.to_owned())), "permits are configuration: logged");
-    assert_eq!(f.store.statements().ddl().len(), 7, "schema, sequence, lease table, holders, index, permits, function");
+    assert_eq!(
+        f.store.statements().ddl().len(),
+        8,
+        "schema, sequence, lease table, holders, its placed_at, index, permits, function"
+    );
     f.drop().await;
 
     // Many processes creating a fresh layout at the same moment.

@@ -1,5 +1,7 @@
 -- The grant function: one attempt at a group, in one transaction (see `group_sql.rs` for
--- the steps and why). Created by `ensure_schema` only when missing; never replaced.
+-- the steps and why). Created by `ensure_schema` when missing, and replaced when the
+-- function in the schema has another body than this file (by a store that creates its
+-- schema; one that does not logs a warning).
 --
 -- Per member (`c` below): its permits (the permits row, else its default), what the
 -- other rows of its name say (holders of its mode and of the other mode, the older places

@@ -1,7 +1,8 @@
 -- $1 schema, $2 holders table, $3 permits table, $4 function names, $5 and $6 the
--- required columns of the two tables → (holders relpersistence, holders columns missing,
--- holders privileges missing, permits exists, permits columns missing, permits
--- privileges missing, function exists, function executable). Catalog reads only.
+-- required columns of the two tables, $7 the function's body → (holders
+-- relpersistence, holders columns missing, holders privileges missing, permits exists,
+-- permits columns missing, permits privileges missing, function exists, function
+-- executable, function body is $7). Catalog reads only.
 WITH s AS (SELECT oid FROM pg_namespace WHERE nspname = $1),
     h AS (SELECT c.oid, c.relpersistence FROM pg_class c JOIN s ON s.oid = c.relnamespace
           WHERE c.relname = $2 AND c.relkind IN ('r', 'p')),
@@ -21,4 +22,5 @@ SELECT (SELECT relpersistence::text FROM h),
     ARRAY(SELECT wanted FROM unnest(ARRAY['SELECT']) AS wanted, p
           WHERE NOT has_table_privilege(p.oid, wanted)),
     EXISTS (SELECT 1 FROM f),
-    (SELECT bool_and(has_function_privilege(f.oid, 'EXECUTE')) FROM f)
+    (SELECT bool_and(has_function_privilege(f.oid, 'EXECUTE')) FROM f),
+    (SELECT bool_and(p.prosrc = $7) FROM f JOIN pg_proc p ON p.oid = f.oid)
