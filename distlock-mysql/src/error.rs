@@ -32,11 +32,20 @@ pub(crate) fn is_connection_lost(error: &sqlx::Error) -> bool {
     })
 }
 
+/// The server's error number of a statement it refused (`None` for other errors).
+pub(crate) fn error_number(error: &sqlx::Error) -> Option<u16> {
+    match error {
+        sqlx::Error::Database(error) => {
+            error.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(sqlx::mysql::MySqlDatabaseError::number)
+        }
+        _ => None,
+    }
+}
+
 /// Whether the server rolled the statement's transaction back as a deadlock's victim
 /// (1213) or after a lock wait timeout (1205): nothing it did remains.
 pub(crate) fn is_deadlock(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(error)
-        if error.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|error| matches!(error.number(), 1213 | 1205)))
+    matches!(error_number(error), Some(1213 | 1205))
 }
 
 /// Whether `error` is the server refusing a new connection over one of its limits: 1040

@@ -11,7 +11,8 @@
 //!
 //! Group statements also hold `{list}` (one `?` per name of the group) and `{rows}` (one
 //! row of values per name), filled per call by [`in_list`] and [`rows`]: MySQL has no
-//! array parameters. Leading comment lines are not sent.
+//! array parameters. `upgrade/add_placed_at.sql` holds `{upgraded}`, filled per table by
+//! [`Statements::upgrade`]. Leading comment lines are not sent.
 
 use crate::config::Layout;
 
@@ -28,12 +29,14 @@ macro_rules! files {
         /// [`MysqlLockStore::statements`](crate::MysqlLockStore::statements)).
         #[derive(Debug, Clone)]
         pub struct Statements {
+            /// The lease table, whose name the others derive from.
+            table: crate::config::Identifier,
             $(pub(crate) $field: String,)*
         }
 
         impl Statements {
             pub(crate) fn new(layout: &Layout) -> Self {
-                Self { $($field: render(include_str!(concat!("sql/", $path)), layout),)* }
+                Self { table: layout.table.clone(), $($field: render(include_str!(concat!("sql/", $path)), layout),)* }
             }
         }
 
@@ -97,6 +100,7 @@ files! {
     create_values = "value/create_table.sql",
     set_value = "value/set.sql",
     inspect_value = "value/inspect.sql",
+    add_placed_at = "upgrade/add_placed_at.sql",
 }
 
 impl Statements {
@@ -112,6 +116,20 @@ impl Statements {
     /// waiters are to be woken: see `lease/release.sql`).
     pub fn release(&self) -> &str {
         &self.release
+    }
+
+    /// The statements that give the queue and places tables of a layout created without
+    /// it their `placed_at` column, per table: a check that fails (error 1054) when the
+    /// column is missing, the `ALTER TABLE`, and an `UPDATE` that dates the places
+    /// already taken. [`ensure_schema`](crate::MysqlLockStore::ensure_schema) runs them
+    /// when the check fails.
+    pub fn upgrade(&self) -> [[String; 3]; 2] {
+        ["queue", "places"].map(|suffix| {
+            let table = self.table.derived(suffix).quoted();
+            let mut statements =
+                self.add_placed_at.split(";\n").map(|statement| statement.replace("{upgraded}", &table));
+            std::array::from_fn(|_| statements.next().unwrap_or_default())
+        })
     }
 
     /// The `CREATE TABLE IF NOT EXISTS` statements of the layout, in order.
@@ -181,12 +199,16 @@ mod tests {
         let sql = Statements::new(&layout);
         for (path, text) in FILES {
             let rendered = render(text, &layout);
-            let rest = rendered.replace("{list}", "").replace("{rows}", "");
+            let rest = rendered.replace("{list}", "").replace("{rows}", "").replace("{upgraded}", "");
             assert!(!rest.contains('{'), "{path}: {rendered}");
             assert!(!rendered.starts_with("--"), "{path}");
         }
         assert!(sql.acquire.contains("`leases`"));
         assert!(sql.create_queue.contains("`leases_queue_order`"));
+        let [queue, places] = sql.upgrade();
+        assert_eq!(queue[0], "SELECT placed_at FROM `leases_queue` LIMIT 0");
+        assert!(queue[1].starts_with("ALTER TABLE `leases_queue` ADD COLUMN placed_at"), "{}", queue[1]);
+        assert!(places[2].starts_with("UPDATE `leases_places` SET placed_at"), "{}", places[2]);
         for row in [HOLD_ROW, PLACE_ROW, WAITER_ROW] {
             assert!(row.contains("CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) + ? * 1000"), "{row}");
         }

@@ -15,7 +15,7 @@ use sqlx::mysql::MySqlPool;
 use sqlx::Connection;
 
 use crate::config::Layout;
-use crate::error::{is_connection_lost, is_deadlock, is_refusal, UnexpectedAnswer, BACKEND};
+use crate::error::{error_number, is_connection_lost, is_deadlock, is_refusal, UnexpectedAnswer, BACKEND};
 use crate::notify::Notifier;
 use crate::sql::{self, Statements};
 use distlock_sql::connect::explain_refusal;
@@ -100,8 +100,9 @@ impl MysqlLockStore {
     }
 
     /// Creates the store's tables if they do not exist (`CREATE TABLE IF NOT EXISTS`,
-    /// safe when many processes call it at once), then checks that the lease table has
-    /// the columns the store reads. With
+    /// safe when many processes call it at once), gives a queue or places table created
+    /// without it its `placed_at` column ([`Statements::upgrade`]), then checks that the
+    /// lease table has the columns the store reads. With
     /// [`create_schema(false)`](crate::MysqlLockStoreBuilder::create_schema) it creates
     /// nothing and only checks.
     ///
@@ -121,8 +122,28 @@ impl MysqlLockStore {
                     .await
                     .map_err(|error| LockError::store(BACKEND, OPERATION, None, error))?;
             }
+            for [check, add, date] in self.sql.upgrade() {
+                self.add_column(OPERATION, &check, &add, &date)
+                    .await
+                    .map_err(|error| LockError::store(BACKEND, OPERATION, None, error))?;
+            }
         }
         self.check_schema(OPERATION).await
+    }
+
+    /// Runs `add` and then `date` when `check` fails because a column is missing (1054);
+    /// a concurrent store that added it first (1060) is as good.
+    async fn add_column(&self, operation: &str, check: &str, add: &str, date: &str) -> Result<(), BoxError> {
+        match sqlx::query(check).execute(&self.pool).await {
+            Err(error) if error_number(&error) == Some(1054) => {}
+            Err(error) => return Err(self.explain(error).await),
+            Ok(_) => return Ok(()),
+        }
+        match sqlx::query(add).execute(&self.pool).await {
+            Err(error) if error_number(&error) != Some(1060) => return Err(self.explain(error).await),
+            _ => {}
+        }
+        self.retrying(operation, || sqlx::query(date).execute(&self.pool)).await.map(|_| ())
     }
 
     /// Checks that the lease table exists with the columns the statements use.

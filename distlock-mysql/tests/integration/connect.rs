@@ -69,3 +69,65 @@ async fn create_false_only_checks_the_table() {
         .join(", ");
     distlock_mysql::sqlx::raw_sql(&format!("DROP TABLE {drop}")).execute(owner.pool()).await.unwrap();
 }
+
+/// A layout made by a version without `placed_at`: `ensure_schema` adds the column to the
+/// queue and places tables, dates the places already taken from the upgrade, and places
+/// then report their age.
+#[tokio::test]
+async fn ensure_schema_adds_placed_at_to_an_older_layout() {
+    use distlock_api::{GroupAcquire, GroupRequest, LockMode, OwnerId, QueuedAttempt, StoreMember};
+    use distlock_mysql::sqlx;
+
+    let Some(url) = kit::mysql_url("mysql placed_at upgrade") else { return };
+    let table = format!("old_{}", Token::generate().short().replace('-', ""));
+    let store = MysqlLockStore::builder().table(&table).connect(&url).await.unwrap();
+    store.ensure_schema().await.unwrap();
+    for suffix in ["_queue", "_places"] {
+        sqlx::query(&format!("ALTER TABLE `{table}{suffix}` DROP COLUMN placed_at"))
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
+    let ttl = Ttl::new(Duration::from_secs(60)).unwrap();
+    let (queued, holder, waiter) = (Token::generate(), Token::generate(), Token::generate());
+    let key = LockKey::new("older-layout").unwrap().to_store_key();
+    sqlx::query(&format!(
+        "INSERT INTO `{table}_queue` (lock_key, token, expires_at) \
+         VALUES (?, ?, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) + 60000000)"
+    ))
+    .bind(key.as_str())
+    .bind(queued.as_str())
+    .execute(store.pool())
+    .await
+    .unwrap();
+
+    store.ensure_schema().await.unwrap();
+    store.ensure_schema().await.expect("a second run finds the columns");
+    let queue = store.queue().expect("a fair queue");
+    let places = queue.queue_places(&key).await.unwrap();
+    let young = |waited: Option<Duration>| waited.is_some_and(|waited| waited < Duration::from_secs(30));
+    assert!(matches!(places.as_slice(), [place] if place.token == queued && young(place.waited)), "{places:?}");
+    assert!(store.try_acquire(&key, &holder, ttl).await.unwrap().is_acquired());
+    let attempt = QueuedAttempt { key: &key, token: &waiter, ttl, place: ttl };
+    assert!(!queue.try_acquire_queued(attempt).await.unwrap().is_acquired());
+    let places = queue.queue_places(&key).await.unwrap();
+    assert!(places.iter().any(|place| place.token == waiter && young(place.waited)), "{places:?}");
+
+    let groups = store.groups().expect("groups");
+    let name = LockKey::new("older-layout-group").unwrap().to_store_key();
+    let owner = OwnerId::new("test", "upgrade").unwrap();
+    let members = [StoreMember::new(name.clone(), LockMode::Exclusive, Some(1))];
+    let hold = GroupRequest::new(&members, &holder, &owner, ttl, None, None);
+    assert!(matches!(groups.try_acquire_group(hold).await.unwrap(), GroupAcquire::Acquired { .. }));
+    let wait = GroupRequest::new(&members, &waiter, &owner, ttl, Some(ttl), None);
+    assert!(matches!(groups.try_acquire_group(wait).await.unwrap(), GroupAcquire::Blocked { .. }));
+    let places = groups.places(&name).await.unwrap();
+    assert!(matches!(places.as_slice(), [place] if place.token == waiter && young(place.waited)), "{places:?}");
+
+    let drop = ["", "_queue", "_names", "_holders", "_places", "_permits", "_values", "_waiters"]
+        .iter()
+        .map(|suffix| format!("`{table}{suffix}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    sqlx::raw_sql(&format!("DROP TABLE {drop}")).execute(store.pool()).await.unwrap();
+}
