@@ -35,7 +35,7 @@ macro_rules! files {
 
         impl Statements {
             fn new(table: &Identifier) -> Self {
-                Self { $($field: render(include_str!(concat!("sql/idempotency/", $path)), table),)* }
+                Self { $($field: render($path, include_str!(concat!("sql/idempotency/", $path)), table),)* }
             }
         }
 
@@ -57,11 +57,8 @@ files! {
 }
 
 /// `text` without its leading comment lines, the table's names filled in.
-fn render(text: &str, table: &Identifier) -> String {
-    let body: Vec<&str> = text.lines().skip_while(|line| line.starts_with("--")).collect();
-    body.join("\n")
-        .replace("{expires_index}", &table.derived("expires_at").quoted())
-        .replace("{table}", &table.quoted())
+fn render(path: &str, text: &str, table: &Identifier) -> String {
+    distlock_sql::template::render_for_table(path, text, table, &[("table", ""), ("expires_index", "expires_at")], &[])
 }
 
 /// An [`IdempotencyStore`] on MySQL or MariaDB: one table, by default
@@ -366,7 +363,7 @@ mod tests {
     fn every_file_is_rendered_with_quoted_names_and_the_server_clock() {
         let table = Identifier::new("table", "records").unwrap();
         for (path, text) in FILES {
-            let rendered = render(text, &table);
+            let rendered = render(path, text, &table);
             assert!(!rendered.contains(['{', '}']), "{path}: {rendered}");
             assert!(!rendered.starts_with("--"), "{path}");
             let clock = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";

@@ -14,6 +14,8 @@
 //! array parameters. `upgrade/add_placed_at.sql` holds `{upgraded}`, filled per table by
 //! [`Statements::upgrade`]. Leading comment lines are not sent.
 
+use distlock_sql::template;
+
 use crate::config::Layout;
 
 /// The server's clock in microseconds since the Unix epoch, as every statement reads it.
@@ -36,7 +38,7 @@ macro_rules! files {
 
         impl Statements {
             pub(crate) fn new(layout: &Layout) -> Self {
-                Self { table: layout.table.clone(), $($field: render(include_str!(concat!("sql/", $path)), layout),)* }
+                Self { table: layout.table.clone(), $($field: render($path, include_str!(concat!("sql/", $path)), layout),)* }
             }
         }
 
@@ -147,20 +149,25 @@ impl Statements {
     }
 }
 
-fn render(text: &str, layout: &Layout) -> String {
-    let table = &layout.table;
-    let body: Vec<&str> = text.lines().skip_while(|line| line.starts_with("--")).collect();
-    body.join("\n")
-        .replace("{table}", &table.quoted())
-        .replace("{queue_order}", &table.derived("queue_order").quoted())
-        .replace("{queue}", &table.derived("queue").quoted())
-        .replace("{names}", &table.derived("names").quoted())
-        .replace("{holders_owner}", &table.derived("holders_owner").quoted())
-        .replace("{holders}", &table.derived("holders").quoted())
-        .replace("{places}", &table.derived("places").quoted())
-        .replace("{permits}", &table.derived("permits").quoted())
-        .replace("{waiters}", &table.derived("waiters").quoted())
-        .replace("{values}", &table.derived("values").quoted())
+/// The placeholders of the layout's objects and the suffix each adds to the table name.
+const OBJECTS: [(&str, &str); 10] = [
+    ("table", ""),
+    ("queue", "queue"),
+    ("queue_order", "queue_order"),
+    ("names", "names"),
+    ("holders", "holders"),
+    ("holders_owner", "holders_owner"),
+    ("places", "places"),
+    ("permits", "permits"),
+    ("waiters", "waiters"),
+    ("values", "values"),
+];
+
+/// The placeholders filled per call ([`in_list`], [`rows`], [`Statements::upgrade`]).
+const PER_CALL: [&str; 3] = ["list", "rows", "upgraded"];
+
+fn render(path: &str, text: &str, layout: &Layout) -> String {
+    template::render_for_table(path, text, &layout.table, &OBJECTS, &PER_CALL)
 }
 
 /// `statement` with each `{list}` replaced by `n` comma-separated `?`.
@@ -198,7 +205,7 @@ mod tests {
         let layout = Layout { table: Identifier::new("table", "leases").unwrap(), notify: true };
         let sql = Statements::new(&layout);
         for (path, text) in FILES {
-            let rendered = render(text, &layout);
+            let rendered = render(path, text, &layout);
             let rest = rendered.replace("{list}", "").replace("{rows}", "").replace("{upgraded}", "");
             assert!(!rest.contains('{'), "{path}: {rendered}");
             assert!(!rendered.starts_with("--"), "{path}");

@@ -31,6 +31,8 @@
 //! not nest. So each statement is one file. Keys, tokens and durations are always bind
 //! parameters.
 
+use distlock_sql::template::{self, Fill};
+
 use crate::config::{Identifier, Layout};
 use crate::notify::channel_name;
 
@@ -141,15 +143,6 @@ pub(crate) mod idempotency {
 /// The values of `{unlogged}`: for a logged table, for an `UNLOGGED` one.
 const UNLOGGED: [&str; 2] = ["", "UNLOGGED"];
 
-/// Where [`Names::render`] is in a file: outside a section, in a `{notify}` or in a
-/// `{silent}` section.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Section {
-    All,
-    Notify,
-    Silent,
-}
-
 /// The objects of one layout: the values of the placeholders.
 #[derive(Debug)]
 pub(crate) struct Names {
@@ -214,55 +207,14 @@ impl Names {
     }
 
     /// `file`'s text with every placeholder replaced and only the `{notify}`/`{silent}`
-    /// sections of this layout kept.
+    /// sections of this layout kept (see [`distlock_sql::template::render`]).
     ///
     /// # Panics
     ///
     /// On a placeholder this crate does not define, or a section marker out of place (a
     /// unit test renders every file).
     pub(crate) fn render(&self, file: SqlFile) -> String {
-        let mut out = String::with_capacity(file.text.len() + 64);
-        let mut rest = file.text;
-        let mut section = Section::All;
-        loop {
-            let (text, after) = match rest.find('{') {
-                Some(open) => (&rest[..open], Some(&rest[open + 1..])),
-                None => (rest, None),
-            };
-            let keep = self.keeps(section);
-            if keep {
-                out.push_str(text);
-            }
-            let Some(after) = after else { break };
-            let close = after.find('}').unwrap_or_else(|| panic!("{}: an unclosed `{{`", file.path));
-            let name = &after[..close];
-            rest = &after[close + 1..];
-            section = match (name, section) {
-                ("notify", Section::All) => Section::Notify,
-                ("silent", Section::Notify) => Section::Silent,
-                ("end", Section::Notify | Section::Silent) => Section::All,
-                ("notify" | "silent" | "end", _) => panic!("{}: `{{{name}}}` out of place", file.path),
-                _ => {
-                    let value =
-                        self.value(name).unwrap_or_else(|| panic!("{}: no placeholder `{{{name}}}`", file.path));
-                    if keep {
-                        out.push_str(value);
-                    }
-                    section
-                }
-            };
-        }
-        assert!(section == Section::All, "{}: a `{{notify}}` section without `{{end}}`", file.path);
-        out
-    }
-
-    /// Whether text in `section` belongs to this layout's statements.
-    fn keeps(&self, section: Section) -> bool {
-        match section {
-            Section::All => true,
-            Section::Notify => self.notify,
-            Section::Silent => !self.notify,
-        }
+        template::render(file.path, file.text, self.notify, |name| self.value(name).map(Fill::Text))
     }
 
     fn value(&self, placeholder: &str) -> Option<&str> {

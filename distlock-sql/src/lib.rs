@@ -2,14 +2,15 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
-// Layers: connect → retry (its timeout error); query → identifier; identifier,
-// inflight, listing and retry are leaves.
+// Layers: connect → retry (its timeout error); query → identifier;
+// template → identifier; identifier, inflight, listing and retry are leaves.
 pub mod connect;
 pub mod identifier;
 pub mod inflight;
 pub mod listing;
 pub mod query;
 pub mod retry;
+pub mod template;
 
 pub use connect::NoConnection;
 pub use identifier::{Identifier, IdentifierRules};

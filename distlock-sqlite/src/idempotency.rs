@@ -31,7 +31,7 @@ macro_rules! statements {
 
         impl Statements {
             fn new(table: &Identifier) -> Self {
-                Self { $($field: render(include_str!(concat!("sql/idempotency/", $path)), table),)* }
+                Self { $($field: render($path, include_str!(concat!("sql/idempotency/", $path)), table),)* }
             }
         }
 
@@ -50,8 +50,14 @@ statements! {
     purge => "purge.sql",
 }
 
-fn render(text: &str, table: &Identifier) -> String {
-    text.replace("{records_retained}", &table.derived("retained").quoted()).replace("{records}", &table.quoted())
+fn render(path: &str, text: &str, table: &Identifier) -> String {
+    distlock_sql::template::render_for_table(
+        path,
+        text,
+        table,
+        &[("records", ""), ("records_retained", "retained")],
+        &[],
+    )
 }
 
 /// An [`IdempotencyStore`] in the database file of a [`SqliteLockStore`], shared by every

@@ -28,7 +28,7 @@ macro_rules! statements {
 
         impl Statements {
             pub(crate) fn new(table: &Identifier) -> Self {
-                Self { $($field: render(include_str!(concat!("sql/", $path)), table),)* }
+                Self { $($field: render($path, include_str!(concat!("sql/", $path)), table),)* }
             }
         }
 
@@ -126,25 +126,22 @@ impl Statements {
 
 /// The placeholders and the suffix each one adds to the table name.
 const PLACEHOLDERS: [(&str, &str); 12] = [
-    ("{leases}", ""),
-    ("{boots}", "boots"),
-    ("{counter}", "counter"),
-    ("{queue}", "queue"),
-    ("{queue_order}", "queue_order"),
-    ("{holders}", "holders"),
-    ("{holders_owner}", "holders_owner"),
-    ("{intents}", "intents"),
-    ("{permits}", "permits"),
-    ("{waiters}", "waiters"),
-    ("{waiters_socket}", "waiters_socket"),
-    ("{values}", "values"),
+    ("leases", ""),
+    ("boots", "boots"),
+    ("counter", "counter"),
+    ("queue", "queue"),
+    ("queue_order", "queue_order"),
+    ("holders", "holders"),
+    ("holders_owner", "holders_owner"),
+    ("intents", "intents"),
+    ("permits", "permits"),
+    ("waiters", "waiters"),
+    ("waiters_socket", "waiters_socket"),
+    ("values", "values"),
 ];
 
-fn render(text: &str, table: &Identifier) -> String {
-    PLACEHOLDERS.iter().fold(text.to_owned(), |text, (placeholder, suffix)| {
-        let name = if suffix.is_empty() { table.quoted() } else { table.derived(suffix).quoted() };
-        text.replace(placeholder, &name)
-    })
+fn render(path: &str, text: &str, table: &Identifier) -> String {
+    distlock_sql::template::render_for_table(path, text, table, &PLACEHOLDERS, &[])
 }
 
 /// `items` as a JSON array of strings, for `json_each(?)`.
@@ -177,7 +174,7 @@ mod tests {
     fn every_placeholder_is_rendered() {
         let table = Identifier::new("table", "locks").unwrap();
         for (path, text) in FILES {
-            let rendered = render(text, &table);
+            let rendered = render(path, text, &table);
             assert!(!rendered.contains('{') && !rendered.contains('}'), "{path}: {rendered}");
         }
         assert!(Statements::new(&table).lease_select.contains("FROM \"locks\" WHERE"));
