@@ -556,7 +556,7 @@ impl<DB: Dialect> VersionedUpdate<DB> {
     {
         let column = self.identifier(what, column)?;
         if let Err(err) = DB::push(&mut self.args, value) {
-            self.fail(format!("the value of {what} {column} cannot be encoded: {err}"));
+            self.fail(format!("the value of {what} {} cannot be encoded: {err}", column.quoted()));
             return None;
         }
         self.params += 1;
@@ -564,7 +564,12 @@ impl<DB: Dialect> VersionedUpdate<DB> {
     }
 
     fn identifier(&mut self, what: &str, name: &str) -> Option<Identifier> {
-        Identifier::new(what, name).map_err(|message| self.fail(message)).ok()
+        Identifier::new(what, name)
+            .map_err(|err| match err {
+                distlock_api::LockError::Config { message } => self.fail(message),
+                other => self.fail(other.to_string()),
+            })
+            .ok()
     }
 
     /// Keeps the first mistake, reported by `execute`.
