@@ -472,6 +472,27 @@ impl EtcdLockStore {
     }
 }
 
+/// What the answer of an acquisition's transaction (put if free, else get the key) says:
+/// acquired, with the answer's revision as the fence; or, the key held, acquired still
+/// when the holder is `token` (a retry of an acquisition that went through, contract
+/// item 5), else held.
+fn acquisition(answer: etcd_client::TxnResponse, token: &Token) -> Acquire {
+    if answer.succeeded() {
+        let revision = answer.header().map_or(0, |header| header.revision());
+        return Acquire::Acquired { fence: fence_of(revision) };
+    }
+    let holder = answer.op_responses().into_iter().find_map(|op| match op {
+        TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+        _ => None,
+    });
+    match holder {
+        Some(kv) if kv.value() == token.as_str().as_bytes() => {
+            Acquire::Acquired { fence: fence_of(kv.create_revision()) }
+        }
+        _ => Acquire::Held { ttl_left: None },
+    }
+}
+
 /// Now on this process's wall clock, in Unix milliseconds: when a waiting place is taken.
 pub(crate) fn unix_ms() -> u64 {
     let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -567,24 +588,10 @@ impl LockStore for EtcdLockStore {
                 .or_else([TxnOp::get(etcd_key.clone(), None)])
         };
         let (answer, lease) = self.attempt(key, token, ttl, txn).await?;
-        if answer.succeeded() {
-            let revision = answer.header().map_or(0, |header| header.revision());
-            return Ok(Acquire::Acquired { fence: fence_of(revision) });
-        }
-        if lease != 0 {
+        if !answer.succeeded() && lease != 0 {
             self.keep_spare(&etcd_key, token, lease, ttl);
         }
-        let holder = answer.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Get(get) => get.kvs().first().cloned(),
-            _ => None,
-        });
-        match holder {
-            // A retry of an acquisition that went through (contract item 5).
-            Some(kv) if kv.value() == token.as_str().as_bytes() => {
-                Ok(Acquire::Acquired { fence: fence_of(kv.create_revision()) })
-            }
-            _ => Ok(Acquire::Held { ttl_left: None }),
-        }
+        Ok(acquisition(answer, token))
     }
 
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
@@ -778,22 +785,10 @@ impl QueueStore for EtcdLockStore {
         if answer.succeeded() {
             self.forget_place(&etcd_key, token);
             self.revoke_later(mine.lease);
-            let revision = answer.header().map_or(0, |header| header.revision());
-            return Ok(Acquire::Acquired { fence: fence_of(revision) });
-        }
-        if lease != 0 {
+        } else if lease != 0 {
             self.keep_spare(&etcd_key, token, lease, ttl);
         }
-        let holder = answer.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Get(get) => get.kvs().first().cloned(),
-            _ => None,
-        });
-        match holder {
-            Some(kv) if kv.value() == token.as_str().as_bytes() => {
-                Ok(Acquire::Acquired { fence: fence_of(kv.create_revision()) })
-            }
-            _ => Ok(Acquire::Held { ttl_left: None }),
-        }
+        Ok(acquisition(answer, token))
     }
 
     async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
