@@ -50,6 +50,28 @@ struct Names {
 }
 
 impl Names {
+    /// A holder's or place's row's stamp and token when it is in force; otherwise `None`,
+    /// noting a row that is over (`over`) or whose process is gone (`gone`).
+    fn in_force(
+        &mut self,
+        row: &sqlx::sqlite::SqliteRow,
+        boot: &str,
+        now: i64,
+        liveness: bool,
+    ) -> Result<Option<(Stamp, String)>, sqlx::Error> {
+        let stamp = Stamp::of(row)?;
+        let token: String = row.try_get("token")?;
+        if !stamp.unexpired(boot, now) {
+            self.over = true;
+            return Ok(None);
+        }
+        if liveness && stamp.process.is_gone() {
+            self.gone.push(token);
+            return Ok(None);
+        }
+        Ok(Some((stamp, token)))
+    }
+
     fn grants(&self, request: &GroupRequest<'_>) -> bool {
         request.members.iter().all(|member| {
             let name = member.key.as_str();
@@ -128,16 +150,7 @@ impl SqliteLockStore {
         let liveness = self.inner.layout.liveness;
         let mut names = Names::default();
         for row in sqlx::query(&self.inner.sql.group_holders).bind(json).fetch_all(&mut *conn).await? {
-            let stamp = Stamp::of(&row)?;
-            let token: String = row.try_get("token")?;
-            if !stamp.unexpired(boot, now) {
-                names.over = true;
-                continue;
-            }
-            if liveness && stamp.process.is_gone() {
-                names.gone.push(token);
-                continue;
-            }
+            let Some((stamp, token)) = names.in_force(&row, boot, now, liveness)? else { continue };
             let holder = Holder {
                 mode: mode_of(&row.try_get::<String, _>("mode")?),
                 owner: row.try_get("owner")?,
@@ -148,16 +161,7 @@ impl SqliteLockStore {
             names.holders.entry(row.try_get("key")?).or_default().push(holder);
         }
         for row in sqlx::query(&self.inner.sql.group_intents).bind(json).fetch_all(&mut *conn).await? {
-            let stamp = Stamp::of(&row)?;
-            let token: String = row.try_get("token")?;
-            if !stamp.unexpired(boot, now) {
-                names.over = true;
-                continue;
-            }
-            if liveness && stamp.process.is_gone() {
-                names.gone.push(token);
-                continue;
-            }
+            let Some((stamp, token)) = names.in_force(&row, boot, now, liveness)? else { continue };
             let intent = Intent {
                 mode: mode_of(&row.try_get::<String, _>("mode")?),
                 ticket: u64::try_from(row.try_get::<i64, _>("ticket")?).unwrap_or(0),
