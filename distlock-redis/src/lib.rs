@@ -17,6 +17,8 @@ mod config;
 mod fenced_set;
 mod idempotency;
 mod layout;
+#[cfg(test)]
+mod lua_lint;
 mod notify;
 mod redlock;
 mod scripts;
