@@ -174,6 +174,7 @@ impl Statements {
     /// Acquire: `$1` key (`text`), `$2` token (`text`), `$3` TTL in ms (`int8`). Returns one
     /// row `(fence int8, finished_within_purge_horizon bool)` when acquired, no row when
     /// another lease holds the key.
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn acquire(&self) -> &str {
         &self.acquire
     }
@@ -181,6 +182,7 @@ impl Statements {
     /// Release: `$1` key, `$2` token; one row `(count int8)`, 1 when released. A release
     /// of a lease a waiter flagged (`waiting`) also sends `pg_notify(<channel>, key)`,
     /// delivered when it commits; an uncontended release sends nothing.
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn release(&self) -> &str {
         &self.release
     }

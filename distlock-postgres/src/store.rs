@@ -139,8 +139,8 @@ impl PostgresLockStore {
         self.create_schema
     }
 
-    /// The statements of this store that are of use outside it: its DDL, and its acquire
-    /// and release statements, exactly as it sends them.
+    /// The statements of this store that are of use outside it: its DDL and its
+    /// notification channel, exactly as it sends them.
     pub fn statements(&self) -> &Statements {
         &self.sql
     }
