@@ -109,6 +109,7 @@ impl Statements {
     /// The acquire statement (`INSERT … ON DUPLICATE KEY UPDATE`). It binds key, token,
     /// TTL in ms, token, token, token, TTL in ms; the key was taken exactly when the OK
     /// packet's last insert id is not 0, and that id is then the fence.
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn acquire(&self) -> &str {
         &self.acquire
     }
@@ -116,6 +117,7 @@ impl Statements {
     /// The release statement (a token-checked `UPDATE`). It binds key, token, key, token,
     /// key, token; one row matched means released (the insert id then tells whether
     /// waiters are to be woken: see `lease/release.sql`).
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn release(&self) -> &str {
         &self.release
     }

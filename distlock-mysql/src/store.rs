@@ -93,8 +93,8 @@ impl MysqlLockStore {
         self.sql.ddl().to_vec()
     }
 
-    /// The statements of this store that are of use outside it (its DDL, its acquire and
-    /// release statements), exactly as it sends them.
+    /// The statements of this store that are of use outside it (its DDL and the upgrade
+    /// of an older layout), exactly as it sends them.
     pub fn statements(&self) -> &Statements {
         &self.sql
     }
