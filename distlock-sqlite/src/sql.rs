@@ -87,12 +87,14 @@ statements! {
 impl Statements {
     /// Reads a key's lease: binds the key; returns `token`, `fence`, `boot`, `expires_ms`,
     /// `pid`, `pid_start` and `pid_ns`, or no row.
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn lease_select(&self) -> &str {
         &self.lease_select
     }
 
     /// Takes the next number of the store's counter (fences and tickets): binds nothing,
     /// returns the number.
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn next_fence(&self) -> &str {
         &self.next_fence
     }
@@ -100,6 +102,7 @@ impl Statements {
     /// Writes a key's lease (insert or replace): binds key, token, fence, boot id,
     /// expiry in ms of `CLOCK_BOOTTIME`, and the holder's pid, start time and PID
     /// namespace.
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn lease_put(&self) -> &str {
         &self.lease_put
     }
@@ -108,17 +111,20 @@ impl Statements {
     /// notification channel (`l:` followed by the key); returns the deleted row's `boot`
     /// and `expires_ms` (whether it was still in force) and `sockets`, the space-separated
     /// sockets of the processes waiting on the key (`NULL` for none).
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn lease_delete(&self) -> &str {
         &self.lease_delete
     }
 
     /// Removes a token's place in a key's queue: binds key and token.
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn queue_leave(&self) -> &str {
         &self.queue_leave
     }
 
     /// Reads a key's queue, oldest place first: binds the key; returns `token`, `seq`,
     /// `placed_ms`, `boot`, `expires_ms`, `pid`, `pid_start` and `pid_ns` per place.
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn queue_select(&self) -> &str {
         &self.queue_select
     }

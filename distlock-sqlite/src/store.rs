@@ -170,8 +170,8 @@ impl SqliteLockStore {
         &self.inner.pool
     }
 
-    /// The statements of this store that are of use outside it (those of its acquire and
-    /// release), exactly as it sends them.
+    /// The statements of its acquire and release, exactly as it sends them.
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
     pub fn statements(&self) -> &Statements {
         &self.inner.sql
     }
