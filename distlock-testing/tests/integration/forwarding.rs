@@ -1,7 +1,7 @@
 //! `FaultyStore` forwards every ability of the store it wraps — lock groups, the fair
-//! queue, listing — and its faults reach those too, one test per ability. The store
-//! traits have no default method bodies, so a wrapper that forgets a method does not
-//! compile; the last test checks, from the sources, that it stays that way.
+//! queue, listing, lease values — and its faults reach those too, one test per ability.
+//! The store traits have no default method bodies, so a wrapper that forgets a method
+//! does not compile; the last test checks, from the sources, that it stays that way.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use distlock_api::{
-    Acquire, Capabilities, GroupLockStore, GroupMember, GroupRequest, KeyPattern, LeaseValueStore, ListCursor,
-    ListPage, LockError, LockGroup, LockInfo, LockKey, LockManager, LockMode, LockOptions, LockStore, OwnerId,
-    QueueStore, StoreKey, StoreMember, Token, Ttl,
+    Acquire, Capabilities, GroupLockStore, GroupMember, GroupRequest, KeyPattern, LeaseValue, LeaseValueStore,
+    ListCursor, ListPage, LockError, LockGroup, LockInfo, LockKey, LockManager, LockMode, LockOptions, LockStore,
+    OwnerId, QueueStore, StoreKey, StoreMember, Token, Ttl,
 };
 use distlock_memory::MemoryLockStore;
 use distlock_testing::{Faults, FaultyStore, InjectedFault, Op};
@@ -48,6 +48,16 @@ fn assert_injected(err: &LockError, op: Op, key: Option<&str>) {
         "{op}: {err}"
     );
     assert_eq!(InjectedFault::of(err).map(InjectedFault::op), Some(op), "{err}");
+}
+
+/// Asserts that each of `errors` is an injected failure of its operation, naming
+/// `key(op)`, and that the operation was called once.
+#[track_caller]
+fn assert_each_injected_once(faults: &Faults, errors: &[(Op, LockError)], key: impl Fn(Op) -> Option<&'static str>) {
+    for (op, err) in errors {
+        assert_injected(err, *op, key(*op));
+        assert_eq!(faults.calls(*op), 1, "{op}");
+    }
 }
 
 /// Read/write locks through the wrapper work as on the memory store itself, and every
@@ -131,11 +141,7 @@ async fn every_group_operation_takes_faults() {
         (Op::Waiting, groups.waiting(&key).await.map(drop).unwrap_err()),
         (Op::WaitForChange, groups.wait_for_change(request, TTL).await.unwrap_err()),
     ];
-    for (op, err) in &errors {
-        let key = (*op != Op::ReleaseOwner).then_some("outage");
-        assert_injected(err, *op, key);
-        assert_eq!(faults.calls(*op), 1, "{op}");
-    }
+    assert_each_injected_once(&faults, &errors, |op| (op != Op::ReleaseOwner).then_some("outage"));
     let err = locks.lock_read("outage", TTL).await.unwrap_err();
     assert_injected(&err, Op::AcquireGroup, Some("outage"));
 
@@ -213,6 +219,40 @@ async fn listing_is_forwarded() {
     assert!(lock.release().await.unwrap());
 }
 
+/// Lease values are the wrapped store's, and take faults: both value operations fail
+/// under `fail_all`, with their own names, are delayed by `delay`, and after `heal` a value
+/// set through the wrapper is on the memory store and is read back through it.
+#[tokio::test(start_paused = true)]
+async fn lease_values_are_forwarded() {
+    let (locks, faults, memory) = setup();
+    let store = Arc::clone(locks.store());
+    let values = store.values().expect("the memory store's values are forwarded");
+    let lock = locks.lock("leader", TTL).await.unwrap();
+    let (key, token) = (lock.store_key(), lock.token());
+    let address = LeaseValue::new("10.0.0.7:8080").unwrap();
+    faults.fail_all(Op::SetValue);
+    faults.fail_all(Op::InspectValue);
+    let errors = [
+        (Op::SetValue, values.set_value(key, token, &address).await.unwrap_err()),
+        (Op::InspectValue, values.inspect_value(key).await.unwrap_err()),
+    ];
+    assert_each_injected_once(&faults, &errors, |_| Some("leader"));
+    let on_memory = LeaseValueStore::inspect_value(&memory, key).await.unwrap().expect("the memory store's holder");
+    assert_eq!(on_memory.value, None, "a failed set_value reached the store");
+
+    faults.heal();
+    faults.delay(Op::SetValue, Duration::from_secs(2));
+    let started = Instant::now();
+    assert!(values.set_value(key, token, &address).await.unwrap());
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    assert!(!values.set_value(key, &Token::generate(), &address).await.unwrap(), "a value on another's lease");
+    let on_memory = LeaseValueStore::inspect_value(&memory, key).await.unwrap().expect("the memory store's holder");
+    assert_eq!((&on_memory.holder.token, on_memory.value.as_ref()), (token, Some(&address)));
+    assert_eq!(values.inspect_value(key).await.unwrap(), Some(on_memory));
+    assert_eq!((faults.calls(Op::SetValue), faults.calls(Op::InspectValue)), (3, 2));
+    assert!(lock.release().await.unwrap());
+}
+
 /// A store with none of the optional abilities: the trait's required methods only.
 #[derive(Debug, Default)]
 struct Plain(MemoryLockStore);
@@ -246,7 +286,6 @@ impl LockStore for Plain {
     fn groups(&self) -> Option<&dyn GroupLockStore> {
         None
     }
-
     fn values(&self) -> Option<&dyn LeaseValueStore> {
         None
     }
@@ -256,12 +295,14 @@ impl LockStore for Plain {
 }
 
 /// The wrapper adds no ability the wrapped store lacks: no groups (the manager's group
-/// calls are `Unsupported`, naming the wrapped backend), no listing, no queue.
+/// calls are `Unsupported`, naming the wrapped backend), no listing, no queue, no lease
+/// values.
 #[tokio::test(start_paused = true)]
 async fn a_store_without_abilities_stays_without() {
     let store = FaultyStore::new(Plain::default());
     assert!(store.groups().is_none());
     assert!(store.queue().is_none());
+    assert!(store.values().is_none());
     assert_eq!(store.capabilities(), Capabilities::NONE);
     let locks = LockManager::new(Arc::new(store));
     let err = locks.try_lock_group(&write("g"), TTL).await.unwrap_err();
@@ -334,7 +375,9 @@ fn default_bodies(files: &[PathBuf], header: &str) -> Vec<String> {
 #[test]
 fn the_store_traits_have_no_default_bodies() {
     let api = sources(&workspace().join("distlock-api/src"));
-    for header in ["pub trait LockStore", "pub trait QueueStore", "pub trait GroupLockStore"] {
+    let traits =
+        ["pub trait LockStore", "pub trait QueueStore", "pub trait GroupLockStore", "pub trait LeaseValueStore"];
+    for header in traits {
         let bodies = default_bodies(&api, header);
         assert!(bodies.is_empty(), "`{header}` has default bodies in {bodies:?}: make them required");
     }
