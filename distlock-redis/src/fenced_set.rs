@@ -54,11 +54,11 @@ where
     C: ConnectionLike + Send,
     V: ToRedisArgs + Send + Sync,
 {
-    let (written, stored): (i64, String) = redis::Script::new(SCRIPTS.fenced_set.code())
-        .key(key)
-        .arg(fence.to_string())
-        .arg(value)
-        .invoke_async(conn)
+    let (written, stored): (i64, String) = SCRIPTS
+        .fenced_set
+        .run(conn, |cmd| {
+            cmd.arg(1).arg(key).arg(fence.to_string()).arg(&value);
+        })
         .await?;
     if written == 1 {
         return Ok(FencedSet::Written);

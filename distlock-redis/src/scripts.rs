@@ -34,6 +34,7 @@ impl LuaScript {
     }
 
     /// The script's source, as `EVAL` takes it.
+    #[cfg(test)]
     pub(crate) fn code(&self) -> &'static str {
         self.code
     }

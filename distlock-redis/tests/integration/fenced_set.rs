@@ -1,12 +1,14 @@
 //! `fenced_set` on the real Redis at `DISTLOCK_REDIS_URL`: a holder paused past its lease
-//! cannot overwrite what the next holder wrote. Every case uses its own random keys.
+//! cannot overwrite what the next holder wrote. Every case uses its own random keys. Its
+//! wire, on a private server: `EVALSHA` of the script, `EVAL` after `NOSCRIPT`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::LockManager;
 use distlock_conformance::kit::postgres_server::random_identifier;
-use distlock_redis::redis::AsyncCommands;
+use distlock_conformance::kit::redis_server::{monitor_args, RedisServer};
+use distlock_redis::redis::{AsyncCommands, Script};
 use distlock_redis::{fenced_set, FencedSet, RedisLockStore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,4 +60,38 @@ async fn fences_compare_as_64_bit_numbers() {
     );
     assert_eq!(fenced_set(&mut conn, &resource, u64::MAX, "f").await.unwrap(), FencedSet::Written);
     let _: () = conn.del(&resource).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_are_sent_with_evalsha_and_eval_after_noscript() {
+    let Some(server) = RedisServer::start_or_skip("fenced_set wire") else { return };
+    let store = RedisLockStore::connect(&server.url()).await.unwrap();
+    let mut conn = store.connection_manager().clone();
+    let resource = random_identifier("fenced_wire");
+    let sha = Script::new(include_str!("../../src/lua/fenced_set.lua")).get_hash().to_owned();
+    assert_eq!(fenced_set(&mut conn, &resource, 5, "a").await.unwrap(), FencedSet::Written);
+    tokio::task::block_in_place(|| server.script_flush());
+    let monitor = tokio::task::block_in_place(|| server.monitor());
+    assert_eq!(fenced_set(&mut conn, &resource, 6, "b").await.unwrap(), FencedSet::Written);
+    assert_eq!(fenced_set(&mut conn, &resource, 7, "c").await.unwrap(), FencedSet::Written);
+    let marker = random_identifier("marker");
+    tokio::task::block_in_place(|| server.command(&["ECHO", &marker]));
+    let lines = tokio::task::block_in_place(|| monitor.lines_until(&marker, Duration::from_secs(10)));
+    let sent: Vec<Vec<String>> = lines
+        .iter()
+        .filter(|line| !line.contains(" lua]") && !line.contains(&marker))
+        .map(|line| monitor_args(line))
+        .map(|args| if args[0] == "EVAL" { [&args[..1], &args[2..]].concat() } else { args })
+        .collect();
+    let owned = |args: &[&str]| args.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
+    // The flushed script: EVALSHA answered NOSCRIPT, EVAL ran it (and the server keeps it
+    // again), so the next write is a plain EVALSHA.
+    assert_eq!(
+        sent,
+        [
+            owned(&["EVALSHA", &sha, "1", &resource, "6", "b"]),
+            owned(&["EVAL", "1", &resource, "6", "b"]),
+            owned(&["EVALSHA", &sha, "1", &resource, "7", "c"]),
+        ]
+    );
 }
