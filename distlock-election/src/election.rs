@@ -1,4 +1,6 @@
-//! `Election`: one named election on a lock manager's store.
+//! `Election`: one named election on a lock manager's store — its settings and its
+//! reads. The calls that return a handle live with the handle: `campaign` in
+//! `leadership.rs`, `observe` in `observer.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,9 +8,6 @@ use std::time::Duration;
 use distlock_api::{
     DynLockStore, LeaseValue, LeaseValueStore, LockError, LockKey, LockManager, LockOptions, StoreKey, ValuedHolder,
 };
-
-use crate::leadership::Leadership;
-use crate::observer::Observer;
 
 /// The namespace of election keys among a store's locks: election `jobs` is the lock
 /// `election:jobs`, as `distlock list` shows it.
@@ -59,7 +58,7 @@ pub struct Election {
     poll: Duration,
 }
 
-/// The leader of an election, as [`Election::leader`] and [`Observer`] report it.
+/// The leader of an election, as [`Election::leader`] and [`Observer`](crate::Observer) report it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Leader {
@@ -86,9 +85,9 @@ impl Election {
     /// about this long; a live one renews its lease every third of it.
     pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
-    /// The default longest pause of an [`Observer`] between two reads: 100 ms. A change
+    /// The default longest pause of an [`Observer`](crate::Observer) between two reads: 100 ms. A change
     /// of leader is seen sooner on a store with release notifications (the observer wakes
-    /// at the release); a [proclaimed](Leadership::proclaim) value within this long.
+    /// at the release); a [proclaimed](crate::Leadership::proclaim) value within this long.
     pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
 
     /// The election `name` among the locks of `locks`' store.
@@ -118,7 +117,7 @@ impl Election {
         self
     }
 
-    /// Sets how long before its lease could end a leader's [`lost`](Leadership::lost)
+    /// Sets how long before its lease could end a leader's [`lost`](crate::Leadership::lost)
     /// fires when no renewal was confirmed (default: a fifth of the TTL): the time it
     /// has to stop its work before another candidate can lead. Checked by the next
     /// campaign.
@@ -146,44 +145,6 @@ impl Election {
         &self.key
     }
 
-    /// Campaigns with `value` (this candidate's identity or address) and waits, as long as
-    /// it takes, until this candidate leads. Bound the wait with
-    /// [`campaign_for`](Self::campaign_for) or `tokio::time::timeout` (cancel safe: a
-    /// cancelled campaign leaves the queue and holds nothing).
-    ///
-    /// # Errors
-    ///
-    /// [`LockError::InvalidValue`] / [`LockError::InvalidOptions`] before any I/O;
-    /// [`LockError::Unsupported`] (operation `"election"`) when the store keeps no values
-    /// with its leases, [`LockError::Config`] when it does not fence; [`LockError::Store`]
-    /// when the store fails; [`LockError::LeaseLost`] when the lead was lost before its
-    /// value could be published.
-    pub async fn campaign(&self, value: &str) -> Result<Leadership, LockError> {
-        let value = LeaseValue::new(value)?;
-        let options = self.options();
-        options.validate(self.ttl)?;
-        self.check()?;
-        let lock = self.locks.lock_opts(self.key.as_str(), self.ttl, &options).await?;
-        Leadership::publish(self.clone(), lock, value).await
-    }
-
-    /// As [`campaign`](Self::campaign), waiting at most `wait` (zero: one attempt);
-    /// `Ok(None)` when another candidate still led then.
-    ///
-    /// # Errors
-    ///
-    /// As [`campaign`](Self::campaign).
-    pub async fn campaign_for(&self, value: &str, wait: Duration) -> Result<Option<Leadership>, LockError> {
-        let value = LeaseValue::new(value)?;
-        let options = self.options().wait(wait);
-        options.validate(self.ttl)?;
-        self.check()?;
-        match self.locks.try_lock_opts(self.key.as_str(), self.ttl, &options).await? {
-            Some(lock) => Leadership::publish(self.clone(), lock, value).await.map(Some),
-            None => Ok(None),
-        }
-    }
-
     /// The current leader, or `None` when nobody leads: one read of the store.
     ///
     /// # Errors
@@ -198,18 +159,21 @@ impl Election {
         self.check()?.inspect_value(&self.store_key).await
     }
 
-    /// Watches the leader: see [`Observer`].
-    pub fn observe(&self) -> Observer {
-        Observer::new(self.clone())
-    }
-
     /// A campaign's lock options: renewed, fair, waiting as long as it takes.
-    fn options(&self) -> LockOptions {
+    pub(crate) fn options(&self) -> LockOptions {
         let options = LockOptions::new().auto_renew();
         match self.loss_margin {
             Some(margin) => options.loss_margin(margin),
             None => options,
         }
+    }
+
+    pub(crate) fn locks(&self) -> &LockManager {
+        &self.locks
+    }
+
+    pub(crate) fn lease_ttl(&self) -> Duration {
+        self.ttl
     }
 
     pub(crate) fn store(&self) -> &Arc<DynLockStore> {

@@ -1,4 +1,4 @@
-//! `Leadership`: what a candidate holds while it leads.
+//! `Leadership`: what a candidate holds while it leads, and the campaigns that win it.
 
 use std::time::Duration;
 
@@ -20,13 +20,49 @@ pub struct Leadership {
     value: LeaseValue,
 }
 
+impl Election {
+    /// Campaigns with `value` (this candidate's identity or address) and waits, as long as
+    /// it takes, until this candidate leads. Bound the wait with
+    /// [`campaign_for`](Self::campaign_for) or `tokio::time::timeout` (cancel safe: a
+    /// cancelled campaign leaves the queue and holds nothing).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidValue`] / [`LockError::InvalidOptions`] before any I/O;
+    /// [`LockError::Unsupported`] (operation `"election"`) when the store keeps no values
+    /// with its leases, [`LockError::Config`] when it does not fence; [`LockError::Store`]
+    /// when the store fails; [`LockError::LeaseLost`] when the lead was lost before its
+    /// value could be published.
+    pub async fn campaign(&self, value: &str) -> Result<Leadership, LockError> {
+        let value = LeaseValue::new(value)?;
+        let options = self.options();
+        options.validate(self.lease_ttl())?;
+        self.check()?;
+        let lock = self.locks().lock_opts(self.key().as_str(), self.lease_ttl(), &options).await?;
+        Leadership::publish(self.clone(), lock, value).await
+    }
+
+    /// As [`campaign`](Self::campaign), waiting at most `wait` (zero: one attempt);
+    /// `Ok(None)` when another candidate still led then.
+    ///
+    /// # Errors
+    ///
+    /// As [`campaign`](Self::campaign).
+    pub async fn campaign_for(&self, value: &str, wait: Duration) -> Result<Option<Leadership>, LockError> {
+        let value = LeaseValue::new(value)?;
+        let options = self.options().wait(wait);
+        options.validate(self.lease_ttl())?;
+        self.check()?;
+        match self.locks().try_lock_opts(self.key().as_str(), self.lease_ttl(), &options).await? {
+            Some(lock) => Leadership::publish(self.clone(), lock, value).await.map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
 impl Leadership {
     /// Publishes `value` on the lease just taken; a lease gone already is `LeaseLost`.
-    pub(crate) async fn publish(
-        election: Election,
-        lock: DistributedLock,
-        value: LeaseValue,
-    ) -> Result<Self, LockError> {
+    async fn publish(election: Election, lock: DistributedLock, value: LeaseValue) -> Result<Self, LockError> {
         let mut leadership = Self { election, lock, value: LeaseValue::default() };
         leadership.proclaim(value.as_str()).await?;
         tracing::info!(election = %leadership.election.name(), term = leadership.term(), value = %leadership.value, "leading");

@@ -1,4 +1,5 @@
-//! `Observer`: the changes of an election's leader, in term order.
+//! `Observer`: the changes of an election's leader, in term order, and
+//! `Election::observe` that starts one.
 
 use std::time::Duration;
 
@@ -29,11 +30,14 @@ pub struct Observer {
     last: Option<Option<(u64, Option<String>)>>,
 }
 
-impl Observer {
-    pub(crate) fn new(election: Election) -> Self {
-        Self { election, last: None }
+impl Election {
+    /// Watches the leader: see [`Observer`].
+    pub fn observe(&self) -> Observer {
+        Observer { election: self.clone(), last: None }
     }
+}
 
+impl Observer {
     /// Waits until the leader differs from the one returned last (the first call returns
     /// the current one at once) and returns it; `None`: nobody leads.
     ///
