@@ -22,8 +22,8 @@
 # root (DISTLOCK_TEST_INSTALL=0 turns that off); otherwise it says what to install.
 #
 # DISTLOCK_REQUIRE_SERVICES defaults to 1 here: a missing server fails, never skips.
-# DISTLOCK_TEST_STEPS picks steps (default: all of fmt clippy doc tests features doctests
-# examples package deny); `DISTLOCK_TEST_STEPS=servers` only starts the servers, prints
+# DISTLOCK_TEST_STEPS picks steps (default: all of fmt cycles clippy doc tests features
+# doctests examples package deny); `DISTLOCK_TEST_STEPS=servers` only starts the servers, prints
 # them, and stops. `package` packs every published crate as `cargo publish` would and
 # builds the packed sources; `deny` checks dependency licenses and duplicate versions with
 # cargo-deny (installed from crates.io with `cargo install` when missing).
@@ -35,7 +35,7 @@ cd "$(dirname "$0")/.."
 export DISTLOCK_REQUIRE_SERVICES="${DISTLOCK_REQUIRE_SERVICES:-1}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
-steps=" ${DISTLOCK_TEST_STEPS:-fmt clippy doc tests features doctests examples package deny} "
+steps=" ${DISTLOCK_TEST_STEPS:-fmt cycles clippy doc tests features doctests examples package deny} "
 steps="${steps//,/ }"
 
 # Each step line shows the seconds since the script started (CI logs: where time goes).
@@ -44,8 +44,8 @@ fail() { printf 'scripts/test.sh: %s\n' "$*" >&2; exit 1; }
 wants() { [[ "$steps" == *" $1 "* ]]; }
 for name in $steps; do
   case "$name" in
-    servers | fmt | clippy | doc | tests | features | doctests | examples | package | deny) ;;
-    *) fail "unknown step \`$name\` in DISTLOCK_TEST_STEPS (steps: servers fmt clippy doc tests features doctests examples package deny)" ;;
+    servers | fmt | cycles | clippy | doc | tests | features | doctests | examples | package | deny) ;;
+    *) fail "unknown step \`$name\` in DISTLOCK_TEST_STEPS (steps: servers fmt cycles clippy doc tests features doctests examples package deny)" ;;
   esac
 done
 # A URL as printed: any password replaced by `***`.
@@ -550,6 +550,11 @@ fi
 if wants fmt; then
   step "cargo fmt --check"
   cargo fmt --all -- --check
+fi
+
+if wants cycles; then
+  step "import cycles between the modules of a crate (scripts/check-cycles.py)"
+  python3 scripts/check-cycles.py
 fi
 
 if wants clippy; then
