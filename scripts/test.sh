@@ -17,7 +17,8 @@
 #   DISTLOCK_ETCD_URL=etcd://host:port  use this etcd instead of a private one (a single
 #                                      `etcd` node, data in /dev/shm)
 # Building the etcd store needs `protoc` (its gRPC client compiles etcd's protos); the
-# script installs `protobuf-compiler` too when it is missing.
+# script installs `protobuf-compiler` too when it is missing, and `lua-check` (luacheck,
+# which lints the Redis store's Lua scripts in its unit tests).
 # A missing `redis-server`, `initdb` or `mariadbd` is installed with apt-get when the script runs as
 # root (DISTLOCK_TEST_INSTALL=0 turns that off); otherwise it says what to install.
 #
@@ -417,6 +418,8 @@ servers() {
   # The kit's three-member clusters (fault tests) need the binary even with DISTLOCK_ETCD_URL.
   command -v etcd >/dev/null || missing+=(etcd-server)
   command -v protoc >/dev/null || [ -n "${PROTOC:-}" ] || missing+=(protobuf-compiler)
+  # distlock-redis lints its Lua scripts with luacheck.
+  command -v luacheck >/dev/null || missing+=(lua-check)
   # The SQLite store's wall-clock test runs a child under libfaketime.
   compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || [ -e /usr/lib/faketime/libfaketime.so.1 ] || missing+=(faketime)
   [ "${#missing[@]}" = 0 ] || install_or_explain "${missing[@]}"
