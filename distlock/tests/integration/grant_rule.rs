@@ -79,11 +79,35 @@ fn seed() -> u64 {
     }
 }
 
-/// Steps to run, and whether the CI time budget applies.
-fn steps() -> (u64, bool) {
-    match std::env::var("DISTLOCK_DIFF_STEPS") {
-        Ok(text) => (text.trim().parse().expect("DISTLOCK_DIFF_STEPS is a number"), false),
-        Err(_) => (CI_STEPS, true),
+/// How far a run goes: a number of steps, within a time budget or not.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    steps: u64,
+    budget: Option<Duration>,
+}
+
+impl Limits {
+    /// `DISTLOCK_DIFF_STEPS` steps with no time bound, else `CI_STEPS` within `CI_BUDGET`.
+    fn from_env() -> Self {
+        match std::env::var("DISTLOCK_DIFF_STEPS") {
+            Ok(text) => Self { steps: text.trim().parse().expect("DISTLOCK_DIFF_STEPS is a number"), budget: None },
+            Err(_) => Self { steps: CI_STEPS, budget: Some(CI_BUDGET) },
+        }
+    }
+}
+
+/// The first step at which a store and the rule differed.
+#[derive(Debug)]
+struct Divergence {
+    /// Steps run, the differing one included.
+    steps: u64,
+    /// What differed, the seed, the model's state and the last steps.
+    report: String,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.report)
     }
 }
 
@@ -268,6 +292,8 @@ struct Run {
     ticks: u64,
     /// A step overran its epoch: the run stops.
     overran: bool,
+    /// The store and the rule differed: the run stops.
+    divergence: Option<Divergence>,
     /// Decisions compared: grants and waits, of first attempts and of retries.
     decided: [[u64; 2]; 2],
 }
@@ -277,25 +303,31 @@ impl Run {
         self.store.groups().expect("the store has lock groups")
     }
 
-    fn fail(&self, what: String) -> ! {
+    /// `what`, with the seed, the model's state before the step and the last steps.
+    fn report(&self, what: &str) -> String {
         let history = self.log.iter().rev().take(40).rev().cloned().collect::<Vec<_>>().join("\n");
-        panic!(
+        format!(
             "{label}: {what}\n(seed {seed}: replay with DISTLOCK_DIFF_SEED={seed})\nmodel state before the step:\n{state}\nlast steps:\n{history}",
             label = self.label,
             seed = self.seed,
             state = self.model.dump(&self.groups),
-        );
+        )
     }
 
-    /// A difference between the store and the model: a failure, unless a short lease may
-    /// have ended before it was seen (a step that overran its epoch), which cannot be
-    /// judged and ends the run.
+    /// A store call that failed: no decision to compare, so the test fails.
+    fn fail(&self, what: String) -> ! {
+        panic!("{}", self.report(&what));
+    }
+
+    /// A difference between the store and the model: a divergence, unless a short lease
+    /// may have ended before it was seen (a step that overran its epoch), which cannot be
+    /// judged. Either ends the run.
     fn differ(&mut self, what: String) {
         if self.expiries && Instant::now() + SLACK >= self.epoch_end {
             eprintln!("{}: step {} overran its epoch, so it cannot be judged: {what}", self.label, self.steps);
             self.overran = true;
         } else {
-            self.fail(what);
+            self.divergence = Some(Divergence { steps: self.steps + 1, report: self.report(&what) });
         }
     }
 
@@ -573,18 +605,25 @@ impl Run {
         }
     }
 
-    async fn run(&mut self) {
-        let (steps, ci) = steps();
+    /// Runs steps until `limits` or a divergence, which it returns.
+    async fn run(&mut self, limits: Limits) -> Result<(), Divergence> {
         let started = Instant::now();
         self.start_epoch();
-        while self.steps < steps && !(ci && started.elapsed() > CI_BUDGET) {
+        while self.steps < limits.steps && limits.budget.is_none_or(|budget| started.elapsed() <= budget) {
             if self.expiries && (self.epoch_steps == 0 || Instant::now() + GUARD > self.epoch_end) {
                 self.tick().await;
             }
             let began = Instant::now();
             self.step().await;
-            if !self.overran {
+            if !self.overran && self.divergence.is_none() {
                 self.compare_names().await;
+            }
+            if let Some(divergence) = self.divergence.take() {
+                eprintln!(
+                    "{}: diverged from the grant rule at step {} (seed {})",
+                    self.label, divergence.steps, self.seed
+                );
+                return Err(divergence);
             }
             self.step_time = (self.step_time * 7 + began.elapsed()) / 8;
             self.epoch_steps = self.epoch_steps.saturating_sub(1);
@@ -610,6 +649,7 @@ impl Run {
             started.elapsed(),
             self.seed,
         );
+        Ok(())
     }
 }
 
@@ -625,18 +665,41 @@ fn private_url(base: &str, name: &str) -> String {
     }
 }
 
+/// A fresh name for one run's namespace.
+fn private_name() -> String {
+    format!("grant_{}", &Token::generate().as_str().replace('-', "")[..12])
+}
+
+/// Runs a history of `DISTLOCK_DIFF_SEED` (else a random seed) through the rule and the
+/// store at `url`, for `DISTLOCK_DIFF_STEPS` steps (else the CI limits); fails on a
+/// divergence.
 async fn differential(label: &'static str, url: &str, expiries: bool) {
-    let seed = seed();
-    eprintln!("{label}: seed {seed} (replay with DISTLOCK_DIFF_SEED={seed})");
-    let name = format!("grant_{}", &Token::generate().as_str().replace('-', "")[..12]);
+    let name = private_name();
     let url = if url == "memory://" { url.to_owned() } else { private_url(url, &name) };
     let store = distlock::connect(&url).await.unwrap_or_else(|err| panic!("{label}: connect: {err}"));
+    if let Err(divergence) = drive(label, store, &name, seed(), expiries, Limits::from_env()).await {
+        panic!("{divergence}");
+    }
+}
+
+/// The driver: runs the history of `seed` through the rule and `store` (its keys in a
+/// namespace of their own) until `limits`, and returns the first divergence. `name` names
+/// the run's owner. Without `expiries` every lease is long.
+async fn drive(
+    label: &'static str,
+    store: Arc<DynLockStore>,
+    name: &str,
+    seed: u64,
+    expiries: bool,
+    limits: Limits,
+) -> Result<(), Divergence> {
+    eprintln!("{label}: seed {seed} (replay with DISTLOCK_DIFF_SEED={seed})");
     let keys = (0..NAMES).map(|i| LockKey::new(format!("n{i}")).expect("a valid key").to_store_key()).collect();
     let mut run = Run {
         label,
         store,
         keys,
-        owner: OwnerId::new("grant-rule", &name).expect("a valid owner"),
+        owner: OwnerId::new("grant-rule", name).expect("a valid owner"),
         expiries,
         rng: Rng(seed),
         seed,
@@ -650,10 +713,12 @@ async fn differential(label: &'static str, url: &str, expiries: bool) {
         steps: 0,
         ticks: 0,
         overran: false,
+        divergence: None,
         decided: [[0; 2]; 2],
     };
-    run.run().await;
+    let outcome = run.run(limits).await;
     let _ = run.groups().release_owner(&run.owner).await;
+    outcome
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
