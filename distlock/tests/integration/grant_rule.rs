@@ -16,10 +16,18 @@
 //! tick. (etcd leases count whole seconds, so on
 //! etcd every lease is long and the history has no expiries.)
 //!
+//! [`mutants`] shows that a planted one-character change to the Redis script or the
+//! PostgreSQL function makes this driver report a divergence.
+//!
 //! `DISTLOCK_DIFF_SEED=<n>` replays a history (each run prints its seed);
 //! `DISTLOCK_DIFF_STEPS=<n>` runs n steps per store, with no time bound (the default is a
-//! few hundred steps, at most a few seconds per store).
+//! few hundred steps, at most a few seconds per store). For a long run:
+//! `DISTLOCK_DIFF_STEPS=20000 scripts/test.sh cargo nextest run -p distlock
+//! --all-features -E 'test(/grant_rule/)'`.
 #![cfg(all(feature = "memory", feature = "redis", feature = "postgres", feature = "etcd"))]
+
+mod mutants;
+mod script_proxy;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
