@@ -8,7 +8,7 @@ use distlock_api::{DynLockStore, LockError};
 ///
 /// | scheme | store | feature |
 /// |---|---|---|
-/// | `memory://` | a new, empty in-process store | `memory` (default) |
+/// | `memory://` | [`MemoryLockStore::connect`](crate::memory::MemoryLockStore::connect): a new, empty in-process store | `memory` (default) |
 /// | `redis://`, `rediss://`, `valkey://`, `valkeys://`, `redis+unix://`, `valkey+unix://`, `unix://` | [`RedisLockStore::connect`](crate::redis::RedisLockStore::connect) | `redis` |
 /// | `redlock://host1:port,host2:port,host3:port` (Redlock over independent masters) | `distlock_redis::RedlockStore::connect` | `redis` |
 /// | `redis+cluster://host1:port,host2:port,…` (Redis Cluster, hash-tagged keys) | `distlock_redis::RedisClusterStore::connect` | `redis` |
@@ -62,7 +62,7 @@ use distlock_api::{DynLockStore, LockError};
 /// Cancel safe: dropping the future drops the half-made connection.
 pub async fn connect(url: &str) -> Result<Arc<DynLockStore>, LockError> {
     match backend_of(url)? {
-        Backend::Memory => memory(url),
+        Backend::Memory => memory(url).await,
         Backend::Redis => redis(url).await,
         Backend::Postgres => postgres(url).await,
         Backend::Mysql => mysql(url).await,
@@ -126,10 +126,7 @@ fn backend_of(url: &str) -> Result<Backend, LockError> {
 #[cfg_attr(docsrs, doc(cfg(feature = "idempotency")))]
 pub async fn connect_idempotency(url: &str) -> Result<Arc<distlock_idempotency::DynIdempotencyStore>, LockError> {
     match backend_of(url)? {
-        Backend::Memory => {
-            memory_url(url)?;
-            Ok(Arc::new(distlock_memory::MemoryIdempotencyStore::new()))
-        }
+        Backend::Memory => Ok(Arc::new(distlock_memory::MemoryIdempotencyStore::connect(url).await?)),
         Backend::Redis => idempotency::redis(url).await,
         Backend::Postgres => idempotency::postgres(url).await,
         Backend::Mysql => idempotency::mysql(url).await,
@@ -207,29 +204,13 @@ fn scheme_of(url: &str) -> Option<&str> {
     (well_formed && rest.starts_with("//")).then_some(scheme)
 }
 
-/// `memory://` takes nothing after the scheme: anything there would be ignored.
-fn memory_url(url: &str) -> Result<(), LockError> {
-    let rest = &url["memory://".len()..];
-    if !rest.is_empty() && rest != "/" {
-        return Err(config(
-            "`memory://` URLs take no host, path or parameters: the memory store lives in this process".to_owned(),
-        ));
-    }
-    Ok(())
-}
-
-fn memory(url: &str) -> Result<Arc<DynLockStore>, LockError> {
-    memory_url(url)?;
-    memory_store()
-}
-
 #[cfg(feature = "memory")]
-fn memory_store() -> Result<Arc<DynLockStore>, LockError> {
-    Ok(Arc::new(distlock_memory::MemoryLockStore::new()))
+async fn memory(url: &str) -> Result<Arc<DynLockStore>, LockError> {
+    Ok(Arc::new(distlock_memory::MemoryLockStore::connect(url).await?))
 }
 
 #[cfg(not(feature = "memory"))]
-fn memory_store() -> Result<Arc<DynLockStore>, LockError> {
+async fn memory(_url: &str) -> Result<Arc<DynLockStore>, LockError> {
     Err(not_enabled("memory", "memory://"))
 }
 
