@@ -46,19 +46,20 @@ impl RedlockStore {
 pub struct RedlockStoreBuilder {
     node: RedisLockStoreBuilder,
     fencing: Option<bool>,
-    master_timeout: Duration,
+    response_timeout: Duration,
 }
 
 impl Default for RedlockStoreBuilder {
     fn default() -> Self {
-        Self::new()
+        let timeout = RedlockStore::DEFAULT_RESPONSE_TIMEOUT;
+        Self { node: RedisLockStoreBuilder::new().response_timeout(timeout), fencing: None, response_timeout: timeout }
     }
 }
 
 impl RedlockStoreBuilder {
     /// The defaults: prefix `distlock`, no fencing, notifications on, 1 s per master.
     pub fn new() -> Self {
-        Self { node: RedisLockStoreBuilder::new(), fencing: None, master_timeout: RedlockStore::DEFAULT_MASTER_TIMEOUT }
+        Self::default()
     }
 
     /// The key prefix on every master (as [`RedisLockStoreBuilder::key_prefix`]).
@@ -80,10 +81,13 @@ impl RedlockStoreBuilder {
         self
     }
 
-    /// The bound of one command on one master (default 1 s; for acquire and extend also
-    /// at most half the TTL). A master that does not answer in time counts as failed.
-    pub fn master_timeout(mut self, timeout: Duration) -> Self {
-        self.master_timeout = timeout;
+    /// How long to wait for one master's answer to one command (default 1 s; for acquire
+    /// and extend also at most half the TTL), as
+    /// [`RedisLockStoreBuilder::response_timeout`] on each master's connection. A master
+    /// that does not answer in time counts as failed. Must be greater than zero.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self.node = self.node.response_timeout(timeout);
         self
     }
 
@@ -128,8 +132,10 @@ impl RedlockStoreBuilder {
                 message: format!("Redlock needs 1 to {} masters, not {}", RedlockStore::MAX_MASTERS, urls.len()),
             });
         }
-        if self.master_timeout.is_zero() {
-            return Err(LockError::Config { message: "the Redlock `master_timeout` must be greater than zero".into() });
+        if self.response_timeout.is_zero() {
+            return Err(LockError::Config {
+                message: "the Redlock `response_timeout` must be greater than zero".into(),
+            });
         }
         let parsed = urls.iter().map(|url| RedisUrl::parse(url)).collect::<Result<Vec<_>, _>>()?;
         let fencing = masters_fencing(self.fencing, &parsed)?;
@@ -164,8 +170,21 @@ impl RedlockStoreBuilder {
         Ok(RedlockStore {
             masters: masters.into(),
             fencing,
-            master_timeout: self.master_timeout,
+            response_timeout: self.response_timeout,
             granted: Arc::default(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nothing listens on port 1: reaching the network would give a Store error.
+    #[tokio::test]
+    async fn a_zero_response_timeout_is_refused_before_any_io() {
+        let builder = RedlockStore::builder().response_timeout(Duration::ZERO);
+        let err = builder.connect("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3").await.unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("`response_timeout`"), "{err}");
     }
 }

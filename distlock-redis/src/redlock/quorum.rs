@@ -84,8 +84,8 @@ where
 }
 
 /// The bound of one acquire or extend on one master: the store's, at most half the TTL.
-pub(super) fn per_master_timeout(master_timeout: Duration, ttl: Ttl) -> Duration {
-    master_timeout.min(ttl.as_duration() / 2).max(Duration::from_millis(1))
+pub(super) fn per_master_timeout(response_timeout: Duration, ttl: Ttl) -> Duration {
+    response_timeout.min(ttl.as_duration() / 2).max(Duration::from_millis(1))
 }
 
 /// Releases `token` on one master: the raise-and-delete script when a fence was

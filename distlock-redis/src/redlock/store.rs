@@ -66,7 +66,7 @@ use crate::single::RedisLockStore;
 pub struct RedlockStore {
     pub(super) masters: Arc<[RedisLockStore]>,
     pub(super) fencing: bool,
-    pub(super) master_timeout: Duration,
+    pub(super) response_timeout: Duration,
     /// The number each held lock was granted, by lock key, for the release's raise.
     pub(super) granted: Arc<Mutex<HashMap<String, (Token, u64)>>>,
 }
@@ -77,7 +77,7 @@ impl fmt::Debug for RedlockStore {
             .field("masters", &self.masters.len())
             .field("quorum", &self.quorum())
             .field("fencing", &self.fencing)
-            .field("master_timeout", &self.master_timeout)
+            .field("response_timeout", &self.response_timeout)
             .finish()
     }
 }
@@ -89,8 +89,9 @@ impl RedlockStore {
     pub const MAX_MASTERS: usize = 15;
     /// The longest random pause added after a wait ends.
     pub const MAX_JITTER: Duration = MAX_JITTER;
-    /// The default bound of one command on one master.
-    pub const DEFAULT_MASTER_TIMEOUT: Duration = Duration::from_secs(1);
+    /// The default bound of one command on one master:
+    /// [`RedlockStoreBuilder::response_timeout`](crate::RedlockStoreBuilder::response_timeout).
+    pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 
     /// How many masters must agree: `N / 2 + 1`.
     pub fn quorum(&self) -> usize {
@@ -110,7 +111,7 @@ impl RedlockStore {
     /// Releases `token` on every master, for a failed acquisition (errors ignored: the
     /// leases expire).
     async fn release_everywhere(&self, key: &StoreKey, token: &Token, ttl: Ttl) {
-        let timeout = per_master_timeout(self.master_timeout, ttl);
+        let timeout = per_master_timeout(self.response_timeout, ttl);
         let _ = fan_out(&self.masters, timeout, |master| release_on(master, key, token, None)).await;
     }
 
@@ -166,7 +167,7 @@ impl LockStore for RedlockStore {
         // Every master's answer is awaited: a refused or cancelled acquisition releases
         // its token everywhere, and a release must not overtake a `SET` still waiting
         // for its master's connection (it would leave the token on that master).
-        let votes = fan_out(&self.masters, per_master_timeout(self.master_timeout, ttl), |master| {
+        let votes = fan_out(&self.masters, per_master_timeout(self.response_timeout, ttl), |master| {
             master.try_acquire(key, token, ttl)
         })
         .await;
@@ -220,7 +221,7 @@ impl LockStore for RedlockStore {
             let granted = self.granted();
             granted.get(key.as_str()).filter(|(holder, _)| holder == token).map(|(_, fence)| *fence)
         };
-        let timeout = self.master_timeout;
+        let timeout = self.response_timeout;
         // Every master's answer is awaited, as for an acquisition: a release answered at
         // the majority could leave the token on a slower master for a moment (its script
         // may still be on its way, e.g. loaded again after NOSCRIPT), and the caller's
@@ -262,7 +263,8 @@ impl LockStore for RedlockStore {
                 masters[index].extend(key, token, ttl).await
             }
         };
-        let votes = fan_out_until(self.masters.len(), per_master_timeout(self.master_timeout, ttl), op, decided).await;
+        let votes =
+            fan_out_until(self.masters.len(), per_master_timeout(self.response_timeout, ttl), op, decided).await;
         let extended = votes.iter().filter(|vote| matches!(vote, Vote::Answer(true))).count();
         let refused = votes.iter().filter(|vote| matches!(vote, Vote::Answer(false))).count();
         let in_time = ttl.as_duration().checked_sub(started.elapsed() + drift(ttl)).is_some();
@@ -282,7 +284,7 @@ impl LockStore for RedlockStore {
     ///
     /// [`LockError::Store`] when too few masters answered to decide.
     async fn inspect(&self, key: &StoreKey) -> Result<Option<LockInfo>, LockError> {
-        let votes = fan_out(&self.masters, self.master_timeout, |master| master.inspect(key)).await;
+        let votes = fan_out(&self.masters, self.response_timeout, |master| master.inspect(key)).await;
         let mut answered = 0;
         let mut holders: HashMap<Token, Vec<(Duration, Option<u64>)>> = HashMap::new();
         let mut first_err = None;

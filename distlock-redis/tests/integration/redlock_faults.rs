@@ -15,7 +15,7 @@ const TTL: Duration = Duration::from_secs(30);
 
 async fn manager(servers: &[distlock_conformance::kit::redis_server::RedisServer], query: &str) -> LockManager {
     let store = RedlockStore::builder()
-        .master_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_millis(500))
         .connect(&redlock_url(servers, query))
         .await
         .expect("connect");
@@ -147,7 +147,7 @@ async fn connecting_needs_a_majority_and_a_late_master_joins() {
 async fn the_masters_are_asked_in_parallel() {
     let Some(servers) = masters(3, "redlock fan-out") else { return };
     let store = RedlockStore::builder()
-        .master_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
         .connect(&redlock_url(&servers, ""))
         .await
         .expect("connect");
@@ -219,7 +219,7 @@ async fn contended_workload_keeps_mutual_exclusion_while_a_master_stops_and_rest
 async fn a_slow_master_does_not_hold_up_a_renewal_and_still_gets_it() {
     let Some(servers) = masters(3, "redlock early answer") else { return };
     let store = RedlockStore::builder()
-        .master_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5))
         .connect(&redlock_url(&servers, ""))
         .await
         .expect("connect");
