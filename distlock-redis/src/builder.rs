@@ -50,8 +50,10 @@ use crate::url::RedisUrl;
 /// `RedisLockStore::builder()` (one server), [`RedisClusterStore::builder()`](crate::RedisClusterStore::builder)
 /// ([`RedisClusterStoreBuilder`](crate::RedisClusterStoreBuilder)) and
 /// [`RedisSentinelStore::builder()`](crate::RedisSentinelStore::builder)
-/// ([`RedisSentinelStoreBuilder`](crate::RedisSentinelStoreBuilder)); each has `connect(url)` for its URL scheme, and the
-/// single-server one [`build`](Self::build) on an existing connection too.
+/// ([`RedisSentinelStoreBuilder`](crate::RedisSentinelStoreBuilder)); each has `connect(url)` for its URL scheme. The
+/// single-server one also has [`build`](Self::build) on an existing connection, and the
+/// Cluster's [`build`](crate::RedisClusterStoreBuilder::build) on the application's
+/// `redis::cluster::ClusterClient`.
 #[must_use = "a builder does nothing until `connect` or `build` is called"]
 pub struct RedisLockStoreBuilder<S = RedisLockStore> {
     // The layout: `None` until set, so that a URL can set it instead (see `resolve`).
@@ -287,8 +289,8 @@ impl<S> RedisLockStoreBuilder<S> {
 
     /// [`resolve`](Self::resolve) with a Redis Cluster's defaults: clock fences, release
     /// notifications and fair waiting on unless the builder or the URL turn them off.
-    pub(crate) fn resolve_cluster(&self, url: &RedisUrl) -> Result<Config, LockError> {
-        self.resolve_with(Some(url), true)
+    pub(crate) fn resolve_cluster(&self, url: Option<&RedisUrl>) -> Result<Config, LockError> {
+        self.resolve_with(url, true)
     }
 
     /// `resolve`; `on` is the default of clock fences, notifications and fair waiting.

@@ -4,14 +4,15 @@
 
 use distlock_api::waiters::WaiterRegistry;
 use distlock_api::LockError;
-use redis::cluster::ClusterClientBuilder;
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
 use redis::PushInfo;
 
 use super::store::dispatch;
 use super::RedisClusterStore;
 use crate::builder::RedisLockStoreBuilder;
 use crate::commands::Commands;
-use crate::config;
+use crate::config::{self, Config};
 use crate::layout::Layout;
 use crate::url::{self, RedisUrl};
 
@@ -32,6 +33,54 @@ impl RedisClusterStoreBuilder {
     pub async fn connect(self, url: &str) -> Result<RedisClusterStore, LockError> {
         self.refuse_notification_client("a Redis Cluster store subscribes on its own connections")?;
         RedisClusterStore::connect_with(self, url).await
+    }
+
+    /// Builds the store on the application's cluster client (its nodes, credentials,
+    /// TLS and protocol), with these settings and the Cluster's defaults (clock fences,
+    /// release notifications and fair waiting on unless turned off here).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use distlock_redis::redis::cluster::ClusterClientBuilder;
+    /// use distlock_redis::redis::ProtocolVersion;
+    /// use distlock_redis::RedisClusterStore;
+    ///
+    /// let client = ClusterClientBuilder::new(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .use_protocol(ProtocolVersion::RESP3) // for the release notifications
+    ///     .build()?;
+    /// let store = RedisClusterStore::builder().key_prefix("myapp").build(client)?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    ///
+    /// Nothing is sent here: the store's cluster connection (made from `client`, with this
+    /// builder's response and connect timeouts and the store's own handler of pushed
+    /// messages) connects at the first command, and the settings every client of the
+    /// prefix must share are checked by
+    /// [`RedisClusterStore::check_shared_settings`], which an application calls once.
+    /// Every command goes through that cluster connection: the direct connections to
+    /// each master that [`connect`](Self::connect) opens need credentials the store
+    /// cannot read back from a client.
+    ///
+    /// Release notifications arrive as RESP3 pushes, so with them on the client must use
+    /// `ProtocolVersion::RESP3`; on a RESP2 client the first notified wait fails with
+    /// [`LockError::Store`] (turn them off with
+    /// [`release_notifications(false)`](Self::release_notifications) instead).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a bad key prefix, a zero timeout, or a
+    /// [`notification_client`](Self::notification_client) (a Cluster subscribes on its
+    /// own connections).
+    pub fn build(self, client: ClusterClient) -> Result<RedisClusterStore, LockError> {
+        self.refuse_notification_client("a Redis Cluster store subscribes on its own connections")?;
+        let config = self.resolve_cluster(None)?;
+        let registry = WaiterRegistry::new();
+        let settings = ClusterConfig::new()
+            .set_connection_timeout(config.connect_timeout)
+            .set_response_timeout(config.response_timeout)
+            .set_push_sender(push_sender(&registry));
+        let conn = client.get_pending_async_connection_with_config(settings);
+        Ok(RedisClusterStore::assemble(conn, config, registry, None))
     }
 }
 
@@ -85,38 +134,67 @@ impl RedisClusterStore {
         for node in &nodes[1..] {
             RedisUrl::parse(node)?;
         }
-        let config = builder.resolve_cluster(&first)?;
-        let (key_prefix, fencing, clock_fences) = (config.key_prefix, config.fencing, config.clock_fences);
-        let (notifications, fair_queue) = (config.release_notifications, config.fair_queue);
+        let config = builder.resolve_cluster(Some(&first))?;
         let registry = WaiterRegistry::new();
-        let pushes = registry.clone();
-        let sender = move |push: PushInfo| {
-            dispatch(&pushes, &push);
-            Ok::<(), std::convert::Infallible>(())
-        };
         let plain: Vec<String> = nodes.iter().map(|node| strip_query(node)).collect();
         let client = ClusterClientBuilder::new(plain)
             .use_protocol(redis::ProtocolVersion::RESP3)
-            .push_sender(sender)
+            .push_sender(push_sender(&registry))
             .connection_timeout(config.connect_timeout)
             .response_timeout(config.response_timeout)
             .build()
             .map_err(|err| LockError::Config { message: format!("Redis Cluster URL: {err}") })?;
-        let mut conn =
+        let conn =
             client.get_async_connection().await.map_err(|err| LockError::store(Self::BACKEND, "connect", None, err))?;
+        let store = Self::assemble(conn, config, registry, Some(auth));
+        store.check_shared_settings().await?;
+        Ok(store)
+    }
+
+    /// The store on `conn`, whose pushes wake `registry`'s waiters; `auth` is the nodes'
+    /// `user:password@` for direct connections to each master (`None`: none are opened).
+    fn assemble(conn: ClusterConnection, config: Config, registry: WaiterRegistry, auth: Option<String>) -> Self {
+        let Config { key_prefix, fencing, clock_fences, release_notifications, fair_queue, .. } = config;
+        registry.set_listening(release_notifications);
         let layout = Layout::cluster(&key_prefix);
-        let settings_key = layout.settings_key();
-        let settings = config::shared_settings(fencing, clock_fences, notifications, fair_queue);
+        let commands =
+            Commands { layout, backend: Self::BACKEND, fencing, clock_fences, notifications: release_notifications };
+        Self::new(conn, key_prefix, commands, fair_queue, registry, auth)
+    }
+
+    /// Records this store's settings in `{prefix}:lock-settings` if no client of its key
+    /// prefix did, or checks them against the record, as
+    /// [`RedisLockStore::check_shared_settings`](crate::RedisLockStore::check_shared_settings)
+    /// does on one server. [`connect`](RedisClusterStoreBuilder::connect) calls it; a
+    /// store made by [`build`](RedisClusterStoreBuilder::build) sends nothing until an
+    /// application calls it.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] when the prefix is in use with other settings;
+    /// [`LockError::Store`] (operation `"connect"`) when the Cluster cannot be reached.
+    pub async fn check_shared_settings(&self) -> Result<(), LockError> {
+        let commands = self.commands();
+        let settings_key = commands.layout.settings_key();
+        let settings =
+            config::shared_settings(commands.fencing, commands.clock_fences, commands.notifications, self.fair_queue());
+        let mut conn = self.cluster_connection();
         let recorded: Option<String> = async {
             redis::cmd("SET").arg(&settings_key).arg(&settings).arg("NX").query_async::<()>(&mut conn).await?;
             redis::cmd("GET").arg(&settings_key).query_async(&mut conn).await
         }
         .await
         .map_err(|err| LockError::store(Self::BACKEND, "connect", None, err))?;
-        config::check_recorded_settings(&key_prefix, &settings_key, &settings, recorded)?;
-        registry.set_listening(notifications);
-        let commands = Commands { layout, backend: Self::BACKEND, fencing, clock_fences, notifications };
-        Ok(Self::new(conn, key_prefix, commands, fair_queue, registry, auth))
+        config::check_recorded_settings(self.key_prefix(), &settings_key, &settings, recorded)
+    }
+}
+
+/// The handler of the cluster connection's pushed messages: they wake `registry`'s waiters.
+fn push_sender(registry: &WaiterRegistry) -> impl Fn(PushInfo) -> Result<(), std::convert::Infallible> + Send + Sync {
+    let registry = registry.clone();
+    move |push: PushInfo| {
+        dispatch(&registry, &push);
+        Ok(())
     }
 }
 
@@ -137,6 +215,8 @@ fn split_cluster_url(url: &str) -> Result<(Vec<String>, String), LockError> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -147,6 +227,24 @@ mod tests {
         );
         for bad in ["redis://a", "redis+cluster://a,,b", "redis+cluster://", "redis+cluster://a/3"] {
             assert!(matches!(split_cluster_url(bad), Err(LockError::Config { .. })), "{bad}");
+        }
+    }
+
+    /// Nothing listens on port 1: `build` sends nothing, so every check is local.
+    #[tokio::test]
+    async fn build_checks_the_settings_without_any_io() {
+        let client = ClusterClient::new(["redis://127.0.0.1:1"]).unwrap();
+        let store = RedisClusterStore::builder().build(client.clone()).unwrap();
+        assert!(store.notifications() && store.fair_queue() && store.clock_fences() && !store.fencing());
+        let off = RedisClusterStore::builder().release_notifications(false).build(client.clone()).unwrap();
+        assert!(!off.notifications());
+        for builder in [
+            RedisClusterStore::builder().key_prefix("a\nb"),
+            RedisClusterStore::builder().response_timeout(Duration::ZERO),
+            RedisClusterStore::builder().notification_client(redis::Client::open("redis://127.0.0.1:1").unwrap()),
+        ] {
+            let err = builder.build(client.clone()).unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{err}");
         }
     }
 }

@@ -163,8 +163,9 @@ pub struct RedisClusterStore {
     registry: WaiterRegistry,
     subscribed: Arc<Mutex<HashMap<String, usize>>>,
     fast: Arc<FastPath>,
-    /// `user:password@` of the nodes, for the direct connections.
-    auth: String,
+    /// `user:password@` of the nodes, for the direct connections; `None`: every command
+    /// goes through the cluster connection.
+    auth: Option<String>,
 }
 
 impl fmt::Debug for RedisClusterStore {
@@ -194,7 +195,7 @@ impl RedisClusterStore {
         commands: Commands,
         fair_queue: bool,
         registry: WaiterRegistry,
-        auth: String,
+        auth: Option<String>,
     ) -> Self {
         Self {
             conn,
@@ -241,6 +242,11 @@ impl RedisClusterStore {
     /// Whether releases are published and waiters wake on them.
     pub fn notifications(&self) -> bool {
         self.commands.notifications
+    }
+
+    /// Whether waiters queue and are served in arrival order.
+    pub fn fair_queue(&self) -> bool {
+        self.fair_queue
     }
 
     pub(crate) fn registry(&self) -> &WaiterRegistry {
@@ -351,15 +357,16 @@ impl RedisClusterStore {
     }
 
     /// The direct connection to the master owning `redis_key`'s slot, opened on first
-    /// use; `None` when the slot map or the master cannot be reached (the cluster
-    /// connection is used then).
+    /// use; `None` when the store has no credentials for it (made by `build`), or the
+    /// slot map or the master cannot be reached (the cluster connection is used then).
     async fn node_conn(&self, redis_key: &str) -> Option<(String, MultiplexedConnection)> {
+        let auth = self.auth.as_deref()?;
         let slot = key_slot(redis_key.as_bytes());
         let address = self.slot_owner(slot).await?;
         if let Some(conn) = self.fast.conns.lock().unwrap_or_else(|e| e.into_inner()).get(&address) {
             return Some((address, conn.clone()));
         }
-        let client = redis::Client::open(format!("redis://{}{address}", self.auth)).ok()?;
+        let client = redis::Client::open(format!("redis://{auth}{address}")).ok()?;
         let settings = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(2)));

@@ -270,3 +270,41 @@ async fn group_waiters_are_woken_by_the_tags_shard_channel() {
     assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
     assert!(stamp.is_none(), "no fencing configured");
 }
+
+/// `build(client)` on the application's `ClusterClient`: nothing sent until used, the
+/// Cluster's defaults (notifications, fair waiting, clock fences), the prefix's settings
+/// checked on demand, and a waiter woken by the sharded notification.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_built_on_the_applications_cluster_client_works_like_a_connected_one() {
+    use distlock_redis::redis::cluster::ClusterClientBuilder;
+    use distlock_redis::redis::ProtocolVersion;
+
+    let Some(cluster) = start("cluster build") else { return };
+    let nodes = cluster.ports().into_iter().map(|port| format!("redis://127.0.0.1:{port}"));
+    let client = ClusterClientBuilder::new(nodes).use_protocol(ProtocolVersion::RESP3).build().unwrap();
+    let prefix = format!("built-{}", distlock_api::Token::generate().as_str());
+    let store = RedisClusterStore::builder().key_prefix(&prefix).fencing(true).build(client.clone()).unwrap();
+    assert!(store.notifications() && store.fair_queue() && store.clock_fences());
+    store.check_shared_settings().await.unwrap();
+    // A client of the prefix with other settings is refused, by `connect` and by the check.
+    let other = RedisClusterStore::builder().key_prefix(&prefix).fencing(true).fair_queue(false).build(client);
+    let err = other.unwrap().check_shared_settings().await.unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("lock-settings"), "{err}");
+    let err = RedisClusterStore::connect(&format!("{}?prefix={prefix}", cluster.url())).await.unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }), "{err}");
+
+    let locks = LockManager::new(Arc::new(store));
+    let held = locks.try_lock("n", Duration::from_secs(30)).await.unwrap().expect("free");
+    assert!(held.fence().is_some());
+    // A retry interval far longer than the test: only the notification can wake the waiter.
+    let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30));
+    let waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.lock_opts("n", Duration::from_secs(30), &options).await.map(|lock| lock.token().clone()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = tokio::time::Instant::now();
+    assert!(held.release().await.unwrap());
+    let _ = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
+    assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
+}
