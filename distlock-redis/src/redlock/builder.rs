@@ -12,6 +12,7 @@ use super::quorum::BACKEND;
 use super::RedlockStore;
 use crate::builder::RedisLockStoreBuilder;
 use crate::commands::Failure;
+use crate::single::RedisLockStore;
 use crate::url::RedisUrl;
 
 impl RedlockStore {
@@ -25,9 +26,46 @@ impl RedlockStore {
         RedlockStoreBuilder::new().connect(url).await
     }
 
-    /// A builder (timeouts, layout).
+    /// A builder (timeouts, layout), which connects by URL
+    /// ([`connect`](RedlockStoreBuilder::connect)) or builds on the application's clients
+    /// ([`build`](RedlockStoreBuilder::build)).
     pub fn builder() -> RedlockStoreBuilder {
         RedlockStoreBuilder::new()
+    }
+
+    /// Records the settings every client of the key prefix must share on each master, or
+    /// checks them against its record, as
+    /// [`RedisLockStore::check_shared_settings`](crate::RedisLockStore::check_shared_settings)
+    /// does on one server. [`connect`](RedlockStoreBuilder::connect) does it on every
+    /// master it reaches; a store made by [`build`](RedlockStoreBuilder::build) sends
+    /// nothing until an application calls this.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] when a master holds other settings for the prefix;
+    /// [`LockError::Store`] (operation `"connect"`) when fewer than a majority of the
+    /// masters answer.
+    pub async fn check_shared_settings(&self) -> Result<(), LockError> {
+        let checks = self.masters.iter().map(RedisLockStore::check_shared_settings);
+        let results = futures_util::future::join_all(checks).await;
+        let answered = results.iter().filter(|result| result.is_ok()).count();
+        let mut failure = None;
+        for result in results {
+            match result {
+                Err(err @ LockError::Config { .. }) => return Err(err),
+                Err(err) => failure = failure.or(Some(err)),
+                Ok(()) => {}
+            }
+        }
+        match failure {
+            Some(err) if answered < self.quorum() => Err(LockError::store(
+                BACKEND,
+                "connect",
+                None,
+                Failure(format!("only {answered} of {} masters answered: {err}", self.masters.len())),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -120,16 +158,65 @@ impl RedlockStoreBuilder {
         self.connect_masters(&urls).await
     }
 
-    /// Connects to the masters given as single-node `redis://` URLs (each may carry the
-    /// same layout parameters).
+    /// Builds the store on the application's clients, one per master (1 to
+    /// [`MAX_MASTERS`](RedlockStore::MAX_MASTERS), distinct; an odd number is usual), with
+    /// these settings; each client's address, credentials, database and TLS are kept.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use distlock_redis::{redis, RedlockStore};
+    ///
+    /// let clients = ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]
+    ///     .into_iter()
+    ///     .map(redis::Client::open)
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let store = RedlockStore::builder().key_prefix("myapp").release_notifications(true).build(clients)?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    ///
+    /// Nothing is sent here: each master's connection (with this builder's timeouts) is
+    /// opened at its first command, and its subscriber for
+    /// [release notifications](Self::release_notifications) from the same client at the
+    /// first wait. The settings every client of the prefix must share are checked by
+    /// [`RedlockStore::check_shared_settings`], which an application calls once;
+    /// [`connect`](Self::connect) checks them itself.
     ///
     /// # Errors
     ///
-    /// As [`connect`](Self::connect).
-    pub(crate) async fn connect_masters(self, urls: &[String]) -> Result<RedlockStore, LockError> {
-        if urls.is_empty() || urls.len() > RedlockStore::MAX_MASTERS {
+    /// [`LockError::Config`] for no client or too many, a master given twice, a bad key
+    /// prefix or a zero timeout.
+    pub fn build(self, clients: impl IntoIterator<Item = redis::Client>) -> Result<RedlockStore, LockError> {
+        let clients: Vec<redis::Client> = clients.into_iter().collect();
+        self.check_masters(clients.len())?;
+        for (index, client) in clients.iter().enumerate() {
+            let address = client.get_connection_info().addr();
+            if clients[..index].iter().any(|other| other.get_connection_info().addr() == address) {
+                return Err(LockError::Config { message: format!("the Redlock master `{address}` is given twice") });
+            }
+        }
+        let fencing = self.fencing.unwrap_or(false);
+        let node = self.node.clone().fencing(fencing).clock_fences(true).fair_queue(false);
+        let masters = clients
+            .into_iter()
+            .map(|client| {
+                let conn = ConnectionManager::new_lazy_with_config(client.clone(), node.connection_manager_config())
+                    .map_err(|err| LockError::store(BACKEND, "connect", None, err))?;
+                node.clone().notification_client(client).build(conn)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RedlockStore {
+            masters: masters.into(),
+            fencing,
+            response_timeout: self.response_timeout,
+            granted: Arc::default(),
+        })
+    }
+
+    /// `Ok` for 1 to `MAX_MASTERS` masters and a usable response timeout.
+    fn check_masters(&self, masters: usize) -> Result<(), LockError> {
+        if masters == 0 || masters > RedlockStore::MAX_MASTERS {
             return Err(LockError::Config {
-                message: format!("Redlock needs 1 to {} masters, not {}", RedlockStore::MAX_MASTERS, urls.len()),
+                message: format!("Redlock needs 1 to {} masters, not {masters}", RedlockStore::MAX_MASTERS),
             });
         }
         if self.response_timeout.is_zero() {
@@ -137,6 +224,17 @@ impl RedlockStoreBuilder {
                 message: "the Redlock `response_timeout` must be greater than zero".into(),
             });
         }
+        Ok(())
+    }
+
+    /// Connects to the masters given as single-node `redis://` URLs (each may carry the
+    /// same layout parameters).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    pub(crate) async fn connect_masters(self, urls: &[String]) -> Result<RedlockStore, LockError> {
+        self.check_masters(urls.len())?;
         let parsed = urls.iter().map(|url| RedisUrl::parse(url)).collect::<Result<Vec<_>, _>>()?;
         let fencing = masters_fencing(self.fencing, &parsed)?;
         let node = self.node.clone().fencing(fencing).clock_fences(true).fair_queue(false);
@@ -186,5 +284,22 @@ mod tests {
         let builder = RedlockStore::builder().response_timeout(Duration::ZERO);
         let err = builder.connect("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3").await.unwrap_err();
         assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("`response_timeout`"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn build_checks_the_masters_and_settings_without_any_io() {
+        let client = |port: u16| redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
+        let store = RedlockStore::builder().fencing(true).build([client(1), client(2), client(3)]).unwrap();
+        assert!(store.fencing() && store.masters().len() == 3 && store.quorum() == 2);
+        for (builder, clients) in [
+            (RedlockStore::builder(), vec![]),
+            (RedlockStore::builder(), vec![client(1), client(2), client(1)]),
+            (RedlockStore::builder(), (1..=16).map(client).collect()),
+            (RedlockStore::builder().response_timeout(Duration::ZERO), vec![client(1)]),
+            (RedlockStore::builder().key_prefix("a\nb"), vec![client(1)]),
+        ] {
+            let err = builder.build(clients).unwrap_err();
+            assert!(matches!(err, LockError::Config { .. }), "{err}");
+        }
     }
 }

@@ -12,3 +12,44 @@ mod three_masters_fenced {
     }
     distlock_conformance::conformance_suite!(store);
 }
+
+/// `build(clients)` on the application's clients: nothing sent until used, the prefix's
+/// settings checked on demand on every master, and a waiter woken by the release
+/// notifications the builder asked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_built_on_the_applications_clients_works_like_a_connected_one() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use distlock_api::{LockError, LockManager, LockOptions, LockStore};
+    use distlock_redis::{redis, RedlockStore};
+
+    let Some(servers) = tokio::task::block_in_place(|| scale_kit::masters(3, "redlock build")) else { return };
+    let clients =
+        || servers.iter().map(|server| redis::Client::open(format!("redis://127.0.0.1:{}", server.port())).unwrap());
+    let builder = RedlockStore::builder().key_prefix("built").fencing(true).release_notifications(true);
+    let store = builder.clone().build(clients()).unwrap();
+    assert_eq!(store.masters().len(), 3);
+    assert!(store.capabilities().release_notifications);
+    store.check_shared_settings().await.unwrap();
+    // A client of the prefix with other settings is refused, by the check and by `connect`.
+    let other = RedlockStore::builder().key_prefix("built").fencing(true).build(clients()).unwrap();
+    let err = other.check_shared_settings().await.unwrap_err();
+    assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("lock-settings"), "{err}");
+    assert!(RedlockStore::connect(&scale_kit::redlock_url(&servers, "?prefix=built&fencing=true")).await.is_err());
+
+    let locks = LockManager::new(Arc::new(store));
+    let held = locks.try_lock("n", Duration::from_secs(30)).await.unwrap().expect("free");
+    assert!(held.fence().is_some());
+    // A retry interval far longer than the test: only the notification can wake the waiter.
+    let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30));
+    let waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.lock_opts("n", Duration::from_secs(30), &options).await.map(|lock| lock.token().clone()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = tokio::time::Instant::now();
+    assert!(held.release().await.unwrap());
+    let _ = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
+    assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
+}
