@@ -49,6 +49,15 @@ impl RedisSentinelStore {
     /// [`clock_fences`](RedisLockStoreBuilder::clock_fences), the key prefix) and
     /// timeouts. A setting given by both the builder and the URL must agree.
     ///
+    /// # No `build(client)`
+    ///
+    /// Unlike the other topologies' builders, this one only connects by URL: the store
+    /// follows failovers by asking the sentinels again after a failed operation and, when
+    /// they name another address, connecting a new single-node store to it with these
+    /// settings. So it opens every connection itself, from the sentinels' addresses, the
+    /// master's name and the credentials the URL gives; a connection or client of the
+    /// application's would stop being the master's at the first failover.
+    ///
     /// ```no_run
     /// # async fn demo() -> Result<(), distlock_api::LockError> {
     /// use distlock_redis::RedisSentinelStore;
