@@ -8,8 +8,8 @@ use distlock_sql::connect::{check_timeouts, first_connection, merge, pool_option
 use sqlx::postgres::{PgConnection, PgPool};
 
 use crate::config::{
-    Identifier, Layout, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_APPLICATION_NAME, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA,
-    DEFAULT_SEQUENCE, DEFAULT_TABLE, MAX_ACQUIRE_TIMEOUT,
+    Identifier, Layout, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_APPLICATION_NAME, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, DEFAULT_SEQUENCE, DEFAULT_TABLE, MAX_ACQUIRE_TIMEOUT,
 };
 use crate::error::BACKEND;
 use crate::sql::Statements;
@@ -18,7 +18,7 @@ use crate::url::PostgresUrl;
 
 impl PostgresLockStore {
     /// Connects to `url` with the defaults (`public.distribute_lock`, a pool of 8
-    /// connections named `distlock`, 5 s acquire timeout), or with the layout the URL
+    /// connections named `distlock`, 5 s acquire and connect timeouts), or with the layout the URL
     /// names (`?schema=`, `?table=`, `?sequence=`, `?unlogged=`, `?create=`,
     /// `?notifications=`; see [`PostgresUrl`]). Call
     /// [`ensure_schema`](Self::ensure_schema) next unless migrations create the table.
@@ -87,6 +87,7 @@ pub struct PostgresLockStoreBuilder {
     application_name: Option<String>,
     max_connections: u32,
     acquire_timeout: Duration,
+    connect_timeout: Duration,
 }
 
 impl Default for PostgresLockStoreBuilder {
@@ -101,6 +102,7 @@ impl Default for PostgresLockStoreBuilder {
             application_name: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         }
     }
 }
@@ -189,14 +191,23 @@ impl PostgresLockStoreBuilder {
         self
     }
 
-    /// How long [`connect`](Self::connect) waits for the server's answer and, later, the
-    /// pool waits for a connection, including opening one, before an operation fails
-    /// (default 5 s; from 1 ms to [`MAX_ACQUIRE_TIMEOUT`](crate::MAX_ACQUIRE_TIMEOUT),
-    /// checked by `connect`). This bounds how long any operation waits on an unreachable
-    /// server before returning [`LockError::Store`].
+    /// How long the pool of [`connect`](Self::connect) waits for a connection, including
+    /// opening one, before an operation fails (default 5 s; from 1 ms to
+    /// [`MAX_ACQUIRE_TIMEOUT`](crate::MAX_ACQUIRE_TIMEOUT), checked by `connect`). This
+    /// bounds how long any operation waits on an unreachable server before returning
+    /// [`LockError::Store`].
     #[must_use]
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
+        self
+    }
+
+    /// How long [`connect`](Self::connect) waits for the server's first answer (default
+    /// 5 s; from 1 ms to [`MAX_ACQUIRE_TIMEOUT`](crate::MAX_ACQUIRE_TIMEOUT), checked by
+    /// `connect`).
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 
@@ -224,12 +235,11 @@ impl PostgresLockStoreBuilder {
     ///
     /// - [`LockError::Config`] (before any I/O) for a URL that is not `postgres://` or
     ///   `postgresql://`, an unknown, repeated or malformed URL parameter, a bad name, a
-    ///   URL parameter that contradicts a builder setting, or an acquire timeout out of
-    ///   range. The message names the parameter and never repeats the URL.
+    ///   URL parameter that contradicts a builder setting, or a timeout out of range. The message names the parameter and never repeats the URL.
     /// - [`LockError::Store`] (operation `"connect"`) with the server's or the network's
-    ///   own message: connection refused (at once, not after the acquire timeout), a
+    ///   own message: connection refused (at once, not after a timeout), a
     ///   database or role that does not exist, a wrong password, no answer within the
-    ///   acquire timeout, or (with `create_schema(false)`) what is missing from the layout.
+    ///   connect timeout, or (with `create_schema(false)`) what is missing from the layout.
     ///
     /// # Cancel safety
     ///
@@ -237,7 +247,8 @@ impl PostgresLockStoreBuilder {
     pub async fn connect(self, url: &str) -> Result<PostgresLockStore, LockError> {
         let url = PostgresUrl::parse(url)?;
         let (layout, create) = self.settings(Some(&url))?;
-        check_timeouts(&[("acquire_timeout", self.acquire_timeout)], MAX_ACQUIRE_TIMEOUT)?;
+        let timeouts = [("acquire_timeout", self.acquire_timeout), ("connect_timeout", self.connect_timeout)];
+        check_timeouts(&timeouts, MAX_ACQUIRE_TIMEOUT)?;
         let mut options = url.connect_options().clone();
         match &self.application_name {
             Some(name) => options = options.application_name(name),
@@ -247,7 +258,7 @@ impl PostgresLockStoreBuilder {
             None => {}
         }
         let address = options.get_socket().is_none().then(|| (options.get_host(), options.get_port()));
-        first_connection::<PgConnection>(BACKEND, &options, address, "acquire timeout", self.acquire_timeout).await?;
+        first_connection::<PgConnection>(BACKEND, &options, address, "connect timeout", self.connect_timeout).await?;
         let pool = pool_options(self.max_connections, self.acquire_timeout).connect_lazy_with(options);
         let store = store(pool, layout, create);
         if !create {

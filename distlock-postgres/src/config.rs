@@ -21,8 +21,12 @@ pub const DEFAULT_MAX_CONNECTIONS: u32 = 8;
 /// waits for a connection (including opening one) before an operation fails with
 /// [`LockError::Store`](distlock_api::LockError::Store).
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
-/// The longest [`acquire_timeout`](crate::PostgresLockStoreBuilder::acquire_timeout) a
-/// builder accepts: one hour.
+/// How long [`PostgresLockStore::connect`](crate::PostgresLockStore::connect) waits for
+/// the server's first answer.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest [`acquire_timeout`](crate::PostgresLockStoreBuilder::acquire_timeout) or
+/// [`connect_timeout`](crate::PostgresLockStoreBuilder::connect_timeout) a builder
+/// accepts: one hour.
 pub const MAX_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// The shortest purge horizon: [`PostgresLockStore::purge`](crate::PostgresLockStore::purge)

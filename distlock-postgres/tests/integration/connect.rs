@@ -330,6 +330,12 @@ async fn durations_at_their_extremes_are_refused_or_saturated() {
             .await
             .unwrap_err();
         assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("acquire_timeout"), "{err}");
+        let err = PostgresLockStore::builder()
+            .connect_timeout(timeout)
+            .connect("postgres://u@192.0.2.1:9/db")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, LockError::Config { .. }) && err.to_string().contains("connect_timeout"), "{err}");
     }
     let options = PurgeOptions::new().every(Duration::MAX).older_than(Duration::MAX);
     assert!(options.get_every() <= Duration::from_secs(366 * 24 * 3600));

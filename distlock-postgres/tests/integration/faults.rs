@@ -57,13 +57,13 @@ async fn terminated_backends_cause_errors_never_false_answers_and_operations_res
     t.drop().await;
 }
 
-/// Nothing listens on port 1: connecting fails with a store error within the acquire
-/// timeout, and so does every operation of a store over a lazy pool — never a panic,
-/// never a hang.
+/// Nothing listens on port 1: connecting fails with a store error within the connect
+/// timeout, and so does every operation of a store over a lazy pool within the acquire
+/// timeout — never a panic, never a hang.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_database_gives_store_errors_within_bounded_time() {
     let started = Instant::now();
-    let result = PostgresLockStore::builder().acquire_timeout(Duration::from_secs(2)).connect(UNREACHABLE).await;
+    let result = PostgresLockStore::builder().connect_timeout(Duration::from_secs(2)).connect(UNREACHABLE).await;
     assert_store_error(result, "connect");
     assert!(started.elapsed() < Duration::from_secs(10), "connect took {:?}", started.elapsed());
 
