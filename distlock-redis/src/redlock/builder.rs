@@ -95,7 +95,7 @@ impl Default for RedlockStoreBuilder {
 }
 
 impl RedlockStoreBuilder {
-    /// The defaults: prefix `distlock`, no fencing, notifications on, 1 s per master.
+    /// The defaults: prefix `distlock`, no fencing, no release notifications, 1 s per master.
     pub fn new() -> Self {
         Self::default()
     }
@@ -113,7 +113,8 @@ impl RedlockStoreBuilder {
         self
     }
 
-    /// Release notifications on every master (on by default; `?notifications=`).
+    /// Release notifications on every master (off by default; `?notifications=true` turns
+    /// them on too).
     pub fn release_notifications(mut self, enabled: bool) -> Self {
         self.node = self.node.release_notifications(enabled);
         self
@@ -291,6 +292,9 @@ mod tests {
         let client = |port: u16| redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
         let store = RedlockStore::builder().fencing(true).build([client(1), client(2), client(3)]).unwrap();
         assert!(store.fencing() && store.masters().len() == 3 && store.quorum() == 2);
+        assert!(!store.masters().iter().any(RedisLockStore::notified_waits), "notifications are off by default");
+        let notified = RedlockStore::builder().release_notifications(true).build([client(1)]).unwrap();
+        assert!(notified.masters().iter().all(RedisLockStore::notified_waits));
         for (builder, clients) in [
             (RedlockStore::builder(), vec![]),
             (RedlockStore::builder(), vec![client(1), client(2), client(1)]),
