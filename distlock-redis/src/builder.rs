@@ -53,7 +53,9 @@ use crate::url::RedisUrl;
 /// ([`RedisSentinelStoreBuilder`](crate::RedisSentinelStoreBuilder)); each has `connect(url)` for its URL scheme. The
 /// single-server one also has [`build`](Self::build) on an existing connection, and the
 /// Cluster's [`build`](crate::RedisClusterStoreBuilder::build) on the application's
-/// `redis::cluster::ClusterClient`.
+/// `redis::cluster::ClusterClient`, Sentinel's
+/// [`build`](crate::RedisSentinelStoreBuilder::build) on its
+/// `redis::sentinel::SentinelClient`.
 #[must_use = "a builder does nothing until `connect` or `build` is called"]
 pub struct RedisLockStoreBuilder<S = RedisLockStore> {
     // The layout: `None` until set, so that a URL can set it instead (see `resolve`).

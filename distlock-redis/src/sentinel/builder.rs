@@ -1,10 +1,12 @@
 //! Making a [`RedisSentinelStore`]: the builder's settings and the URL's checked against
-//! each other before any I/O, with clock fences as this topology's default.
+//! each other before any I/O, with clock fences as this topology's default; or the
+//! builder's settings on the application's `SentinelClient`.
 
 use distlock_api::LockError;
+use redis::sentinel::SentinelClient;
 
 use super::config::parse_sentinel_url;
-use super::master::connect_master;
+use super::master::MasterSource;
 use super::RedisSentinelStore;
 use crate::builder::RedisLockStoreBuilder;
 use crate::url::RedisUrl;
@@ -26,6 +28,50 @@ impl RedisSentinelStoreBuilder {
     pub async fn connect(self, url: &str) -> Result<RedisSentinelStore, LockError> {
         self.refuse_notification_client("a Redis Sentinel store connects to each master itself")?;
         RedisSentinelStore::connect_with(self.retarget(), url).await
+    }
+
+    /// Asks the application's `client` for the master and connects to it with these
+    /// settings (clock fences unless turned off here); after a failed operation the
+    /// store asks `client` again and follows the master to its new address, as a store
+    /// made by [`connect`](Self::connect) does with the URL's sentinels. The client
+    /// carries the master's credentials, database and TLS
+    /// (`SentinelNodeConnectionInfo`), and must be made for
+    /// `SentinelServerType::Master`: on a replica every write fails with
+    /// [`LockError::Store`]. There are no `wait_replicas` here (a URL parameter).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use distlock_redis::redis::sentinel::{SentinelClient, SentinelServerType};
+    /// use distlock_redis::RedisSentinelStore;
+    ///
+    /// let sentinels = vec!["redis://127.0.0.1:26379", "redis://127.0.0.1:26380"];
+    /// let client = SentinelClient::build(sentinels, "main".into(), None, SentinelServerType::Master)?;
+    /// let store = RedisSentinelStore::builder().release_notifications(true).build(client).await?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    ///
+    /// Unlike the other Redis builders' `build`, it is `async` and connects: the store
+    /// needs the master's address, which only the sentinels know. Each master's store
+    /// opens its notification subscriber from the client the sentinels name for it, and
+    /// records or checks the prefix's settings as `connect` does.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a bad setting (before any I/O), a
+    /// [`notification_client`](Self::notification_client), or a prefix in use with other
+    /// settings; [`LockError::Store`] (operation `"connect"`) when no sentinel names a
+    /// reachable master within the connect timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future drops the half-made connection.
+    pub async fn build(self, client: SentinelClient) -> Result<RedisSentinelStore, LockError> {
+        self.refuse_notification_client("a Redis Sentinel store connects to each master itself")?;
+        let builder = self.retarget().clock_fences_unless_set(true);
+        builder.resolve(None)?;
+        let source = MasterSource::Client(tokio::sync::Mutex::new(client));
+        let (address, store) = source.connect(&builder).await?;
+        Ok(RedisSentinelStore::new(source, builder, address, store))
     }
 }
 
@@ -49,14 +95,8 @@ impl RedisSentinelStore {
     /// [`clock_fences`](RedisLockStoreBuilder::clock_fences), the key prefix) and
     /// timeouts. A setting given by both the builder and the URL must agree.
     ///
-    /// # No `build(client)`
-    ///
-    /// Unlike the other topologies' builders, this one only connects by URL: the store
-    /// follows failovers by asking the sentinels again after a failed operation and, when
-    /// they name another address, connecting a new single-node store to it with these
-    /// settings. So it opens every connection itself, from the sentinels' addresses, the
-    /// master's name and the credentials the URL gives; a connection or client of the
-    /// application's would stop being the master's at the first failover.
+    /// [`connect`](RedisSentinelStoreBuilder::connect) takes a `redis+sentinel://` URL;
+    /// [`build`](RedisSentinelStoreBuilder::build) the application's `SentinelClient`.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), distlock_api::LockError> {
@@ -80,8 +120,9 @@ impl RedisSentinelStore {
         let stand_in = parsed.master_url("127.0.0.1");
         let builder = clock_default(builder, &stand_in);
         builder.clone().check_url(&RedisUrl::parse(&stand_in)?)?;
-        let (address, store) = connect_master(&builder, &parsed).await?;
-        Ok(Self::new(parsed, builder, address, store))
+        let source = MasterSource::Url(parsed);
+        let (address, store) = source.connect(&builder).await?;
+        Ok(Self::new(source, builder, address, store))
     }
 }
 

@@ -1,9 +1,13 @@
 //! What the store asks of the servers beyond the single-node commands: the sentinels,
-//! for the master's address, and the master, to `WAIT` for its replicas.
+//! for the master's address (through the URL's sentinels or the application's
+//! `SentinelClient`), and the master, to `WAIT` for its replicas.
 
+use std::fmt;
 use std::time::Duration;
 
 use distlock_api::{Acquire, LockError, LockStore, StoreKey, Token};
+use redis::aio::ConnectionManager;
+use redis::sentinel::SentinelClient;
 
 use super::config::SentinelUrl;
 use crate::builder::RedisLockStoreBuilder;
@@ -16,8 +20,106 @@ pub(super) const BACKEND: &str = "redis-sentinel";
 /// How long one question to one sentinel may take.
 const SENTINEL_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// Where the store learns the master's address: the sentinels of a `redis+sentinel://`
+/// URL, or the application's [`SentinelClient`], which also carries the master's
+/// credentials, database and TLS.
+pub(super) enum MasterSource {
+    Url(SentinelUrl),
+    Client(tokio::sync::Mutex<SentinelClient>),
+}
+
+impl fmt::Debug for MasterSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Url(url) => f
+                .debug_struct("Url")
+                .field("sentinels", &url.sentinels)
+                .field("master_name", &url.master_name)
+                .field("wait_replicas", &url.wait_replicas)
+                .finish(),
+            Self::Client(_) => f.write_str("SentinelClient"),
+        }
+    }
+}
+
+impl MasterSource {
+    /// `WAIT` for this many replicas, this long, after every acquisition (a URL's
+    /// `wait_replicas`).
+    pub(super) fn wait_replicas(&self) -> Option<(u32, Duration)> {
+        match self {
+            Self::Url(url) => url.wait_replicas,
+            Self::Client(_) => None,
+        }
+    }
+
+    /// The master's address and the single-node store on it, with `builder`'s settings.
+    pub(super) async fn connect(&self, builder: &RedisLockStoreBuilder) -> Result<(String, RedisLockStore), LockError> {
+        match self {
+            Self::Url(url) => connect_master(builder, url).await,
+            Self::Client(client) => {
+                let master = ask_client(client, builder.connect_timeout).await?;
+                connect_client(builder, master).await
+            }
+        }
+    }
+
+    /// [`connect`](Self::connect) when the master is no longer at `current`; `None` when
+    /// it still is, or the sentinels did not answer.
+    pub(super) async fn connect_if_moved(
+        &self,
+        builder: &RedisLockStoreBuilder,
+        current: &str,
+    ) -> Option<Result<(String, RedisLockStore), LockError>> {
+        match self {
+            Self::Url(url) => {
+                let address = resolve(url).await.ok()?;
+                if address == current {
+                    return None;
+                }
+                Some(builder.clone().connect(&url.master_url(&address)).await.map(|store| (address, store)))
+            }
+            Self::Client(client) => {
+                let master = ask_client(client, builder.connect_timeout).await.ok()?;
+                if master.get_connection_info().addr().to_string() == current {
+                    return None;
+                }
+                Some(connect_client(builder, master).await)
+            }
+        }
+    }
+}
+
+/// The current master's client, from the application's `SentinelClient`, within `timeout`.
+async fn ask_client(
+    client: &tokio::sync::Mutex<SentinelClient>,
+    timeout: Duration,
+) -> Result<redis::Client, LockError> {
+    let asked = async { client.lock().await.async_get_client().await };
+    match tokio::time::timeout(timeout, asked).await {
+        Ok(Ok(master)) => Ok(master),
+        Ok(Err(err)) => Err(LockError::store(BACKEND, "connect", None, err)),
+        Err(_) => Err(LockError::store(BACKEND, "connect", None, Failure("no sentinel answered in time".into()))),
+    }
+}
+
+/// The single-node store on the master `client` points at: its connection with
+/// `builder`'s settings, its subscriber from the same client, and the prefix's settings
+/// recorded or checked.
+async fn connect_client(
+    builder: &RedisLockStoreBuilder,
+    client: redis::Client,
+) -> Result<(String, RedisLockStore), LockError> {
+    let address = client.get_connection_info().addr().to_string();
+    let conn = ConnectionManager::new_with_config(client.clone(), builder.connection_manager_config())
+        .await
+        .map_err(|err| LockError::store(BACKEND, "connect", None, err))?;
+    let store = builder.clone().notification_client(client).build(conn)?;
+    store.check_shared_settings().await?;
+    Ok((address, store))
+}
+
 /// Asks the sentinels for the master, then connects the single-node store to it.
-pub(super) async fn connect_master(
+async fn connect_master(
     builder: &RedisLockStoreBuilder,
     url: &SentinelUrl,
 ) -> Result<(String, RedisLockStore), LockError> {

@@ -13,8 +13,7 @@ use distlock_api::{
 };
 use tokio::time::Instant;
 
-use super::config::SentinelUrl;
-use super::master::{resolve, wait_for_replicas, BACKEND};
+use super::master::{wait_for_replicas, MasterSource, BACKEND};
 use crate::builder::RedisLockStoreBuilder;
 use crate::single::RedisLockStore;
 
@@ -53,7 +52,9 @@ pub struct RedisSentinelStore {
 }
 
 struct Inner {
-    url: SentinelUrl,
+    /// Where the master's address comes from: the URL's sentinels, or the application's
+    /// `SentinelClient`.
+    source: MasterSource,
     /// The settings of the store on each master (clock fences unless told otherwise).
     builder: RedisLockStoreBuilder,
     current: RwLock<(String, Arc<RedisLockStore>)>,
@@ -63,10 +64,8 @@ struct Inner {
 impl fmt::Debug for RedisSentinelStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisSentinelStore")
-            .field("sentinels", &self.inner.url.sentinels)
-            .field("master_name", &self.inner.url.master_name)
+            .field("source", &self.inner.source)
             .field("master", &self.master_address())
-            .field("wait_replicas", &self.inner.url.wait_replicas)
             .finish()
     }
 }
@@ -78,16 +77,16 @@ impl RedisSentinelStore {
     /// The name reported by [`LockStore::backend`].
     pub const BACKEND: &'static str = BACKEND;
 
-    /// The store on the master at `address`, following `url`'s sentinels.
+    /// The store on the master at `address`, following the master `source` names.
     pub(super) fn new(
-        url: SentinelUrl,
+        source: MasterSource,
         builder: RedisLockStoreBuilder,
         address: String,
         store: RedisLockStore,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
-                url,
+                source,
                 builder,
                 current: RwLock::new((address, Arc::new(store))),
                 refreshing: tokio::sync::Mutex::new(Instant::now()),
@@ -113,16 +112,14 @@ impl RedisSentinelStore {
             return;
         }
         *last = Instant::now();
-        let Ok(address) = resolve(&self.inner.url).await else { return };
-        if address == self.master_address() {
-            return;
-        }
-        match self.inner.builder.clone().connect(&self.inner.url.master_url(&address)).await {
-            Ok(store) => {
+        let current = self.master_address();
+        match self.inner.source.connect_if_moved(&self.inner.builder, &current).await {
+            None => {}
+            Some(Ok((address, store))) => {
                 tracing::info!(master = %address, "Sentinel: following the master to its new address");
                 *self.inner.current.write().unwrap_or_else(|e| e.into_inner()) = (address, Arc::new(store));
             }
-            Err(err) => tracing::debug!(error = %err, "Sentinel: the new master is not reachable yet"),
+            Some(Err(err)) => tracing::debug!(error = %err, "Sentinel: the new master is not reachable yet"),
         }
     }
 
@@ -162,7 +159,7 @@ impl LockStore for RedisSentinelStore {
     async fn try_acquire(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, LockError> {
         let store = self.current();
         let result = match store.try_acquire(key, token, ttl).await {
-            Ok(acquired) => wait_for_replicas(&store, self.inner.url.wait_replicas, key, token, acquired).await,
+            Ok(acquired) => wait_for_replicas(&store, self.inner.source.wait_replicas(), key, token, acquired).await,
             Err(err) => Err(err),
         };
         self.follow(result).await
@@ -205,7 +202,7 @@ impl QueueStore for RedisSentinelStore {
         let (key, token) = (attempt.key, attempt.token);
         let store = self.current();
         let result = match store.try_acquire_queued(attempt).await {
-            Ok(acquired) => wait_for_replicas(&store, self.inner.url.wait_replicas, key, token, acquired).await,
+            Ok(acquired) => wait_for_replicas(&store, self.inner.source.wait_replicas(), key, token, acquired).await,
             Err(err) => Err(err),
         };
         self.follow(result).await

@@ -108,3 +108,55 @@ async fn wait_replicas_acknowledges_or_fails_the_acquisition() {
         "the failed acquisition left its lease"
     );
 }
+
+/// `build(client)` on the application's `SentinelClient`: the builder's settings on the
+/// master the client names, a waiter woken by the release notifications, and the store
+/// following the master to the promoted replica by asking the client again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_built_on_the_applications_sentinel_client_follows_a_failover() {
+    use distlock_api::{LockOptions, LockStore};
+    use distlock_redis::redis::sentinel::{SentinelClient, SentinelServerType};
+
+    let Some(mut set) = start("sentinel build") else { return };
+    tokio::task::block_in_place(|| set.wait_until_monitored(Duration::from_secs(30)));
+    let sentinels: Vec<String> = set.sentinel_ports().iter().map(|port| format!("redis://127.0.0.1:{port}")).collect();
+    let master_name = set.url().rsplit('/').next().unwrap().to_owned();
+    let client = SentinelClient::build(sentinels, master_name, None, SentinelServerType::Master).unwrap();
+    let builder = RedisSentinelStore::builder().key_prefix("built").fencing(true).release_notifications(true);
+    let store = builder.build(client).await.unwrap();
+    assert_eq!(store.master_address(), format!("127.0.0.1:{}", set.master_port()));
+    assert!(store.capabilities().release_notifications && store.current().clock_fences());
+    // A client of the prefix with other settings is refused.
+    let other = RedisSentinelStore::connect(&format!("{}?prefix=built&fencing=false", set.url())).await.unwrap_err();
+    assert!(matches!(other, LockError::Config { .. }), "{other}");
+
+    let locks = LockManager::new(Arc::new(store.clone()));
+    let held = locks.try_lock("n", Duration::from_secs(30)).await.unwrap().expect("free");
+    let before = held.fence().unwrap();
+    // A retry interval far longer than the test: only the notification can wake the waiter.
+    let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30));
+    let waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.lock_opts("n", Duration::from_secs(30), &options).await.map(|lock| lock.release()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(held.release().await.unwrap());
+    let released = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken in time").unwrap();
+    assert!(released.unwrap().await.unwrap());
+
+    tokio::task::block_in_place(|| set.kill_master());
+    tokio::task::block_in_place(|| set.wait_for_failover(Duration::from_secs(30)));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let after = loop {
+        match locks.try_lock("n", Duration::from_secs(30)).await {
+            Ok(Some(lock)) => break lock,
+            _ => {
+                assert!(tokio::time::Instant::now() < deadline, "the store did not follow the failover");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert_eq!(store.master_address(), format!("127.0.0.1:{}", set.replica_port()));
+    assert!(after.fence().unwrap() > before, "fences went backwards across the failover");
+    assert!(after.release().await.unwrap());
+}
