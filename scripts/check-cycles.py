@@ -26,12 +26,7 @@ import sys
 from pathlib import Path
 
 # (crate folder, parent module, the modules of the cycle): why the cycle is still there.
-KNOWN = {
-    ("distlock-redis", "crate", ("builder", "single")): (
-        "the shared builder's type parameter defaults to the single-node store "
-        "(`RedisLockStoreBuilder<S = RedisLockStore>`), which is built with it"
-    ),
-}
+KNOWN: dict = {}
 
 
 def strip_code(text):

@@ -10,10 +10,10 @@ use redis::PushInfo;
 
 use super::store::dispatch;
 use super::RedisClusterStore;
-use crate::builder::RedisLockStoreBuilder;
 use crate::commands::Commands;
 use crate::config::{self, Config};
 use crate::layout::Layout;
+use crate::single::RedisLockStoreBuilder;
 use crate::url::{self, RedisUrl};
 
 /// The builder of a [`RedisClusterStore`]: [`RedisClusterStore::builder`].

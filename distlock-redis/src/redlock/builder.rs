@@ -10,9 +10,9 @@ use redis::aio::ConnectionManager;
 use super::config::{masters_fencing, split_redlock_url};
 use super::quorum::BACKEND;
 use super::RedlockStore;
-use crate::builder::RedisLockStoreBuilder;
 use crate::commands::Failure;
 use crate::single::RedisLockStore;
+use crate::single::RedisLockStoreBuilder;
 use crate::url::RedisUrl;
 
 impl RedlockStore {

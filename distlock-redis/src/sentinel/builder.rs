@@ -8,7 +8,7 @@ use redis::sentinel::SentinelClient;
 use super::config::parse_sentinel_url;
 use super::master::MasterSource;
 use super::RedisSentinelStore;
-use crate::builder::RedisLockStoreBuilder;
+use crate::single::RedisLockStoreBuilder;
 use crate::url::RedisUrl;
 
 /// The builder of a [`RedisSentinelStore`]: [`RedisSentinelStore::builder`].

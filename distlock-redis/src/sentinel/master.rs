@@ -10,9 +10,9 @@ use redis::aio::ConnectionManager;
 use redis::sentinel::SentinelClient;
 
 use super::config::SentinelUrl;
-use crate::builder::RedisLockStoreBuilder;
 use crate::commands::Failure;
 use crate::single::RedisLockStore;
+use crate::single::RedisLockStoreBuilder;
 
 /// The name reported by the Sentinel store and in its errors.
 pub(super) const BACKEND: &str = "redis-sentinel";

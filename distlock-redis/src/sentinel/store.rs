@@ -14,8 +14,8 @@ use distlock_api::{
 use tokio::time::Instant;
 
 use super::master::{wait_for_replicas, MasterSource, BACKEND};
-use crate::builder::RedisLockStoreBuilder;
 use crate::single::RedisLockStore;
+use crate::single::RedisLockStoreBuilder;
 
 /// A [`LockStore`] on a Redis master found through **Sentinel**: the single-node store
 /// (same layout, same scripts, lock groups, fair queue) on the address the sentinels

@@ -7,7 +7,7 @@ use distlock_api::{probe, LockError};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncConnectionConfig, ConnectionAddr};
 
-use crate::builder::RedisLockStoreBuilder;
+use super::RedisLockStoreBuilder;
 use crate::config::{saturated_timeout, Config};
 use crate::single::RedisLockStore;
 use crate::url::RedisUrl;

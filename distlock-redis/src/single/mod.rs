@@ -4,6 +4,8 @@
 
 mod builder;
 pub(crate) mod group;
+mod settings;
 mod store;
 
+pub use settings::RedisLockStoreBuilder;
 pub use store::RedisLockStore;

@@ -1,15 +1,16 @@
 //! The settings every Redis topology shares: [`RedisLockStoreBuilder`]'s knobs, their
 //! defaults and validation, and the URL's layout parameters resolved against them into
-//! a [`Config`]. Each topology's `builder.rs` (`single/`, `cluster/`, `sentinel/`) adds
-//! its own `connect` (and, for one server, `build`).
+//! a [`Config`]. It is the one-server builder (its type parameter defaults to
+//! [`RedisLockStore`]); each topology's `builder.rs` (`single/`, `cluster/`, `sentinel/`,
+//! `redlock/`) adds its own `connect` and `build`.
 
 use std::marker::PhantomData;
 use std::time::Duration;
 
 use distlock_api::LockError;
 
+use super::RedisLockStore;
 use crate::config::{self, checked_timeout, validate_key_prefix, Config};
-use crate::single::RedisLockStore;
 use crate::url::RedisUrl;
 
 /// Builds a [`RedisLockStore`] with a non-default key prefix, fencing, or timeouts.
