@@ -32,9 +32,17 @@ impl ReleaseOutcome {
 #[cfg(feature = "metrics")]
 mod imp {
     use super::{AcquireOutcome, ReleaseOutcome};
-    use std::time::Duration;
 
-    pub(crate) fn acquire(backend: &'static str, outcome: AcquireOutcome, waited: Duration) {
+    /// A moment that a duration metric is measured from.
+    pub(crate) type Stamp = tokio::time::Instant;
+
+    /// Now, for a duration metric.
+    pub(crate) fn stamp() -> Stamp {
+        Stamp::now()
+    }
+
+    pub(crate) fn acquire(backend: &'static str, outcome: AcquireOutcome, started: tokio::time::Instant) {
+        let waited = started.elapsed();
         let outcome = match outcome {
             AcquireOutcome::Acquired => "acquired",
             AcquireOutcome::Contended => "contended",
@@ -65,7 +73,8 @@ mod imp {
         metrics::counter!(crate::metric_names::LEASE_LOST_TOTAL, "backend" => backend).increment(1);
     }
 
-    pub(crate) fn hold(backend: &'static str, held: Duration) {
+    pub(crate) fn hold(backend: &'static str, acquired_at: Stamp) {
+        let held = acquired_at.elapsed();
         metrics::histogram!(crate::metric_names::HOLD_SECONDS, "backend" => backend).record(held.as_secs_f64());
     }
 }
@@ -73,10 +82,17 @@ mod imp {
 #[cfg(not(feature = "metrics"))]
 mod imp {
     use super::{AcquireOutcome, ReleaseOutcome};
-    use std::time::Duration;
+
+    /// Without metrics, no duration is measured, so no clock is read.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Stamp;
 
     #[inline(always)]
-    pub(crate) fn acquire(_: &'static str, _: AcquireOutcome, _: Duration) {}
+    pub(crate) fn stamp() -> Stamp {
+        Stamp
+    }
+    #[inline(always)]
+    pub(crate) fn acquire(_: &'static str, _: AcquireOutcome, _: tokio::time::Instant) {}
     #[inline(always)]
     pub(crate) fn contention(_: &'static str) {}
     #[inline(always)]
@@ -86,7 +102,7 @@ mod imp {
     #[inline(always)]
     pub(crate) fn lease_lost(_: &'static str) {}
     #[inline(always)]
-    pub(crate) fn hold(_: &'static str, _: Duration) {}
+    pub(crate) fn hold(_: &'static str, _: Stamp) {}
 }
 
-pub(crate) use imp::{acquire, contention, hold, lease_lost, release, renew_failure};
+pub(crate) use imp::{acquire, contention, hold, lease_lost, release, renew_failure, stamp, Stamp};

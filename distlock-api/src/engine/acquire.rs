@@ -68,7 +68,7 @@ impl Engine {
             Ok(None) => AcquireOutcome::Contended,
             Err(_) => AcquireOutcome::Error,
         };
-        observe::acquire(backend, outcome, started.elapsed());
+        observe::acquire(backend, outcome, started);
         if contended {
             observe::contention(backend);
         }
@@ -103,6 +103,8 @@ impl Engine {
         // that in the background; the lock's handle keeps it once the target is taken.
         let guard = DropGuard::new(Arc::clone(self), target, Token::generate());
         let place_ttl = options.place_ttl();
+        // The first attempt is sent right after `started` was read: one clock read less.
+        let mut first_sent_at = Some(started);
         loop {
             let ask = Ask {
                 target: guard.target(),
@@ -113,7 +115,7 @@ impl Engine {
                 standing,
             };
             guard.arm();
-            let sent_at = Instant::now();
+            let sent_at = first_sent_at.take().unwrap_or_else(Instant::now);
             let holder_ttl_left = match ask.attempt(store).await {
                 Ok(Attempt::Acquired { fence }) => {
                     tracing::debug!(lock.key = %label, backend, fence, "lock acquired");

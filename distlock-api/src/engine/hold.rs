@@ -34,7 +34,7 @@ pub(crate) struct Hold {
     lease: Arc<Lease>,
     watchdog: Option<AbortHandle>,
     /// When the acquisition was confirmed, for `distlock_hold_seconds`.
-    acquired_at: Instant,
+    acquired_at: observe::Stamp,
     /// Whether the lock was given up with `leak` (the hold time is then unknown).
     leaked: AtomicBool,
 }
@@ -64,7 +64,7 @@ impl Hold {
             ttl: options.ttl,
             lease,
             watchdog,
-            acquired_at: Instant::now(),
+            acquired_at: observe::stamp(),
             leaked: AtomicBool::new(false),
         })
     }
@@ -226,7 +226,7 @@ impl Drop for Hold {
     fn drop(&mut self) {
         self.stop_renewal();
         if !self.leaked.load(Ordering::Acquire) {
-            observe::hold(self.backend(), self.acquired_at.elapsed());
+            observe::hold(self.backend(), self.acquired_at);
         }
     }
 }
