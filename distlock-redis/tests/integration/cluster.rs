@@ -228,17 +228,7 @@ async fn waiters_are_woken_by_sharded_notifications() {
     let store = RedisClusterStore::connect(&cluster.url()).await.unwrap();
     let locks = LockManager::new(Arc::new(store));
     let held = locks.try_lock("n", Duration::from_secs(30)).await.unwrap().expect("free");
-    // A retry interval far longer than the test: only the notification can wake the waiter.
-    let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30));
-    let waiter = tokio::spawn({
-        let locks = locks.clone();
-        async move { locks.lock_opts("n", Duration::from_secs(30), &options).await.map(|lock| lock.token().clone()) }
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let released_at = tokio::time::Instant::now();
-    assert!(held.release().await.unwrap());
-    let _ = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
-    assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
+    crate::common::release_wakes_the_waiter(&locks, held, "n").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -296,15 +286,5 @@ async fn a_store_built_on_the_applications_cluster_client_works_like_a_connected
     let locks = LockManager::new(Arc::new(store));
     let held = locks.try_lock("n", Duration::from_secs(30)).await.unwrap().expect("free");
     assert!(held.fence().is_some());
-    // A retry interval far longer than the test: only the notification can wake the waiter.
-    let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30));
-    let waiter = tokio::spawn({
-        let locks = locks.clone();
-        async move { locks.lock_opts("n", Duration::from_secs(30), &options).await.map(|lock| lock.token().clone()) }
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let released_at = tokio::time::Instant::now();
-    assert!(held.release().await.unwrap());
-    let _ = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
-    assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
+    crate::common::release_wakes_the_waiter(&locks, held, "n").await;
 }

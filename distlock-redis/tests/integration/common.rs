@@ -128,3 +128,24 @@ where
         }
     }
 }
+
+/// Releases `held` (a lock on `key`) while another task waits for `key` with a retry
+/// interval far longer than the test, and asserts the waiter got the lock soon after:
+/// only the release notification can have woken it.
+pub async fn release_wakes_the_waiter(
+    locks: &distlock_api::LockManager,
+    held: distlock_api::DistributedLock,
+    key: &str,
+) {
+    let options =
+        distlock_api::LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(30));
+    let waiter = tokio::spawn({
+        let (locks, key) = (locks.clone(), key.to_owned());
+        async move { locks.lock_opts(&key, Duration::from_secs(30), &options).await.map(|lock| lock.token().clone()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released_at = tokio::time::Instant::now();
+    assert!(held.release().await.unwrap());
+    let _ = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
+    assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
+}
