@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use distlock_api::waiters::{KeyState, WaiterRegistry, Woken};
-use distlock_api::LockError;
+use distlock_api::{LockError, Token};
 use futures_util::StreamExt;
 use redis::aio::{PubSub, PubSubSink};
 use redis::{RedisResult, Value};
@@ -104,14 +104,15 @@ impl ReleaseListener {
         &self.shared.waiters
     }
 
-    /// Waits until `redis_key` is released (a published release or `still_held`
-    /// reporting it free), the subscription changes, or `max` runs out; see
-    /// [`WaiterRegistry::wait`].
+    /// Waits until one of `keys` is woken (a published release or hand-over naming it,
+    /// or `still_held` reporting the lock free), the subscription changes, or `max` runs
+    /// out; see [`WaiterRegistry::wait_any`]. `keys` are a Redis lock key, and for a
+    /// queued waiter also its [`turn_key`].
     ///
     /// `still_held` is asked once, after this waiter is registered and the subscriber is
     /// subscribed: a release before that point is seen by it, a release after it is
     /// published to a subscription that already exists.
-    pub(crate) async fn wait<F, Fut>(&self, redis_key: &str, max: Duration, still_held: F) -> Result<Woken, LockError>
+    pub(crate) async fn wait<F, Fut>(&self, keys: &[&str], max: Duration, still_held: F) -> Result<Woken, LockError>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<bool, LockError>>,
@@ -121,8 +122,16 @@ impl ReleaseListener {
             // Redis does not publish expiry: the caller's `max` bounds the wait.
             Ok(if still_held().await? { KeyState::Held { expires_in: None } } else { KeyState::Free })
         };
-        self.shared.waiters.wait(redis_key, max, check).await
+        self.shared.waiters.wait_any(keys, max, check).await
     }
+}
+
+/// What a hand-over publishes (`lib/queue.lua`) and what the waiter it hands the lock to
+/// registers for besides the lock key: the Redis lock key and the waiter's token joined
+/// by a tab (neither contains control characters). A hand-over wakes that one waiter; the
+/// others of the key sleep on, as the lock is not free for them.
+pub(crate) fn turn_key(redis_key: &str, token: &Token) -> String {
+    format!("{redis_key}\t{}", token.as_str())
 }
 
 /// Marks the subscription down when the subscriber task ends, however it ends.
@@ -220,7 +229,7 @@ mod tests {
     async fn an_unreachable_subscriber_makes_waits_plain_sleeps_of_max() {
         let listener = listener();
         let started = Instant::now();
-        let woken = listener.wait("p:lock:a", Duration::from_secs(3), || async { Ok(true) }).await;
+        let woken = listener.wait(&["p:lock:a"], Duration::from_secs(3), || async { Ok(true) }).await;
         assert_eq!(woken.unwrap(), Woken::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(3), "neither early nor late");
         assert!(!listener.shared.waiters.is_listening());
@@ -251,7 +260,7 @@ mod tests {
     async fn huge_timeouts_saturate() {
         let client = redis::Client::open("redis://127.0.0.1:1").unwrap();
         let listener = ReleaseListener::new(client, "p:released".to_owned(), Duration::MAX, Duration::MAX);
-        let woken = listener.wait("p:lock:a", Duration::from_secs(3), || async { Ok(true) }).await;
+        let woken = listener.wait(&["p:lock:a"], Duration::from_secs(3), || async { Ok(true) }).await;
         assert_eq!(woken.unwrap(), Woken::TimedOut);
         // The subscriber task is still trying (it did not panic on the sum of the timeouts).
         assert!(listener.task.lock().unwrap().as_ref().is_some_and(|task| !task.is_finished()));

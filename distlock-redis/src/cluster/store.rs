@@ -322,7 +322,9 @@ impl RedisClusterStore {
             let held = holder.is_some_and(|holder| token.is_none_or(|token| holder != token.as_str()));
             Ok(if held { KeyState::Held { expires_in: None } } else { KeyState::Free })
         };
-        let result = self.registry.wait(&redis_key, max, check).await;
+        let turn = token.map(|token| crate::notify::turn_key(&redis_key, token));
+        let keys: Vec<&str> = std::iter::once(redis_key.as_str()).chain(turn.as_deref()).collect();
+        let result = self.registry.wait_any(&keys, max, check).await;
         if counted.load(std::sync::atomic::Ordering::Relaxed) {
             self.unsubscribe(&channel);
         }

@@ -363,7 +363,7 @@ impl LockStore for RedisLockStore {
                 .map_err(|err| Self::error("wait_for_release", key, err))?;
             Ok::<_, LockError>(exists > 0)
         };
-        let woken = listener.wait(&redis_key, max, still_held).await?;
+        let woken = listener.wait(&[&redis_key], max, still_held).await?;
         tracing::trace!(redis.key = %redis_key, ?woken, "wait for release ended");
         Ok(())
     }
@@ -478,7 +478,8 @@ impl QueueStore for RedisLockStore {
                 .map_err(|err| Self::error("wait_for_release", key, err))?;
             Ok::<_, LockError>(holder.is_some_and(|holder| holder != token.as_str()))
         };
-        let woken = listener.wait(&redis_key, max, held_by_other).await?;
+        let turn = crate::notify::turn_key(&redis_key, token);
+        let woken = listener.wait(&[&redis_key, &turn], max, held_by_other).await?;
         tracing::trace!(redis.key = %redis_key, ?woken, "wait for a turn ended");
         Ok(())
     }

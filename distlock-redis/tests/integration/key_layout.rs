@@ -114,8 +114,8 @@ async fn fair_mode_acquires_with_set_nx_px_and_releases_with_one_script() {
         [
             owned(&["get", key]),
             owned(&["del", key]),
-            owned(&["publish", "neton:released", key]),
             owned(&["exists", queue]),
+            owned(&["publish", "neton:released", key]),
         ]
     );
     assert_eq!(server.keys("neton:*"), [SETTINGS], "nothing but the settings is left behind");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{cleanup, fence_counter_key, fence_key, lock_key, raw, shared_store, store_key};
-use distlock_api::{Acquire, LockError, LockManager, LockOptions, LockStore, Token, Ttl};
+use distlock_api::{Acquire, LockError, LockManager, LockOptions, LockStore, QueuedAttempt, Token, Ttl};
 use distlock_redis::RedisLockStore;
 
 const LONG: Duration = Duration::from_secs(30);
@@ -310,6 +310,59 @@ async fn a_release_wakes_every_waiter_of_the_key_and_only_them() {
     assert!(!bystander.is_finished(), "a release of another key wakes nobody here");
     assert!(store.release(&other, &other_holder).await.unwrap());
     tokio::time::timeout(Duration::from_secs(5), bystander).await.expect("woken by its own key").unwrap();
+    cleanup(&store).await;
+}
+
+/// With fair waiting, a release that hands the key over wakes the waiter it hands the key
+/// to and no other waiter of the key: the others would only find it held again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hand_over_wakes_only_the_waiter_it_hands_the_key_to() {
+    let builder = RedisLockStore::builder().fair_queue(true).release_notifications(true);
+    let Some(store) = shared_store("hand_over_wake", builder).await else { return };
+    let store = Arc::new(store);
+    let key = store_key("busy");
+    let (ttl, place) = (Ttl::new(LONG).unwrap(), Ttl::new(LONG).unwrap());
+    let holder = Token::generate();
+    assert!(store.try_acquire(&key, &holder, ttl).await.unwrap().is_acquired());
+    let queue = store.queue().unwrap();
+    let waiters: Vec<Token> = (0..3).map(|_| Token::generate()).collect();
+    for token in &waiters {
+        let attempt = QueuedAttempt { key: &key, token, ttl, place };
+        assert!(!queue.try_acquire_queued(attempt).await.unwrap().is_acquired(), "queued behind the holder");
+    }
+    let mut waits: Vec<_> = waiters
+        .iter()
+        .map(|token| {
+            let (store, key, token) = (store.clone(), key.clone(), token.clone());
+            tokio::spawn(
+                async move { store.queue().unwrap().wait_for_turn(&key, &token, Duration::from_secs(20)).await },
+            )
+        })
+        .collect();
+    // Every waiter registered (the lock key and three turns) and the subscriber listens.
+    let registered = || {
+        let debug = format!("{store:?}");
+        debug.contains("subscribed: true") && debug.contains("keys_waited_on: 4")
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !registered() {
+        assert!(tokio::time::Instant::now() < deadline, "waiters never registered: {store:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut releaser = holder;
+    for (turn, token) in waiters.iter().enumerate() {
+        assert!(waits.iter().all(|wait| !wait.is_finished()), "turn {turn}: nobody wakes before the release");
+        assert!(store.release(&key, &releaser).await.unwrap());
+        let woken = waits.remove(0);
+        tokio::time::timeout(Duration::from_secs(5), woken).await.expect("the first waiter is woken").unwrap().unwrap();
+        // The others stay asleep (a wrong wake would end their wait within this time).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(waits.iter().all(|wait| !wait.is_finished()), "turn {turn}: a waiter behind the first woke");
+        let attempt = QueuedAttempt { key: &key, token, ttl, place };
+        assert!(queue.try_acquire_queued(attempt).await.unwrap().is_acquired(), "turn {turn}: handed to it");
+        releaser = token.clone();
+    }
+    assert!(store.release(&key, &releaser).await.unwrap());
     cleanup(&store).await;
 }
 

@@ -21,8 +21,9 @@ local function purge(q, e, now)
 end
 
 -- The free key `k` goes to the oldest live waiter, held by its token until its place
--- expires; its release is published on `channel` (`""`: not published) with the command
--- `publish`. Returns whether someone got it.
+-- expires; the hand-over is published on `channel` (`""`: not published) with the command
+-- `publish` as `k` and the waiter's token joined by a tab, which wakes that waiter alone.
+-- Returns whether someone got it.
 local function hand_over(k, q, e, now, channel, publish)
     purge(q, e, now)
     local head = redis.call("zrange", q, 0, 0)[1]
@@ -32,7 +33,7 @@ local function hand_over(k, q, e, now, channel, publish)
     local left = tonumber(redis.call("zscore", e, head)) - now
     redis.call("set", k, head, "PX", math.max(left, 1))
     if channel ~= "" then
-        redis.call(publish, channel, k)
+        redis.call(publish, channel, k .. "\t" .. head)
     end
     return true
 end
