@@ -257,10 +257,28 @@ impl<R: Locker> SideBySide<R> {
             assert_eq!((measured.violations, measured.lost), (0, 0), "{title}, {}", variant.name());
         })
         .await;
+        Self::report(title, workers, cycles, unit, &samples)
+    }
+
+    /// [`Scenario::Uncontended`] as [`interleaved_cycles`]: the variants take turns cycle
+    /// by cycle, each on a key of its own, each cycle timed apart, so that a slower
+    /// stretch of a shared machine meets them all. For a store behind a network hop, whose
+    /// cycles take tens of µs or more: the two clock reads per cycle are then lost in the
+    /// noise. Prints and returns as [`compare`](Self::compare).
+    ///
+    /// # Panics
+    ///
+    /// When a cycle fails.
+    pub async fn compare_turns(&self, title: &str, cycles: u64, rounds: usize, unit: Unit) -> Vec<f64> {
+        let samples = self.uncontended_turns(title, cycles, rounds).await;
+        Self::report(title, 1, cycles, unit, &samples)
+    }
+
+    fn report(title: &str, workers: usize, cycles: u64, unit: Unit, samples: &[Vec<f64>]) -> Vec<f64> {
         #[allow(clippy::cast_precision_loss)]
         let total = (workers as u64 * cycles) as f64;
         let names = Variant::ALL.map(Variant::name);
-        let per_op = report_against_first(title, unit.name, total * f64::from(unit.per_cycle), &names, &samples);
+        let per_op = report_against_first(title, unit.name, total * f64::from(unit.per_cycle), &names, samples);
         let per_cycle: Vec<f64> = per_op.iter().map(|micros| micros * f64::from(unit.per_cycle)).collect();
         if workers > 1 {
             let throughput: Vec<String> =
@@ -269,6 +287,41 @@ impl<R: Locker> SideBySide<R> {
         }
         per_cycle
     }
+
+    /// One acquire + release cycle per variant in turn, `cycles` per variant and round,
+    /// on a key per variant (`{prefix}uncontended:<variant>`).
+    async fn uncontended_turns(&self, title: &str, cycles: u64, rounds: usize) -> Vec<Vec<f64>> {
+        let name = |variant: Variant| format!("{}uncontended:{}", self.prefix, variant.name());
+        let fail =
+            |variant: Variant, error: &dyn std::fmt::Display| -> ! { panic!("{title}, {}: {error}", variant.name()) };
+        let raw_key = self.raw.key(&name(Variant::Raw)).unwrap_or_else(|e| fail(Variant::Raw, &e));
+        let store_key = self.store.key(&name(Variant::Store)).unwrap_or_else(|e| fail(Variant::Store, &e));
+        let manager_key = self.manager.key(&name(Variant::Manager)).unwrap_or_else(|e| fail(Variant::Manager, &e));
+        interleaved_cycles(&Variant::ALL, rounds, cycles, |variant| {
+            let (raw_key, store_key, manager_key) = (&raw_key, &store_key, &manager_key);
+            async move {
+                let released = match variant {
+                    Variant::Raw => one_cycle(&*self.raw, raw_key).await,
+                    Variant::Store => one_cycle(&*self.store, store_key).await,
+                    Variant::Manager => one_cycle(&*self.manager, manager_key).await,
+                };
+                match released {
+                    Ok(true) => {}
+                    Ok(false) => fail(variant, &"the lease was lost before its release"),
+                    Err(error) => fail(variant, &error),
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Acquires `key` once (no waiting) and releases it; whether the release found it held.
+async fn one_cycle<L: Locker>(locker: &L, key: &L::Key) -> Result<bool, BenchError> {
+    let Some(guard) = locker.acquire(key, Duration::ZERO).await? else {
+        return Err(BenchError::Held("the benchmark's key was held by someone else".to_owned()));
+    };
+    Ok(locker.release(key, guard).await?)
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! DISTLOCK_REDIS_URL=redis://127.0.0.1:6379 cargo bench -p distlock-redis
 //! # fewer rounds on a busy machine:
 //! DISTLOCK_BENCH_ROUNDS=5 DISTLOCK_REDIS_URL=redis://127.0.0.1:6379 cargo bench -p distlock-redis
+//! # one comparison only: `-- handoff`, `-- fair`, `-- groups` or `-- election`
+//! DISTLOCK_REDIS_URL=redis://127.0.0.1:6379 cargo bench -p distlock-redis -- handoff
 //! ```
 //!
 //! - uncontended: one acquire + release cycle, one task:
@@ -101,11 +103,18 @@ fn main() {
             writer_samples: 100,
             longer_holds: &LONGER_HOLDS,
         };
-        // `cargo bench -p distlock-redis -- groups` runs the lock-group comparisons only.
+        // `cargo bench -p distlock-redis -- election` runs leader election only.
         if std::env::args().skip(1).any(|arg| arg == "election") {
             elections(&url, &prefix).await;
             return;
         }
+        let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 4_000, polling_sections: 200, rounds: 1 };
+        // `cargo bench -p distlock-redis -- handoff` runs the hand-off comparison only.
+        if std::env::args().skip(1).any(|arg| arg == "handoff") {
+            handoff::compare(store, "", "bench:handoff:", Plan { rounds: rounds.min(5), ..plan }).await;
+            return;
+        }
+        // `cargo bench -p distlock-redis -- groups` runs the lock-group comparisons only.
         if std::env::args().skip(1).any(|arg| arg == "groups") {
             group_bench::compare(store, "bench:", GroupPlan { rounds, ..group_plan }).await;
             return;
@@ -115,8 +124,8 @@ fn main() {
         let bench = SideBySide::new(raw, Arc::clone(&store), TTL, RETRY, "bench:").expect("bench");
 
         println!("distlock-redis benchmark against {url}: {rounds} rounds, median round");
-        let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round");
-        bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::CYCLE).await;
+        let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round, taking turns cycle by cycle");
+        bench.compare_turns(&title, CYCLES, rounds, Unit::CYCLE).await;
         let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
         bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
 
@@ -145,7 +154,6 @@ fn main() {
             &samples,
         );
 
-        let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 4_000, polling_sections: 200, rounds: 1 };
         handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
 
         group_bench::compare(Arc::clone(&store), "bench:", group_plan).await;

@@ -33,8 +33,9 @@ const LONGER_HOLDS: [Duration; 2] = [Duration::from_millis(10), Duration::from_m
 /// with `label`, keys with `prefix`.
 pub async fn cycles<R: Locker>(raw: R, store: Arc<DynLockStore>, label: &str, prefix: &str, rounds: usize) {
     let bench = SideBySide::new(raw, store, TTL, RETRY, prefix).expect("bench");
-    let title = format!("{label}uncontended acquire+release, 1 task, {CYCLES} cycles/round");
-    bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::STATEMENT).await;
+    let title =
+        format!("{label}uncontended acquire+release, 1 task, {CYCLES} cycles/round, taking turns cycle by cycle");
+    bench.compare_turns(&title, CYCLES, rounds, Unit::STATEMENT).await;
     let title = format!("{label}distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
     bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::STATEMENT).await;
 }
