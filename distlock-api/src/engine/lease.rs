@@ -5,10 +5,10 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -36,7 +36,10 @@ struct LeaseState {
 /// The lease state shared by a handle and its watchdog.
 #[derive(Debug)]
 pub(crate) struct Lease {
-    state: watch::Sender<LeaseState>,
+    /// Read and written under the lock, never across an await.
+    state: Mutex<LeaseState>,
+    /// Notified at every change of `state`, for [`lost`](Self::lost).
+    changed: Notify,
     /// How long before `safe_until` the loss is signalled.
     margin: Duration,
     backend: &'static str,
@@ -63,7 +66,8 @@ impl Lease {
     /// signalled `margin` before the store could free it.
     pub(crate) fn new(sent_at: Instant, ttl: Ttl, margin: Duration, backend: &'static str, key: LockKey) -> Arc<Self> {
         Arc::new(Self {
-            state: watch::channel(LeaseState { safe_until: safe_deadline(sent_at, ttl), lost: None }).0,
+            state: Mutex::new(LeaseState { safe_until: safe_deadline(sent_at, ttl), lost: None }),
+            changed: Notify::new(),
             margin,
             backend,
             label: Label::Lock(key),
@@ -72,19 +76,22 @@ impl Lease {
 
     /// A renewal sent at `sent_at` was confirmed.
     pub(crate) fn renewed(&self, sent_at: Instant, ttl: Ttl) {
-        self.state.send_if_modified(|state| {
+        let modified = self.update(|state| {
             if state.lost.is_some() {
                 return false;
             }
             state.safe_until = state.safe_until.max(safe_deadline(sent_at, ttl));
             true
         });
+        if modified {
+            self.changed.notify_waiters();
+        }
     }
 
     /// Records the loss (once: later calls change nothing), with a warning and the
     /// `distlock_lease_lost_total` metric.
     pub(crate) fn mark_lost(&self, reason: LossReason) {
-        let newly_lost = self.state.send_if_modified(|state| {
+        let newly_lost = self.update(|state| {
             if state.lost.is_some() {
                 return false;
             }
@@ -92,6 +99,7 @@ impl Lease {
             true
         });
         if newly_lost {
+            self.changed.notify_waiters();
             match &self.label {
                 Label::Lock(key) => {
                     tracing::warn!(target: LEASE_LOST_TARGET, backend = self.backend, lock.key = %key, %reason, "lease lost");
@@ -105,8 +113,19 @@ impl Lease {
     }
 
     /// Until when the store surely holds the lease (unless renewed further).
+    fn read(&self) -> LeaseState {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies `change` under the lock; returns what it returns (whether it changed
+    /// anything). The state is `Copy` and every change is one assignment, so a poisoned
+    /// lock still holds a consistent state.
+    fn update(&self, change: impl FnOnce(&mut LeaseState) -> bool) -> bool {
+        change(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     pub(crate) fn safe_until(&self) -> Instant {
-        self.state.borrow().safe_until
+        self.read().safe_until
     }
 
     /// When the loss is signalled unless a renewal is confirmed first: the loss margin
@@ -120,7 +139,7 @@ impl Lease {
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LossReason> {
-        let state = *self.state.borrow();
+        let state = self.read();
         state
             .lost
             .or_else(|| (Instant::now() >= self.loss_deadline(state.safe_until)).then_some(LossReason::DeadlinePassed))
@@ -128,18 +147,17 @@ impl Lease {
 
     /// Resolves when the lease is lost (at the latest at its deadline).
     pub(crate) async fn lost(&self) -> LossReason {
-        let mut seen = self.state.subscribe();
         loop {
-            let state = *seen.borrow_and_update();
+            // Armed before the state is read: a change after the read completes it.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let state = self.read();
             if let Some(reason) = state.lost {
                 return reason;
             }
             tokio::select! {
-                changed = seen.changed() => {
-                    if changed.is_err() {
-                        return LossReason::DeadlinePassed;
-                    }
-                }
+                () = changed => {}
                 () = tokio::time::sleep_until(self.loss_deadline(state.safe_until)) => {
                     if self.deadline() <= Instant::now() {
                         self.mark_lost(LossReason::DeadlinePassed);
@@ -255,7 +273,8 @@ impl LeaseWatch {
     /// `margin` before the store could free it.
     pub fn new(sent_at: Instant, ttl: Ttl, margin: Duration, backend: &'static str, what: &'static str) -> Self {
         let lease = Arc::new(Lease {
-            state: watch::channel(LeaseState { safe_until: safe_deadline(sent_at, ttl), lost: None }).0,
+            state: Mutex::new(LeaseState { safe_until: safe_deadline(sent_at, ttl), lost: None }),
+            changed: Notify::new(),
             margin,
             backend,
             label: Label::Other(what),
