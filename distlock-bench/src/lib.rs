@@ -260,18 +260,20 @@ impl<R: Locker> SideBySide<R> {
         Self::report(title, workers, cycles, unit, &samples)
     }
 
-    /// [`Scenario::Uncontended`] as [`interleaved_cycles`]: the variants take turns cycle
-    /// by cycle, each on a key of its own, each cycle timed apart, so that a slower
-    /// stretch of a shared machine meets them all. For a store behind a network hop, whose
-    /// cycles take tens of µs or more: the two clock reads per cycle are then lost in the
-    /// noise. Prints and returns as [`compare`](Self::compare).
+    /// [`Scenario::Uncontended`] as [`interleaved_cycles`]: the variants take turns, each
+    /// on a key of its own, `batch` acquire + release cycles a turn (timed together),
+    /// `cycles` per variant and round, so that a slower stretch of a shared machine meets
+    /// them all. A batch of 1 for a store behind a network hop, whose cycles take tens of
+    /// µs: the two clock reads per turn are lost in the noise; a larger batch for cycles
+    /// of a µs. Prints and returns as [`compare`](Self::compare).
     ///
     /// # Panics
     ///
     /// When a cycle fails.
-    pub async fn compare_turns(&self, title: &str, cycles: u64, rounds: usize, unit: Unit) -> Vec<f64> {
-        let samples = self.uncontended_turns(title, cycles, rounds).await;
-        Self::report(title, 1, cycles, unit, &samples)
+    pub async fn compare_turns(&self, title: &str, cycles: u64, batch: u64, rounds: usize, unit: Unit) -> Vec<f64> {
+        let batch = batch.clamp(1, cycles.max(1));
+        let samples = self.uncontended_turns(title, cycles / batch, batch, rounds).await;
+        Self::report(title, 1, cycles / batch * batch, unit, &samples)
     }
 
     fn report(title: &str, workers: usize, cycles: u64, unit: Unit, samples: &[Vec<f64>]) -> Vec<f64> {
@@ -288,27 +290,29 @@ impl<R: Locker> SideBySide<R> {
         per_cycle
     }
 
-    /// One acquire + release cycle per variant in turn, `cycles` per variant and round,
-    /// on a key per variant (`{prefix}uncontended:<variant>`).
-    async fn uncontended_turns(&self, title: &str, cycles: u64, rounds: usize) -> Vec<Vec<f64>> {
+    /// `batch` acquire + release cycles per variant in turn, `turns` per variant and
+    /// round, on a key per variant (`{prefix}uncontended:<variant>`).
+    async fn uncontended_turns(&self, title: &str, turns: u64, batch: u64, rounds: usize) -> Vec<Vec<f64>> {
         let name = |variant: Variant| format!("{}uncontended:{}", self.prefix, variant.name());
         let fail =
             |variant: Variant, error: &dyn std::fmt::Display| -> ! { panic!("{title}, {}: {error}", variant.name()) };
         let raw_key = self.raw.key(&name(Variant::Raw)).unwrap_or_else(|e| fail(Variant::Raw, &e));
         let store_key = self.store.key(&name(Variant::Store)).unwrap_or_else(|e| fail(Variant::Store, &e));
         let manager_key = self.manager.key(&name(Variant::Manager)).unwrap_or_else(|e| fail(Variant::Manager, &e));
-        interleaved_cycles(&Variant::ALL, rounds, cycles, |variant| {
+        interleaved_cycles(&Variant::ALL, rounds, turns, |variant| {
             let (raw_key, store_key, manager_key) = (&raw_key, &store_key, &manager_key);
             async move {
-                let released = match variant {
-                    Variant::Raw => one_cycle(&*self.raw, raw_key).await,
-                    Variant::Store => one_cycle(&*self.store, store_key).await,
-                    Variant::Manager => one_cycle(&*self.manager, manager_key).await,
-                };
-                match released {
-                    Ok(true) => {}
-                    Ok(false) => fail(variant, &"the lease was lost before its release"),
-                    Err(error) => fail(variant, &error),
+                for _ in 0..batch {
+                    let released = match variant {
+                        Variant::Raw => one_cycle(&*self.raw, raw_key).await,
+                        Variant::Store => one_cycle(&*self.store, store_key).await,
+                        Variant::Manager => one_cycle(&*self.manager, manager_key).await,
+                    };
+                    match released {
+                        Ok(true) => {}
+                        Ok(false) => fail(variant, &"the lease was lost before its release"),
+                        Err(error) => fail(variant, &error),
+                    }
                 }
             }
         })

@@ -152,7 +152,7 @@ fn main() {
             return;
         }
         let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round, taking turns cycle by cycle");
-        bench.compare_turns(&title, CYCLES, rounds, Unit::CYCLE).await;
+        bench.compare_turns(&title, CYCLES, 1, rounds, Unit::CYCLE).await;
         let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
         bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
         let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };

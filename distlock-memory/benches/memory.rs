@@ -2,9 +2,11 @@
 //!
 //! ```text
 //! cargo bench -p distlock-memory
+//! cargo bench -p distlock-memory -- locks   # the uncontended and distinct-key cycles only
 //! ```
 //!
-//! - uncontended: one acquire + release cycle, one task:
+//! - uncontended: one acquire + release cycle, one task, the variants taking turns 500
+//!   cycles at a time:
 //!   - `raw`: a `tokio::sync::Mutex<HashMap<String, (owner, expiry)>>`, insert if free
 //!     (or expired), remove if still ours;
 //!   - `store`: `MemoryLockStore::try_acquire` + `release` (fixed token);
@@ -37,6 +39,8 @@ use distlock_memory::MemoryLockStore;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 const CYCLES: u64 = 50_000;
+/// Uncontended cycles of one variant between two clock reads.
+const TURN: u64 = 500;
 const TASKS: usize = 8;
 const HOT_SECTIONS: u64 = 8_000;
 const TTL: Duration = Duration::from_secs(30);
@@ -71,11 +75,16 @@ fn main() {
         let store: Arc<DynLockStore> = Arc::new(MemoryLockStore::new());
         let bench = SideBySide::new(RawMemory::new(TTL, RETRY), Arc::clone(&store), TTL, RETRY, "bench:").unwrap();
         println!("distlock-memory benchmark: {rounds} rounds, median round");
-        let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round");
-        bench.compare(&title, Scenario::Uncontended, CYCLES, rounds, Unit::CYCLE).await;
+        let title =
+            format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round, taking turns {TURN} cycles at a time");
+        bench.compare_turns(&title, CYCLES, TURN, rounds, Unit::CYCLE).await;
         let per_task = CYCLES / TASKS as u64;
         let title = format!("distinct keys, {TASKS} tasks × {per_task} cycles/round (wall time)");
         bench.compare(&title, Scenario::Distinct { workers: TASKS }, per_task, rounds, Unit::CYCLE).await;
+        // `cargo bench -p distlock-memory -- locks` stops here.
+        if std::env::args().skip(1).any(|arg| arg == "locks") {
+            return;
+        }
 
         let (mutex, library) =
             (Arc::new(OneMutex::default()), Arc::new(Library::new(LockManager::new(Arc::clone(&store)), TTL, RETRY)));

@@ -4,17 +4,23 @@
 //! DISTLOCK_REDIS_URL=redis://127.0.0.1:6379 cargo bench -p distlock-redis
 //! # fewer rounds on a busy machine:
 //! DISTLOCK_BENCH_ROUNDS=5 DISTLOCK_REDIS_URL=redis://127.0.0.1:6379 cargo bench -p distlock-redis
-//! # one comparison only: `-- handoff`, `-- fair`, `-- groups` or `-- election`
+//! # one comparison only: `-- handoff`, `-- fair`, `-- groups` or `-- election`; the
+//! # uncontended and distinct-key cycles only: `-- locks`
 //! DISTLOCK_REDIS_URL=redis://127.0.0.1:6379 cargo bench -p distlock-redis -- handoff
 //! ```
 //!
-//! - uncontended: one acquire + release cycle, one task:
+//! - uncontended: one acquire + release cycle, one task, the variants taking turns cycle
+//!   by cycle:
 //!   - `raw`: `SET key token NX PX 30000` + `EVALSHA <release sha> 1 key token` sent with
 //!     the `redis` crate;
-//!   - `store`: `RedisLockStore::try_acquire` + `release` (fixed token);
+//!   - `store`: `RedisLockStore::try_acquire` + `release` (fixed token), the store in its
+//!     default mode (the same two commands);
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release` (key validation,
-//!     token generation, the handle).
+//!     token generation, the handle) on that store.
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
+//! - the cost of fair waiting where nobody waits: the store alone with fair waiting and
+//!   notifications (one script for the release) vs notifications alone (the release
+//!   script with `PUBLISH` pipelined).
 //! - lock groups (`kit::group_bench`): two-name group and read-lock cycles vs a single-key
 //!   cycle, 8 readers vs 8 writers of one name, a writer among continuous readers.
 //! - hand-off: one hot key, 8 waiters, hold 0, retry interval 50 ms: release → next
@@ -25,9 +31,9 @@
 //!   2 s), on stores with `fencing`, `fair_queue` and `release_notifications`, each
 //!   participant on a connection of its own.
 //!
-//! All variants share one `ConnectionManager` (the store is built on a clone of the raw
-//! connection). The store's release is the same `EVALSHA` with the notification's
-//! `PUBLISH` pipelined behind it, so `store` vs `raw` includes the cost of notifying. The
+//! All variants share one `ConnectionManager` (the stores are built on clones of the raw
+//! connection). The hand-off, group and fair-waiting comparisons use a store with fair
+//! waiting and release notifications on. The
 //! scenarios, rounds and report are the conformance kit's (`kit::bench`,
 //! `kit::handoff`). Keys live under a random prefix and are all released; nothing is
 //! flushed.
@@ -121,11 +127,14 @@ fn main() {
         }
         let raw =
             RawRedis::new(conn.clone(), &prefix, RELEASE_SCRIPT, TTL, RETRY).await.expect("load the release script");
-        let bench = SideBySide::new(raw, Arc::clone(&store), TTL, RETRY, "bench:").expect("bench");
+        // The store in its default mode, whose wire is exactly the raw commands.
+        let default: Arc<DynLockStore> =
+            Arc::new(RedisLockStore::builder().key_prefix(&prefix).build(conn.clone()).expect("store"));
+        let bench = SideBySide::new(raw, default, TTL, RETRY, "bench:").expect("bench");
 
         println!("distlock-redis benchmark against {url}: {rounds} rounds, median round");
         let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round, taking turns cycle by cycle");
-        bench.compare_turns(&title, CYCLES, rounds, Unit::CYCLE).await;
+        bench.compare_turns(&title, CYCLES, 1, rounds, Unit::CYCLE).await;
         let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
         bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
 
@@ -154,6 +163,10 @@ fn main() {
             &samples,
         );
 
+        // `cargo bench -p distlock-redis -- locks` stops here.
+        if std::env::args().skip(1).any(|arg| arg == "locks") {
+            return;
+        }
         handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
 
         group_bench::compare(Arc::clone(&store), "bench:", group_plan).await;

@@ -35,7 +35,7 @@ pub async fn cycles<R: Locker>(raw: R, store: Arc<DynLockStore>, label: &str, pr
     let bench = SideBySide::new(raw, store, TTL, RETRY, prefix).expect("bench");
     let title =
         format!("{label}uncontended acquire+release, 1 task, {CYCLES} cycles/round, taking turns cycle by cycle");
-    bench.compare_turns(&title, CYCLES, rounds, Unit::STATEMENT).await;
+    bench.compare_turns(&title, CYCLES, 1, rounds, Unit::STATEMENT).await;
     let title = format!("{label}distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
     bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::STATEMENT).await;
 }
