@@ -49,7 +49,10 @@ impl LockKey {
 
     /// The namespaced key a store receives: `lock:` followed by this key.
     pub fn to_store_key(&self) -> StoreKey {
-        StoreKey(format!("{LOCK_NAMESPACE}{}", self.0))
+        let mut key = String::with_capacity(LOCK_NAMESPACE.len() + self.0.len());
+        key.push_str(LOCK_NAMESPACE);
+        key.push_str(&self.0);
+        StoreKey(key)
     }
 }
 

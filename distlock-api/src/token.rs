@@ -30,7 +30,9 @@ impl Token {
     /// Generates a new random token.
     pub fn generate() -> Self {
         let bytes: [u8; 16] = rand::random();
-        Self(uuid::Builder::from_random_bytes(bytes).into_uuid().hyphenated().to_string())
+        // Encoded into a buffer and copied once: no formatting machinery, no regrowth.
+        let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
+        Self(uuid::Builder::from_random_bytes(bytes).into_uuid().hyphenated().encode_lower(&mut text).to_owned())
     }
 
     /// Parses a token given as text, e.g. by an administrator who releases a lock by hand.
