@@ -456,11 +456,14 @@ impl LockStore for PostgresLockStore {
 
     /// One token-checked `UPDATE … SET token = NULL, expires_at = clock_timestamp()` that
     /// also `pg_notify`s the key when it released a lease a waiter flagged, sent once any
-    /// cancelled acquisition with the same token has been answered.
+    /// cancelled acquisition with the same token has been answered. Once the queue table of
+    /// fair waiting exists, the `UPDATE` also checks that the key's queue is empty; when
+    /// it is not, a second statement hands the key to the oldest live waiter.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: the statement either committed or did not.
+    /// Cancel safe: each statement either committed or did not; one cancelled between
+    /// the two leaves the lease held, to be released again or to expire.
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         self.in_flight.settled(token).await;
         if self.queue_ready("release").await? {

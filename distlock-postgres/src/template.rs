@@ -104,6 +104,7 @@ pub(crate) mod queue {
     sql_files! {
         ACQUIRE => "queue/acquire.sql",
         RELEASE => "queue/release.sql",
+        RELEASE_ALONE => "queue/release_alone.sql",
         WAIT => "queue/wait.sql",
         LEN => "queue/len.sql",
         PLACES => "queue/places.sql",
