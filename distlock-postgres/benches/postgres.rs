@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! DISTLOCK_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p distlock-postgres
-//! # only the hand-off scenario:
+//! # only the uncontended and distinct-key cycles: `-- locks`; only the hand-off scenario:
 //! DISTLOCK_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p distlock-postgres -- handoff
 //! # fewer rounds on a busy machine:
 //! DISTLOCK_BENCH_ROUNDS=3 DISTLOCK_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p distlock-postgres
@@ -138,7 +138,9 @@ fn main() {
     let only_fair = std::env::args().skip(1).any(|arg| arg == "fair");
     // `-- election` runs leader election only.
     let only_election = std::env::args().skip(1).any(|arg| arg == "election");
-    let (only_hand_off, only_groups, only_fair) = if only_election {
+    // `-- locks` runs the uncontended and distinct-key cycles only.
+    let only_locks = std::env::args().skip(1).any(|arg| arg == "locks");
+    let (only_hand_off, only_groups, only_fair) = if only_election || only_locks {
         // None of the others runs.
         (true, true, true)
     } else {
@@ -163,7 +165,7 @@ fn main() {
             let table = format!("bench_{kind}_{suffix}");
             let store = connect(&url, &table, unlogged, true).await;
             let dyn_store: Arc<DynLockStore> = store.clone();
-            if kind == "logged" && !only_election && (only_fair || !(only_hand_off || only_groups)) {
+            if kind == "logged" && !only_election && !only_locks && (only_fair || !(only_hand_off || only_groups)) {
                 let plan = FairPlan {
                     tasks: TASKS,
                     processes: (4, 2),
@@ -172,7 +174,7 @@ fn main() {
                 };
                 fair_bench::compare(Arc::clone(&dyn_store), &table, &format!("{prefix}fair:"), plan).await;
             }
-            if !only_hand_off && !only_groups && !only_fair {
+            if only_locks || (!only_hand_off && !only_groups && !only_fair) {
                 sql_bench::cycles(raw(&store, None), Arc::clone(&dyn_store), &format!("{kind}: "), &prefix, rounds)
                     .await;
                 let silent = connect(&url, &table, unlogged, false).await;
@@ -186,7 +188,7 @@ fn main() {
             if !only_groups && !only_fair {
                 sql_bench::hand_off(dyn_store, &format!("{kind}: "), &prefix, rounds).await;
             }
-            if kind == "logged" && (only_election || !(only_hand_off || only_groups || only_fair)) {
+            if kind == "logged" && !only_locks && (only_election || !(only_hand_off || only_groups || only_fair)) {
                 let name = format!("bench-{suffix}");
                 let connect = || election_store(&url, &table);
                 let side = election::distlock_side(&name, ElectionPlan::TTL, Some(table.clone()), connect).await;
