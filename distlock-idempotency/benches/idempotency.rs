@@ -18,8 +18,10 @@
 //! - axum (memory store, `tower::ServiceExt::oneshot` on a `Router`): a bare handler vs
 //!   the same route behind `IdempotencyLayer` answering a replay.
 //!
-//! Rounds and ratios are the conformance kit's (`kit::bench::interleaved_rounds`,
-//! `report_against_first`): variants run back to back in rotating order.
+//! Rounds and ratios are the conformance kit's (`report_against_first`). On Redis and
+//! PostgreSQL the variants take turns request by request (`kit::bench::interleaved_cycles`),
+//! so a slower stretch of the machine meets them all; the axum rounds run each variant's
+//! requests back to back in rotating order (`interleaved_rounds`).
 
 use std::sync::Arc;
 
@@ -28,7 +30,7 @@ use axum::http::Request;
 use axum::routing::post;
 use axum::Router;
 use distlock_api::{Token, Ttl};
-use distlock_conformance::kit::bench::{interleaved_rounds, report_against_first, rounds};
+use distlock_conformance::kit::bench::{interleaved_cycles, interleaved_rounds, report_against_first, rounds};
 use distlock_idempotency::{
     Claim, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyKey, IdempotencyLayer, StoredResponse,
 };
@@ -109,11 +111,11 @@ async fn redis_bench(url: &str, rounds: usize) {
     let idem = Idempotency::new(Arc::clone(&store));
     let prefix = format!("dlbench-idem-{}", Token::generate().short());
     let body = response().encode();
-    let samples = interleaved_rounds(&VARIANTS, rounds, |variant| {
+    let samples = interleaved_cycles(&VARIANTS, rounds, CYCLES as u64, |variant| {
         let (conn, store, idem, prefix, body, redis_store) =
             (conn.clone(), Arc::clone(&store), idem.clone(), prefix.clone(), body.clone(), redis_store.clone());
         async move {
-            for _ in 0..CYCLES {
+            {
                 let key = fresh(&prefix);
                 if variant == Variant::Raw {
                     let mut conn = conn.clone();
@@ -142,16 +144,17 @@ async fn redis_bench(url: &str, rounds: usize) {
         }
     })
     .await;
-    let title = format!("Redis first request: claim + complete, {CYCLES} fresh keys/round");
+    let title =
+        format!("Redis first request: claim + complete, {CYCLES} fresh keys/round, taking turns request by request");
     report_against_first(&title, "µs/request", CYCLES as f64, &NAMES, &samples);
 
     let key = completed_key(&idem, &prefix).await;
     let redis_key = redis_store.redis_key(&key);
-    let samples = interleaved_rounds(&VARIANTS, rounds, |variant| {
+    let samples = interleaved_cycles(&VARIANTS, rounds, CYCLES as u64, |variant| {
         let (mut conn, store, idem, key, redis_key) =
             (conn.clone(), Arc::clone(&store), idem.clone(), key.clone(), redis_key.clone());
         async move {
-            for _ in 0..CYCLES {
+            {
                 if variant == Variant::Raw {
                     let _: Vec<u8> =
                         redis::cmd("HGET").arg(&redis_key).arg("resp").query_async(&mut conn).await.expect("HGET");
@@ -162,7 +165,7 @@ async fn redis_bench(url: &str, rounds: usize) {
         }
     })
     .await;
-    let title = format!("Redis replay: one completed key, {CYCLES} retries/round");
+    let title = format!("Redis replay: one completed key, {CYCLES} retries/round, taking turns request by request");
     report_against_first(&title, "µs/request", CYCLES as f64, &["raw HGET", "store", "library"], &samples);
     // The bench's records expire with their retention; delete them now.
     let mut conn = conn.clone();
@@ -188,7 +191,7 @@ async fn postgres_bench(url: &str, rounds: usize) {
     let update = format!(
         "UPDATE {table} SET token = NULL, response = $2, expires_at = clock_timestamp() + interval '1 day' WHERE key = $1"
     );
-    let samples = interleaved_rounds(&VARIANTS, rounds, |variant| {
+    let samples = interleaved_cycles(&VARIANTS, rounds, CYCLES as u64, |variant| {
         let (pool, store, idem, prefix, body, insert, update) = (
             pool.clone(),
             Arc::clone(&store),
@@ -199,7 +202,7 @@ async fn postgres_bench(url: &str, rounds: usize) {
             update.clone(),
         );
         async move {
-            for _ in 0..CYCLES {
+            {
                 let key = fresh(&prefix);
                 if variant == Variant::Raw {
                     let token = Token::generate();
@@ -218,16 +221,18 @@ async fn postgres_bench(url: &str, rounds: usize) {
         }
     })
     .await;
-    let title = format!("PostgreSQL first request: claim + complete, {CYCLES} fresh keys/round");
+    let title = format!(
+        "PostgreSQL first request: claim + complete, {CYCLES} fresh keys/round, taking turns request by request"
+    );
     report_against_first(&title, "µs/request", CYCLES as f64, &NAMES, &samples);
 
     let key = completed_key(&idem, &prefix).await;
     let select = format!("SELECT response FROM {table} WHERE key = $1 AND expires_at > clock_timestamp()");
-    let samples = interleaved_rounds(&VARIANTS, rounds, |variant| {
+    let samples = interleaved_cycles(&VARIANTS, rounds, CYCLES as u64, |variant| {
         let (pool, store, idem, key, select) =
             (pool.clone(), Arc::clone(&store), idem.clone(), key.clone(), select.clone());
         async move {
-            for _ in 0..CYCLES {
+            {
                 if variant == Variant::Raw {
                     let _: Option<Vec<u8>> =
                         sqlx::query_scalar(&select).bind(key.as_str()).fetch_one(&pool).await.expect("select");
@@ -238,7 +243,8 @@ async fn postgres_bench(url: &str, rounds: usize) {
         }
     })
     .await;
-    let title = format!("PostgreSQL replay: one completed key, {CYCLES} retries/round");
+    let title =
+        format!("PostgreSQL replay: one completed key, {CYCLES} retries/round, taking turns request by request");
     report_against_first(&title, "µs/request", CYCLES as f64, &["raw SELECT", "store", "library"], &samples);
     sqlx::query(&format!("DELETE FROM {table} WHERE key LIKE $1"))
         .bind(format!("{prefix}:%"))
