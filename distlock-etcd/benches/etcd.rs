@@ -135,6 +135,8 @@ fn main() {
     let rounds = rounds(11);
     let only_groups = std::env::args().skip(1).any(|arg| arg == "groups");
     let only_election = std::env::args().skip(1).any(|arg| arg == "election");
+    // `-- handoff` runs the two hand-off comparisons only.
+    let only_hand_off = std::env::args().skip(1).any(|arg| arg == "handoff");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         let prefix = format!("dlbench-{}", Token::generate().as_str());
@@ -151,14 +153,20 @@ fn main() {
             elections(&url, &prefix).await;
             return;
         }
-        let title = format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round, taking turns cycle by cycle");
-        bench.compare_turns(&title, CYCLES, 1, rounds, Unit::CYCLE).await;
-        let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
-        bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
+        if !only_hand_off {
+            let title =
+                format!("uncontended acquire+release, 1 task, {CYCLES} cycles/round, taking turns cycle by cycle");
+            bench.compare_turns(&title, CYCLES, 1, rounds, Unit::CYCLE).await;
+            let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
+            bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
+        }
         let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };
         handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
         let plan = Plan { waiters: 2, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };
         handoff::compare(Arc::clone(&store), "one watching waiter: ", "bench:handoff1:", plan).await;
+        if only_hand_off {
+            return;
+        }
         groups(store, rounds).await;
         elections(&url, &prefix).await;
     });
