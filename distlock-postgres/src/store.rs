@@ -24,10 +24,12 @@ use distlock_sql::connect::explain;
 use distlock_sql::listing::{held_lock, lock_info, page_start};
 use distlock_sql::{InFlight, Retry};
 
-/// Whether the queue table is there (checked, or created, once per store).
+/// Whether the queue table is there (checked, or created, once per store), and the keys
+/// this store recently saw waiters queue for.
 #[derive(Debug, Default)]
 pub(crate) struct QueueState {
     pub(crate) ready: OnceCell<bool>,
+    pub(crate) queued: crate::queue::RecentlyQueued,
 }
 
 impl QueueState {
