@@ -267,7 +267,10 @@ pub fn render(run: &RunInfo, records: &[Record], files: &[PlotFile]) -> String {
         "Current reference figures of distlock, every one measured side by side with its \
          baseline in the same run: the store's own commands sent raw (or a peer crate, or \
          a single node), on the same server and connection, in rounds that rotate the \
-         order of the variants. Each row gives the median round, its ratio to the baseline \
+         order of the variants; where a title says they take turns, the variants \
+         alternate within each round, cycle by cycle (or a batch of cycles at a time), so \
+         that a slower stretch of the machine meets them all. Each row gives the median \
+         round, its ratio to the baseline \
          (above 1: slower than the baseline) and the spread of the per-round ratios \
          (min–max). Servers run on loopback, started privately for the run.\n\n",
     );
