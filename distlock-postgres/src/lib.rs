@@ -16,6 +16,7 @@ mod idempotency;
 mod notify;
 mod purge;
 mod queue;
+mod recent;
 mod sql;
 mod store;
 mod template;

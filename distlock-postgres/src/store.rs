@@ -29,7 +29,7 @@ use distlock_sql::{InFlight, Retry};
 #[derive(Debug, Default)]
 pub(crate) struct QueueState {
     pub(crate) ready: OnceCell<bool>,
-    pub(crate) queued: crate::queue::RecentlyQueued,
+    pub(crate) queued: crate::recent::RecentlyQueued,
 }
 
 impl QueueState {
