@@ -112,7 +112,7 @@ impl Lease {
         }
     }
 
-    /// Until when the store surely holds the lease (unless renewed further).
+    /// The state as it is now.
     fn read(&self) -> LeaseState {
         *self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -124,6 +124,7 @@ impl Lease {
         change(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// Until when the store surely holds the lease (unless renewed further).
     pub(crate) fn safe_until(&self) -> Instant {
         self.read().safe_until
     }
