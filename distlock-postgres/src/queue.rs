@@ -103,14 +103,15 @@ impl PostgresLockStore {
 
     /// The release that hands the key on: one statement as cheap as the plain release
     /// while the key's queue is empty, else the queue release. A key this store saw
-    /// waiters queue for in the last [`RecentlyQueued::WINDOW`](crate::recent::RecentlyQueued::WINDOW) goes straight to the queue
-    /// release, so a contended key costs one statement, not two. Returns whether
-    /// `token`'s lease was freed.
+    /// waiters queue for in the last
+    /// [`RecentlyQueued::WINDOW`](crate::recent::RecentlyQueued::WINDOW) goes straight to
+    /// the queue release, so a contended key costs one statement, not two. Returns
+    /// whether `token`'s lease was freed.
     pub(crate) async fn release_handing_on(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
-        let sql = &self.statements().queue;
         if self.queue_state().queued.contains(key.as_str()) {
             return self.release_queued(key, token).await;
         }
+        let sql = &self.statements().queue;
         // Nobody queued: freed by one statement as cheap as the plain release.
         let (released, queued): (i64, bool) = self
             .retrying("release", || {
