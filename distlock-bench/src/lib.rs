@@ -43,6 +43,7 @@ pub use self::locker::{Library, Locker, RawMemory, StoreDirect};
 pub use self::raw_redis::RawRedis;
 pub use self::raw_sql::{RawMysql, RawPostgres, RawSql, RawStatements};
 pub use self::raw_sqlite::{RawSqlite, SqliteStatements};
+use self::workload::one_cycle;
 pub use self::workload::{run, BenchError, Measured, Scenario, Stop};
 
 /// `DISTLOCK_BENCH_ROUNDS` when set to a positive number (short runs on a busy machine),
@@ -293,20 +294,21 @@ impl<R: Locker> SideBySide<R> {
     /// `batch` acquire + release cycles per variant in turn, `turns` per variant and
     /// round, on a key per variant (`{prefix}uncontended:<variant>`).
     async fn uncontended_turns(&self, title: &str, turns: u64, batch: u64, rounds: usize) -> Vec<Vec<f64>> {
-        let name = |variant: Variant| format!("{}uncontended:{}", self.prefix, variant.name());
+        let names = Variant::ALL.map(|variant| format!("{}uncontended:{}", self.prefix, variant.name()));
         let fail =
             |variant: Variant, error: &dyn std::fmt::Display| -> ! { panic!("{title}, {}: {error}", variant.name()) };
-        let raw_key = self.raw.key(&name(Variant::Raw)).unwrap_or_else(|e| fail(Variant::Raw, &e));
-        let store_key = self.store.key(&name(Variant::Store)).unwrap_or_else(|e| fail(Variant::Store, &e));
-        let manager_key = self.manager.key(&name(Variant::Manager)).unwrap_or_else(|e| fail(Variant::Manager, &e));
+        let [raw_name, store_name, manager_name] = &names;
+        let raw_key = self.raw.key(raw_name).unwrap_or_else(|e| fail(Variant::Raw, &e));
+        let store_key = self.store.key(store_name).unwrap_or_else(|e| fail(Variant::Store, &e));
+        let manager_key = self.manager.key(manager_name).unwrap_or_else(|e| fail(Variant::Manager, &e));
         interleaved_cycles(&Variant::ALL, rounds, turns, |variant| {
             let (raw_key, store_key, manager_key) = (&raw_key, &store_key, &manager_key);
             async move {
                 for _ in 0..batch {
                     let released = match variant {
-                        Variant::Raw => one_cycle(&*self.raw, raw_key).await,
-                        Variant::Store => one_cycle(&*self.store, store_key).await,
-                        Variant::Manager => one_cycle(&*self.manager, manager_key).await,
+                        Variant::Raw => one_cycle(&*self.raw, raw_key, raw_name).await,
+                        Variant::Store => one_cycle(&*self.store, store_key, store_name).await,
+                        Variant::Manager => one_cycle(&*self.manager, manager_key, manager_name).await,
                     };
                     match released {
                         Ok(true) => {}
@@ -318,14 +320,6 @@ impl<R: Locker> SideBySide<R> {
         })
         .await
     }
-}
-
-/// Acquires `key` once (no waiting) and releases it; whether the release found it held.
-async fn one_cycle<L: Locker>(locker: &L, key: &L::Key) -> Result<bool, BenchError> {
-    let Some(guard) = locker.acquire(key, Duration::ZERO).await? else {
-        return Err(BenchError::Held("the benchmark's key was held by someone else".to_owned()));
-    };
-    Ok(locker.release(key, guard).await?)
 }
 
 #[cfg(test)]

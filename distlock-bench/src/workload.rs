@@ -188,10 +188,7 @@ async fn cycle<L: Locker>(locker: Arc<L>, name: String, stop: Stop) -> Result<Me
                 Some(now)
             }
         };
-        let Some(guard) = locker.acquire(&key, Duration::ZERO).await? else {
-            return Err(BenchError::Held(format!("benchmark key `{name}` was held by someone else")));
-        };
-        if !locker.release(&key, guard).await? {
+        if !one_cycle(&*locker, &key, &name).await? {
             measured.lost += 1;
         }
         if let Some(started) = started {
@@ -202,6 +199,15 @@ async fn cycle<L: Locker>(locker: Arc<L>, name: String, stop: Stop) -> Result<Me
             tokio::task::yield_now().await;
         }
     }
+}
+
+/// Acquires `key` (named `name`) once, without waiting, and releases it; whether the
+/// release found it still held.
+pub(crate) async fn one_cycle<L: Locker>(locker: &L, key: &L::Key, name: &str) -> Result<bool, BenchError> {
+    let Some(guard) = locker.acquire(key, Duration::ZERO).await? else {
+        return Err(BenchError::Held(format!("benchmark key `{name}` was held by someone else")));
+    };
+    Ok(locker.release(key, guard).await?)
 }
 
 /// The state the hot-key workers share.
