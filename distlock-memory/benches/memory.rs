@@ -124,12 +124,8 @@ fn main() {
         group_bench::compare(Arc::clone(&store), "bench:", plan).await;
 
         // In one process only: a memory store is not shared across processes.
-        let plan = FairPlan {
-            tasks: TASKS,
-            processes: (0, 0),
-            hold: Duration::from_millis(2),
-            run_for: Duration::from_secs(5),
-        };
+        let plan =
+            FairPlan { tasks: TASKS, processes: &[], hold: Duration::from_millis(2), run_for: Duration::from_secs(5) };
         fair_bench::compare(store, "", "bench:", plan).await;
     });
 }

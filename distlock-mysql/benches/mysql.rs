@@ -13,7 +13,7 @@
 //!     ([`MysqlLockStore::statements`]) sent with `sqlx::query` through the same pool;
 //!   - `store`: `MysqlLockStore::try_acquire` + `release` (fixed token);
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release`.
-//! - distinct: 8 tasks, each cycling its own key, same three variants.
+//! - distinct: 8 tasks, then 64, each cycling its own key, same three variants.
 //! - hand-off: 8 waiters take turns on one hot key (hold 0, retry interval 50 ms): latency
 //!   from a release to the next holder (p50/p99) and critical sections per second, woken
 //!   by the store's listener vs polling only, alternating, the median round of each.

@@ -14,7 +14,7 @@
 //!   - `store`: `PostgresLockStore::try_acquire` + `release` (fixed token);
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release` (key validation,
 //!     token generation, the handle).
-//! - distinct: 8 tasks, each cycling its own key, same three variants.
+//! - distinct: 8 tasks, then 64, each cycling its own key, same three variants.
 //! - notify cost: the distinct scenario (no waiters) through `store` with
 //!   `release_notifications` on (release notifies only leases a waiter flagged, so these
 //!   send nothing) and off, and — for comparison — acquire + a release that `pg_notify`s
@@ -28,6 +28,11 @@
 //!   read-lock cycle vs a single-key lock cycle, 8 readers vs 8 writers of one name, and
 //!   a writer's wait among continuous readers (`cargo bench -p distlock-postgres --
 //!   groups` runs only these).
+//! - fair waiting (`kit::fair_bench`; `-- fair` runs it alone), logged table: tasks loop
+//!   acquire → hold 2 ms → release on one hot key, fair vs barging, as 8 tasks in this
+//!   process, then as 4 processes × 2 tasks and 6 processes × 8 tasks (48 waiters; the
+//!   processes are copies of this benchmark): sections per second and the worst task's
+//!   p99 wait.
 //! - leader election (`kit::bench::election`; `-- election` runs only it), logged table:
 //!   graceful hand-over, observer lag and failover after `kill -9` of the leader's
 //!   process (TTL 2 s), each participant on a pool of its own.
@@ -168,7 +173,7 @@ fn main() {
             if kind == "logged" && !only_election && !only_locks && (only_fair || !(only_hand_off || only_groups)) {
                 let plan = FairPlan {
                     tasks: TASKS,
-                    processes: (4, 2),
+                    processes: &[(4, 2), (6, 8)],
                     hold: Duration::from_millis(2),
                     run_for: fair_bench::run_for(),
                 };

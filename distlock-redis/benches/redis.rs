@@ -17,7 +17,7 @@
 //!     default mode (the same two commands);
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release` (key validation,
 //!     token generation, the handle) on that store.
-//! - distinct: 8 tasks, each cycling its own key, same three variants.
+//! - distinct: 8 tasks, then 64, each cycling its own key, same three variants.
 //! - the cost of fair waiting where nobody waits: the store alone with fair waiting and
 //!   notifications (one script for the release) vs notifications alone (the release
 //!   script with `PUBLISH` pipelined).
@@ -26,6 +26,10 @@
 //! - hand-off: one hot key, 8 waiters, hold 0, retry interval 50 ms: release → next
 //!   holder latency (p50/p99) and critical sections/s, with release notifications
 //!   (pub/sub) and with polling only.
+//! - fair waiting (`kit::fair_bench`; `-- fair` runs it alone): tasks loop acquire →
+//!   hold 2 ms → release on one hot key, fair vs barging, as 8 tasks in this process, then
+//!   as 4 processes × 2 tasks and 6 processes × 8 tasks (48 waiters; the processes are
+//!   copies of this benchmark): sections per second and the worst task's p99 wait.
 //! - leader election (`kit::bench::election`; `-- election` runs it alone): graceful
 //!   hand-over, observer lag and failover after `kill -9` of the leader's process (TTL
 //!   2 s), on stores with `fencing`, `fair_queue` and `release_notifications`, each
@@ -57,6 +61,8 @@ const LONGER_HOLDS: [Duration; 1] = [Duration::from_millis(20)];
 const CYCLES: u64 = 1_000;
 const TASKS: usize = 8;
 const TASK_CYCLES: u64 = 250;
+const MANY_TASKS: usize = 64;
+const MANY_TASK_CYCLES: u64 = 40;
 const TTL: Duration = Duration::from_secs(30);
 const RETRY: Duration = Duration::from_millis(50);
 
@@ -93,7 +99,7 @@ fn main() {
         // `cargo bench -p distlock-redis -- fair` runs the fair-waiting comparison only.
         let fair_plan = FairPlan {
             tasks: TASKS,
-            processes: (4, 2),
+            processes: &[(4, 2), (6, 8)],
             hold: Duration::from_millis(2),
             run_for: fair_bench::run_for(),
         };
@@ -137,6 +143,9 @@ fn main() {
         bench.compare_turns(&title, CYCLES, 1, rounds, Unit::CYCLE).await;
         let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
         bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
+        let title = format!("distinct keys, {MANY_TASKS} tasks × {MANY_TASK_CYCLES} cycles/round (wall time)");
+        let scenario = Scenario::Distinct { workers: MANY_TASKS };
+        bench.compare(&title, scenario, MANY_TASK_CYCLES, rounds, Unit::CYCLE).await;
 
         // The cost of fair waiting where nobody waits: the release script with the queue
         // check vs the plain release + PUBLISH, through the store alone.

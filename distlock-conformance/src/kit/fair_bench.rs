@@ -33,8 +33,8 @@ pub fn run_for() -> Duration {
 pub struct FairPlan {
     /// Tasks in one process (the in-process comparison).
     pub tasks: usize,
-    /// Processes × tasks each (the cross-process comparison); `(0, 0)` skips it.
-    pub processes: (usize, usize),
+    /// The cross-process comparisons, each as processes × tasks in each; empty skips them.
+    pub processes: &'static [(usize, usize)],
     /// How long each holds the key.
     pub hold: Duration,
     /// How long each variant runs.
@@ -193,14 +193,19 @@ pub async fn run_worker(store: Arc<DynLockStore>, spec: &WorkerSpec) {
     }
 }
 
-/// Runs `plan.processes` copies of this executable as workers (same environment, so the
-/// same server; `store` tells them which prefix or table) and collects every task's waits.
+/// Runs `processes` copies of this executable as workers of `tasks` tasks each, holding
+/// `hold` for `run_for` (same environment, so the same server; `store` tells them which
+/// prefix or table), and collects every task's waits.
 ///
 /// # Panics
 ///
 /// When a worker cannot be started or fails.
-pub fn across_processes(store: &str, key: &str, plan: &FairPlan, fair: bool) -> Vec<Vec<f64>> {
-    let ((processes, tasks), hold, run_for) = (plan.processes, plan.hold, plan.run_for);
+pub fn across_processes(
+    store: &str,
+    key: &str,
+    (processes, tasks, hold, run_for): (usize, usize, Duration, Duration),
+    fair: bool,
+) -> Vec<Vec<f64>> {
     let exe = std::env::current_exe().expect("the benchmark's own executable");
     let start = unix_ms() + 1_500; // every worker is connected by then
     let spec = format!(
@@ -269,14 +274,14 @@ pub async fn compare(
     }
     record_pair(&format!("{} tasks", plan.tasks), &plan, pair[0], pair[1]);
     results.push((pair[0], pair[1]));
-    let (processes, tasks) = plan.processes;
-    if processes > 0 {
+    for &(processes, tasks) in plan.processes {
         println!("fair waiting: {processes} processes × {tasks} tasks on one key");
         let mut pair = Vec::new();
         for fair in [true, false] {
-            let key = format!("{prefix}fair:procs:{}", if fair { "fair" } else { "barging" });
+            let key = format!("{prefix}fair:procs{processes}x{tasks}:{}", if fair { "fair" } else { "barging" });
             let store_arg = store_arg.to_owned();
-            let waits = tokio::task::spawn_blocking(move || across_processes(&store_arg, &key, &plan, fair))
+            let shape = (processes, tasks, plan.hold, plan.run_for);
+            let waits = tokio::task::spawn_blocking(move || across_processes(&store_arg, &key, shape, fair))
                 .await
                 .expect("workers");
             // Every worker runs `run_for` (plus its last section).

@@ -19,6 +19,11 @@ pub const CYCLES: u64 = 300;
 pub const TASKS: usize = 8;
 /// Cycles per task and round of the distinct-keys scenario.
 pub const TASK_CYCLES: u64 = 100;
+/// Tasks of the many-tasks distinct-keys scenario (more tasks than the pool has
+/// connections).
+pub const MANY_TASKS: usize = 64;
+/// Cycles per task and round of the many-tasks scenario.
+pub const MANY_TASK_CYCLES: u64 = 20;
 /// The TTL of every lock taken.
 pub const TTL: Duration = Duration::from_secs(30);
 /// How often waiting workers retry.
@@ -28,9 +33,9 @@ pub const FAIR_PROCESSES: usize = 8;
 /// The writer among continuous readers again with these longer holds (see `GroupPlan`).
 const LONGER_HOLDS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(20)];
 
-/// One task cycling one key, then [`TASKS`] tasks cycling a key each: `raw` (the
-/// store's own statements) beside the store and the manager over `store`; titles start
-/// with `label`, keys with `prefix`.
+/// One task cycling one key, then [`TASKS`] and [`MANY_TASKS`] tasks cycling a key each:
+/// `raw` (the store's own statements) beside the store and the manager over `store`;
+/// titles start with `label`, keys with `prefix`.
 pub async fn cycles<R: Locker>(raw: R, store: Arc<DynLockStore>, label: &str, prefix: &str, rounds: usize) {
     let bench = SideBySide::new(raw, store, TTL, RETRY, prefix).expect("bench");
     let title =
@@ -38,6 +43,9 @@ pub async fn cycles<R: Locker>(raw: R, store: Arc<DynLockStore>, label: &str, pr
     bench.compare_turns(&title, CYCLES, 1, rounds, Unit::STATEMENT).await;
     let title = format!("{label}distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
     bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::STATEMENT).await;
+    let title = format!("{label}distinct keys, {MANY_TASKS} tasks × {MANY_TASK_CYCLES} cycles/round (wall time)");
+    let scenario = Scenario::Distinct { workers: MANY_TASKS };
+    bench.compare(&title, scenario, MANY_TASK_CYCLES, rounds, Unit::STATEMENT).await;
 }
 
 /// The lock-group comparisons of [`group_bench`] through the manager.
@@ -69,7 +77,7 @@ pub async fn hand_off(store: Arc<DynLockStore>, label: &str, prefix: &str, round
 pub async fn fair(store: Arc<DynLockStore>, store_arg: &str, prefix: &str) {
     let plan = FairPlan {
         tasks: TASKS,
-        processes: (FAIR_PROCESSES, 1),
+        processes: &[(FAIR_PROCESSES, 1)],
         hold: Duration::from_millis(2),
         run_for: fair_bench::run_for(),
     };
