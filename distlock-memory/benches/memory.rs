@@ -13,6 +13,10 @@
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release` (key validation,
 //!     token generation, the handle).
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
+//! - scaling: cycles per second with 8 tasks on distinct keys ÷ with 1 task, for each
+//!   variant, beside `cpu only` (a cycle of CPU work alone, nothing shared): what a
+//!   second core adds on this machine, the ceiling for the others. The runs take turns,
+//!   the median of per-round speed-ups is reported.
 //! - hot key: 8 tasks taking turns on one key (waiting with a 1 ms retry interval, woken
 //!   on release) vs the same 8 tasks on one `tokio::sync::Mutex`.
 //! - hand-off: 8 waiters on one key, hold 0, retry interval 50 ms: latency from release
@@ -29,8 +33,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distlock_api::{DynLockStore, LockError, LockManager};
+use distlock_conformance::kit::bench::record::{self, RatioRow, Ratios, Record};
 use distlock_conformance::kit::bench::{
-    interleaved_rounds, report_against_first, rounds, run, Library, Locker, RawMemory, Scenario, SideBySide, Stop, Unit,
+    interleaved_rounds, median, report_against_first, rounds, run, Library, Locker, RawMemory, Scenario, SideBySide,
+    Stop, StoreDirect, Unit,
 };
 use distlock_conformance::kit::fair_bench::{self, FairPlan};
 use distlock_conformance::kit::group_bench::{self, GroupPlan};
@@ -45,6 +51,10 @@ const TASKS: usize = 8;
 const HOT_SECTIONS: u64 = 8_000;
 const TTL: Duration = Duration::from_secs(30);
 const RETRY: Duration = Duration::from_millis(1);
+/// Cycles per run of the scaling comparison (one task, or shared by all of them).
+const SCALE_CYCLES: u64 = 40_000;
+/// Steps of `cpu only`'s cycle: about as long as a manager cycle.
+const CPU_STEPS: u64 = 400;
 
 /// The ideal in-process hot key: one `tokio::sync::Mutex`, whatever the key.
 #[derive(Default)]
@@ -68,6 +78,84 @@ impl Locker for OneMutex {
     }
 }
 
+/// A cycle of CPU work alone, nothing shared between tasks: how much a second core adds.
+struct CpuOnly;
+
+impl Locker for CpuOnly {
+    type Key = ();
+    type Guard = ();
+
+    fn key(&self, _name: &str) -> Result<(), LockError> {
+        Ok(())
+    }
+
+    async fn acquire(&self, (): &(), _wait: Duration) -> Result<Option<()>, LockError> {
+        let mut state = 0u64;
+        for step in 0..CPU_STEPS {
+            state = std::hint::black_box(state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(step));
+        }
+        Ok(Some(()))
+    }
+
+    async fn release(&self, (): &(), (): ()) -> Result<bool, LockError> {
+        Ok(true)
+    }
+}
+
+/// Cycles per second with [`TASKS`] tasks on distinct keys ÷ with one task, each variant
+/// beside `cpu only`; the runs of all variants take turns, round by round.
+async fn scaling(store: &Arc<DynLockStore>, rounds: usize) {
+    const NAMES: [&str; 4] = ["cpu only", "raw", "store", "manager"];
+    let cpu = Arc::new(CpuOnly);
+    let raw = Arc::new(RawMemory::new(TTL, RETRY));
+    let direct = Arc::new(StoreDirect::new(Arc::clone(store), TTL, RETRY).expect("ttl"));
+    let library = Arc::new(Library::new(LockManager::new(Arc::clone(store)), TTL, RETRY));
+    let runs: Vec<(usize, usize)> = (0..NAMES.len()).flat_map(|variant| [(variant, 1), (variant, TASKS)]).collect();
+    let samples = interleaved_rounds(&runs, rounds, |(variant, tasks)| {
+        let (cpu, raw, direct, library) =
+            (Arc::clone(&cpu), Arc::clone(&raw), Arc::clone(&direct), Arc::clone(&library));
+        async move {
+            let scenario = if tasks == 1 { Scenario::Uncontended } else { Scenario::Distinct { workers: tasks } };
+            let (prefix, stop) = ("bench:scaling:", Stop::Cycles(SCALE_CYCLES / tasks as u64));
+            let measured = match variant {
+                0 => run(&cpu, scenario, prefix, stop).await,
+                1 => run(&raw, scenario, prefix, stop).await,
+                2 => run(&direct, scenario, prefix, stop).await,
+                _ => run(&library, scenario, prefix, stop).await,
+            };
+            assert_eq!(measured.expect("scaling").lost, 0);
+        }
+    })
+    .await;
+    // Per round: one task's time ÷ the tasks' time, the speed-up.
+    let speedups: Vec<Vec<f64>> =
+        samples.chunks(2).map(|pair| pair[0].iter().zip(&pair[1]).map(|(one, many)| one / many).collect()).collect();
+    let ceiling = median(speedups[0].clone());
+    let title = format!(
+        "scaling: cycles/s with {TASKS} tasks on distinct keys ÷ with 1 task ({SCALE_CYCLES} cycles a run, 2 worker \
+         threads); `cpu only`: CPU work alone, the most a second core adds here"
+    );
+    println!("{title}");
+    let rows = NAMES
+        .iter()
+        .zip(&speedups)
+        .map(|(name, own)| {
+            let value = median(own.clone());
+            let per_round: Vec<f64> = own.iter().zip(&speedups[0]).map(|(own, cpu)| own / cpu).collect();
+            println!("  {name:<9}{value:6.2}× one task   {:.3}× cpu only", value / ceiling);
+            RatioRow {
+                name: (*name).to_owned(),
+                value,
+                ratio: value / ceiling,
+                min: per_round.iter().copied().fold(f64::INFINITY, f64::min),
+                max: per_round.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            }
+        })
+        .collect();
+    let ratios = Ratios { suite: record::suite(), title, unit: "× 1 task".to_owned(), rounds, rows };
+    record::emit(&Record::Ratios(ratios));
+}
+
 fn main() {
     let rounds = rounds(7);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -81,6 +169,7 @@ fn main() {
         let per_task = CYCLES / TASKS as u64;
         let title = format!("distinct keys, {TASKS} tasks × {per_task} cycles/round (wall time)");
         bench.compare(&title, Scenario::Distinct { workers: TASKS }, per_task, rounds, Unit::CYCLE).await;
+        scaling(&store, rounds).await;
         // `cargo bench -p distlock-memory -- locks` stops here.
         if std::env::args().skip(1).any(|arg| arg == "locks") {
             return;
