@@ -47,11 +47,17 @@ impl Layout {
 
     /// The lease: the holder's token, with the lease's `PX`.
     pub(crate) fn lock_key(&self, key: &StoreKey) -> String {
+        // Built without `format!`: this runs on every acquisition and release.
+        let mut lock = String::with_capacity(self.stem.len() + key.as_str().len() + 2);
+        lock.push_str(&self.stem);
         if self.cluster {
-            format!("{}{{{}}}", self.stem, key.as_str())
+            lock.push('{');
+            lock.push_str(key.as_str());
+            lock.push('}');
         } else {
-            format!("{}{}", self.stem, key.as_str())
+            lock.push_str(key.as_str());
         }
+        lock
     }
 
     /// The counter fencing numbers are drawn from (never deleted, no expiry).

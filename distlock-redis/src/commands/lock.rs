@@ -30,7 +30,10 @@ impl Commands {
     ) -> Result<Acquire, LockError> {
         let redis_key = self.layout.lock_key(key);
         if !self.fencing {
-            let reply: Value = redis::cmd("SET")
+            // Sized for its arguments up front: `redis::cmd` grows both buffers arg by arg.
+            let mut set = Cmd::with_capacity(6, redis_key.len() + token.as_str().len() + 32);
+            let reply: Value = set
+                .arg("SET")
                 .arg(&redis_key)
                 .arg(token.as_str())
                 .arg("NX")
