@@ -11,7 +11,13 @@
 //!
 //! Scenarios (each an acquire + release cycle of a free key, 30 s TTL):
 //! - uncontended: one task cycling one key;
-//! - distinct: 8 tasks, each cycling its own key.
+//! - distinct: 8 tasks, each cycling its own key;
+//! - hot key (Redis): 8 tasks loop acquire → hold 2 ms → release on one key, each variant
+//!   for `DISTLOCK_FAIR_SECONDS` (default 10): sections per second, and the worst task's
+//!   p99 wait as a multiple of the fair share (`kit::fair_bench`'s figures). distlock waits
+//!   fair (a store with `fair=true&notifications=true`, on a prefix of its own) and barging; `rslock` waits with
+//!   `acquire_no_guard` (attempts with a random pause of up to its retry delay), as it
+//!   comes (200 ms) and with a 10 ms retry delay.
 //!
 //! Contenders:
 //! - Redis: distlock's `RedisLockStore` through `LockManager::try_lock` + `release`;
@@ -30,17 +36,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock::LockError;
+use distlock::{DynLockStore, LockError};
+use distlock_conformance::kit::bench::record::{self, RatioRow, Ratios, Record};
 use distlock_conformance::kit::bench::{
     interleaved_rounds, report_against_first, run, Library, Locker, Scenario, Stop,
 };
+use distlock_conformance::kit::fair_bench::{self, FairFigures};
 use distributed_lock::{DistributedLock as _, LockHandle as _};
+use tokio::time::Instant;
 
 const ROUNDS: usize = 7;
 const CYCLES: u64 = 1_000;
 const TASKS: usize = 8;
 const TASK_CYCLES: u64 = 250;
 const TTL: Duration = Duration::from_secs(30);
+/// How long each task of the hot-key comparison holds the key.
+const HOLD: Duration = Duration::from_millis(2);
 
 fn peer_error(peer: &'static str, operation: &'static str, key: &str, error: impl std::fmt::Display) -> LockError {
     LockError::store(peer, operation, Some(key), error.to_string())
@@ -140,6 +151,85 @@ async fn compare(store: &str, contenders: &[Any]) {
     }
 }
 
+/// [`TASKS`] tasks on one key through `rslock` until `until`: each task's waits in ms.
+async fn rslock_hot_key(manager: Arc<rslock::LockManager>, key: &str, until: Instant) -> Vec<Vec<f64>> {
+    let handles: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let (manager, key) = (Arc::clone(&manager), key.to_owned());
+            tokio::spawn(async move {
+                let mut waits = Vec::new();
+                while Instant::now() < until {
+                    let asked = Instant::now();
+                    let lock = manager.acquire_no_guard(key.as_bytes(), TTL).await.expect("rslock hot key");
+                    waits.push(asked.elapsed().as_secs_f64() * 1e3);
+                    tokio::time::sleep(HOLD).await;
+                    manager.unlock(&lock).await;
+                }
+                waits
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(TASKS);
+    for handle in handles {
+        all.push(handle.await.expect("rslock task"));
+    }
+    all
+}
+
+/// One hot key on Redis: rslock (as it comes, and with a 10 ms retry delay) beside
+/// distlock waiting fair and barging; prints and records sections per second and each
+/// variant's worst task p99 wait ÷ its fair share.
+async fn hot_key(url: &str, prefix: &str) {
+    let run_for = fair_bench::run_for();
+    // A prefix of its own: the other comparisons' store uses the default prefix without
+    // fair waiting, and a prefix's settings are shared by all its clients.
+    let fair_url = format!("{url}?prefix=peers-hot-{}&fair=true&notifications=true", uuid::Uuid::new_v4().simple());
+    let store: Arc<DynLockStore> = distlock::connect(&fair_url).await.expect("distlock redis, fair");
+    let mut variants: Vec<(&str, FairFigures)> = Vec::new();
+    for (name, delay) in [("rslock", None), ("rslock, 10 ms retry", Some(Duration::from_millis(10)))] {
+        let mut manager = rslock::LockManager::new(vec![url.to_owned()]);
+        if let Some(delay) = delay {
+            manager.set_retry(3, delay);
+        }
+        let key = format!("{prefix}hot:{}", variants.len());
+        let started = Instant::now();
+        let waits = rslock_hot_key(Arc::new(manager), &key, started + run_for).await;
+        variants.push((name, FairFigures::of(&waits, started.elapsed())));
+    }
+    for (name, fair) in [("distlock, fair", true), ("distlock, barging", false)] {
+        let key = format!("{prefix}hot:{}", variants.len());
+        let started = Instant::now();
+        let waits = fair_bench::hot_key(Arc::clone(&store), &key, TASKS, HOLD, started + run_for, fair).await;
+        variants.push((name, FairFigures::of(&waits, started.elapsed())));
+    }
+    let who = format!("redis · hot key, {TASKS} tasks, hold {HOLD:?}, {run_for:?} per variant");
+    println!("{who}");
+    for (name, figures) in &variants {
+        println!(
+            "  {name:<20}{:>7.0} sections/s ({:.2}× rslock)   worst task p99 wait {:>8.2} ms = {:>6.2}× its fair share",
+            figures.sections_per_s,
+            figures.sections_per_s / variants[0].1.sections_per_s,
+            figures.worst_p99_ms,
+            figures.p99_ratio()
+        );
+    }
+    let names: Vec<&str> = variants.iter().map(|(name, _)| *name).collect();
+    let throughput: Vec<Vec<f64>> = variants.iter().map(|(_, figures)| vec![figures.sections_per_s]).collect();
+    let suite = record::suite();
+    let sections = Ratios::of(&suite, &format!("{who}: sections per second"), "sections/s", 1.0, &names, &throughput);
+    let rows = variants
+        .iter()
+        .map(|(name, figures)| {
+            let ratio = figures.p99_ratio();
+            RatioRow { name: (*name).to_owned(), value: figures.worst_p99_ms, ratio, min: ratio, max: ratio }
+        })
+        .collect();
+    let title = format!("{who}: worst task p99 wait, each ÷ its variant's fair share");
+    let waits = Ratios { suite, title, unit: "ms".to_owned(), rounds: 1, rows };
+    record::emit(&Record::Ratios(sections));
+    record::emit(&Record::Ratios(waits));
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
@@ -155,6 +245,8 @@ fn main() {
                     &[Any::Distlock(distlock), Any::Rslock(Arc::new(Rslock(rslock))), Any::DlRedis(Arc::new(Dl(dl)))],
                 )
                 .await;
+                let prefix = format!("distlock-peers:{}:", uuid::Uuid::new_v4().simple());
+                hot_key(&url, &prefix).await;
             }
             Err(_) => println!("redis: skipped (set DISTLOCK_REDIS_URL)"),
         }
