@@ -6,13 +6,16 @@
 //! DISTLOCK_ETCD_URL=etcd://127.0.0.1:2379 cargo bench -p distlock-etcd
 //! DISTLOCK_BENCH_ROUNDS=5 cargo bench -p distlock-etcd   # fewer rounds
 //! cargo bench -p distlock-etcd -- groups             # lock groups only
+//! cargo bench -p distlock-etcd -- locks              # the uncontended and distinct-key cycles only
 //! ```
 //!
 //! - uncontended: one acquire + release cycle, one task:
 //!   - `raw`: `LeaseGrant(30)` + `Txn If CreateRevision(key) = 0 ∧ queue empty Then
 //!     Put(key, token, lease) Else Get(key)`, then `Txn If Value(key) = token Then
-//!     Delete(key) ∧ Delete(place) Else Delete(place)` and a background `LeaseRevoke` —
-//!     exactly the store's requests, sent with `etcd-client` on the store's client;
+//!     Delete(key) ∧ Delete(place) Else Delete(place)` and a background `LeaseRevoke`,
+//!     sent with `etcd-client` on the store's client: a lease per acquisition, as a
+//!     client without the store's reuse of released leases sends them (the store sends
+//!     the same transactions, on a released lease kept alive beside the first);
 //!   - `store`: `EtcdLockStore::try_acquire` + `release` (fixed token);
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release`.
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
@@ -137,6 +140,8 @@ fn main() {
     let only_election = std::env::args().skip(1).any(|arg| arg == "election");
     // `-- handoff` runs the two hand-off comparisons only.
     let only_hand_off = std::env::args().skip(1).any(|arg| arg == "handoff");
+    // `-- locks` runs the uncontended and distinct-key cycles only.
+    let only_locks = std::env::args().skip(1).any(|arg| arg == "locks");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         let prefix = format!("dlbench-{}", Token::generate().as_str());
@@ -159,6 +164,9 @@ fn main() {
             bench.compare_turns(&title, CYCLES, 1, rounds, Unit::CYCLE).await;
             let title = format!("distinct keys, {TASKS} tasks × {TASK_CYCLES} cycles/round (wall time)");
             bench.compare(&title, Scenario::Distinct { workers: TASKS }, TASK_CYCLES, rounds, Unit::CYCLE).await;
+        }
+        if only_locks {
+            return;
         }
         let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };
         handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;

@@ -31,11 +31,16 @@ pub(crate) const TTL_GRANULARITY: Duration = Duration::from_secs(1);
 /// default), whose value is the holder's token and which is attached to a lease of its
 /// own:
 ///
-/// - **acquire**: `LeaseGrant(ttl)` then one transaction
-///   `If CreateRevision(key) = 0 Then Put(key, token, lease) Else Get(key)`. The fencing
-///   number is the key's create revision: cluster-wide, persisted, strictly increasing.
-/// - **release**: `If Value(key) = token Then Delete(key)` (and the lease's value, below),
-///   then the lease is revoked.
+/// - **acquire**: one transaction
+///   `If CreateRevision(key) = 0 Then Put(key, token, lease) Else Get(key)` on a lease
+///   of the TTL: one this store released with at least half of its TTL left, kept alive
+///   by a keep-alive sent beside the transaction (no Raft write), else a new
+///   `LeaseGrant(ttl)` sent first. The fencing number is the key's create revision:
+///   cluster-wide, persisted, strictly increasing.
+/// - **release**: `If Value(key) = token Then Delete(key)` (and the lease's value, below);
+///   the lease, which holds no key any more, is kept for this store's next acquisition
+///   with the same TTL (at most 16 such leases; a lease not used again ends with its
+///   TTL), or revoked.
 /// - **extend**: the token-checked key names its lease; the same TTL is a lease
 ///   keep-alive (the fence stays), another TTL moves the key to a new lease in one
 ///   transaction (the create revision, hence the fence, stays too), with the lease's
@@ -77,6 +82,8 @@ struct Inner {
     spares: Mutex<HashMap<(String, String), Spare>>,
     /// The leases of lock-group attempts, by token: see [`GroupLeases`].
     group_leases: Mutex<HashMap<String, GroupLeases>>,
+    /// Lock leases in use and released ones kept for the next acquisition: see [`Leases`].
+    leases: Mutex<Leases>,
     // Dropped with the last clone of the store: ends the watch task.
     _listener: Option<ReleaseListener>,
 }
@@ -106,7 +113,8 @@ impl EtcdLockStore {
             .release_notifications
             .then(|| ReleaseListener::start(client.clone(), config.clone(), waiters.clone()));
         let (places, spares, group_leases) = (Mutex::default(), Mutex::default(), Mutex::default());
-        let inner = Inner { client, config, waiters, places, spares, group_leases, _listener: listener };
+        let leases = Mutex::default();
+        let inner = Inner { client, config, waiters, places, spares, group_leases, leases, _listener: listener };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -267,6 +275,38 @@ struct Spare {
     kept_at: Instant,
 }
 
+/// The lock leases of a store's holders, and released ones it keeps for its next
+/// acquisitions.
+///
+/// A released lock's lease holds no key any more. Instead of revoking it (a Raft write)
+/// and granting another for the next acquisition (another), the store keeps it: the next
+/// acquisition with the same TTL puts its key on it and sends a keep-alive beside that
+/// transaction, as a waiter does with its spare (see `attempt`), so the lease has its full
+/// TTL again when the key is held. Only leases with at least half of their TTL left are
+/// used again; the others, and those beyond [`Leases::IDLE`], are revoked.
+#[derive(Debug, Default)]
+struct Leases {
+    /// The leases holding a key of this store: lease → (TTL in whole seconds, when its
+    /// TTL was last reset: granted, or kept alive).
+    held: HashMap<i64, (i64, Instant)>,
+    /// Released leases, with the TTL and reset time they had.
+    idle: Vec<Spare>,
+}
+
+impl Leases {
+    /// Released leases kept at most.
+    const IDLE: usize = 16;
+    /// Held leases tracked at most (leases of locks never released, e.g. left to expire,
+    /// stay until then): beyond it the record starts afresh, and those leases are revoked
+    /// on release as untracked ones are.
+    const HELD: usize = 4_096;
+
+    /// Whether `spare` has at least half of its TTL left.
+    fn fresh(spare: &Spare) -> bool {
+        spare.kept_at.elapsed() < Duration::from_secs(spare.secs.unsigned_abs()) / 2
+    }
+}
+
 /// What a check before a wait reads: whether the lock key exists, and the token of the
 /// oldest place in its queue.
 #[derive(Debug)]
@@ -327,11 +367,28 @@ impl EtcdLockStore {
         Ok(known)
     }
 
-    /// One acquisition attempt: the transaction `txn(lease)` with this waiter's spare lease
-    /// from an earlier attempt (kept alive in parallel, so it has its full TTL again by the
-    /// time the key is held) or a new lease. Returns the answer and the lease, or lease 0
-    /// when the key was held and the lease is not worth keeping.
+    /// One acquisition attempt (see [`attempt_with`](Self::attempt_with)); a lease that
+    /// took the key is recorded as held, to be kept for the next acquisition on release.
     async fn attempt(
+        &self,
+        key: &StoreKey,
+        token: &Token,
+        ttl: Ttl,
+        txn: impl Fn(i64) -> Txn,
+    ) -> Result<(etcd_client::TxnResponse, i64), LockError> {
+        let sent_at = Instant::now();
+        let (answer, lease) = self.attempt_with(key, token, ttl, txn).await?;
+        if answer.succeeded() && lease != 0 {
+            self.note_held(lease, lease_seconds(ttl.as_duration()), sent_at);
+        }
+        Ok((answer, lease))
+    }
+
+    /// The transaction `txn(lease)` with this waiter's spare lease from an earlier attempt
+    /// or a released lease of this store (kept alive in parallel, so it has its full TTL
+    /// again by the time the key is held), else a new lease. Returns the answer and the
+    /// lease, or lease 0 when the key was held and the lease is not worth keeping.
+    async fn attempt_with(
         &self,
         key: &StoreKey,
         token: &Token,
@@ -340,6 +397,10 @@ impl EtcdLockStore {
     ) -> Result<(etcd_client::TxnResponse, i64), LockError> {
         let secs = lease_seconds(ttl.as_duration());
         let spare = self.spares().remove(&(self.etcd_key(key), token.as_str().to_owned()));
+        let spare = match spare {
+            Some(spare) => Some(spare),
+            None => self.take_idle(secs),
+        };
         let mut kv = self.inner.client.kv_client();
         let mut leases = self.inner.client.lease_client();
         match spare {
@@ -418,6 +479,57 @@ impl EtcdLockStore {
 
     fn spares(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Spare>> {
         self.inner.spares.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn leases(&self) -> std::sync::MutexGuard<'_, Leases> {
+        self.inner.leases.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records that `lease` (TTL `secs`, reset at `reset_at`) holds a key of this store.
+    fn note_held(&self, lease: i64, secs: i64, reset_at: Instant) {
+        let mut leases = self.leases();
+        if leases.held.len() >= Leases::HELD {
+            leases.held.clear();
+        }
+        leases.held.insert(lease, (secs, reset_at));
+    }
+
+    /// Records that `lease` (held) had its TTL reset at `reset_at`.
+    fn note_kept(&self, lease: i64, reset_at: Instant) {
+        if let Some(held) = self.leases().held.get_mut(&lease) {
+            held.1 = reset_at;
+        }
+    }
+
+    /// A released lease of TTL `secs` with at least half of it left, if one is kept.
+    fn take_idle(&self, secs: i64) -> Option<Spare> {
+        let mut leases = self.leases();
+        let stale: Vec<Spare> = {
+            let (fresh, stale) = std::mem::take(&mut leases.idle).into_iter().partition(Leases::fresh);
+            leases.idle = fresh;
+            stale
+        };
+        let found = leases.idle.iter().rposition(|idle| idle.secs == secs).map(|at| leases.idle.swap_remove(at));
+        drop(leases);
+        for spare in stale {
+            self.revoke_later(spare.lease);
+        }
+        found
+    }
+
+    /// Gives up `lease`, whose key was just deleted: kept for the next acquisition when
+    /// this store granted it and it has half of its TTL left, else revoked.
+    fn retire(&self, lease: i64) {
+        let mut leases = self.leases();
+        if let Some((secs, kept_at)) = leases.held.remove(&lease) {
+            let spare = Spare { lease, secs, kept_at };
+            if leases.idle.len() < Leases::IDLE && Leases::fresh(&spare) {
+                leases.idle.push(spare);
+                return;
+            }
+        }
+        drop(leases);
+        self.revoke_later(lease);
     }
 
     fn forget_place(&self, etcd_key: &str, token: &Token) {
@@ -625,10 +737,15 @@ impl LockStore for EtcdLockStore {
                 }
             }
         }
+        let lock_key = etcd_key.as_bytes();
         for op in answer.op_responses() {
             if let TxnOpResponse::Delete(deleted) = op {
                 for prev in deleted.prev_kvs() {
-                    self.revoke_later(prev.lease());
+                    if prev.key() == lock_key {
+                        self.retire(prev.lease());
+                    } else {
+                        self.revoke_later(prev.lease());
+                    }
                 }
             }
         }
@@ -656,6 +773,7 @@ impl LockStore for EtcdLockStore {
         // with the same TTL, and does no harm when the key moves to a new lease.
         let mut keeper = self.inner.client.lease_client();
         let timeout = self.inner.config.response_timeout;
+        let kept_at = Instant::now();
         let (left, kept) = tokio::join!(
             self.lease_left("inspect", key, current),
             tokio::time::timeout(timeout, keeper.keep_alive(current))
@@ -664,7 +782,10 @@ impl LockStore for EtcdLockStore {
         let mut leases = self.inner.client.lease_client();
         if granted == wanted {
             return match kept {
-                Ok(Ok(_)) => Ok(true),
+                Ok(Ok(_)) => {
+                    self.note_kept(current, kept_at);
+                    Ok(true)
+                }
                 Ok(Err(err)) if is_lease_not_found(&err) => Ok(false),
                 Ok(Err(err)) => Err(LockError::store(BACKEND, "extend", Some(key.lock_key()), err)),
                 Err(_) => Err(LockError::store(BACKEND, "extend", Some(key.lock_key()), "no answer in time")),
@@ -672,6 +793,7 @@ impl LockStore for EtcdLockStore {
         }
         // Another TTL: move the key to a new lease; its create revision (the fence) stays.
         // The lease's value, if it has one, moves along unchanged (`ignore_value`).
+        let granted_at = Instant::now();
         let lease = self.call("extend", Some(key), leases.grant(wanted, None)).await?.id();
         let value_key = self.value_key(key);
         let move_value = Txn::new()
@@ -691,6 +813,8 @@ impl LockStore for EtcdLockStore {
             ]);
         match self.call("extend", Some(key), kv.txn(txn)).await {
             Ok(answer) if answer.succeeded() => {
+                self.leases().held.remove(&current);
+                self.note_held(lease, wanted, granted_at);
                 self.revoke_later(current);
                 Ok(true)
             }

@@ -4,4 +4,5 @@
 mod conformance;
 mod faults;
 mod groups;
+mod leases;
 mod values;

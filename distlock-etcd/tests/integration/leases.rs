@@ -1,0 +1,86 @@
+//! A released lock's lease is kept for the store's next acquisition with the same TTL,
+//! against the real etcd at `DISTLOCK_ETCD_URL`.
+
+use std::time::Duration;
+
+use distlock_api::{LockKey, LockStore, StoreKey, Token, Ttl};
+use distlock_etcd::EtcdLockStore;
+use tokio::time::Instant;
+
+async fn store(test: &str) -> Option<EtcdLockStore> {
+    let url = distlock_conformance::kit::etcd_url(test)?;
+    let prefix = format!("leases-{test}-{}", Token::generate().short());
+    Some(EtcdLockStore::builder().key_prefix(prefix).connect(&url).await.expect("connect"))
+}
+
+fn key(name: &str) -> StoreKey {
+    LockKey::new(name).expect("valid key").to_store_key()
+}
+
+fn ttl(secs: u64) -> Ttl {
+    Ttl::new(Duration::from_secs(secs)).expect("valid TTL")
+}
+
+/// The lease holding `key`.
+async fn lease_of(store: &EtcdLockStore, key: &StoreKey) -> i64 {
+    let mut kv = store.client().kv_client();
+    let answer = kv.get(store.etcd_key(key), None).await.unwrap();
+    answer.kvs().first().map(|found| found.lease()).expect("the key is held")
+}
+
+/// The seconds `lease` has left, or `None` once it is revoked or expired.
+async fn left(store: &EtcdLockStore, lease: i64) -> Option<i64> {
+    let answer = store.client().lease_client().time_to_live(lease, None).await.unwrap();
+    (answer.ttl() > 0).then_some(answer.ttl())
+}
+
+/// Acquires `key` with `secs` of TTL for a new token, and returns the token.
+async fn take(store: &EtcdLockStore, key: &StoreKey, secs: u64) -> Token {
+    let token = Token::generate();
+    assert!(store.try_acquire(key, &token, ttl(secs)).await.unwrap().is_acquired());
+    token
+}
+
+/// The next acquisition with the same TTL puts its key on the released lease, whose TTL
+/// is then reset; one with another TTL gets a lease of its own.
+#[tokio::test]
+async fn a_released_lease_holds_the_next_key_of_its_ttl() {
+    let Some(store) = store("reuse").await else { return };
+    let (first, second, third) = (key("first"), key("second"), key("third"));
+    let token = take(&store, &first, 30).await;
+    let lease = lease_of(&store, &first).await;
+    assert!(store.release(&first, &token).await.unwrap());
+    assert!(left(&store, lease).await.is_some(), "the released lease was revoked");
+
+    let token = take(&store, &second, 30).await;
+    assert_eq!(lease_of(&store, &second).await, lease, "the next acquisition did not use the released lease");
+    let seconds = left(&store, lease).await.expect("the lease is alive");
+    assert!(seconds >= 29, "the lease's TTL was not reset: {seconds} s left of 30");
+
+    let other = take(&store, &third, 20).await;
+    assert_ne!(lease_of(&store, &third).await, lease, "a lease of another TTL held the key");
+    assert!(store.release(&second, &token).await.unwrap());
+    assert!(store.release(&third, &other).await.unwrap());
+}
+
+/// A lease with less than half of its TTL left when its key is released is revoked, and
+/// the next acquisition gets a new one.
+#[tokio::test]
+async fn a_lease_past_half_its_ttl_is_revoked_on_release() {
+    let Some(store) = store("stale").await else { return };
+    let (first, second) = (key("first"), key("second"));
+    let token = take(&store, &first, 2).await;
+    let lease = lease_of(&store, &first).await;
+    // Half of the 2 s TTL passes (the lease is the TTL's, or longer if etcd grants more).
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(store.release(&first, &token).await.unwrap());
+    let next = take(&store, &second, 2).await;
+    assert_ne!(lease_of(&store, &second).await, lease, "a lease past half its TTL held the next key");
+    // Gone: revoked in the background (or, at the latest, ended with its TTL).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while left(&store, lease).await.is_some() {
+        assert!(Instant::now() < deadline, "the stale lease outlived its TTL");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(store.release(&second, &next).await.unwrap());
+}
