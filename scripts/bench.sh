@@ -33,9 +33,7 @@ for arg in "$@"; do
 done
 
 if [ -z "${DISTLOCK_BENCH_UNDER_TEST_SH:-}" ]; then
-  # Measured before anything of this run starts (builds, servers).
-  load="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime | sed 's/.*load average[s]*: //')"
-  export DISTLOCK_BENCH_UNDER_TEST_SH=1 DISTLOCK_BENCH_LOAD="$load" DISTLOCK_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
+  export DISTLOCK_BENCH_UNDER_TEST_SH=1 DISTLOCK_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
   exec scripts/test.sh "$0" "$@"
 fi
 
@@ -62,7 +60,6 @@ cat >"$results/run.json" <<JSON
   "command": $(json_string "${DISTLOCK_BENCH_COMMAND:-scripts/bench.sh}"),
   "cpu": $(json_string "$cpu"),
   "cores": $(nproc),
-  "load": $(json_string "${DISTLOCK_BENCH_LOAD:-unknown}"),
   "servers": $(json_string "$servers")
 }
 JSON

@@ -25,8 +25,6 @@ pub struct RunInfo {
     pub cpu: String,
     /// Logical cores.
     pub cores: u32,
-    /// The load average (1, 5, 15 minutes) when the run started.
-    pub load: String,
     /// The servers' versions, one phrase.
     #[serde(default)]
     pub servers: String,
@@ -275,7 +273,6 @@ pub fn render(run: &RunInfo, records: &[Record], files: &[PlotFile]) -> String {
          (min–max). Servers run on loopback, started privately for the run.\n\n",
     );
     let _ = writeln!(out, "- **Machine:** {} logical cores{}", run.cores, optional(" (", &run.cpu, ")"));
-    let _ = writeln!(out, "- **Load average at the start:** {}", run.load);
     let _ = writeln!(out, "- **Date:** {}", run.date);
     if !run.servers.is_empty() {
         let _ = writeln!(out, "- **Servers:** {}", run.servers);

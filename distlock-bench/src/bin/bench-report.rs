@@ -5,7 +5,7 @@
 //! ```
 //!
 //! `RESULTS_DIR` holds the `*.jsonl` files the harness wrote (`DISTLOCK_BENCH_OUT`) and
-//! `run.json` (machine, load, date, command); `scripts/bench.sh` runs it last. The plots
+//! `run.json` (machine, date, command, servers); `scripts/bench.sh` runs it last. The plots
 //! are linked from the document by their path relative to the document's folder.
 
 use std::path::{Path, PathBuf};
