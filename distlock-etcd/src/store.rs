@@ -504,15 +504,19 @@ impl EtcdLockStore {
     /// A released lease of TTL `secs` with at least half of it left, if one is kept.
     fn take_idle(&self, secs: i64) -> Option<Spare> {
         let mut leases = self.leases();
-        let stale: Vec<Spare> = {
-            let (fresh, stale) = std::mem::take(&mut leases.idle).into_iter().partition(Leases::fresh);
-            leases.idle = fresh;
-            stale
-        };
+        // Allocates only when a lease went stale (rarely: one is used within half its TTL).
+        let mut stale = Vec::new();
+        leases.idle.retain(|idle| {
+            let fresh = Leases::fresh(idle);
+            if !fresh {
+                stale.push(idle.lease);
+            }
+            fresh
+        });
         let found = leases.idle.iter().rposition(|idle| idle.secs == secs).map(|at| leases.idle.swap_remove(at));
         drop(leases);
-        for spare in stale {
-            self.revoke_later(spare.lease);
+        for lease in stale {
+            self.revoke_later(lease);
         }
         found
     }
