@@ -3,22 +3,16 @@
 
 use std::time::Duration;
 
-use distlock_api::{LockKey, LockStore, StoreKey, Token, Ttl};
+use distlock_api::{LockStore, StoreKey, Token};
 use distlock_etcd::EtcdLockStore;
 use tokio::time::Instant;
+
+use super::values::{key, ttl};
 
 async fn store(test: &str) -> Option<EtcdLockStore> {
     let url = distlock_conformance::kit::etcd_url(test)?;
     let prefix = format!("leases-{test}-{}", Token::generate().short());
     Some(EtcdLockStore::builder().key_prefix(prefix).connect(&url).await.expect("connect"))
-}
-
-fn key(name: &str) -> StoreKey {
-    LockKey::new(name).expect("valid key").to_store_key()
-}
-
-fn ttl(secs: u64) -> Ttl {
-    Ttl::new(Duration::from_secs(secs)).expect("valid TTL")
 }
 
 /// The lease holding `key`.

@@ -15,11 +15,11 @@ async fn store(test: &str) -> Option<EtcdLockStore> {
     Some(EtcdLockStore::builder().key_prefix(prefix).connect(&url).await.expect("connect"))
 }
 
-fn key(name: &str) -> StoreKey {
+pub(crate) fn key(name: &str) -> StoreKey {
     LockKey::new(name).expect("valid key").to_store_key()
 }
 
-fn ttl(secs: u64) -> Ttl {
+pub(crate) fn ttl(secs: u64) -> Ttl {
     Ttl::new(Duration::from_secs(secs)).expect("valid TTL")
 }
 
