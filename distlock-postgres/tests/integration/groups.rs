@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distlock_api::{
-    GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockKey, LockMode, LockStore, OwnerId,
-    Permits, StoreKey, StoreMember, Token, Ttl,
+    Acquire, GroupAcquire, GroupLockStore, GroupRequest, InvalidGroup, LockError, LockKey, LockMode, LockStore,
+    OwnerId, Permits, StoreKey, StoreMember, Token, Ttl,
 };
 use distlock_conformance::kit::{self, postgres_server};
 use distlock_postgres::{sqlx, PostgresLockStore};
@@ -60,6 +60,15 @@ impl Fixture {
     /// A member with the manager's default permits: exclusive 1, shared unlimited.
     fn member(&self, name: &str, mode: LockMode) -> StoreMember {
         StoreMember::new(self.key(name), mode, Permits::DEFAULT.of(mode))
+    }
+
+    /// Another store on the fixture's tables with one connection, under an application
+    /// name of its own (returned).
+    async fn one_connection_store(&self) -> (String, PostgresLockStore) {
+        let application_name = postgres_server::random_identifier("dl_one");
+        let builder = PostgresLockStore::builder().schema(&self.schema).table("locks");
+        let builder = builder.application_name(&application_name).max_connections(1);
+        (application_name, builder.connect(&self.url).await.expect("connect"))
     }
 
     async fn drop(self) {
@@ -841,5 +850,60 @@ async fn group_operations_survive_dead_pooled_connections() {
     assert_eq!(store.holders(&f.key("a")).await.unwrap().len(), 1);
     assert!(postgres_server::terminate_backends(&f.url, &app).await > 0);
     assert_eq!(group.release(store).await, 2);
+    f.drop().await;
+}
+
+/// How many sequential scans each table of `schema` has had, by name. Read once the
+/// backends that scanned have exited (see `terminate_backends`): a backend hands in its
+/// counts before it leaves `pg_stat_activity`.
+async fn sequential_scans(url: &str, schema: &str) -> Vec<(String, i64)> {
+    let mut conn = postgres_server::admin_connection(url).await;
+    let sql = "SELECT relname::text, seq_scan FROM pg_stat_user_tables WHERE schemaname = $1 ORDER BY relname";
+    let scans = sqlx::query_as(sql).bind(schema).fetch_all(&mut conn).await.expect("read the scan counts");
+    let _ = sqlx::Connection::close(conn).await;
+    scans
+}
+
+/// Lock operations find a key's rows through the tables' indexes. A plan that scans the
+/// whole table is the cheapest while a table is small, and a connection keeps the plan it
+/// settled on: once a burst of waiting had filled the queue table with dead rows, or many
+/// names the holders table, every release or group grant would read all of its pages.
+/// The tables here are new and empty, the case that tempts the planner most, and each
+/// operation runs more often than PostgreSQL's five planned runs before it settles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_operations_read_their_tables_by_index() {
+    let fixture_name = postgres_server::random_identifier("dl_fixture");
+    let test = "lock_operations_read_their_tables_by_index";
+    let Some(f) = Fixture::with(test, |builder| builder.application_name(&fixture_name)).await else { return };
+    let (application_name, store) = f.one_connection_store().await;
+    // The first operations create the queue table and the groups' objects.
+    let warm = |n: usize| f.key(&format!("warm{n}"));
+    let token = Token::generate();
+    assert!(matches!(store.try_acquire(&warm(0), &token, ttl(LONG)).await.unwrap(), Acquire::Acquired { .. }));
+    assert!(store.release(&warm(0), &token).await.unwrap());
+    let mut group = Group::new(vec![f.member("warm1", LockMode::Exclusive)]);
+    group.take(&store).await;
+    assert_eq!(group.release(&store).await, 1);
+    // Every backend that ran a statement so far has handed in its counts once it is gone.
+    for name in [&fixture_name, &application_name] {
+        postgres_server::terminate_backends(&f.url, name).await;
+    }
+    let before = sequential_scans(&f.url, &f.schema).await;
+
+    let (application_name, store) = f.one_connection_store().await;
+    for round in 0..8 {
+        let (key, token) = (f.key(&format!("single{round}")), Token::generate());
+        assert!(matches!(store.try_acquire(&key, &token, ttl(LONG)).await.unwrap(), Acquire::Acquired { .. }));
+        assert!(store.release(&key, &token).await.unwrap());
+        for (names, mode) in [(1, LockMode::Shared), (2, LockMode::Exclusive), (3, LockMode::Exclusive)] {
+            let members = (0..names).map(|n| f.member(&format!("group{round}.{n}"), mode)).collect();
+            let mut group = Group::new(members);
+            group.take(&store).await;
+            assert_eq!(group.release(&store).await, names);
+        }
+    }
+    postgres_server::terminate_backends(&f.url, &application_name).await;
+    let after = sequential_scans(&f.url, &f.schema).await;
+    assert_eq!(after, before, "tables scanned in full (name, scans before → after)");
     f.drop().await;
 }
