@@ -37,7 +37,7 @@ pub trait RawStatements: sqlx::Database {
 
 /// PostgreSQL: an acquire statement `INSERT … ON CONFLICT … DO UPDATE … WHERE expired
 /// RETURNING …` binding key, token and TTL in ms, and a release statement binding key
-/// and token, returning the count released — take both from
+/// and token, returning the count released as its first column — take both from
 /// `PostgresLockStore::statements()`, so they cannot drift from the store's.
 impl RawStatements for Postgres {
     const BACKEND: &'static str = "postgres";

@@ -10,7 +10,9 @@
 //!
 //! - uncontended: one acquire + release cycle, one task, logged and UNLOGGED table:
 //!   - `raw`: the store's own acquire and release statements
-//!     ([`PostgresLockStore::statements`]) sent with `sqlx::query` through the same pool;
+//!     ([`PostgresLockStore::statements`]; the release that also checks the key's queue
+//!     of fair waiting, which a store sends once that table exists) sent with
+//!     `sqlx::query` through the same pool;
 //!   - `store`: `PostgresLockStore::try_acquire` + `release` (fixed token);
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release` (key validation,
 //!     token generation, the handle).
@@ -45,7 +47,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock_api::{DynLockStore, Token};
+use distlock_api::{DynLockStore, LockKey, LockStore, Token, Ttl};
 use distlock_conformance::kit::bench::election::{self, Plan as ElectionPlan};
 use distlock_conformance::kit::bench::{
     interleaved_rounds, report_against_first, rounds, run, RawPostgres, Scenario, Stop, StoreDirect,
@@ -67,6 +69,12 @@ async fn connect(url: &str, table: &str, unlogged: bool, notify: bool) -> Arc<Po
         .await
         .expect("connect");
     store.ensure_schema().await.expect("ensure_schema");
+    // The first release creates the queue table of fair waiting, which the raw baseline's
+    // release reads.
+    let (key, token) = (LockKey::new("bench:warm-up").expect("key").to_store_key(), Token::generate());
+    let ttl = Ttl::new(TTL).expect("ttl");
+    store.try_acquire(&key, &token, ttl).await.expect("warm-up acquire");
+    store.release(&key, &token).await.expect("warm-up release");
     Arc::new(store)
 }
 
@@ -76,11 +84,11 @@ async fn election_store(url: &str, table: &str) -> Arc<DynLockStore> {
     connect(url, table, false, true).await
 }
 
-/// The store's own statements, sent raw through its pool; `release_sql` replaces the
-/// store's release statement when given.
+/// The store's own statements, sent raw through its pool (the release that checks the
+/// queue, as the store sends it); `release_sql` replaces that release when given.
 fn raw(store: &PostgresLockStore, release_sql: Option<&str>) -> RawPostgres {
     let sql = store.statements();
-    let release = release_sql.unwrap_or(sql.release());
+    let release = release_sql.unwrap_or(sql.release_unqueued());
     RawPostgres::new(store.pool().clone(), sql.acquire(), release, TTL, RETRY)
 }
 

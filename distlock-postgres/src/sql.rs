@@ -187,6 +187,16 @@ impl Statements {
         &self.release
     }
 
+    /// The release a store sends once its queue table of fair waiting exists (a store that
+    /// creates its schema creates that table at its first release): `$1` key, `$2` token;
+    /// one row `(count int8, queued bool)`. It frees the lease, notifying as
+    /// [`release`](Self::release) does, only while the key's queue is empty; `queued` says
+    /// that the queue holds a place, and the store then sends the queue release.
+    #[doc(hidden)] // Sent as-is by distlock's benchmarks' raw baselines; not part of the API.
+    pub fn release_unqueued(&self) -> &str {
+        &self.queue.release_alone
+    }
+
     /// The notification channel releases are announced on (payload: the store key,
     /// `lock:<key>`): `distlock:<schema>.<table>`, or `distlock:<hash>` when that would
     /// exceed PostgreSQL's 63 bytes. `LISTEN` needs it double-quoted.
