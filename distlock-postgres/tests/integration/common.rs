@@ -89,9 +89,9 @@ impl TestTable {
         self.store.pool().close().await;
         let (holders, permits, function) =
             (self.derived("holders"), self.derived("permits"), self.derived("acquire_group"));
-        let values = self.derived("values");
+        let (values, queue) = (self.derived("values"), self.derived("queue"));
         self.admin(&format!(
-            "DROP TABLE IF EXISTS {{table}}, {holders}, {permits}, {values}; DROP FUNCTION IF EXISTS {function}"
+            "DROP TABLE IF EXISTS {{table}}, {holders}, {permits}, {values}, {queue}; DROP FUNCTION IF EXISTS {function}"
         ))
         .await;
     }

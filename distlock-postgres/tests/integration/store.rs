@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{key, TestTable};
-use distlock_api::{Acquire, LockManager, LockStore, Token, Ttl};
+use distlock_api::{Acquire, LockManager, LockStore, QueuedAttempt, Token, Ttl};
 use distlock_conformance::kit::{self, postgres_server};
 use distlock_postgres::{sqlx, PostgresLockStore, PurgeOptions, MIN_PURGE_HORIZON};
 
@@ -403,4 +403,54 @@ fn futures_and_store_are_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<PostgresLockStore>();
     assert_send_sync::<distlock_postgres::PurgerHandle>();
+}
+
+/// A hot key's hand-overs find the next waiter without reading again the places served
+/// before it. Each hand-over leaves the place it served dead in the queue's indexes until
+/// a vacuum, and a plan that reads every index entry of the key — a bitmap scan, which
+/// PostgreSQL picks for a filtered `ORDER BY … LIMIT 1` while the table is small, and
+/// then keeps — reads all of them at each hand-over: hand-overs grow slower by the
+/// thousand. The test runs in a database of its own, where no other test's transaction
+/// keeps the dead places visible (an index scan then reads each about once), with
+/// autovacuum off on the queue table, so that they stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_overs_do_not_read_the_places_served_before() {
+    const HAND_OVERS: i64 = 300;
+    let Some(server) = kit::postgres_url("hand_overs_do_not_read_the_places_served_before") else { return };
+    let database = postgres_server::random_identifier("dl_db");
+    postgres_server::execute(&server, &format!("CREATE DATABASE {database}")).await;
+    let url = format!("{}/{database}", server.rsplit_once('/').expect("a URL with a database").0);
+    let application_name = postgres_server::random_identifier("dl_test");
+    let builder = PostgresLockStore::builder().schema("dl").table("locks").application_name(&application_name);
+    let store = builder.connect(&url).await.expect("connect");
+    store.ensure_schema().await.expect("ensure_schema");
+    let (key, long) = (key("hot"), ttl(60_000));
+    let (a, b) = (Token::generate(), Token::generate());
+    // The first release creates the queue table.
+    acquired_fence(&store, &key, &a, long).await;
+    assert!(store.release(&key, &a).await.unwrap());
+    postgres_server::execute(&url, "ALTER TABLE dl.locks_queue SET (autovacuum_enabled = false)").await;
+
+    let queued = store.queue().expect("the PostgreSQL store has a fair queue");
+    let attempt = |token| QueuedAttempt { key: &key, token, ttl: long, place: long };
+    assert!(matches!(queued.try_acquire_queued(attempt(&a)).await.unwrap(), Acquire::Acquired { .. }));
+    for turn in 0..HAND_OVERS {
+        let (holder, waiter) = if turn % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        assert!(matches!(queued.try_acquire_queued(attempt(waiter)).await.unwrap(), Acquire::Held { .. }));
+        assert!(store.release(&key, holder).await.unwrap(), "released (handed over) at turn {turn}");
+        let taken = queued.try_acquire_queued(attempt(waiter)).await.unwrap();
+        assert!(matches!(taken, Acquire::Acquired { .. }), "the waiter takes its turn {turn}: {taken:?}");
+    }
+    // Every backend that ran a statement hands in its counts as it exits.
+    postgres_server::terminate_backends(&url, &application_name).await;
+    let sql = "SELECT coalesce(sum(idx_tup_read), 0)::int8 FROM pg_stat_user_indexes \
+               WHERE relid = 'dl.locks_queue'::regclass";
+    let mut conn = postgres_server::admin_connection(&url).await;
+    let read: i64 = sqlx::query_scalar(sql).fetch_one(&mut conn).await.expect("index reads");
+    let _ = sqlx::Connection::close(conn).await;
+    postgres_server::execute(&server, &format!("DROP DATABASE {database} WITH (FORCE)")).await;
+    // Reading each dead place about once is about ten reads per hand-over (more while
+    // other work on the server keeps a place visible a little longer); reading all of
+    // them every time is about HAND_OVERS² / 2 (136,000 here).
+    assert!(read < 50 * HAND_OVERS, "{read} index entries read for {HAND_OVERS} hand-overs");
 }

@@ -5,8 +5,19 @@
 -- rarely writes). A handed lease keeps its `waiting` flag: waiters that flagged it while
 -- it was handed still wait for its release (a store without notifications has no flag).
 -- An attempt while another token holds the key draws no fence.
-WITH head AS (
-    SELECT token FROM {queue} WHERE key = $1 AND expires_at > clock_timestamp() ORDER BY arrival LIMIT 1),
+--
+-- The head is found by walking the key's places in arrival order on the (key, arrival)
+-- index, one `ORDER BY arrival LIMIT 1` step at a time, past lapsed places (see
+-- release.sql for why).
+WITH RECURSIVE walk AS (
+    (SELECT arrival, token, expires_at > clock_timestamp() AS live
+     FROM {queue} WHERE key = $1 ORDER BY arrival LIMIT 1)
+    UNION ALL
+    SELECT later.* FROM walk, LATERAL (
+        SELECT arrival, token, expires_at > clock_timestamp() AS live
+        FROM {queue} WHERE key = $1 AND arrival > walk.arrival ORDER BY arrival LIMIT 1) AS later
+    WHERE NOT walk.live),
+head AS (SELECT token FROM walk WHERE live),
 taken AS (
     INSERT INTO {table} AS held (key, token, fence, expires_at)
     SELECT $1, $2,
@@ -27,8 +38,11 @@ taken AS (
     WHERE held.expires_at <= clock_timestamp()
        OR (held.token = EXCLUDED.token AND held.expires_at > clock_timestamp())
     RETURNING held.fence),
+-- Leaves with its own place the lapsed places the walk passed, each found by its primary
+-- key.
 left_queue AS (
-    DELETE FROM {queue} WHERE key = $1 AND (token = $2 OR NOT expires_at > clock_timestamp())
+    DELETE FROM {queue}
+    WHERE key = $1 AND token = ANY(ARRAY(SELECT token FROM walk WHERE NOT live) || $2::text)
         AND EXISTS (SELECT 1 FROM taken)),
 queued AS (
     INSERT INTO {queue} AS place (key, token, expires_at)
