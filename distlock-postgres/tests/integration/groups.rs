@@ -877,11 +877,10 @@ async fn lock_operations_read_their_tables_by_index() {
     let Some(f) = Fixture::with(test, |builder| builder.application_name(&fixture_name)).await else { return };
     let (application_name, store) = f.one_connection_store().await;
     // The first operations create the queue table and the groups' objects.
-    let warm = |n: usize| f.key(&format!("warm{n}"));
-    let token = Token::generate();
-    assert!(matches!(store.try_acquire(&warm(0), &token, ttl(LONG)).await.unwrap(), Acquire::Acquired { .. }));
-    assert!(store.release(&warm(0), &token).await.unwrap());
-    let mut group = Group::new(vec![f.member("warm1", LockMode::Exclusive)]);
+    let (warm, token) = (f.key("warm"), Token::generate());
+    assert!(matches!(store.try_acquire(&warm, &token, ttl(LONG)).await.unwrap(), Acquire::Acquired { .. }));
+    assert!(store.release(&warm, &token).await.unwrap());
+    let mut group = Group::new(vec![f.member("warm-group", LockMode::Exclusive)]);
     group.take(&store).await;
     assert_eq!(group.release(&store).await, 1);
     // Every backend that ran a statement so far has handed in its counts once it is gone.
