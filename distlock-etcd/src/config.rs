@@ -56,11 +56,12 @@ impl Config {
         format!("{}/{VALUE_SEGMENT}{store_key}", self.key_prefix)
     }
 
-    /// The lock key whose queue holds the place `etcd_key`, or `None` for another key.
-    pub(crate) fn lock_of_place(&self, etcd_key: &str) -> Option<String> {
+    /// The prefix of the queue that holds the place `etcd_key` (see
+    /// [`queue_prefix`](Self::queue_prefix)), or `None` for another key.
+    pub(crate) fn queue_of_place(&self, etcd_key: &str) -> Option<String> {
         let rest = etcd_key.strip_prefix(&self.key_prefix)?.strip_prefix('/')?.strip_prefix(QUEUE_SEGMENT)?;
         let (store_key, _token) = rest.rsplit_once(QUEUE_SEPARATOR)?;
-        Some(self.lock_key(store_key))
+        Some(self.queue_prefix(store_key))
     }
 }
 
@@ -168,12 +169,12 @@ mod tests {
         assert_eq!(config.store_prefix(), "app/");
         assert_eq!(config.value_key("lock:order:1"), "app/value/lock:order:1");
         assert!(!config.value_key("lock:order:1").starts_with(&config.locks_prefix()));
-        assert_eq!(config.lock_of_place(&config.value_key("lock:a")), None);
+        assert_eq!(config.queue_of_place(&config.value_key("lock:a")), None);
         assert_eq!(config.group_of_key(&config.value_key("lock:a")), None);
         let place = format!("{}{}", config.queue_prefix("lock:a/b"), "token");
         assert_eq!(place, "app/queue/lock:a/b\u{1f}token");
-        assert_eq!(config.lock_of_place(&place).as_deref(), Some("app/lock:a/b"));
-        assert_eq!(config.lock_of_place("app/lock:a"), None);
+        assert_eq!(config.queue_of_place(&place).as_deref(), Some("app/queue/lock:a/b\u{1f}"));
+        assert_eq!(config.queue_of_place("app/lock:a"), None);
         let name = config.group_prefix("lock:a/b");
         assert_eq!(name, "app/group/lock:a/b\u{1f}");
         assert_eq!(config.group_of_key(&format!("{name}htoken")).as_deref(), Some(name.as_str()));

@@ -87,11 +87,17 @@ async fn watch_once(client: &Client, config: &Config, waiters: &WaiterRegistry) 
             if event.event_type() == EventType::Delete {
                 if let Some(kv) = event.kv() {
                     let key = String::from_utf8_lossy(kv.key());
-                    // A waiter leaving a queue may make another waiter the next in line.
-                    // A group name's waiters wait on the name's prefix.
-                    match config.lock_of_place(&key).or_else(|| config.group_of_key(&key)) {
-                        Some(waited) => waiters.wake(&waited),
-                        None => waiters.wake(&key),
+                    // A place leaving its queue wakes the waiter behind it (which waits
+                    // on that place) and the plain waiters of the lock (which wait for
+                    // the queue to empty, on its prefix). A group name's waiters wait on
+                    // the name's prefix.
+                    if let Some(queue) = config.queue_of_place(&key) {
+                        waiters.wake(&key);
+                        waiters.wake(&queue);
+                    } else if let Some(group) = config.group_of_key(&key) {
+                        waiters.wake(&group);
+                    } else {
+                        waiters.wake(&key);
                     }
                 }
             }

@@ -307,12 +307,12 @@ impl Leases {
     }
 }
 
-/// What a check before a wait reads: whether the lock key exists, and the token of the
-/// oldest place in its queue.
+/// What a check before a wait reads: whether the lock key exists, and the etcd key of a
+/// place in its queue ahead of the waiter's (see [`EtcdLockStore::turn`]).
 #[derive(Debug)]
 struct Turn {
     held: bool,
-    head: Option<String>,
+    ahead: Option<String>,
 }
 
 impl EtcdLockStore {
@@ -544,23 +544,27 @@ impl EtcdLockStore {
         self.inner.places.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether `key` is held, and the oldest place of its queue, in one read-only
-    /// transaction run to its end in a task of its own.
+    /// Whether `key` is held, and a place of its queue ahead of a waiter's, in one
+    /// read-only transaction run to its end in a task of its own: with `before` (the
+    /// create revision of the waiter's place), the place just ahead of it, the one whose
+    /// leaving makes it the next in line; without, the oldest place.
     ///
     /// A wait often ends (at its deadline) while this request is in flight. A dropped
     /// gRPC request resets its HTTP/2 stream, and a connection that resets too many is
     /// closed by the h2 library ("too_many_internal_resets"), so the request is never
     /// dropped half-way.
-    async fn turn(&self, key: &StoreKey) -> Result<Turn, LockError> {
+    async fn turn(&self, key: &StoreKey, before: Option<i64>) -> Result<Turn, LockError> {
         let queue = self.inner.config.queue_prefix(key.as_str());
-        let oldest = GetOptions::new()
-            .with_prefix()
-            .with_sort(SortTarget::Create, SortOrder::Ascend)
-            .with_limit(1)
-            .with_keys_only();
+        let ahead = GetOptions::new().with_prefix().with_limit(1).with_keys_only();
+        let ahead = match before {
+            Some(revision) => {
+                ahead.with_max_create_revision(revision - 1).with_sort(SortTarget::Create, SortOrder::Descend)
+            }
+            None => ahead.with_sort(SortTarget::Create, SortOrder::Ascend),
+        };
         let txn = Txn::new().and_then([
             TxnOp::get(self.etcd_key(key), Some(GetOptions::new().with_count_only())),
-            TxnOp::get(queue.clone(), Some(oldest)),
+            TxnOp::get(queue, Some(ahead)),
         ]);
         let mut kv = self.inner.client.kv_client();
         let timeout = self.inner.config.response_timeout;
@@ -573,14 +577,13 @@ impl EtcdLockStore {
             Ok(Err(_)) => return Err(fail("no answer in time".into())),
             Err(err) => return Err(fail(err.into())),
         };
-        let mut turn = Turn { held: false, head: None };
+        let mut turn = Turn { held: false, ahead: None };
         for (i, op) in answer.op_responses().into_iter().enumerate() {
             if let TxnOpResponse::Get(get) = op {
                 if i == 0 {
                     turn.held = get.count() > 0;
                 } else if let Some(first) = get.kvs().first() {
-                    let name = String::from_utf8_lossy(first.key());
-                    turn.head = Some(name.strip_prefix(&queue).unwrap_or(&name).to_owned());
+                    turn.ahead = Some(String::from_utf8_lossy(first.key()).into_owned());
                 }
             }
         }
@@ -846,11 +849,13 @@ impl LockStore for EtcdLockStore {
         }
         let etcd_key = self.etcd_key(key);
         // Free for a plain waiter: not held, and nobody queued (who would be served first).
+        // Woken by a release, and by a place leaving the queue (on the queue's prefix).
+        let queue = self.inner.config.queue_prefix(key.as_str());
         let check = || async {
-            let turn = self.turn(key).await?;
-            Ok(if turn.held || turn.head.is_some() { KeyState::Held { expires_in: None } } else { KeyState::Free })
+            let turn = self.turn(key, None).await?;
+            Ok(if turn.held || turn.ahead.is_some() { KeyState::Held { expires_in: None } } else { KeyState::Free })
         };
-        self.inner.waiters.wait(&etcd_key, max, check).await.map(|_| ())
+        self.inner.waiters.wait_any(&[&etcd_key, &queue], max, check).await.map(|_| ())
     }
 
     async fn list(
@@ -926,27 +931,38 @@ impl QueueStore for EtcdLockStore {
         }
         let etcd_key = self.etcd_key(key);
         let deadline = distlock_api::waiters::deadline_after(max);
-        // A release wakes every waiter of the key, but only the oldest may take it: the
-        // others look again (a read) and go back to sleep, instead of all sending a
-        // write that fails.
-        // Whether this waiter's place was the oldest at the last check: places only leave
-        // ahead of it, so it stays next, and a release is its turn without another look.
-        let next_in_line = std::sync::atomic::AtomicBool::new(false);
+        let mine = self.places().get(&(etcd_key.clone(), token.as_str().to_owned())).map(|place| place.revision);
+        let own_place = format!("{}{}", self.inner.config.queue_prefix(key.as_str()), token.as_str());
+        // Each waiter waits on the place just ahead of its own, and the next in line on the
+        // lock key: a release wakes the next waiter alone, and a place leaving wakes the
+        // waiter behind it alone, instead of every waiter looking again (a read each).
+        // `None`: the lock key. A first guess; the check corrects it.
+        let mut watched: Option<String> = None;
         loop {
-            // This waiter's turn: not held, and its place is the oldest (or it has none).
+            let seen = Mutex::new(None);
+            // Sleep only when registered on the right key: the place ahead, or the lock key
+            // while held and no place is ahead. Otherwise return, to take the turn or to
+            // register on the right key.
             let check = || async {
-                let turn = self.turn(key).await?;
-                let next = turn.head.as_deref().is_none_or(|head| head == token.as_str());
-                next_in_line.store(next, std::sync::atomic::Ordering::Relaxed);
-                Ok(if !turn.held && next { KeyState::Free } else { KeyState::Held { expires_in: None } })
+                let turn = self.turn(key, mine).await?;
+                let ahead = turn.ahead.clone().filter(|place| *place != own_place);
+                let stay = ahead == watched && (turn.held || ahead.is_some());
+                *seen.lock().unwrap_or_else(PoisonError::into_inner) = Some((turn.held, ahead));
+                Ok(if stay { KeyState::Held { expires_in: None } } else { KeyState::Free })
             };
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.inner.waiters.wait(&etcd_key, left, check).await? {
-                Woken::Notified
-                    if Instant::now() < deadline && !next_in_line.load(std::sync::atomic::Ordering::Relaxed) =>
-                {
-                    continue
-                }
+            let on = watched.as_deref().unwrap_or(&etcd_key);
+            let woken = self.inner.waiters.wait(on, left, check).await?;
+            let seen = seen.into_inner().unwrap_or_else(PoisonError::into_inner);
+            if Instant::now() >= deadline {
+                return Ok(());
+            }
+            match (woken, seen) {
+                // The place ahead left: maybe next in line now (the first guess).
+                (Woken::Notified, _) if watched.is_some() => watched = None,
+                // Registered on the wrong key: register on the right one.
+                (Woken::AlreadyFree, Some((held, ahead))) if held || ahead.is_some() => watched = ahead,
+                // Next in line and the lock released, or the wait ended otherwise: attempt.
                 _ => return Ok(()),
             }
         }

@@ -5,4 +5,5 @@ mod conformance;
 mod faults;
 mod groups;
 mod leases;
+mod queue;
 mod values;
