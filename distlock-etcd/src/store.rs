@@ -291,10 +291,13 @@ struct Leases {
     held: HashMap<i64, (i64, Instant)>,
     /// Released leases, with the TTL and reset time they had.
     idle: Vec<Spare>,
+    /// The leases of places this store's waiters left by taking the key (the place went
+    /// in the same transaction), kept for the store's next place with the same TTL.
+    idle_places: Vec<Spare>,
 }
 
 impl Leases {
-    /// Released leases kept at most.
+    /// Released leases (and, apart, place leases) kept at most.
     const IDLE: usize = 16;
     /// Held leases tracked at most (leases of locks never released, e.g. left to expire,
     /// stay until then): beyond it the record starts afresh, and those leases are revoked
@@ -338,21 +341,49 @@ impl EtcdLockStore {
                 Err(_) => return Err(LockError::store(BACKEND, "acquire", Some(key.lock_key()), "no answer in time")),
             }
         }
-        let refreshed_at = Instant::now();
-        let mut leases = self.inner.client.lease_client();
-        let lease = self.call("acquire", Some(key), leases.grant(lease_seconds(place.as_duration()), None)).await?.id();
         let place_key = format!("{}{}", self.inner.config.queue_prefix(key.as_str()), token.as_str());
-        let mut kv = self.inner.client.kv_client();
-        let options = PutOptions::new().with_lease(lease).with_prev_key();
-        // The place's value is when it was taken, for `queue_places`.
-        let answer =
-            match self.call("acquire", Some(key), kv.put(place_key, unix_ms().to_string(), Some(options))).await {
-                Ok(answer) => answer,
-                Err(err) => {
-                    self.revoke_later(lease);
-                    return Err(err);
+        let secs = lease_seconds(place.as_duration());
+        let put = |lease: i64| {
+            let mut kv = self.inner.client.kv_client();
+            let options = PutOptions::new().with_lease(lease).with_prev_key();
+            // The place's value is when it was taken, for `queue_places`.
+            let value = unix_ms().to_string();
+            let place_key = place_key.clone();
+            async move { self.call("acquire", Some(key), kv.put(place_key, value, Some(options))).await }
+        };
+        // The lease of a place this store's waiters left, with a keep-alive sent beside
+        // the put (no Raft write), as a released lock's lease is used again.
+        let mut reused = None;
+        if let Some(idle) = self.take_idle_place(secs) {
+            let refreshed_at = Instant::now();
+            let mut keeper = self.inner.client.lease_client();
+            let timeout = self.inner.config.response_timeout;
+            let (kept, answer) =
+                tokio::join!(tokio::time::timeout(timeout, keeper.keep_alive(idle.lease)), put(idle.lease));
+            match (kept, answer) {
+                (Ok(Ok(_)), Ok(answer)) => reused = Some((idle.lease, refreshed_at, answer)),
+                // Not reset in time: the place lasts as long as the lease had left, and the
+                // waiter's next attempt keeps it alive (or finds it gone).
+                (_, Ok(answer)) => reused = Some((idle.lease, idle.kept_at, answer)),
+                // The lease ran out (nothing was put): a new one.
+                (_, Err(_)) => self.revoke_later(idle.lease),
+            }
+        }
+        let (lease, refreshed_at, answer) = match reused {
+            Some(reused) => reused,
+            None => {
+                let refreshed_at = Instant::now();
+                let mut leases = self.inner.client.lease_client();
+                let lease = self.call("acquire", Some(key), leases.grant(secs, None)).await?.id();
+                match put(lease).await {
+                    Ok(answer) => (lease, refreshed_at, answer),
+                    Err(err) => {
+                        self.revoke_later(lease);
+                        return Err(err);
+                    }
                 }
-            };
+            }
+        };
         let revision = match answer.prev_key() {
             // The place existed (taken by an earlier call whose answer was lost): it keeps
             // its position; its old lease goes.
@@ -503,17 +534,29 @@ impl EtcdLockStore {
 
     /// A released lease of TTL `secs` with at least half of it left, if one is kept.
     fn take_idle(&self, secs: i64) -> Option<Spare> {
+        self.take_fresh(|leases| &mut leases.idle, secs)
+    }
+
+    /// A kept place lease of TTL `secs` with at least half of it left, if there is one.
+    fn take_idle_place(&self, secs: i64) -> Option<Spare> {
+        self.take_fresh(|leases| &mut leases.idle_places, secs)
+    }
+
+    /// Takes a lease of TTL `secs` from the kept leases `kept` picks, revoking those that
+    /// have less than half of their TTL left.
+    fn take_fresh(&self, kept: fn(&mut Leases) -> &mut Vec<Spare>, secs: i64) -> Option<Spare> {
         let mut leases = self.leases();
+        let kept = kept(&mut leases);
         // Allocates only when a lease went stale (rarely: one is used within half its TTL).
         let mut stale = Vec::new();
-        leases.idle.retain(|idle| {
+        kept.retain(|idle| {
             let fresh = Leases::fresh(idle);
             if !fresh {
                 stale.push(idle.lease);
             }
             fresh
         });
-        let found = leases.idle.iter().rposition(|idle| idle.secs == secs).map(|at| leases.idle.swap_remove(at));
+        let found = kept.iter().rposition(|idle| idle.secs == secs).map(|at| kept.swap_remove(at));
         drop(leases);
         for lease in stale {
             self.revoke_later(lease);
@@ -524,16 +567,31 @@ impl EtcdLockStore {
     /// Gives up `lease`, whose key was just deleted: kept for the next acquisition when
     /// this store granted it and it has half of its TTL left, else revoked.
     fn retire(&self, lease: i64) {
+        let held = self.leases().held.remove(&lease);
+        match held {
+            Some((secs, kept_at)) => self.keep_or_revoke(|leases| &mut leases.idle, Spare { lease, secs, kept_at }),
+            None => self.revoke_later(lease),
+        }
+    }
+
+    /// Gives up the lease of `place`, whose key the waiter's successful attempt deleted:
+    /// kept for the store's next place when it has half of its TTL left, else revoked.
+    fn retire_place(&self, place: Place, secs: i64) {
+        let spare = Spare { lease: place.lease, secs, kept_at: place.refreshed_at };
+        self.keep_or_revoke(|leases| &mut leases.idle_places, spare);
+    }
+
+    /// Keeps `spare` among the leases `kept` picks when there is room and it has half of
+    /// its TTL left; revokes it otherwise.
+    fn keep_or_revoke(&self, kept: fn(&mut Leases) -> &mut Vec<Spare>, spare: Spare) {
         let mut leases = self.leases();
-        if let Some((secs, kept_at)) = leases.held.remove(&lease) {
-            let spare = Spare { lease, secs, kept_at };
-            if leases.idle.len() < Leases::IDLE && Leases::fresh(&spare) {
-                leases.idle.push(spare);
-                return;
-            }
+        let kept = kept(&mut leases);
+        if kept.len() < Leases::IDLE && Leases::fresh(&spare) {
+            kept.push(spare);
+            return;
         }
         drop(leases);
-        self.revoke_later(lease);
+        self.revoke_later(spare.lease);
     }
 
     fn forget_place(&self, etcd_key: &str, token: &Token) {
@@ -917,7 +975,7 @@ impl QueueStore for EtcdLockStore {
         let (answer, lease) = self.attempt(key, token, ttl, txn).await?;
         if answer.succeeded() {
             self.forget_place(&etcd_key, token);
-            self.revoke_later(mine.lease);
+            self.retire_place(mine, lease_seconds(place.as_duration()));
         } else if lease != 0 {
             self.keep_spare(&etcd_key, token, lease, ttl);
         }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use distlock_api::{LockStore, StoreKey, Token};
+use distlock_api::{LockStore, QueuedAttempt, StoreKey, Token};
 use distlock_etcd::EtcdLockStore;
 use tokio::time::Instant;
 
@@ -77,4 +77,72 @@ async fn a_lease_past_half_its_ttl_is_revoked_on_release() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(store.release(&second, &next).await.unwrap());
+}
+
+/// The lease of `token`'s place in the queue of `key`.
+async fn place_lease(store: &EtcdLockStore, key: &StoreKey, token: &Token) -> i64 {
+    let place = format!("{}/queue/{}\u{1f}{}", store.key_prefix(), key.as_str(), token.as_str());
+    let answer = store.client().kv_client().get(place, None).await.unwrap();
+    answer.kvs().first().map(|found| found.lease()).expect("the waiter has a place")
+}
+
+/// A queued attempt of `token` on `key`, with places of `place_secs`.
+async fn queued(store: &EtcdLockStore, key: &StoreKey, token: &Token, place_secs: u64) -> bool {
+    let attempt = QueuedAttempt { key, token, ttl: ttl(30), place: ttl(place_secs) };
+    store.queue().unwrap().try_acquire_queued(attempt).await.unwrap().is_acquired()
+}
+
+/// A waiter queues on `key` (held meanwhile), with a place of 10 s, then takes it; returns
+/// its token and its place's lease.
+async fn serve_a_waiter(store: &EtcdLockStore, key: &StoreKey) -> (Token, i64) {
+    let holder = take(store, key, 30).await;
+    let first = Token::generate();
+    assert!(!queued(store, key, &first, 10).await, "the key is held");
+    let lease = place_lease(store, key, &first).await;
+    assert!(store.release(key, &holder).await.unwrap());
+    assert!(queued(store, key, &first, 10).await, "the first in line took the key");
+    (first, lease)
+}
+
+/// A waiter that takes the key leaves its place's lease to the store's next place with
+/// the same TTL (kept alive beside the put, no new lease); with another TTL, a new lease.
+#[tokio::test]
+async fn a_served_places_lease_holds_the_next_place() {
+    let Some(store) = store("place").await else { return };
+    let hot = key("hot");
+    let (first, lease) = serve_a_waiter(&store, &hot).await;
+    assert!(left(&store, lease).await.is_some(), "the served place's lease was revoked");
+
+    let second = Token::generate();
+    assert!(!queued(&store, &hot, &second, 10).await, "the key is held");
+    assert_eq!(place_lease(&store, &hot, &second).await, lease, "the next place did not use the kept lease");
+    let seconds = left(&store, lease).await.expect("the lease is alive");
+    assert!(seconds >= 9, "the lease's TTL was not reset: {seconds} s left of 10");
+    let third = Token::generate();
+    assert!(!queued(&store, &hot, &third, 20).await, "the key is held");
+    assert_ne!(place_lease(&store, &hot, &third).await, lease, "a lease of another TTL held the place");
+    // A release with a waiter's token takes its place away.
+    for token in [&third, &second] {
+        assert!(!store.release(&hot, token).await.unwrap());
+    }
+    assert!(store.release(&hot, &first).await.unwrap());
+}
+
+/// A kept place lease that ended on the server (revoked here by hand) is not used: the
+/// next waiter gets a new lease and its place, in the queue as usual.
+#[tokio::test]
+async fn a_kept_place_lease_that_ended_is_replaced() {
+    let Some(store) = store("ended").await else { return };
+    let hot = key("hot");
+    let (first, lease) = serve_a_waiter(&store, &hot).await;
+    store.client().lease_client().revoke(lease).await.unwrap();
+
+    let second = Token::generate();
+    assert!(!queued(&store, &hot, &second, 10).await, "the key is held");
+    let new = place_lease(&store, &hot, &second).await;
+    assert_ne!(new, lease, "the place was put on an ended lease");
+    assert!(left(&store, new).await.is_some(), "the new place's lease is alive");
+    assert!(store.release(&hot, &first).await.unwrap());
+    assert!(queued(&store, &hot, &second, 10).await, "the waiter with the new place took the key");
+    assert!(store.release(&hot, &second).await.unwrap());
 }
