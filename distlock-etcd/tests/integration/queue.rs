@@ -55,9 +55,17 @@ fn a_hand_over_wakes_the_next_waiter_alone() {
         while queued.queue_len(&key).await.unwrap() < WAITERS {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // Every waiter is queued and asleep; from here on, the hand-overs alone.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let before = txns_answered(&cluster).await;
+        // Every waiter is queued; once no request comes in for a while, every waiter has
+        // looked and is asleep. From here on, the hand-overs alone.
+        let mut before = txns_answered(&cluster).await;
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let now = txns_answered(&cluster).await;
+            if now == before {
+                break;
+            }
+            before = now;
+        }
         assert!(holder.release().await.unwrap());
         for waiter in waiters {
             assert!(tokio::time::timeout(Duration::from_secs(30), waiter).await.expect("hand-overs stalled").unwrap());
