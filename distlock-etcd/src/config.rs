@@ -56,6 +56,12 @@ impl Config {
         format!("{}/{VALUE_SEGMENT}{store_key}", self.key_prefix)
     }
 
+    /// The etcd key of `token`'s place in the queue of `store_key`: its
+    /// [`queue_prefix`](Self::queue_prefix) followed by the token.
+    pub(crate) fn place_key(&self, store_key: &str, token: &str) -> String {
+        format!("{}{token}", self.queue_prefix(store_key))
+    }
+
     /// The prefix of the queue that holds the place `etcd_key` (see
     /// [`queue_prefix`](Self::queue_prefix)), or `None` for another key.
     pub(crate) fn queue_of_place(&self, etcd_key: &str) -> Option<String> {
@@ -171,7 +177,7 @@ mod tests {
         assert!(!config.value_key("lock:order:1").starts_with(&config.locks_prefix()));
         assert_eq!(config.queue_of_place(&config.value_key("lock:a")), None);
         assert_eq!(config.group_of_key(&config.value_key("lock:a")), None);
-        let place = format!("{}{}", config.queue_prefix("lock:a/b"), "token");
+        let place = config.place_key("lock:a/b", "token");
         assert_eq!(place, "app/queue/lock:a/b\u{1f}token");
         assert_eq!(config.queue_of_place(&place).as_deref(), Some("app/queue/lock:a/b\u{1f}"));
         assert_eq!(config.queue_of_place("app/lock:a"), None);

@@ -341,7 +341,7 @@ impl EtcdLockStore {
                 Err(_) => return Err(LockError::store(BACKEND, "acquire", Some(key.lock_key()), "no answer in time")),
             }
         }
-        let place_key = format!("{}{}", self.inner.config.queue_prefix(key.as_str()), token.as_str());
+        let place_key = self.inner.config.place_key(key.as_str(), token.as_str());
         let secs = lease_seconds(place.as_duration());
         let put = |lease: i64| {
             let mut kv = self.inner.client.kv_client();
@@ -774,7 +774,7 @@ impl LockStore for EtcdLockStore {
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         let etcd_key = self.etcd_key(key);
         // A waiter's token: its place in the queue goes too.
-        let place = format!("{}{}", self.inner.config.queue_prefix(key.as_str()), token.as_str());
+        let place = self.inner.config.place_key(key.as_str(), token.as_str());
         let leave = || TxnOp::delete(place.clone(), Some(DeleteOptions::new().with_prev_key()));
         // The lease's value goes with the key (without its previous value: its lease is the
         // key's, revoked below once).
@@ -990,7 +990,7 @@ impl QueueStore for EtcdLockStore {
         let etcd_key = self.etcd_key(key);
         let deadline = distlock_api::waiters::deadline_after(max);
         let mine = self.places().get(&(etcd_key.clone(), token.as_str().to_owned())).map(|place| place.revision);
-        let own_place = format!("{}{}", self.inner.config.queue_prefix(key.as_str()), token.as_str());
+        let own_place = self.inner.config.place_key(key.as_str(), token.as_str());
         // Each waiter waits on the place just ahead of its own, and the next in line on the
         // lock key: a release wakes the next waiter alone, and a place leaving wakes the
         // waiter behind it alone, instead of every waiter looking again (a read each).
