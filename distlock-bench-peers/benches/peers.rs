@@ -39,7 +39,7 @@ use std::time::Duration;
 use distlock::{DynLockStore, LockError};
 use distlock_conformance::kit::bench::record::{self, RatioRow, Ratios, Record};
 use distlock_conformance::kit::bench::{
-    interleaved_rounds, report_against_first, run, Library, Locker, Scenario, Stop,
+    interleaved_rounds, on_worker, report_against_first, run, Library, Locker, Scenario, Stop,
 };
 use distlock_conformance::kit::fair_bench::{self, FairFigures};
 use distributed_lock::{DistributedLock as _, LockHandle as _};
@@ -232,7 +232,7 @@ async fn hot_key(url: &str, prefix: &str) {
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
+    runtime.block_on(on_worker(async move {
         let library = |store| Arc::new(Library::new(distlock::LockManager::new(store), TTL, Duration::from_millis(50)));
         match std::env::var("DISTLOCK_REDIS_URL") {
             Ok(url) => {
@@ -262,5 +262,5 @@ fn main() {
             }
             Err(_) => println!("postgres: skipped (set DISTLOCK_POSTGRES_URL)"),
         }
-    });
+    }));
 }

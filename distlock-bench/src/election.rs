@@ -159,10 +159,11 @@ pub async fn lead_until_killed(candidate: &dyn Candidate) -> ! {
         .campaign(&format!("child-{}", std::process::id()))
         .await
         .unwrap_or_else(|error| panic!("election child: {error}"));
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "\nLEADING {term}");
-    let _ = out.flush();
-    drop(out);
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "\nLEADING {term}");
+        let _ = out.flush();
+    }
     std::future::pending::<()>().await;
     unreachable!("pending() never completes")
 }

@@ -46,6 +46,31 @@ pub use self::raw_sqlite::{RawSqlite, SqliteStatements};
 use self::workload::one_cycle;
 pub use self::workload::{run, BenchError, Measured, Scenario, Stop};
 
+/// Runs a benchmark's `body` as a task on the runtime's worker threads, where an
+/// application's code runs, and returns its output (a panic in it is resumed here).
+///
+/// A benchmark's `main` blocks on this: `runtime.block_on(on_worker(async move { … }))`.
+/// Code run by `block_on` itself runs on the calling thread, outside the workers: each
+/// reply from the store then wakes that thread from its sleep, which costs more than
+/// the work measured and would be counted in every comparison.
+///
+/// # Panics
+///
+/// Panics with `body`'s panic, or if the runtime shuts down before `body` finishes.
+pub async fn on_worker<F>(body: F) -> F::Output
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match tokio::spawn(body).await {
+        Ok(output) => output,
+        Err(error) => match error.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(error) => panic!("benchmark task ended without finishing: {error}"),
+        },
+    }
+}
+
 /// `DISTLOCK_BENCH_ROUNDS` when set to a positive number (short runs on a busy machine),
 /// else `default`.
 pub fn rounds(default: usize) -> usize {

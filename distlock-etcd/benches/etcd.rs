@@ -39,7 +39,7 @@ use distlock_api::{DynLockStore, LockError, LockKey, Token};
 use distlock_conformance::kit::bench::election::{
     self, BoxFuture, Candidate, ChildSpec, Plan as ElectionPlan, Side, Watch,
 };
-use distlock_conformance::kit::bench::{rounds, Locker, Scenario, SideBySide, Unit};
+use distlock_conformance::kit::bench::{on_worker, rounds, Locker, Scenario, SideBySide, Unit};
 use distlock_conformance::kit::etcd_server::EtcdCluster;
 use distlock_conformance::kit::group_bench::{self, GroupPlan};
 use distlock_conformance::kit::handoff::{self, Plan};
@@ -122,13 +122,13 @@ impl Locker for RawEtcd {
 fn main() {
     if let Some(spec) = election::leader_child() {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-        runtime.block_on(async {
+        runtime.block_on(on_worker(async move {
             let (url, prefix) = spec.store.split_once(' ').expect("`URL PREFIX`");
             if spec.role == "etcd" {
                 election::lead_until_killed(&EtcdCandidate::connect(url, &spec.name, ElectionPlan::TTL).await).await
             }
             election::lead_distlock_until_killed(election_store(url, prefix).await, &spec, ElectionPlan::TTL).await
-        });
+        }));
     }
     let private = match std::env::var("DISTLOCK_ETCD_URL") {
         Ok(url) if !url.is_empty() => None,
@@ -143,7 +143,7 @@ fn main() {
     // `-- locks` runs the uncontended and distinct-key cycles only.
     let only_locks = std::env::args().skip(1).any(|arg| arg == "locks");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
+    runtime.block_on(on_worker(async move {
         let prefix = format!("dlbench-{}", Token::generate().as_str());
         let store = EtcdLockStore::builder().key_prefix(&prefix).connect(&url).await.expect("connect");
         let raw = RawEtcd { client: store.client().clone(), prefix: prefix.clone() };
@@ -177,7 +177,7 @@ fn main() {
         }
         groups(store, rounds).await;
         elections(&url, &prefix).await;
-    });
+    }));
 }
 
 /// A store on a connection of its own, for one participant of an election.

@@ -30,7 +30,9 @@ use axum::http::Request;
 use axum::routing::post;
 use axum::Router;
 use distlock_api::{Token, Ttl};
-use distlock_conformance::kit::bench::{interleaved_cycles, interleaved_rounds, report_against_first, rounds};
+use distlock_conformance::kit::bench::{
+    interleaved_cycles, interleaved_rounds, on_worker, report_against_first, rounds,
+};
 use distlock_idempotency::{
     Claim, DynIdempotencyStore, Fingerprint, Idempotency, IdempotencyKey, IdempotencyLayer, StoredResponse,
 };
@@ -296,7 +298,7 @@ fn main() {
     let redis_url = std::env::var("DISTLOCK_REDIS_URL").ok();
     let postgres_url = std::env::var("DISTLOCK_POSTGRES_URL").ok();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
+    runtime.block_on(on_worker(async move {
         println!("distlock-idempotency benchmark: {rounds} rounds, median round");
         if let Some(url) = &redis_url {
             redis_bench(url, rounds).await;
@@ -309,5 +311,5 @@ fn main() {
             println!("(DISTLOCK_POSTGRES_URL not set: PostgreSQL skipped)");
         }
         axum_bench(redis_url.as_deref(), rounds).await;
-    });
+    }));
 }

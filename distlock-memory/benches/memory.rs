@@ -35,8 +35,8 @@ use std::time::Duration;
 use distlock_api::{DynLockStore, LockError, LockManager};
 use distlock_conformance::kit::bench::record::{self, RatioRow, Ratios, Record};
 use distlock_conformance::kit::bench::{
-    interleaved_rounds, median, report_against_first, rounds, run, Library, Locker, RawMemory, Scenario, SideBySide,
-    Stop, StoreDirect, Unit,
+    interleaved_rounds, median, on_worker, report_against_first, rounds, run, Library, Locker, RawMemory, Scenario,
+    SideBySide, Stop, StoreDirect, Unit,
 };
 use distlock_conformance::kit::fair_bench::{self, FairPlan};
 use distlock_conformance::kit::group_bench::{self, GroupPlan};
@@ -159,7 +159,7 @@ async fn scaling(store: &Arc<DynLockStore>, rounds: usize) {
 fn main() {
     let rounds = rounds(7);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    runtime.block_on(async {
+    runtime.block_on(on_worker(async move {
         let store: Arc<DynLockStore> = Arc::new(MemoryLockStore::new());
         let bench = SideBySide::new(RawMemory::new(TTL, RETRY), Arc::clone(&store), TTL, RETRY, "bench:").unwrap();
         println!("distlock-memory benchmark: {rounds} rounds, median round");
@@ -216,5 +216,5 @@ fn main() {
         let plan =
             FairPlan { tasks: TASKS, processes: &[], hold: Duration::from_millis(2), run_for: Duration::from_secs(5) };
         fair_bench::compare(store, "", "bench:", plan).await;
-    });
+    }));
 }

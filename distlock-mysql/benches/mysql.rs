@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use distlock_api::{DynLockStore, Token};
 use distlock_conformance::kit::bench::election::{self, Plan as ElectionPlan};
-use distlock_conformance::kit::bench::{rounds, RawMysql};
+use distlock_conformance::kit::bench::{on_worker, rounds, RawMysql};
 use distlock_conformance::kit::fair_bench;
 use distlock_conformance::kit::sql_bench::{self, RETRY, TASKS, TTL};
 use distlock_mysql::sqlx;
@@ -62,7 +62,7 @@ fn main() {
     let some = only_hand_off || only_groups || only_cycles || only_fair || only_election;
     let rounds = rounds(15);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
+    runtime.block_on(on_worker(async move {
         if let Some(spec) = election::leader_child() {
             election::lead_distlock_until_killed(connect(&url, &spec.store).await, &spec, ElectionPlan::TTL).await
         }
@@ -107,5 +107,5 @@ fn main() {
             .await
             .expect("drop the bench tables");
         store.pool().close().await;
-    });
+    }));
 }

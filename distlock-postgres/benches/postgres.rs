@@ -50,7 +50,7 @@ use std::time::Duration;
 use distlock_api::{DynLockStore, LockKey, LockStore, Token, Ttl};
 use distlock_conformance::kit::bench::election::{self, Plan as ElectionPlan};
 use distlock_conformance::kit::bench::{
-    interleaved_rounds, report_against_first, rounds, run, RawPostgres, Scenario, Stop, StoreDirect,
+    interleaved_rounds, on_worker, report_against_first, rounds, run, RawPostgres, Scenario, Stop, StoreDirect,
 };
 use distlock_conformance::kit::fair_bench::{self, FairPlan};
 use distlock_conformance::kit::sql_bench::{self, RETRY, TASKS, TASK_CYCLES, TTL};
@@ -161,7 +161,7 @@ fn main() {
     };
     let rounds = rounds(15);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
+    runtime.block_on(on_worker(async move {
         if let Some(spec) = election::leader_child() {
             let store = connect(&url, &spec.store, false, true).await;
             election::lead_distlock_until_killed(store, &spec, ElectionPlan::TTL).await
@@ -220,5 +220,5 @@ fn main() {
             sqlx::raw_sql(&drop).execute(store.pool()).await.expect("drop the bench tables");
             store.pool().close().await;
         }
-    });
+    }));
 }

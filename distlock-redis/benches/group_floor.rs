@@ -26,7 +26,7 @@ use distlock_api::{
     DynLockStore, GroupLockStore, GroupMember, GroupRequest, LockGroup, LockKey, LockManager, LockMode, LockStore,
     StoreKey, StoreMember, Token, Ttl,
 };
-use distlock_conformance::kit::bench::{interleaved_cycles, report_against_first, rounds};
+use distlock_conformance::kit::bench::{interleaved_cycles, on_worker, report_against_first, rounds};
 use distlock_redis::redis::{self, aio::ConnectionManager};
 use distlock_redis::RedisLockStore;
 
@@ -149,7 +149,7 @@ fn main() {
     let url = std::env::var("DISTLOCK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let rounds = rounds(9);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
+    runtime.block_on(on_worker(async move {
         let client = redis::Client::open(url.as_str()).expect("DISTLOCK_REDIS_URL");
         let config = RedisLockStore::builder().connection_manager_config();
         let conn = ConnectionManager::new_with_config(client.clone(), config).await.expect("connect");
@@ -203,5 +203,5 @@ fn main() {
             medians[4] / medians[3],
             medians[5] / medians[3]
         );
-    });
+    }));
 }

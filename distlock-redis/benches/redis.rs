@@ -48,7 +48,8 @@ use std::time::Duration;
 use distlock_api::{DynLockStore, Token};
 use distlock_conformance::kit::bench::election::{self, Plan as ElectionPlan};
 use distlock_conformance::kit::bench::{
-    interleaved_rounds, report_against_first, rounds, run, RawRedis, Scenario, SideBySide, Stop, StoreDirect, Unit,
+    interleaved_rounds, on_worker, report_against_first, rounds, run, RawRedis, Scenario, SideBySide, Stop,
+    StoreDirect, Unit,
 };
 use distlock_conformance::kit::fair_bench::{self, FairPlan};
 use distlock_conformance::kit::group_bench::{self, GroupPlan};
@@ -70,7 +71,7 @@ fn main() {
     let url = std::env::var("DISTLOCK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let rounds = rounds(21);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
+    runtime.block_on(on_worker(async move {
         if let Some(spec) = election::leader_child() {
             election::lead_distlock_until_killed(election_store(&url, &spec.store).await, &spec, ElectionPlan::TTL)
                 .await
@@ -181,7 +182,7 @@ fn main() {
         group_bench::compare(Arc::clone(&store), "bench:", group_plan).await;
         fair_bench::compare(store, &prefix, "bench:", fair_plan).await;
         elections(&url, &prefix).await;
-    });
+    }));
 }
 
 /// A store as leader election needs it (fencing, fair waiting, release notifications) on

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use distlock_api::{DynLockStore, LockError, LockKey, Token};
 use distlock_conformance::kit::bench::{
-    interleaved_rounds, report_against_first, rounds, run, Locker, Scenario, Stop, StoreDirect,
+    interleaved_rounds, on_worker, report_against_first, rounds, run, Locker, Scenario, Stop, StoreDirect,
 };
 use distlock_conformance::kit::redis_cluster::RedisCluster;
 use distlock_conformance::kit::redis_server::RedisServer;
@@ -221,7 +221,7 @@ fn main() {
         return;
     }
     let cluster = RedisCluster::start();
-    runtime.block_on(async {
+    runtime.block_on(on_worker(async move {
         println!("distlock-redis scale-out benchmark: private servers on loopback, {rounds} rounds, median round");
         // A prefix per setting: the stores of one prefix must agree on their settings.
         for (query, label) in [("?prefix=plain", ""), ("?prefix=fenced&fencing=true", ", fencing=true")] {
@@ -251,5 +251,5 @@ fn main() {
             );
         }
         redlock_floor(&single, &masters, rounds).await;
-    });
+    }));
 }

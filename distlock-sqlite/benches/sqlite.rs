@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use distlock_api::{DynLockStore, Token};
 use distlock_conformance::kit::bench::election::{self, Plan as ElectionPlan};
-use distlock_conformance::kit::bench::{rounds, RawSqlite, SqliteStatements};
+use distlock_conformance::kit::bench::{on_worker, rounds, RawSqlite, SqliteStatements};
 use distlock_conformance::kit::fair_bench;
 use distlock_conformance::kit::sql_bench::{self, RETRY, TASKS, TTL};
 use distlock_sqlite::SqliteLockStore;
@@ -77,7 +77,7 @@ fn main() {
     let some = only_cycles || only_groups || only_hand_off || only_fair || only_election;
     let rounds = rounds(15);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
+    runtime.block_on(on_worker(async move {
         if let Some(spec) = election::leader_child() {
             election::lead_distlock_until_killed(connect(&spec.store).await, &spec, ElectionPlan::TTL).await
         }
@@ -116,5 +116,5 @@ fn main() {
         store.pool().close().await;
         drop((dyn_store, store));
         std::fs::remove_dir_all(&dir).expect("remove the database directory");
-    });
+    }));
 }
