@@ -29,7 +29,9 @@ impl Token {
 
     /// Generates a new random token.
     pub fn generate() -> Self {
-        let bytes: [u8; 16] = rand::random();
+        // One `u128` takes 16 bytes of the generator's output; a `[u8; 16]` would take
+        // a 32-bit word per byte.
+        let bytes = rand::random::<u128>().to_le_bytes();
         // Encoded into a buffer and copied once: no formatting machinery, no regrowth.
         let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
         Self(uuid::Builder::from_random_bytes(bytes).into_uuid().hyphenated().encode_lower(&mut text).to_owned())
