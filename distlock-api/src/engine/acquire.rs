@@ -54,7 +54,10 @@ impl Engine {
             }
         }
         let label = &acquisition.label;
+        // Checked first: a disabled span still costs its fields' formatting for `log`
+        // when some dependency turns on `tracing`'s `log` feature (sqlx does).
         let span = match &acquisition.target {
+            _ if !tracing::enabled!(tracing::Level::DEBUG) => tracing::Span::none(),
             Target::Key(_) => tracing::debug_span!("distlock.acquire", lock.key = %label, backend),
             Target::Group(keys) => {
                 tracing::debug_span!("distlock.acquire_group", lock.key = %label, members = keys.len(), backend)

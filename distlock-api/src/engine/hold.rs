@@ -186,7 +186,9 @@ impl Hold {
         };
         hold.stop_renewal();
         let backend = hold.backend();
+        // As in `Engine::acquire`: no span at all unless one would be recorded.
         let span = match hold.target() {
+            _ if !tracing::enabled!(tracing::Level::DEBUG) => tracing::Span::none(),
             Target::Key(_) => tracing::debug_span!("distlock.release", lock.key = %hold.label, backend),
             Target::Group(_) => tracing::debug_span!("distlock.release_group", lock.key = %hold.label, backend),
         };
