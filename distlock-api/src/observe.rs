@@ -121,8 +121,9 @@ mod imp {
         Stamp::now()
     }
 
-    pub(crate) fn acquire(backend: &'static str, outcome: AcquireOutcome, started: tokio::time::Instant) {
-        let waited = started.elapsed();
+    /// An acquisition call that started at `started` ended at `ended`.
+    pub(crate) fn acquire(backend: &'static str, outcome: AcquireOutcome, started: tokio::time::Instant, ended: Stamp) {
+        let waited = ended.saturating_duration_since(started);
         let keys = keys(backend);
         count(match outcome {
             AcquireOutcome::Acquired => &keys.acquired,
@@ -172,7 +173,7 @@ mod imp {
         Stamp
     }
     #[inline(always)]
-    pub(crate) fn acquire(_: &'static str, _: AcquireOutcome, _: tokio::time::Instant) {}
+    pub(crate) fn acquire(_: &'static str, _: AcquireOutcome, _: tokio::time::Instant, _: Stamp) {}
     #[inline(always)]
     pub(crate) fn contention(_: &'static str) {}
     #[inline(always)]

@@ -71,7 +71,12 @@ impl Engine {
             Ok(None) => AcquireOutcome::Contended,
             Err(_) => AcquireOutcome::Error,
         };
-        observe::acquire(backend, outcome, started);
+        // A new hold's stamp is when the wait ended: one clock read serves both metrics.
+        let ended = match &result {
+            Ok(Some(hold)) => hold.acquired_at(),
+            _ => observe::stamp(),
+        };
+        observe::acquire(backend, outcome, started, ended);
         if contended {
             observe::contention(backend);
         }

@@ -69,6 +69,11 @@ impl Hold {
         })
     }
 
+    /// When the acquisition was confirmed (for the metrics).
+    pub(crate) fn acquired_at(&self) -> observe::Stamp {
+        self.acquired_at
+    }
+
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         self.guard.engine()
     }
