@@ -61,12 +61,21 @@ fn validate(key: &str) -> Result<(), LockError> {
         InvalidKey::Empty
     } else if key.len() > LockKey::MAX_LEN {
         InvalidKey::TooLong { len: key.len(), max: LockKey::MAX_LEN }
-    } else if let Some((index, _)) = key.char_indices().find(|(_, c)| c.is_control()) {
+    } else if let Some(index) = control_character(key) {
         InvalidKey::ControlCharacter { index }
     } else {
         return Ok(());
     };
     Err(LockError::InvalidKey { reason })
+}
+
+/// The byte index of `key`'s first control character, if any. A key of printable ASCII
+/// (most keys) is passed byte by byte, without decoding characters.
+fn control_character(key: &str) -> Option<usize> {
+    if key.bytes().all(|byte| (b' '..=b'~').contains(&byte)) {
+        return None;
+    }
+    key.char_indices().find(|(_, c)| c.is_control()).map(|(index, _)| index)
 }
 
 impl fmt::Display for LockKey {
