@@ -1,8 +1,7 @@
 //! `MemoryLockStore`: leases in sharded in-process maps, on tokio's clock.
 
-use std::collections::hash_map::{DefaultHasher, Entry};
+use std::collections::hash_map::Entry;
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -53,7 +52,7 @@ pub struct MemoryLockStore {
 
 #[derive(Default)]
 struct Inner {
-    shards: [Mutex<Shard>; SHARDS],
+    shards: [Padded; SHARDS],
     fences: AtomicU64,
     groups: Groups,
 }
@@ -67,7 +66,7 @@ impl MemoryLockStore {
     /// The number of leases currently stored, live or expired-but-not-yet-reclaimed.
     /// Useful to check that memory stays bounded.
     pub fn stored_leases(&self) -> usize {
-        self.inner.shards.iter().map(|shard| lock_shard(shard).leases.len()).sum()
+        self.inner.shards.iter().map(|shard| lock_shard(&shard.0).leases.len()).sum()
     }
 
     /// The next fencing number: one store-wide counter for single locks and groups.
@@ -80,12 +79,25 @@ impl MemoryLockStore {
     }
 
     fn shard(&self, key: &StoreKey) -> MutexGuard<'_, Shard> {
-        let mut hasher = DefaultHasher::new();
-        key.as_str().hash(&mut hasher);
-        // The modulo keeps the index below SHARDS, so the truncation is lossless.
-        let index = (hasher.finish() % SHARDS as u64) as usize;
-        lock_shard(&self.inner.shards[index])
+        lock_shard(&self.inner.shards[shard_index(key.as_str())].0)
     }
+}
+
+/// A shard on cache lines of its own: tasks on other cores that use neighbouring shards
+/// do not invalidate each other's copies.
+#[derive(Default)]
+#[repr(align(128))]
+struct Padded(Mutex<Shard>);
+
+/// The shard index of `key`: FNV-1a over its bytes. A shard is only a mutex and a map
+/// of its own, so the spread needs no keyed hash; the maps inside keep std's.
+fn shard_index(key: &str) -> usize {
+    let hash = key
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3));
+    // Folding the high bits in spreads keys that differ only in their last bytes; the
+    // modulo keeps the index below SHARDS, so the truncation is lossless.
+    ((hash ^ (hash >> 32)) % SHARDS as u64) as usize
 }
 
 /// A panic while a shard was locked cannot leave a lease half-written (every update is a
@@ -177,15 +189,21 @@ impl LockStore for MemoryLockStore {
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         let now = Instant::now();
         let mut shard = self.shard(key);
-        let held = shard.live(key.as_str(), now).is_some_and(|lease| lease.token == *token);
-        if held {
-            if let Some(lease) = shard.leases.remove(key.as_str()) {
+        // One lookup: the lease is taken out, and put back unless `token` holds it.
+        let held = match shard.leases.remove_entry(key.as_str()) {
+            Some((_, lease)) if lease.is_live(now) && lease.token == *token => {
                 if let Some(waiters) = lease.released {
                     waiters.notify_waiters();
                 }
+                true
             }
-        }
-        if shard.queues.contains_key(key.as_str()) {
+            Some((name, lease)) => {
+                shard.leases.insert(name, lease);
+                false
+            }
+            None => false,
+        };
+        if !shard.queues.is_empty() && shard.queues.contains_key(key.as_str()) {
             shard.leave(key.as_str(), token);
             shard.hand_over(key.as_str(), now, || self.next_fence());
         }
@@ -228,7 +246,7 @@ impl LockStore for MemoryLockStore {
         let after = cursor.map(ListCursor::as_str);
         let mut found: Vec<(String, LockInfo)> = Vec::new();
         for shard in &self.inner.shards {
-            let shard = lock_shard(shard);
+            let shard = lock_shard(&shard.0);
             for (store_key, lease) in &shard.leases {
                 let Some(key) = store_key.strip_prefix(LOCK_NAMESPACE) else { continue };
                 if !lease.is_live(now) || after.is_some_and(|after| key <= after) || !pattern.matches(key) {
