@@ -256,5 +256,9 @@ fn renew(
         let (engine, target, token) = (Arc::clone(&engine), target.clone(), token.clone());
         Box::pin(async move { target.extend(&*engine.store, &token, ttl).await })
     };
-    async move { renew_until_lost(&lease, backend, ttl, every, Some(&log_key), extend).await }.instrument(span)
+    async move {
+        let first = Instant::now() + every;
+        renew_until_lost(&lease, backend, ttl, (first, every), Some(&log_key), extend).await;
+    }
+    .instrument(span)
 }

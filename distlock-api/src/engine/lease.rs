@@ -172,7 +172,7 @@ impl Lease {
 /// One renewal: `Ok(true)` renewed, `Ok(false)` no longer held.
 pub(super) type RenewFuture = Pin<Box<dyn Future<Output = Result<bool, LockError>> + Send>>;
 
-/// Renews `lease` by calling `renew` every `every` until it is lost. A store error is
+/// Renews `lease` by calling `renew` at `first`, then every `every` until it is lost. A store error is
 /// retried after `every`, or sooner when the attempts left would not all fit before the
 /// loss deadline (see [`retry_at`]); [`Renewal::MAX_CONSECUTIVE_FAILURES`] errors in a row
 /// end renewal. "Not held" is final and never leads to a re-acquisition.
@@ -180,7 +180,7 @@ pub(super) async fn renew_until_lost<F>(
     lease: &Lease,
     backend: &'static str,
     ttl: Ttl,
-    every: Duration,
+    (first, every): (Instant, Duration),
     log_key: Option<&str>,
     mut renew: F,
 ) where
@@ -188,7 +188,7 @@ pub(super) async fn renew_until_lost<F>(
 {
     let log_key = log_key.unwrap_or("");
     let mut failures = 0;
-    let mut next = Instant::now() + every;
+    let mut next = first;
     loop {
         tokio::time::sleep_until(next).await;
         let sent_at = Instant::now();
@@ -324,7 +324,29 @@ impl LeaseWatch {
     /// [`LockError::InvalidOptions`] when `every` is shorter than
     /// [`Renewal::MIN_INTERVAL`]; [`LockError::Config`] when called outside a tokio
     /// runtime. Nothing is started then.
-    pub fn spawn_renewal<F, Fut>(&self, ttl: Ttl, every: Duration, mut renew: F) -> Result<AbortHandle, LockError>
+    pub fn spawn_renewal<F, Fut>(&self, ttl: Ttl, every: Duration, renew: F) -> Result<AbortHandle, LockError>
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<bool, LockError>> + Send + 'static,
+    {
+        self.spawn_renewal_from(Instant::now() + every, ttl, every, renew)
+    }
+
+    /// [`spawn_renewal`](Self::spawn_renewal) with the first renewal at `first` rather
+    /// than `every` from now: for a task started some time after the lease was taken,
+    /// which keeps the lease's own schedule (`first` is then `every` after the lease was
+    /// taken). A `first` already passed renews at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn_renewal`](Self::spawn_renewal).
+    pub fn spawn_renewal_from<F, Fut>(
+        &self,
+        first: Instant,
+        ttl: Ttl,
+        every: Duration,
+        mut renew: F,
+    ) -> Result<AbortHandle, LockError>
     where
         F: FnMut() -> Fut + Send + 'static,
         Fut: Future<Output = Result<bool, LockError>> + Send + 'static,
@@ -341,7 +363,7 @@ impl LeaseWatch {
             message: "lease renewal must be started inside a tokio runtime".to_owned(),
         })?;
         Ok(runtime
-            .spawn(async move { renew_until_lost(&lease, backend, ttl, every, None, boxed).await })
+            .spawn(async move { renew_until_lost(&lease, backend, ttl, (first, every), None, boxed).await })
             .abort_handle())
     }
 }
