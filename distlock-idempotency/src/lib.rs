@@ -15,6 +15,7 @@ mod layer;
 mod manager;
 pub mod metric_names;
 mod observe;
+mod renewals;
 
 pub use distlock_api::idempotency::{
     normalise_json, Completion, DynIdempotencyStore, Fingerprint, IdempotencyKey, IdempotencyStore, StoreClaim,

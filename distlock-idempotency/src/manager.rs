@@ -9,10 +9,10 @@ use distlock_api::idempotency::{
     Completion, DynIdempotencyStore, Fingerprint, IdempotencyKey, StoreClaim, StoredResponse,
 };
 use distlock_api::{LeaseWatch, LockError, LossReason, Renewal, Token, Ttl};
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::observe;
+use crate::renewals::{LateRenewal, Renewals};
 
 /// What the lease of a claim is called in "lease lost" warnings (never the key).
 const LEASE_LABEL: &str = "idempotency claim";
@@ -68,7 +68,9 @@ impl IdempotencyOptions {
     /// Whether a background task renews running claims (default on), as a lock's
     /// [`Renewal::Auto`] renews its lease: every `max(1 s, min(10 s, lease / 3))`, at least
     /// twice before the loss margin, stopping after three failures in a row. A lease too
-    /// short for that (under 25 ms with the default loss margin) is not renewed. Off, an
+    /// short for that (under 25 ms with the default loss margin) is not renewed. The task
+    /// starts only once the claim has run for half an interval, on the claim's own
+    /// schedule: a claim completed sooner spawns none. Off, an
     /// operation must finish within the lease, or its completion is refused once another
     /// request took the key over.
     #[must_use]
@@ -183,6 +185,8 @@ pub enum Claim {
 pub struct Idempotency {
     store: Arc<DynIdempotencyStore>,
     settings: Settings,
+    /// The claims waiting for their renewal task, when claims are renewed.
+    renewals: Option<Arc<Renewals>>,
 }
 
 impl fmt::Debug for Idempotency {
@@ -201,7 +205,12 @@ impl Idempotency {
             renew_every: renew_every(lease, lease / 5),
             loss_margin: lease / 5,
         };
-        Self { store, settings }
+        Self::of(store, settings)
+    }
+
+    fn of(store: Arc<DynIdempotencyStore>, settings: Settings) -> Self {
+        let renewals = settings.renew_every.map(|every| Arc::new(Renewals::new(every)));
+        Self { store, settings, renewals }
     }
 
     /// Idempotent operations on `store` with `options`.
@@ -211,7 +220,7 @@ impl Idempotency {
     /// [`LockError::InvalidOptions`] when the lease or the retention is zero or longer
     /// than 365 days; before any I/O.
     pub fn with_options(store: Arc<DynIdempotencyStore>, options: IdempotencyOptions) -> Result<Self, LockError> {
-        Ok(Self { store, settings: Settings::of(options)? })
+        Ok(Self::of(store, Settings::of(options)?))
     }
 
     /// The store.
@@ -269,17 +278,26 @@ impl Idempotency {
     fn started(&self, key: IdempotencyKey, token: Token, ttl: Ttl, sent_at: Instant) -> ClaimHandle {
         let Settings { renew_every, loss_margin, .. } = self.settings;
         let lease = LeaseWatch::new(sent_at, ttl, loss_margin, self.store.backend(), LEASE_LABEL);
-        let renewal = renew_every.and_then(|every| {
-            let (store, key, token) = (Arc::clone(&self.store), key.clone(), token.clone());
-            let renewal = lease.spawn_renewal(ttl, every, move || {
-                let (store, key, token) = (Arc::clone(&store), key.clone(), token.clone());
-                async move { store.renew(&key, &token, ttl).await }
-            });
+        // Listed, not started: the task starts only if the claim runs for about half a
+        // renewal interval (see `Renewals`), on the lease's own schedule.
+        let renewal = renew_every.zip(self.renewals.as_ref()).and_then(|(every, renewals)| {
+            let (store, key, token, watch) = (Arc::clone(&self.store), key.clone(), token.clone(), lease.clone());
+            let renewal = renewals.add(Box::new(move || {
+                let renew = move || {
+                    let (store, key, token) = (Arc::clone(&store), key.clone(), token.clone());
+                    async move { store.renew(&key, &token, ttl).await }
+                };
+                watch
+                    .spawn_renewal_from(sent_at + every, ttl, every, renew)
+                    .inspect_err(|error| {
+                        tracing::warn!(error = error as &dyn std::error::Error, "idempotency claim not renewed");
+                    })
+                    .ok()
+            }));
+            if renewal.is_none() {
+                tracing::warn!("idempotency claim not renewed: lease renewal must be started inside a tokio runtime");
+            }
             renewal
-                .inspect_err(|error| {
-                    tracing::warn!(error = error as &dyn std::error::Error, "idempotency claim not renewed");
-                })
-                .ok()
         });
         ClaimHandle { idempotency: self.clone(), key, token, lease, renewal }
     }
@@ -299,7 +317,7 @@ pub struct ClaimHandle {
     key: IdempotencyKey,
     token: Token,
     lease: LeaseWatch,
-    renewal: Option<AbortHandle>,
+    renewal: Option<Arc<LateRenewal>>,
 }
 
 impl ClaimHandle {
@@ -336,8 +354,8 @@ impl ClaimHandle {
     }
 
     fn stop_renewal(&self) {
-        if let Some(task) = &self.renewal {
-            task.abort();
+        if let Some(renewal) = &self.renewal {
+            renewal.stop();
         }
     }
 

@@ -3,3 +3,4 @@
 
 mod layer;
 mod metrics;
+mod renewal;
