@@ -203,7 +203,7 @@ impl LockStore for MemoryLockStore {
             }
             None => false,
         };
-        if !shard.queues.is_empty() && shard.queues.contains_key(key.as_str()) {
+        if shard.queues.contains_key(key.as_str()) {
             shard.leave(key.as_str(), token);
             shard.hand_over(key.as_str(), now, || self.next_fence());
         }
