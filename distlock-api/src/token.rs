@@ -21,7 +21,11 @@ use crate::error::LockError;
 /// [`Token::as_str`] gives the full text. Tokens never appear in the `Display` of a
 /// [`LockError`].
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Token(String);
+pub struct Token {
+    /// The hyphenated lower-case text, kept inline: making, copying and comparing a token
+    /// allocate nothing.
+    text: [u8; Self::LEN],
+}
 
 impl Token {
     /// The length of a token's text form.
@@ -32,9 +36,14 @@ impl Token {
         // One `u128` takes 16 bytes of the generator's output; a `[u8; 16]` would take
         // a 32-bit word per byte.
         let bytes = rand::random::<u128>().to_le_bytes();
-        // Encoded into a buffer and copied once: no formatting machinery, no regrowth.
-        let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
-        Self(uuid::Builder::from_random_bytes(bytes).into_uuid().hyphenated().encode_lower(&mut text).to_owned())
+        Self::from_uuid(uuid::Builder::from_random_bytes(bytes).into_uuid())
+    }
+
+    /// The token of `uuid`, encoded once into its inline buffer.
+    fn from_uuid(uuid: Uuid) -> Self {
+        let mut text = [0; Self::LEN];
+        uuid.hyphenated().encode_lower(&mut text);
+        Self { text }
     }
 
     /// Parses a token given as text, e.g. by an administrator who releases a lock by hand.
@@ -44,21 +53,20 @@ impl Token {
     /// [`LockError::InvalidToken`] when `token` is not a hyphenated UUID v4.
     pub fn parse(token: &str) -> Result<Self, LockError> {
         match Uuid::try_parse(token) {
-            Ok(uuid) if token.len() == Self::LEN && uuid.get_version_num() == 4 => {
-                Ok(Self(uuid.hyphenated().to_string()))
-            }
+            Ok(uuid) if token.len() == Self::LEN && uuid.get_version_num() == 4 => Ok(Self::from_uuid(uuid)),
             _ => Err(LockError::InvalidToken),
         }
     }
 
     /// The token's text, as stored by the store.
     pub fn as_str(&self) -> &str {
-        &self.0
+        // Always ASCII (hex digits and hyphens, written by `from_uuid`): the check passes.
+        std::str::from_utf8(&self.text).unwrap_or_default()
     }
 
     /// The first 8 characters, for display in tools and logs.
     pub fn short(&self) -> &str {
-        &self.0[..8]
+        self.as_str().get(..8).unwrap_or_default()
     }
 }
 
