@@ -51,7 +51,7 @@ impl Hold {
     ) -> Arc<Self> {
         let engine = guard.engine();
         let backend = engine.store.backend();
-        let lease = Lease::new(sent_at, options.ttl, options.loss_margin, backend, label.clone());
+        let lease = Lease::new(sent_at, options.ttl, options.loss_margin, backend);
         let watchdog = options.renew_every.map(|every| {
             let renewal =
                 renew(Arc::clone(engine), guard.target().clone(), guard.token().clone(), options.ttl, every, &lease);
@@ -122,7 +122,7 @@ impl Hold {
     }
 
     pub(crate) async fn lost(&self) -> LossReason {
-        self.lease.lost().await
+        self.lease.lost(self.target().log_key()).await
     }
 
     /// Whether another handle may join this hold: the lease is neither lost nor leaked.
@@ -175,7 +175,7 @@ impl Hold {
         if extended {
             self.lease.renewed(sent_at, ttl);
         } else {
-            self.lease.mark_lost(LossReason::NotHeld);
+            self.lease.mark_lost(LossReason::NotHeld, self.target().log_key());
         }
         Ok(extended)
     }

@@ -13,7 +13,6 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::error::{InvalidOptions, LockError, LossReason};
-use crate::key::LockKey;
 use crate::observe;
 use crate::options::{Renewal, Ttl};
 
@@ -43,7 +42,10 @@ pub(crate) struct Lease {
     /// How long before `safe_until` the loss is signalled.
     margin: Duration,
     backend: &'static str,
-    label: Label,
+    /// What the lease is of, for its "lease lost" warning: `None` for a lock, whose key
+    /// the caller names (it is not copied here); else only what it is (an idempotency
+    /// claim, whose key must not be logged).
+    what: Option<&'static str>,
 }
 
 /// The target of the `warn` event logged when a lease is found lost (every other event of
@@ -52,25 +54,16 @@ pub(crate) struct Lease {
 /// `tracing-subscriber` filter `warn,distlock::lease_lost=off`.
 pub const LEASE_LOST_TARGET: &str = "distlock::lease_lost";
 
-/// What a lease is of, for its "lease lost" warning.
-#[derive(Debug)]
-enum Label {
-    /// A lock: its key is logged.
-    Lock(LockKey),
-    /// Something whose key must not be logged (an idempotency claim): only what it is.
-    Other(&'static str),
-}
-
 impl Lease {
-    /// A lease of `key` on `backend` whose acquisition was sent at `sent_at`; its loss is
+    /// A lease of a lock on `backend` whose acquisition was sent at `sent_at`; its loss is
     /// signalled `margin` before the store could free it.
-    pub(crate) fn new(sent_at: Instant, ttl: Ttl, margin: Duration, backend: &'static str, key: LockKey) -> Arc<Self> {
+    pub(crate) fn new(sent_at: Instant, ttl: Ttl, margin: Duration, backend: &'static str) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(LeaseState { safe_until: safe_deadline(sent_at, ttl), lost: None }),
             changed: Notify::new(),
             margin,
             backend,
-            label: Label::Lock(key),
+            what: None,
         })
     }
 
@@ -88,9 +81,9 @@ impl Lease {
         }
     }
 
-    /// Records the loss (once: later calls change nothing), with a warning and the
-    /// `distlock_lease_lost_total` metric.
-    pub(crate) fn mark_lost(&self, reason: LossReason) {
+    /// Records the loss (once: later calls change nothing), with a warning (naming
+    /// `key`, for a lock's lease) and the `distlock_lease_lost_total` metric.
+    pub(crate) fn mark_lost(&self, reason: LossReason, key: &str) {
         let newly_lost = self.update(|state| {
             if state.lost.is_some() {
                 return false;
@@ -100,11 +93,11 @@ impl Lease {
         });
         if newly_lost {
             self.changed.notify_waiters();
-            match &self.label {
-                Label::Lock(key) => {
+            match self.what {
+                None => {
                     tracing::warn!(target: LEASE_LOST_TARGET, backend = self.backend, lock.key = %key, %reason, "lease lost");
                 }
-                Label::Other(what) => {
+                Some(what) => {
                     tracing::warn!(target: LEASE_LOST_TARGET, lease = what, backend = self.backend, %reason, "lease lost");
                 }
             }
@@ -146,8 +139,9 @@ impl Lease {
             .or_else(|| (Instant::now() >= self.loss_deadline(state.safe_until)).then_some(LossReason::DeadlinePassed))
     }
 
-    /// Resolves when the lease is lost (at the latest at its deadline).
-    pub(crate) async fn lost(&self) -> LossReason {
+    /// Resolves when the lease is lost (at the latest at its deadline); `key` as for
+    /// [`mark_lost`](Self::mark_lost).
+    pub(crate) async fn lost(&self, key: &str) -> LossReason {
         loop {
             // Armed before the state is read: a change after the read completes it.
             let changed = self.changed.notified();
@@ -161,7 +155,7 @@ impl Lease {
                 () = changed => {}
                 () = tokio::time::sleep_until(self.loss_deadline(state.safe_until)) => {
                     if self.deadline() <= Instant::now() {
-                        self.mark_lost(LossReason::DeadlinePassed);
+                        self.mark_lost(LossReason::DeadlinePassed, key);
                     }
                 }
             }
@@ -194,7 +188,7 @@ pub(super) async fn renew_until_lost<F>(
         let sent_at = Instant::now();
         let deadline = lease.deadline();
         if sent_at >= deadline {
-            lease.mark_lost(LossReason::DeadlinePassed);
+            lease.mark_lost(LossReason::DeadlinePassed, log_key);
             break;
         }
         match tokio::time::timeout_at(deadline, renew()).await {
@@ -206,7 +200,7 @@ pub(super) async fn renew_until_lost<F>(
             }
             Ok(Ok(false)) => {
                 observe::renew_failure(backend);
-                lease.mark_lost(LossReason::NotHeld);
+                lease.mark_lost(LossReason::NotHeld, log_key);
                 break;
             }
             Ok(Err(error)) => {
@@ -215,7 +209,7 @@ pub(super) async fn renew_until_lost<F>(
                 let error = error.report();
                 if failures >= Renewal::MAX_CONSECUTIVE_FAILURES {
                     tracing::warn!(lock.key = log_key, backend, %error, failures, "lease renewal failed; renewal stops");
-                    lease.mark_lost(LossReason::RenewalFailed);
+                    lease.mark_lost(LossReason::RenewalFailed, log_key);
                     break;
                 }
                 tracing::warn!(lock.key = log_key, backend, %error, failures, "lease renewal failed; retrying");
@@ -223,7 +217,7 @@ pub(super) async fn renew_until_lost<F>(
             }
             Err(_) => {
                 observe::renew_failure(backend);
-                lease.mark_lost(LossReason::DeadlinePassed);
+                lease.mark_lost(LossReason::DeadlinePassed, log_key);
                 break;
             }
         }
@@ -278,7 +272,7 @@ impl LeaseWatch {
             changed: Notify::new(),
             margin,
             backend,
-            label: Label::Other(what),
+            what: Some(what),
         });
         Self { lease }
     }
@@ -290,7 +284,7 @@ impl LeaseWatch {
 
     /// Records the loss (once: later calls change nothing).
     pub fn mark_lost(&self, reason: LossReason) {
-        self.lease.mark_lost(reason);
+        self.lease.mark_lost(reason, "");
     }
 
     /// Until when the store surely holds the lease, unless renewed.
@@ -310,7 +304,7 @@ impl LeaseWatch {
     ///
     /// Cancel safe: it only observes the lease.
     pub async fn lost(&self) -> LossReason {
-        self.lease.lost().await
+        self.lease.lost("").await
     }
 
     /// Starts a task on the current runtime that calls `renew` (one renewal for `ttl`:
