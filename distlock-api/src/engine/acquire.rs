@@ -56,16 +56,22 @@ impl Engine {
         let label = &acquisition.label;
         // Checked first: a disabled span still costs its fields' formatting for `log`
         // when some dependency turns on `tracing`'s `log` feature (sqlx does).
+        // Without a span the loop is awaited bare: an `Instrumented` wrapper around a
+        // disabled span still enters it on drop.
         let span = match &acquisition.target {
-            _ if !tracing::enabled!(tracing::Level::DEBUG) => tracing::Span::none(),
-            Target::Key(_) => tracing::debug_span!("distlock.acquire", lock.key = %label, backend),
+            _ if !tracing::enabled!(tracing::Level::DEBUG) => None,
+            Target::Key(_) => Some(tracing::debug_span!("distlock.acquire", lock.key = %label, backend)),
             Target::Group(keys) => {
-                tracing::debug_span!("distlock.acquire_group", lock.key = %label, members = keys.len(), backend)
+                Some(tracing::debug_span!("distlock.acquire_group", lock.key = %label, members = keys.len(), backend))
             }
         };
         let started = Instant::now();
         let mut contended = false;
-        let result = self.wait_loop(acquisition, started, &mut contended).instrument(span).await;
+        let wait = self.wait_loop(acquisition, started, &mut contended);
+        let result = match span {
+            Some(span) => wait.instrument(span).await,
+            None => wait.await,
+        };
         let outcome = match &result {
             Ok(Some(_)) => AcquireOutcome::Acquired,
             Ok(None) => AcquireOutcome::Contended,

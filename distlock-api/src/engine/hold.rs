@@ -193,13 +193,17 @@ impl Hold {
         let backend = hold.backend();
         // As in `Engine::acquire`: no span at all unless one would be recorded.
         let span = match hold.target() {
-            _ if !tracing::enabled!(tracing::Level::DEBUG) => tracing::Span::none(),
-            Target::Key(_) => tracing::debug_span!("distlock.release", lock.key = %hold.label, backend),
-            Target::Group(_) => tracing::debug_span!("distlock.release_group", lock.key = %hold.label, backend),
+            _ if !tracing::enabled!(tracing::Level::DEBUG) => None,
+            Target::Key(_) => Some(tracing::debug_span!("distlock.release", lock.key = %hold.label, backend)),
+            Target::Group(_) => Some(tracing::debug_span!("distlock.release_group", lock.key = %hold.label, backend)),
         };
-        let result = hold.target().release(&*hold.engine().store, hold.token()).instrument(span.clone()).await;
+        let release = hold.target().release(&*hold.engine().store, hold.token());
+        let result = match &span {
+            Some(span) => release.instrument(span.clone()).await,
+            None => release.await,
+        };
         observe::release(backend, ReleaseOutcome::of(&result));
-        let _entered = span.enter();
+        let _entered = span.as_ref().map(tracing::Span::enter);
         match &result {
             Ok(released) => {
                 hold.guard.disarm();
