@@ -1,9 +1,10 @@
 //! One shard of the memory store: a map of leases behind its own mutex.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use distlock_api::{LeaseValue, Token};
+use foldhash::HashMap;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 

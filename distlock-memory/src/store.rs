@@ -90,7 +90,8 @@ impl MemoryLockStore {
 struct Padded(Mutex<Shard>);
 
 /// The shard index of `key`: FNV-1a over its bytes. A shard is only a mutex and a map
-/// of its own, so the spread needs no keyed hash; the maps inside keep std's.
+/// of its own, so the spread needs no keyed hash; the maps inside have randomly seeded
+/// ones (foldhash).
 fn shard_index(key: &str) -> usize {
     let hash = key
         .bytes()
