@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::{groups as group_store, Acquisition, DefaultWait, Hold, Plan, Target};
+use crate::engine::{groups as group_store, Acquisition, DefaultWait, Engine, Hold, Plan, Target};
 use crate::error::{LockError, LossReason};
 use crate::group::{Admission, GroupMember, LockGroup, OwnerId, StoreMember};
 use crate::holder::{LockInfo, LockMode};
@@ -286,7 +286,7 @@ impl LockManager {
             default_wait,
         };
         let members = || group.members().iter().map(|member| (member.key.clone(), member.mode)).collect();
-        Ok(engine.acquire(acquisition).await?.map(|hold| GroupLock { hold, members: members() }))
+        Ok(Engine::acquire(self.engine_ref(), acquisition).await?.map(|hold| GroupLock { hold, members: members() }))
     }
 }
 

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{Acquisition, DefaultWait, Engine, Hold, Plan, Target};
+use crate::engine::{Acquisition, DefaultWait, Engine, EngineRef, EngineRefs, Hold, Plan, Target};
 use crate::error::LockError;
 use crate::group::{Admission, OwnerId, Permits};
 use crate::key::LockKey;
@@ -48,6 +48,8 @@ use crate::store::DynLockStore;
 #[derive(Clone)]
 pub struct LockManager {
     inner: Arc<Engine>,
+    /// The references its holds keep of `inner`, one per thread slot.
+    refs: Arc<EngineRefs>,
     admission: Admission,
 }
 
@@ -65,10 +67,12 @@ impl fmt::Debug for LockManager {
 impl LockManager {
     /// A manager over `store`.
     pub fn new(store: Arc<DynLockStore>) -> Self {
-        Self {
-            inner: Arc::new(Engine::new(store, OwnerId::for_process(), Permits::DEFAULT)),
-            admission: Admission::default(),
-        }
+        Self::over(Engine::new(store, OwnerId::for_process(), Permits::DEFAULT), Admission::default())
+    }
+
+    fn over(engine: Engine, admission: Admission) -> Self {
+        let inner = Arc::new(engine);
+        Self { refs: Arc::new(EngineRefs::new(&inner)), inner, admission }
     }
 
     /// This manager with `owner` recorded on its [group](Self::lock_group) holds, e.g. to
@@ -78,7 +82,7 @@ impl LockManager {
     #[must_use]
     pub fn with_owner(self, owner: OwnerId) -> Self {
         let permits = self.inner.permits;
-        Self { inner: Arc::new(Engine::new(Arc::clone(&self.inner.store), owner, permits)), admission: self.admission }
+        Self::over(Engine::new(Arc::clone(&self.inner.store), owner, permits), self.admission)
     }
 
     /// This manager with `permits` assumed for group members whose name has no entry in
@@ -88,7 +92,7 @@ impl LockManager {
     #[must_use]
     pub fn with_permits(self, permits: Permits) -> Self {
         let owner = self.inner.owner.clone();
-        Self { inner: Arc::new(Engine::new(Arc::clone(&self.inner.store), owner, permits)), admission: self.admission }
+        Self::over(Engine::new(Arc::clone(&self.inner.store), owner, permits), self.admission)
     }
 
     /// This manager with `admission` deciding what refuses its group requests besides the
@@ -318,6 +322,11 @@ impl LockManager {
         &self.inner
     }
 
+    /// The engine reference a hold taken on this thread keeps.
+    pub(crate) fn engine_ref(&self) -> &Arc<EngineRef> {
+        self.refs.current()
+    }
+
     async fn acquire(
         &self,
         key: LockKey,
@@ -331,6 +340,6 @@ impl LockManager {
             options,
             default_wait,
         };
-        Ok(self.inner.acquire(acquisition).await?.map(DistributedLock::new))
+        Ok(Engine::acquire(self.engine_ref(), acquisition).await?.map(DistributedLock::new))
     }
 }

@@ -11,7 +11,7 @@ use tracing::Instrument;
 use super::guard::DropGuard;
 use super::hold::Hold;
 use super::reentrant;
-use super::state::Engine;
+use super::state::{Engine, EngineRef};
 use super::target::{Ask, Attempt, Plan, Queueing, Standing, Target};
 use crate::error::LockError;
 use crate::key::LockKey;
@@ -40,13 +40,15 @@ pub(crate) struct Acquisition<'a> {
 impl Engine {
     /// Takes the target, or `None` when it was still held at the deadline. A single key
     /// that the caller's [reentrant scope](crate::reentrant_scope) holds is joined
-    /// without a round trip.
+    /// without a round trip. The hold keeps the engine alive through `engine` (the
+    /// calling thread's reference, [`EngineRefs::current`](super::EngineRefs::current)).
     pub(crate) async fn acquire(
-        self: &Arc<Self>,
+        engine: &Arc<EngineRef>,
         acquisition: Acquisition<'_>,
     ) -> Result<Option<Arc<Hold>>, LockError> {
-        let backend = self.store.backend();
-        let store_id = reentrant::store_id(&self.store);
+        let this = engine.engine();
+        let backend = this.store.backend();
+        let store_id = reentrant::store_id(&this.store);
         if let Target::Key(key) = &acquisition.target {
             if let Some(hold) = reentrant::joinable(store_id, key) {
                 tracing::debug!(lock.key = %hold.label(), backend, "lock re-entered in its reentrant scope");
@@ -67,7 +69,7 @@ impl Engine {
         };
         let started = Instant::now();
         let mut contended = false;
-        let wait = self.wait_loop(acquisition, started, &mut contended);
+        let wait = Self::wait_loop(engine, acquisition, started, &mut contended);
         let result = match span {
             Some(span) => wait.instrument(span).await,
             None => wait.await,
@@ -95,13 +97,13 @@ impl Engine {
     }
 
     async fn wait_loop(
-        self: &Arc<Self>,
+        engine: &Arc<EngineRef>,
         acquisition: Acquisition<'_>,
         started: Instant,
         contended: &mut bool,
     ) -> Result<Option<Arc<Hold>>, LockError> {
         let Acquisition { target, plan, label, options, default_wait } = acquisition;
-        let store = &*self.store;
+        let store = &*engine.engine().store;
         let backend = store.backend();
         // `None`: no deadline. A wait is at most `LockOptions::MAX_WAIT`, so this never overflows.
         let deadline = match (options.wait, default_wait) {
@@ -115,7 +117,7 @@ impl Engine {
         // Armed while the store may hold something for this token: an attempt in flight,
         // or a place in the queue. Dropped armed (an error, a cancelled wait), it releases
         // that in the background; the lock's handle keeps it once the target is taken.
-        let guard = DropGuard::new(Arc::clone(self), target, Token::generate());
+        let guard = DropGuard::new(Arc::clone(engine), target, Token::generate());
         let place_ttl = options.place_ttl();
         // The first attempt is sent right after `started` was read: one clock read less.
         let mut first_sent_at = Some(started);

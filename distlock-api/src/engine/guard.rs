@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::state::{Cleanup, Engine};
+use super::state::{Cleanup, Engine, EngineRef};
 use super::target::Target;
 use crate::token::Token;
 
@@ -16,7 +16,7 @@ use crate::token::Token;
 /// takes keeps the same guard, armed until the lease is released or leaked.
 #[derive(Debug)]
 pub(crate) struct DropGuard {
-    engine: Arc<Engine>,
+    engine: Arc<EngineRef>,
     target: Target,
     token: Token,
     armed: AtomicBool,
@@ -25,7 +25,7 @@ pub(crate) struct DropGuard {
 
 impl DropGuard {
     /// A disarmed guard of an acquisition of `target` by `token`.
-    pub(crate) fn new(engine: Arc<Engine>, target: Target, token: Token) -> Self {
+    pub(crate) fn new(engine: Arc<EngineRef>, target: Target, token: Token) -> Self {
         Self { engine, target, token, armed: AtomicBool::new(false), why: Cleanup::UnknownAcquire }
     }
 
@@ -44,7 +44,7 @@ impl DropGuard {
     }
 
     pub(crate) fn engine(&self) -> &Arc<Engine> {
-        &self.engine
+        self.engine.engine()
     }
 
     pub(crate) fn target(&self) -> &Target {
@@ -59,7 +59,7 @@ impl DropGuard {
 impl Drop for DropGuard {
     fn drop(&mut self) {
         if self.armed.load(Ordering::Acquire) {
-            self.engine.release_in_background(self.target.clone(), self.token.clone(), self.why);
+            self.engine().release_in_background(self.target.clone(), self.token.clone(), self.why);
         }
     }
 }

@@ -20,5 +20,5 @@ pub(crate) use acquire::{Acquisition, DefaultWait};
 pub(crate) use hold::Hold;
 pub use lease::{LeaseWatch, LEASE_LOST_TARGET};
 pub use reentrant::{in_reentrant_scope, reentrant_scope};
-pub(crate) use state::Engine;
+pub(crate) use state::{Engine, EngineRef, EngineRefs};
 pub(crate) use target::{groups, Plan, Target};

@@ -1,6 +1,7 @@
 //! What a manager and its handles share: the store, the group settings, and the
 //! background releases in flight.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -108,5 +109,72 @@ impl Engine {
             }
         };
         runtime.spawn(release.instrument(span));
+    }
+}
+
+/// A strong reference to an [`Engine`] with a reference count of its own, on cache lines
+/// of its own.
+///
+/// Every hold keeps its engine alive. Were they all clones of one `Arc<Engine>`, tasks on
+/// different cores taking locks through one manager would all count on that one counter,
+/// and its cache line would travel between the cores at every acquisition and release. A
+/// manager keeps a few of these instead ([`EngineRefs`]), and a hold clones the one of
+/// the thread it is taken on.
+#[derive(Debug)]
+#[repr(align(128))]
+pub(crate) struct EngineRef(Arc<Engine>);
+
+impl EngineRef {
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.0
+    }
+}
+
+/// A manager's [`EngineRef`]s, one per thread slot.
+#[derive(Debug)]
+pub(crate) struct EngineRefs(Box<[Arc<EngineRef>]>);
+
+impl EngineRefs {
+    /// More slots than most machines' worker threads share a manager between; threads
+    /// beyond that share slots, which is only slower.
+    const SLOTS: usize = 8;
+
+    pub(crate) fn new(engine: &Arc<Engine>) -> Self {
+        Self((0..Self::SLOTS).map(|_| Arc::new(EngineRef(Arc::clone(engine)))).collect())
+    }
+
+    /// The reference of the calling thread's slot.
+    pub(crate) fn current(&self) -> &Arc<EngineRef> {
+        &self.0[thread_number() % self.0.len()]
+    }
+}
+
+/// The calling thread's number: threads are numbered in the order they first ask.
+fn thread_number() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static NUMBER: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+    NUMBER.get().unwrap_or_else(|| {
+        let number = NEXT.fetch_add(1, Ordering::Relaxed);
+        NUMBER.set(Some(number));
+        number
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_keeps_its_number_and_no_two_threads_share_one() {
+        let here = thread_number();
+        assert_eq!(thread_number(), here);
+        let there: Vec<usize> = (0..3).map(|_| std::thread::spawn(thread_number).join().expect("thread")).collect();
+        let mut seen = vec![here];
+        for number in there {
+            assert!(!seen.contains(&number), "thread number {number} given twice");
+            seen.push(number);
+        }
     }
 }

@@ -174,3 +174,29 @@ async fn a_waiter_retries_when_the_holders_lease_ends() {
     assert!(waited < Duration::from_secs(1), "waited {waited:?}: slept the 120 s retry interval");
     assert!(lock.release().await.unwrap());
 }
+
+/// Locks taken on different worker threads keep their manager's engine alive after every
+/// clone of the manager is gone: they extend and release, and a dropped one is still
+/// released in the background.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_outlive_their_manager_on_every_thread() {
+    let (store, locks) = manager();
+    let ttl = Duration::from_secs(60);
+    let mut held = Vec::new();
+    for name in ["outlive:a", "outlive:b", "outlive:c", "outlive:d"] {
+        let locks = locks.clone();
+        held.push(tokio::spawn(async move { locks.try_lock(name, ttl).await.unwrap().expect("free") }).await.unwrap());
+    }
+    let dropped = locks.try_lock("outlive:dropped", ttl).await.unwrap().expect("free");
+    drop(locks);
+    for lock in held {
+        let key = lock.key().clone();
+        assert!(lock.extend(ttl).await.unwrap(), "{key} not extended");
+        assert!(lock.release().await.unwrap(), "{key} not released");
+    }
+    drop(dropped);
+    // The background release frees it: a new manager's wait for it ends well before the TTL.
+    let again = LockManager::new(Arc::new(store));
+    let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(RETRY);
+    assert!(again.try_lock_opts("outlive:dropped", ttl, &options).await.unwrap().is_some());
+}
