@@ -454,3 +454,41 @@ async fn hand_overs_do_not_read_the_places_served_before() {
     // them every time is about HAND_OVERS² / 2 (136,000 here).
     assert!(read < 50 * HAND_OVERS, "{read} index entries read for {HAND_OVERS} hand-overs");
 }
+
+/// A lease handed to a waiter is its to take even when an older place came back to the
+/// head of the line meanwhile (a waiter whose place lapsed and was refreshed keeps its
+/// arrival): the key does not stall until the handed lease lapses.
+#[tokio::test]
+async fn a_handed_lease_is_taken_whoever_heads_the_line() {
+    let Some(t) = TestTable::new("a_handed_lease_is_taken_whoever_heads_the_line").await else { return };
+    let store = &t.store;
+    let (k, long) = (key("handed"), ttl(60_000));
+    let (holder, first, second) = (Token::generate(), Token::generate(), Token::generate());
+    // The first release creates the queue table.
+    acquired_fence(store, &k, &holder, long).await;
+    assert!(store.release(&k, &holder).await.unwrap());
+    acquired_fence(store, &k, &holder, long).await;
+    let queued = store.queue().expect("the PostgreSQL store has a fair queue");
+    let attempt = |token| QueuedAttempt { key: &k, token, ttl: long, place: long };
+    for waiter in [&first, &second] {
+        assert!(matches!(queued.try_acquire_queued(attempt(waiter)).await.unwrap(), Acquire::Held { .. }));
+    }
+    // `first`'s place lapses, so the release hands the key to `second`.
+    let sql = format!(
+        "UPDATE {} SET expires_at = clock_timestamp() - interval '1 second' WHERE key = $1 AND token = $2",
+        t.derived("queue")
+    );
+    let aged = sqlx::query(&sql).bind(k.as_str()).bind(first.as_str()).execute(store.pool()).await.expect("age");
+    assert_eq!(aged.rows_affected(), 1, "no place of `first`");
+    assert!(store.release(&k, &holder).await.unwrap());
+    // `first` comes back to the head of the line (its place refreshed, its arrival kept);
+    // the key is still `second`'s to take.
+    assert!(matches!(queued.try_acquire_queued(attempt(&first)).await.unwrap(), Acquire::Held { .. }));
+    let taken = queued.try_acquire_queued(attempt(&second)).await.unwrap();
+    assert!(matches!(taken, Acquire::Acquired { fence: Some(_) }), "the handed lease was not taken: {taken:?}");
+    // Its release hands the key on to `first`.
+    assert!(store.release(&k, &second).await.unwrap());
+    let taken = queued.try_acquire_queued(attempt(&first)).await.unwrap();
+    assert!(matches!(taken, Acquire::Acquired { fence: Some(_) }), "the next waiter did not take its turn: {taken:?}");
+    t.drop().await;
+}

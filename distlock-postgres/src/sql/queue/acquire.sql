@@ -1,9 +1,10 @@
 -- The queued attempt: $1 key, $2 token, $3 TTL ms, $4 place TTL ms → one row (fence when
 -- acquired, µs left of the live lease that keeps it out). Taken when the lease was handed
--- to $2, or is free and $2 is first in line (or nobody waits); otherwise $2's place is
--- taken, or refreshed once half of it has passed (so a waiter woken by every hand-over
--- rarely writes). A handed lease keeps its `waiting` flag: waiters that flagged it while
--- it was handed still wait for its release (a store without notifications has no flag).
+-- to $2 (whoever is first in line now), or is free and $2 is first in line (or nobody
+-- waits); otherwise $2's place is taken, or refreshed once half of it has passed (so a
+-- waiter woken by every hand-over rarely writes). A handed lease keeps its `waiting`
+-- flag: waiters that flagged it while it was handed still wait for its release (a store
+-- without notifications has no flag).
 -- An attempt while another token holds the key draws no fence.
 --
 -- The head is found by walking the key's places in arrival order on the (key, arrival)
@@ -25,7 +26,10 @@ taken AS (
         CASE WHEN EXISTS (SELECT 1 FROM {table} WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp())
              THEN 0 ELSE nextval('{sequence}') END,
         clock_timestamp() + $3 * interval '1 millisecond'
-    WHERE coalesce((SELECT token FROM head), $2) = $2
+    -- A lease handed to $2 is taken whoever is first in line now: the release chose $2
+    -- as the oldest live place it saw, and no one else can take the key before it lapses.
+    WHERE (coalesce((SELECT token FROM head), $2) = $2
+           OR EXISTS (SELECT 1 FROM {table} WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()))
         -- A key another token holds: nothing to insert, and no fence drawn.
         AND NOT EXISTS (SELECT 1 FROM {table}
                         WHERE key = $1 AND token IS DISTINCT FROM $2 AND expires_at > clock_timestamp())
