@@ -8,7 +8,8 @@
 //!
 //! A process runs as a worker of the cross-process comparison when [`worker_spec`] finds
 //! its role in the environment: the benchmark's `main` then calls [`run_worker`] with its
-//! store instead of benchmarking.
+//! store instead of benchmarking. Workers open their connections and the store's release
+//! notifications before the common start, so the waits measured are steady-state ones.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -184,12 +185,35 @@ fn unix_ms() -> u64 {
 ///
 /// When the store fails.
 pub async fn run_worker(store: Arc<DynLockStore>, spec: &WorkerSpec) {
+    warm_up(&store, &spec.key, spec.tasks).await;
     let delay = Duration::from_millis(spec.start_unix_ms.saturating_sub(unix_ms()));
     tokio::time::sleep(delay).await;
     let until = Instant::now() + spec.run_for;
     for waits in hot_key(store, &spec.key, spec.tasks, spec.hold, until, spec.fair).await {
         let line: Vec<String> = waits.iter().map(|w| format!("{w:.3}")).collect();
         println!("WAITS {}", line.join(","));
+    }
+}
+
+/// Opens before the start what a worker's tasks use, so that their measured waits do not
+/// include connecting: a connection per task (that many acquisitions at once, each on a
+/// key of its own) and the store's release notifications (a short wait on a held key).
+async fn warm_up(store: &Arc<DynLockStore>, key: &str, tasks: usize) {
+    let locks = LockManager::new(Arc::clone(store));
+    let ttl = Duration::from_secs(10);
+    let warm = |i: usize| format!("{key}:warm:{}:{i}", std::process::id());
+    let attempts = (0..tasks).map(|i| {
+        let (locks, warm) = (&locks, warm(i));
+        async move { locks.try_lock(&warm, ttl).await.expect("warm-up lock") }
+    });
+    let held = futures_util::future::join_all(attempts).await;
+    if let Some(Some(first)) = held.first() {
+        let options = LockOptions::new().wait(Duration::from_millis(20)).retry_interval(Duration::from_millis(10));
+        let waited = locks.try_lock_opts(first.key().as_str(), ttl, &options).await.expect("warm-up wait");
+        assert!(waited.is_none(), "a held warm-up key was taken");
+    }
+    for lock in held.into_iter().flatten() {
+        lock.release().await.expect("warm-up release");
     }
 }
 
@@ -207,7 +231,7 @@ pub fn across_processes(
     fair: bool,
 ) -> Vec<Vec<f64>> {
     let exe = std::env::current_exe().expect("the benchmark's own executable");
-    let start = unix_ms() + 1_500; // every worker is connected by then
+    let start = unix_ms() + 3_000; // every worker is connected and warmed up by then
     let spec = format!(
         "{store}|{key}|{tasks}|{}|{start}|{}|{}",
         hold.as_micros(),
