@@ -47,8 +47,7 @@ use crate::store::DynLockStore;
 /// ```
 #[derive(Clone)]
 pub struct LockManager {
-    inner: Arc<Engine>,
-    /// The references its holds keep of `inner`, one per thread slot.
+    /// The engine, through the references its holds keep, one per thread slot.
     refs: Arc<EngineRefs>,
     admission: Admission,
 }
@@ -56,8 +55,8 @@ pub struct LockManager {
 impl fmt::Debug for LockManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockManager")
-            .field("store", &self.inner.store)
-            .field("owner", &self.inner.owner)
+            .field("store", &self.engine().store)
+            .field("owner", &self.engine().owner)
             .field("admission", &self.admission)
             .field("pending_releases", &self.pending_releases())
             .finish()
@@ -71,8 +70,7 @@ impl LockManager {
     }
 
     fn over(engine: Engine, admission: Admission) -> Self {
-        let inner = Arc::new(engine);
-        Self { refs: Arc::new(EngineRefs::new(&inner)), inner, admission }
+        Self { refs: Arc::new(EngineRefs::new(&Arc::new(engine))), admission }
     }
 
     /// This manager with `owner` recorded on its [group](Self::lock_group) holds, e.g. to
@@ -81,8 +79,8 @@ impl LockManager {
     /// when building the manager: clones made before keep the old owner.
     #[must_use]
     pub fn with_owner(self, owner: OwnerId) -> Self {
-        let permits = self.inner.permits;
-        Self::over(Engine::new(Arc::clone(&self.inner.store), owner, permits), self.admission)
+        let permits = self.engine().permits;
+        Self::over(Engine::new(Arc::clone(&self.engine().store), owner, permits), self.admission)
     }
 
     /// This manager with `permits` assumed for group members whose name has no entry in
@@ -91,8 +89,8 @@ impl LockManager {
     /// setting, or record the permits in the store with [`set_permits`](Self::set_permits).
     #[must_use]
     pub fn with_permits(self, permits: Permits) -> Self {
-        let owner = self.inner.owner.clone();
-        Self::over(Engine::new(Arc::clone(&self.inner.store), owner, permits), self.admission)
+        let owner = self.engine().owner.clone();
+        Self::over(Engine::new(Arc::clone(&self.engine().store), owner, permits), self.admission)
     }
 
     /// This manager with `admission` deciding what refuses its group requests besides the
@@ -124,12 +122,12 @@ impl LockManager {
 
     /// The owner recorded on this manager's group holds.
     pub fn owner(&self) -> &OwnerId {
-        &self.inner.owner
+        &self.engine().owner
     }
 
     /// The store this manager works on.
     pub fn store(&self) -> &Arc<DynLockStore> {
-        &self.inner.store
+        &self.engine().store
     }
 
     /// Takes `key` for `ttl` if it is free now, in one attempt: never waits.
@@ -304,7 +302,7 @@ impl LockManager {
     /// The number of background releases (of dropped handles or cancelled acquisitions)
     /// still in flight.
     pub fn pending_releases(&self) -> usize {
-        self.inner.pending_releases()
+        self.engine().pending_releases()
     }
 
     /// Waits until every background release started so far has finished, e.g. before
@@ -315,11 +313,11 @@ impl LockManager {
     ///
     /// Cancel safe: it only observes; the releases go on.
     pub async fn flush_releases(&self) {
-        self.inner.flush_releases().await;
+        self.engine().flush_releases().await;
     }
 
     pub(crate) fn engine(&self) -> &Arc<Engine> {
-        &self.inner
+        self.refs.engine()
     }
 
     /// The engine reference a hold taken on this thread keeps.
@@ -333,13 +331,14 @@ impl LockManager {
         options: ValidOptions,
         default_wait: DefaultWait,
     ) -> Result<Option<DistributedLock>, LockError> {
+        let engine = self.engine_ref();
         let acquisition = Acquisition {
             target: Target::Key(key.to_store_key()),
-            plan: Plan::key(&*self.inner.store, options.fairness),
+            plan: Plan::key(&*engine.engine().store, options.fairness),
             label: key,
             options,
             default_wait,
         };
-        Ok(Engine::acquire(self.engine_ref(), acquisition).await?.map(DistributedLock::new))
+        Ok(Engine::acquire(engine, acquisition).await?.map(DistributedLock::new))
     }
 }

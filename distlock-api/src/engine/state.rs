@@ -143,6 +143,11 @@ impl EngineRefs {
         Self((0..Self::SLOTS).map(|_| Arc::new(EngineRef(Arc::clone(engine)))).collect())
     }
 
+    /// The engine the references are of.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        self.current().engine()
+    }
+
     /// The reference of the calling thread's slot.
     pub(crate) fn current(&self) -> &Arc<EngineRef> {
         &self.0[thread_number() % self.0.len()]
