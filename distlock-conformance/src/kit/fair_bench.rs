@@ -2,6 +2,10 @@
 //! waiting with the library's own waiting, once fair (the default) and once barging, in
 //! the same run; and the same spread over several processes.
 //!
+//! In one process the variants take turns: [`ROUNDS`] rounds, each variant running a
+//! share of the time in every round, in an order that rotates, so that a slower stretch
+//! of a shared machine meets them all; sections per second are compared round by round.
+//!
 //! Reported per variant: sections per second; the *fair share* — the wait of a task under
 //! strict turn-taking, `(tasks − 1) ×` the mean section time; the worst task's p99 wait as
 //! a multiple of the fair share; and the spread of acquisitions per task (max ÷ min).
@@ -11,6 +15,7 @@
 //! store instead of benchmarking. Workers open their connections and the store's release
 //! notifications before the common start, so the waits measured are steady-state ones.
 
+use std::future::Future;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -20,6 +25,10 @@ use distlock_bench::record::{self, RatioRow, Ratios, Record};
 use tokio::time::Instant;
 
 const WORKER_VAR: &str = "DISTLOCK_FAIR_WORKER";
+
+/// Rounds of an in-process comparison ([`in_rounds`]): each variant runs `run_for ÷
+/// ROUNDS` per round.
+pub const ROUNDS: usize = 5;
 const TTL: Duration = Duration::from_secs(30);
 
 /// How long each variant runs: `DISTLOCK_FAIR_SECONDS` when set to a positive number of
@@ -90,6 +99,72 @@ impl FairFigures {
             self.spread
         );
     }
+}
+
+/// One variant of [`in_rounds`]: its figures over all rounds (each task's waits of every
+/// round together, over the variant's whole running time), and its sections per second
+/// round by round.
+#[derive(Debug, Clone)]
+pub struct RoundFigures {
+    /// Over all rounds.
+    pub figures: FairFigures,
+    /// Sections per second in each round.
+    pub per_round: Vec<f64>,
+}
+
+/// Runs every variant `rounds` times for `run_for ÷ rounds` each, taking turns in an order
+/// that rotates every round; `run(variant, until)` runs one variant until `until` and
+/// returns each task's waits (ms). Returns the variants' figures in the order of
+/// `variants`.
+pub async fn in_rounds<V, F, Fut>(variants: &[V], rounds: usize, run_for: Duration, run: F) -> Vec<RoundFigures>
+where
+    V: Copy,
+    F: Fn(V, Instant) -> Fut,
+    Fut: Future<Output = Vec<Vec<f64>>>,
+{
+    let rounds = rounds.max(1);
+    let share = run_for / u32::try_from(rounds).unwrap_or(u32::MAX);
+    let mut waits: Vec<Vec<Vec<f64>>> = vec![Vec::new(); variants.len()];
+    let mut elapsed = vec![Duration::ZERO; variants.len()];
+    let mut per_round = vec![Vec::with_capacity(rounds); variants.len()];
+    for round in 0..rounds {
+        for i in 0..variants.len() {
+            let index = (i + round) % variants.len();
+            let started = Instant::now();
+            let round_waits = run(variants[index], started + share).await;
+            let took = started.elapsed();
+            let sections: usize = round_waits.iter().map(Vec::len).sum();
+            #[allow(clippy::cast_precision_loss)]
+            per_round[index].push(sections as f64 / took.as_secs_f64().max(f64::MIN_POSITIVE));
+            elapsed[index] += took;
+            let tasks = &mut waits[index];
+            for (task, task_waits) in round_waits.into_iter().enumerate() {
+                if tasks.len() <= task {
+                    tasks.resize_with(task + 1, Vec::new);
+                }
+                tasks[task].extend(task_waits);
+            }
+        }
+    }
+    waits
+        .iter()
+        .zip(elapsed)
+        .zip(per_round)
+        .map(|((waits, elapsed), per_round)| RoundFigures { figures: FairFigures::of(waits, elapsed), per_round })
+        .collect()
+}
+
+/// Prints `variant` ÷ `baseline` sections per second: the ratio of the median rounds and
+/// the range of the per-round ratios.
+pub fn print_rounds(label: &str, variant: &[f64], baseline: &[f64]) {
+    let median = |rates: &[f64]| distlock_bench::median(rates.to_vec());
+    let ratios: Vec<f64> = variant.iter().zip(baseline).map(|(own, base)| own / base).collect();
+    let (min, max) = ratios.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    println!(
+        "  {label} sections/s: {:.3}× (median rounds), per round {min:.3}×–{max:.3}× over {} rounds",
+        median(variant) / median(baseline),
+        ratios.len()
+    );
 }
 
 fn p99(mut samples: Vec<f64>) -> f64 {
@@ -286,18 +361,22 @@ pub async fn compare(
     plan: FairPlan,
 ) -> Vec<(FairFigures, FairFigures)> {
     let mut results = Vec::new();
-    println!("fair waiting: {} tasks on one key, hold {:?}, {:?} per variant", plan.tasks, plan.hold, plan.run_for);
-    let mut pair = Vec::new();
-    for fair in [true, false] {
+    println!(
+        "fair waiting: {} tasks on one key, hold {:?}, {:?} per variant in {ROUNDS} rounds",
+        plan.tasks, plan.hold, plan.run_for
+    );
+    let pair = in_rounds(&[true, false], ROUNDS, plan.run_for, |fair, until| {
         let key = format!("{prefix}fair:{}", if fair { "fair" } else { "barging" });
-        let started = Instant::now();
-        let waits = hot_key(Arc::clone(&store), &key, plan.tasks, plan.hold, started + plan.run_for, fair).await;
-        let figures = FairFigures::of(&waits, started.elapsed());
-        figures.print(if fair { "fair" } else { "barging" });
-        pair.push(figures);
-    }
-    record_pair(&format!("{} tasks", plan.tasks), &plan, pair[0], pair[1]);
-    results.push((pair[0], pair[1]));
+        let store = Arc::clone(&store);
+        async move { hot_key(store, &key, plan.tasks, plan.hold, until, fair).await }
+    })
+    .await;
+    let [fair, barging] = [&pair[0], &pair[1]];
+    fair.figures.print("fair");
+    barging.figures.print("barging");
+    print_rounds("fair ÷ barging", &fair.per_round, &barging.per_round);
+    record_pair(&format!("{} tasks", plan.tasks), &plan, fair, barging);
+    results.push((fair.figures, barging.figures));
     for &(processes, tasks) in plan.processes {
         println!("fair waiting: {processes} processes × {tasks} tasks on one key");
         let mut pair = Vec::new();
@@ -311,18 +390,21 @@ pub async fn compare(
             // Every worker runs `run_for` (plus its last section).
             let figures = FairFigures::of(&waits, plan.run_for);
             figures.print(if fair { "fair" } else { "barging" });
-            pair.push(figures);
+            pair.push(RoundFigures { figures, per_round: vec![figures.sections_per_s] });
         }
-        record_pair(&format!("{processes} processes × {tasks} tasks"), &plan, pair[0], pair[1]);
-        results.push((pair[0], pair[1]));
+        record_pair(&format!("{processes} processes × {tasks} tasks"), &plan, &pair[0], &pair[1]);
+        results.push((pair[0].figures, pair[1].figures));
     }
     results
 }
 
 /// Writes one fair-vs-barging run as results for `BENCHMARKS.md` (when
 /// `DISTLOCK_BENCH_OUT` is set): each variant's worst task p99 wait beside the fair
-/// share, and fair sections per second beside barging.
-fn record_pair(who: &str, plan: &FairPlan, fair: FairFigures, barging: FairFigures) {
+/// share, and fair sections per second beside barging, round by round.
+fn record_pair(who: &str, plan: &FairPlan, fair: &RoundFigures, barging: &RoundFigures) {
+    let rounds = fair.per_round.len();
+    let (fair_rounds, barging_rounds) = (fair.per_round.clone(), barging.per_round.clone());
+    let (fair, barging) = (fair.figures, barging.figures);
     let suite = record::suite();
     let row =
         |name: &str, value: f64, ratio: f64| RatioRow { name: name.to_owned(), value, ratio, min: ratio, max: ratio };
@@ -333,7 +415,7 @@ fn record_pair(who: &str, plan: &FairPlan, fair: FairFigures, barging: FairFigur
             plan.hold
         ),
         unit: "ms".to_owned(),
-        rounds: 1,
+        rounds,
         rows: vec![
             row("fair share", fair.fair_share_ms, 1.0),
             row("fair", fair.worst_p99_ms, fair.p99_ratio()),
@@ -346,7 +428,7 @@ fn record_pair(who: &str, plan: &FairPlan, fair: FairFigures, barging: FairFigur
         "sections/s",
         1.0,
         &["barging", "fair"],
-        &[vec![barging.sections_per_s], vec![fair.sections_per_s]],
+        &[barging_rounds, fair_rounds],
     );
     record::emit(&Record::Ratios(waits));
     record::emit(&Record::Ratios(throughput));
