@@ -10,10 +10,12 @@
 //! turn on in `redis` and `sqlx`, are built for this benchmark only.
 //!
 //! Scenarios (each an acquire + release cycle of a free key, 30 s TTL):
-//! - uncontended: one task cycling one key;
+//! - uncontended: one task cycling one key, the contenders taking turns 10 cycles at a
+//!   time;
 //! - distinct: 8 tasks, each cycling its own key;
 //! - hot key (Redis): 8 tasks loop acquire → hold 2 ms → release on one key, each variant
-//!   for `DISTLOCK_FAIR_SECONDS` (default 10): sections per second, and the worst task's
+//!   for `DISTLOCK_FAIR_SECONDS` (default 10) in all, in rounds that rotate the variants
+//!   (`kit::fair_bench::in_rounds`): sections per second, and the worst task's
 //!   p99 wait as a multiple of the fair share (`kit::fair_bench`'s figures). distlock waits
 //!   fair (a store with `fair=true&notifications=true`, on a prefix of its own) and barging; `rslock` waits with
 //!   `acquire_no_guard` (attempts with a random pause of up to its retry delay), as it
@@ -39,7 +41,7 @@ use std::time::Duration;
 use distlock::{DynLockStore, LockError};
 use distlock_conformance::kit::bench::record::{self, RatioRow, Ratios, Record};
 use distlock_conformance::kit::bench::{
-    interleaved_rounds, on_worker, report_against_first, run, Library, Locker, Scenario, Stop,
+    interleaved_cycles, interleaved_rounds, on_worker, report_against_first, run, Library, Locker, Scenario, Stop,
 };
 use distlock_conformance::kit::fair_bench::{self, FairFigures};
 use distributed_lock::{DistributedLock as _, LockHandle as _};
@@ -47,6 +49,8 @@ use tokio::time::Instant;
 
 const ROUNDS: usize = 7;
 const CYCLES: u64 = 1_000;
+/// Uncontended cycles a contender runs at its turn.
+const TURN_CYCLES: u64 = 10;
 const TASKS: usize = 8;
 const TASK_CYCLES: u64 = 250;
 const TTL: Duration = Duration::from_secs(30);
@@ -141,14 +145,21 @@ async fn compare(store: &str, contenders: &[Any]) {
     let prefix = format!("distlock-peers:{run_id}:");
     let indices: Vec<usize> = (0..contenders.len()).collect();
     let names: Vec<&str> = contenders.iter().map(Any::name).collect();
-    for (title, scenario, cycles, total) in [
-        ("uncontended (1 task)", Scenario::Uncontended, CYCLES, CYCLES),
-        ("distinct keys (8 tasks)", Scenario::Distinct { workers: TASKS }, TASK_CYCLES, TASK_CYCLES * TASKS as u64),
-    ] {
-        let samples = interleaved_rounds(&indices, ROUNDS, |i| contenders[i].run(scenario, &prefix, cycles)).await;
-        let title = format!("{store} · {title}: µs per acquire + release cycle (median of {ROUNDS} rounds)");
-        report_against_first(&title, "µs", total as f64, &names, &samples);
-    }
+    // One task: the contenders take turns, TURN_CYCLES cycles at a time, so that a slower
+    // stretch of the machine meets them all.
+    let samples = interleaved_cycles(&indices, ROUNDS, CYCLES / TURN_CYCLES, |i| {
+        contenders[i].run(Scenario::Uncontended, &prefix, TURN_CYCLES)
+    })
+    .await;
+    let title = format!(
+        "{store} · uncontended (1 task, taking turns {TURN_CYCLES} cycles at a time): µs per acquire + release \
+         cycle (median of {ROUNDS} rounds)"
+    );
+    report_against_first(&title, "µs", (CYCLES / TURN_CYCLES * TURN_CYCLES) as f64, &names, &samples);
+    let scenario = Scenario::Distinct { workers: TASKS };
+    let samples = interleaved_rounds(&indices, ROUNDS, |i| contenders[i].run(scenario, &prefix, TASK_CYCLES)).await;
+    let title = format!("{store} · distinct keys ({TASKS} tasks): µs per acquire + release cycle (median of {ROUNDS} rounds)");
+    report_against_first(&title, "µs", (TASK_CYCLES * TASKS as u64) as f64, &names, &samples);
 }
 
 /// [`TASKS`] tasks on one key through `rslock` until `until`: each task's waits in ms.
@@ -185,24 +196,31 @@ async fn hot_key(url: &str, prefix: &str) {
     // fair waiting, and a prefix's settings are shared by all its clients.
     let fair_url = format!("{url}?prefix=peers-hot-{}&fair=true&notifications=true", uuid::Uuid::new_v4().simple());
     let store: Arc<DynLockStore> = distlock::connect(&fair_url).await.expect("distlock redis, fair");
-    let mut variants: Vec<(&str, FairFigures)> = Vec::new();
-    for (name, delay) in [("rslock", None), ("rslock, 10 ms retry", Some(Duration::from_millis(10)))] {
+    let rslock = |delay: Option<Duration>| {
         let mut manager = rslock::LockManager::new(vec![url.to_owned()]);
         if let Some(delay) = delay {
             manager.set_retry(3, delay);
         }
-        let key = format!("{prefix}hot:{}", variants.len());
-        let started = Instant::now();
-        let waits = rslock_hot_key(Arc::new(manager), &key, started + run_for).await;
-        variants.push((name, FairFigures::of(&waits, started.elapsed())));
-    }
-    for (name, fair) in [("distlock, fair", true), ("distlock, barging", false)] {
-        let key = format!("{prefix}hot:{}", variants.len());
-        let started = Instant::now();
-        let waits = fair_bench::hot_key(Arc::clone(&store), &key, TASKS, HOLD, started + run_for, fair).await;
-        variants.push((name, FairFigures::of(&waits, started.elapsed())));
-    }
-    let who = format!("redis · hot key, {TASKS} tasks, hold {HOLD:?}, {run_for:?} per variant");
+        Arc::new(manager)
+    };
+    let managers = [rslock(None), rslock(Some(Duration::from_millis(10)))];
+    let names = ["rslock", "rslock, 10 ms retry", "distlock, fair", "distlock, barging"];
+    let rounds = fair_bench::in_rounds(&[0, 1, 2, 3], fair_bench::ROUNDS, run_for, |variant, until| {
+        let key = format!("{prefix}hot:{variant}");
+        let (store, manager) = (Arc::clone(&store), Arc::clone(&managers[variant % 2]));
+        async move {
+            match variant {
+                0 | 1 => rslock_hot_key(manager, &key, until).await,
+                _ => fair_bench::hot_key(store, &key, TASKS, HOLD, until, variant == 2).await,
+            }
+        }
+    })
+    .await;
+    let variants: Vec<(&str, FairFigures)> = names.iter().zip(&rounds).map(|(name, r)| (*name, r.figures)).collect();
+    let who = format!(
+        "redis · hot key, {TASKS} tasks, hold {HOLD:?}, {run_for:?} per variant in {} rounds",
+        fair_bench::ROUNDS
+    );
     println!("{who}");
     for (name, figures) in &variants {
         println!(
@@ -213,8 +231,10 @@ async fn hot_key(url: &str, prefix: &str) {
             figures.p99_ratio()
         );
     }
-    let names: Vec<&str> = variants.iter().map(|(name, _)| *name).collect();
-    let throughput: Vec<Vec<f64>> = variants.iter().map(|(_, figures)| vec![figures.sections_per_s]).collect();
+    for (name, variant) in names.iter().zip(&rounds).skip(1) {
+        fair_bench::print_rounds(&format!("{name} ÷ rslock"), &variant.per_round, &rounds[0].per_round);
+    }
+    let throughput: Vec<Vec<f64>> = rounds.iter().map(|r| r.per_round.clone()).collect();
     let suite = record::suite();
     let sections = Ratios::of(&suite, &format!("{who}: sections per second"), "sections/s", 1.0, &names, &throughput);
     let rows = variants
@@ -225,7 +245,7 @@ async fn hot_key(url: &str, prefix: &str) {
         })
         .collect();
     let title = format!("{who}: worst task p99 wait, each ÷ its variant's fair share");
-    let waits = Ratios { suite, title, unit: "ms".to_owned(), rounds: 1, rows };
+    let waits = Ratios { suite, title, unit: "ms".to_owned(), rounds: fair_bench::ROUNDS, rows };
     record::emit(&Record::Ratios(sections));
     record::emit(&Record::Ratios(waits));
 }
