@@ -47,7 +47,9 @@ use distlock_conformance::kit::fair_bench::{self, FairFigures};
 use distributed_lock::{DistributedLock as _, LockHandle as _};
 use tokio::time::Instant;
 
-const ROUNDS: usize = 7;
+/// Rounds of the uncontended and distinct-key comparisons: a few seconds in all, and
+/// enough that one slow stretch of a shared machine does not decide the median.
+const ROUNDS: usize = 21;
 const CYCLES: u64 = 1_000;
 /// Uncontended cycles a contender runs at its turn.
 const TURN_CYCLES: u64 = 10;
