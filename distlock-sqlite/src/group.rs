@@ -475,6 +475,6 @@ impl GroupLockStore for SqliteLockStore {
         check_group_members(request.members, self.max_group())?;
         self.ready("wait for a change").await?;
         let channels = channels(request.members.iter().map(|member| member.key.as_str()));
-        self.wait_on(&channels, max, || self.group_state(&request)).await
+        self.wait_on(&channels, None, max, || self.group_state(&request)).await
     }
 }

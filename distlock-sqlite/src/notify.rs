@@ -25,6 +25,17 @@ pub(crate) fn lock_channel(key: &str) -> String {
     format!("l:{key}")
 }
 
+/// What separates a channel from a waiter's token in a [`turn_message`].
+pub(crate) const TURN_SEPARATOR: char = '\t';
+
+/// What a hand-over sends to the sockets registered for a key's `channel`, and what the
+/// waiter the key was handed to waits for besides the channel: the channel and the
+/// waiter's token joined by a tab (neither contains control characters). It wakes that
+/// one waiter; the key's other waiters sleep on, as the key is not free for them.
+pub(crate) fn turn_message(channel: &str, token: &str) -> String {
+    format!("{channel}{TURN_SEPARATOR}{token}")
+}
+
 /// The channel of a lock group's name: releases, withdrawn places and permit changes.
 pub(crate) fn group_channel(key: &str) -> String {
     format!("g:{key}")

@@ -21,7 +21,7 @@ use distlock_sql::connect::explain_file;
 use crate::clock::{self, boot_id, left, ms_after, now_ms};
 use crate::config::Layout;
 use crate::gate::{Gate, Turn};
-use crate::notify::{lock_channel, receive, Notifier, Sent};
+use crate::notify::{lock_channel, receive, turn_message, Notifier, Sent, TURN_SEPARATOR};
 use crate::process::{self, any_exited, Exit, ExitWatch, ProcessId};
 use crate::sql::{json_array, Statements};
 use crate::write::Write;
@@ -78,6 +78,8 @@ impl fmt::Debug for SqliteLockStore {
             .field("fair_queue", &self.inner.layout.fair_queue)
             .field("liveness", &self.inner.layout.liveness)
             .field("pool_size", &self.inner.pool.size())
+            .field("listening", &self.inner.notifier.registry().is_listening())
+            .field("keys_waited_on", &self.inner.notifier.registry().waited_keys())
             .finish()
     }
 }
@@ -135,10 +137,12 @@ struct Place {
 enum Wake {
     /// Nobody: the key did not change hands.
     Nobody,
-    /// The sockets waiting on the key, space-separated, as the release read them.
-    Sockets(String),
-    /// The key's waiters, still to be read.
-    Lookup,
+    /// The sockets waiting on the key, space-separated, as the release read them; sent
+    /// the key's channel, or the turn of the waiter the key was handed to.
+    Sockets(String, Option<String>),
+    /// The sockets of the key's waiters, still to be read, to wake the waiter of this
+    /// turn (the key was handed over).
+    Lookup(String),
 }
 
 /// What a waiter's check found.
@@ -375,7 +379,8 @@ impl SqliteLockStore {
     }
 
     /// When the key is free and has places: hands it to the oldest one, held by its token
-    /// until its place ends. Returns whether it did.
+    /// until its place ends. Returns the message that wakes that waiter alone
+    /// ([`turn_message`]), when it did.
     async fn hand_over(
         &self,
         conn: &mut SqliteConnection,
@@ -383,34 +388,45 @@ impl SqliteLockStore {
         places: &[Place],
         lease_free: bool,
         boot: &str,
-    ) -> Result<bool, sqlx::Error> {
-        let Some(head) = places.first() else { return Ok(false) };
+    ) -> Result<Option<String>, sqlx::Error> {
+        let Some(head) = places.first() else { return Ok(None) };
         if !lease_free {
-            return Ok(false);
+            return Ok(None);
         }
         let fence = self.next_number(conn).await?;
         self.put_lease(conn, key, &head.token, fence, boot, head.stamp.expires_ms, head.stamp.process).await?;
-        Ok(true)
+        Ok(Some(turn_message(&lock_channel(key.as_str()), &head.token)))
+    }
+
+    /// Wakes the waiter a key was handed to: `message` ([`turn_message`]) goes to the
+    /// sockets registered for the key's `channel`, and only the waiter of that turn
+    /// wakes. Failures are logged, as by [`wake`](Self::wake).
+    async fn wake_turn(&self, channel: &str, message: &str) {
+        if let Some(sockets) = self.sockets_of(std::slice::from_ref(&channel)).await {
+            self.wake_sockets(sockets.iter().map(|(_, socket)| (message, socket.as_str()))).await;
+        }
     }
 
     /// Wakes the waiters of `channels`, in this process and in others. Failures are
     /// logged: the release itself is done, and waiters fall back to their next retry.
     pub(crate) async fn wake(&self, channels: &[String]) {
-        if !self.inner.layout.notifications || channels.is_empty() {
-            return;
+        if let Some(sockets) = self.sockets_of(channels).await {
+            self.wake_sockets(sockets.iter().map(|(channel, socket)| (channel.as_str(), socket.as_str()))).await;
         }
-        let sockets: Vec<(String, String)> = match sqlx::query_as(&self.inner.sql.waiters_sockets)
-            .bind(json_array(channels.iter().map(String::as_str)))
+    }
+
+    /// The `(channel, socket)` registrations for `channels`; `None` when there is nothing
+    /// to wake (no notifications, no channels) or the read failed (logged: the waiters
+    /// fall back to their next retry).
+    async fn sockets_of(&self, channels: &[impl AsRef<str>]) -> Option<Vec<(String, String)>> {
+        if !self.inner.layout.notifications || channels.is_empty() {
+            return None;
+        }
+        let sockets = sqlx::query_as(&self.inner.sql.waiters_sockets)
+            .bind(json_array(channels.iter().map(AsRef::as_ref)))
             .fetch_all(&self.inner.pool)
-            .await
-        {
-            Ok(sockets) => sockets,
-            Err(error) => {
-                tracing::debug!(%error, "reading the waiters to wake failed; they will retry");
-                return;
-            }
-        };
-        self.wake_sockets(sockets.iter().map(|(channel, socket)| (channel.as_str(), socket.as_str()))).await;
+            .await;
+        sockets.map_err(|error| tracing::debug!(%error, "reading the waiters to wake failed; they will retry")).ok()
     }
 
     /// Wakes each `(channel, socket)`: this process's waiters directly, other processes'
@@ -421,10 +437,10 @@ impl SqliteLockStore {
         }
         let notifier = &self.inner.notifier;
         let mut gone = Vec::new();
-        for (channel, socket) in targets {
+        for (message, socket) in targets {
             if socket == notifier.socket_name() {
-                notifier.registry().wake(channel);
-            } else if notifier.send(socket, channel) == Sent::Gone {
+                notifier.registry().wake(message);
+            } else if notifier.send(socket, message) == Sent::Gone {
                 gone.push(socket);
             }
         }
@@ -479,11 +495,18 @@ impl SqliteLockStore {
         Ok(())
     }
 
-    /// Waits at most `max` for a wake-up on any of `channels`: registers this process for
-    /// them, then runs `check`; returns at once when it finds nothing to wait for, else
-    /// at a wake-up, the end of the time it reported, the exit of a holder process it
-    /// named, or `max`.
-    pub(crate) async fn wait_on<F, Fut>(&self, channels: &[String], max: Duration, check: F) -> Result<(), LockError>
+    /// Waits at most `max` for a wake-up on any of `channels` (or on `turn`, a
+    /// [`turn_message`] of one of them): registers this process for the channels, then
+    /// runs `check`; returns at once when it finds nothing to wait for, else at a
+    /// wake-up, the end of the time it reported, the exit of a holder process it named,
+    /// or `max`.
+    pub(crate) async fn wait_on<F, Fut>(
+        &self,
+        channels: &[String],
+        turn: Option<&str>,
+        max: Duration,
+        check: F,
+    ) -> Result<(), LockError>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<Found, LockError>>,
@@ -495,7 +518,12 @@ impl SqliteLockStore {
         }
         let notifier = &self.inner.notifier;
         let _interest: Vec<_> = channels.iter().map(|channel| notifier.interest(channel.clone())).collect();
-        let registrations: Vec<_> = channels.iter().map(|channel| notifier.registry().register(channel)).collect();
+        let registrations: Vec<_> = channels
+            .iter()
+            .map(String::as_str)
+            .chain(turn)
+            .map(|channel| notifier.registry().register(channel))
+            .collect();
         let mut released: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> =
             registrations.iter().map(|registration| Box::pin(registration.notified())).collect();
         for release in &mut released {
@@ -555,7 +583,9 @@ impl SqliteLockStore {
 
     async fn wait(&self, key: &StoreKey, me: Option<&Token>, max: Duration) -> Result<(), LockError> {
         self.ready("wait for a release").await?;
-        self.wait_on(&[lock_channel(key.as_str())], max, || self.lease_state(key, me)).await
+        let channel = lock_channel(key.as_str());
+        let turn = me.map(|me| turn_message(&channel, me.as_str()));
+        self.wait_on(&[channel], turn.as_deref(), max, || self.lease_state(key, me)).await
     }
 
     async fn try_acquire_inner(&self, key: &StoreKey, token: &Token, ttl: Ttl) -> Result<Acquire, sqlx::Error> {
@@ -588,7 +618,7 @@ impl SqliteLockStore {
             .fetch_optional(write.conn())
             .await?;
         let held = deleted.as_ref().is_some_and(|(row_boot, expires_ms, _)| row_boot == boot && *expires_ms > now);
-        let mut handed = false;
+        let mut handed = None;
         if self.inner.layout.fair_queue {
             sqlx::query(&self.inner.sql.queue_leave)
                 .bind(key.as_str())
@@ -603,9 +633,9 @@ impl SqliteLockStore {
             }
         }
         write.commit().await?;
-        let wake = match deleted {
-            Some((_, _, sockets)) if held || handed => Wake::Sockets(sockets.unwrap_or_default()),
-            None if handed => Wake::Lookup,
+        let wake = match (deleted, handed) {
+            (Some((_, _, sockets)), turn) if held || turn.is_some() => Wake::Sockets(sockets.unwrap_or_default(), turn),
+            (None, Some(turn)) => Wake::Lookup(turn),
             _ => Wake::Nobody,
         };
         Ok((held, wake))
@@ -617,7 +647,7 @@ impl SqliteLockStore {
         token: &Token,
         ttl: Ttl,
         place: Ttl,
-    ) -> Result<(Acquire, bool), sqlx::Error> {
+    ) -> Result<(Acquire, Option<String>), sqlx::Error> {
         let boot = boot_id().map_err(sqlx::Error::Io)?;
         let me = process::current();
         let mut write = self.begin().await?;
@@ -627,14 +657,14 @@ impl SqliteLockStore {
         let lease = lease.filter(|lease| lease.stamp.in_force(boot, now, self.inner.layout.liveness));
         let leave = sqlx::query(&self.inner.sql.queue_leave).bind(key.as_str()).bind(token.as_str());
         let expires_ms = ms_after(now, ttl.as_duration());
-        let mut handed = false;
+        let mut handed = None;
         let ttl_left = match lease {
             Some(lease) if lease.token == token.as_str() => {
                 let fence = u64::try_from(lease.fence).unwrap_or(0);
                 self.put_lease(write.conn(), key, token.as_str(), fence, boot, expires_ms, me).await?;
                 leave.execute(write.conn()).await?;
                 write.commit().await?;
-                return Ok((Acquire::Acquired { fence: Some(fence) }, false));
+                return Ok((Acquire::Acquired { fence: Some(fence) }, None));
             }
             Some(lease) => Some(left(now, lease.stamp.expires_ms)),
             None => {
@@ -643,7 +673,7 @@ impl SqliteLockStore {
                     self.put_lease(write.conn(), key, token.as_str(), fence, boot, expires_ms, me).await?;
                     leave.execute(write.conn()).await?;
                     write.commit().await?;
-                    return Ok((Acquire::Acquired { fence: Some(fence) }, false));
+                    return Ok((Acquire::Acquired { fence: Some(fence) }, None));
                 }
                 // Free, but another waiter comes first: its turn.
                 handed = self.hand_over(write.conn(), key, &places, true, boot).await?;
@@ -724,11 +754,13 @@ async fn listener(store: Weak<Inner>, socket: tokio::net::UnixDatagram) {
             }
         };
         let Some(inner) = store.upgrade() else { return };
-        if inner.notifier.wanted(&channel) {
+        // A turn names the channel it was sent for, then the waiter's token.
+        let (registered, _) = channel.split_once(TURN_SEPARATOR).unwrap_or((&channel, ""));
+        if inner.notifier.wanted(registered) {
             inner.notifier.registry().wake(&channel);
         } else {
             let store = SqliteLockStore { inner };
-            if let Err(error) = store.unregister(&channel).await {
+            if let Err(error) = store.unregister(registered).await {
                 tracing::debug!(%error, "dropping a waiter registration failed");
             }
         }
@@ -777,13 +809,14 @@ impl LockStore for SqliteLockStore {
             self.explained(self.release_inner(key, token, &channel).await).await.map_err(fail("release", key))?;
         match wake {
             Wake::Nobody => {}
-            Wake::Sockets(sockets) => {
+            Wake::Sockets(sockets, turn) => {
+                let message = turn.as_deref().unwrap_or(&channel);
                 self.wake_sockets(
-                    sockets.split(' ').filter(|socket| !socket.is_empty()).map(|socket| (&*channel, socket)),
+                    sockets.split(' ').filter(|socket| !socket.is_empty()).map(|socket| (message, socket)),
                 )
                 .await;
             }
-            Wake::Lookup => self.wake(&[channel]).await,
+            Wake::Lookup(turn) => self.wake_turn(&channel, &turn).await,
         }
         Ok(held)
     }
@@ -886,8 +919,8 @@ impl QueueStore for SqliteLockStore {
             .explained(self.try_acquire_queued_inner(key, token, ttl, place).await)
             .await
             .map_err(fail("acquire", key))?;
-        if handed {
-            self.wake(&[lock_channel(key.as_str())]).await;
+        if let Some(turn) = handed {
+            self.wake_turn(&lock_channel(key.as_str()), &turn).await;
         }
         Ok(acquire)
     }

@@ -273,6 +273,61 @@ async fn releases_wake_waiting_processes() {
     assert!(p50 < 50_000, "hand-offs take {p50} µs at the median: waiters poll instead of being woken?");
 }
 
+/// With fair waiting, a release that hands the key over wakes the waiter it hands the key
+/// to and no other waiter of the key (they would only find it held again), in this
+/// process and through another store's socket alike: two stores on one file, the
+/// waiters spread over both, each release from the store of the last holder.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hand_over_wakes_only_the_waiter_it_hands_the_key_to() {
+    let url = fresh_url("hand-over-wake");
+    let stores = [SqliteLockStore::connect(&url).await.unwrap(), SqliteLockStore::connect(&url).await.unwrap()];
+    let key = distlock_api::LockKey::new("busy").unwrap().to_store_key();
+    let ttl = distlock_api::Ttl::new(Duration::from_secs(60)).unwrap();
+    let holder = distlock_api::Token::generate();
+    assert!(stores[0].try_acquire(&key, &holder, ttl).await.unwrap().is_acquired());
+    // Waiter i waits through store i % 2, in the order of their places.
+    let waiters: Vec<distlock_api::Token> = (0..3).map(|_| distlock_api::Token::generate()).collect();
+    for (i, token) in waiters.iter().enumerate() {
+        let attempt = distlock_api::QueuedAttempt { key: &key, token, ttl, place: ttl };
+        let queued = stores[i % 2].try_acquire_queued(attempt).await.unwrap();
+        assert!(!queued.is_acquired(), "queued behind the holder");
+    }
+    let mut waits: Vec<_> = waiters
+        .iter()
+        .enumerate()
+        .map(|(i, token)| {
+            let (store, key, token) = (stores[i % 2].clone(), key.clone(), token.clone());
+            tokio::spawn(async move { store.wait_for_turn(&key, &token, Duration::from_secs(20)).await })
+        })
+        .collect();
+    // Every waiter registered: the key's channel and two turns on the first store, the
+    // channel and one turn on the second, each store listening.
+    let registered = |store: &SqliteLockStore, keys: usize| {
+        let debug = format!("{store:?}");
+        debug.contains("listening: true") && debug.contains(&format!("keys_waited_on: {keys}"))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !(registered(&stores[0], 3) && registered(&stores[1], 2)) {
+        assert!(std::time::Instant::now() < deadline, "waiters never registered: {stores:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (mut releaser, mut releasing_store) = (holder, 0);
+    for (turn, token) in waiters.iter().enumerate() {
+        assert!(waits.iter().all(|wait| !wait.is_finished()), "turn {turn}: nobody wakes before the release");
+        assert!(stores[releasing_store].release(&key, &releaser).await.unwrap());
+        let woken = waits.remove(0);
+        tokio::time::timeout(Duration::from_secs(5), woken).await.expect("the first waiter is woken").unwrap().unwrap();
+        // The others stay asleep (a wrong wake would end their wait within this time).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(waits.iter().all(|wait| !wait.is_finished()), "turn {turn}: a waiter behind the first woke");
+        let attempt = distlock_api::QueuedAttempt { key: &key, token, ttl, place: ttl };
+        let taken = stores[turn % 2].try_acquire_queued(attempt).await.unwrap();
+        assert!(taken.is_acquired(), "turn {turn}: handed to it");
+        (releaser, releasing_store) = (token.clone(), turn % 2);
+    }
+    assert!(stores[releasing_store].release(&key, &releaser).await.unwrap());
+}
+
 /// Child entry: holds the group `{shelf: exclusive}` for a minute (`URL`) and waits to be
 /// killed.
 #[tokio::test]
