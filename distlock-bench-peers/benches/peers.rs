@@ -233,12 +233,10 @@ async fn hot_key(url: &str, prefix: &str) {
             figures.p99_ratio()
         );
     }
-    for (name, variant) in names.iter().zip(&rounds).skip(1) {
-        fair_bench::print_rounds(&format!("{name} ÷ rslock"), &variant.per_round, &rounds[0].per_round);
-    }
     let throughput: Vec<Vec<f64>> = rounds.iter().map(|r| r.per_round.clone()).collect();
     let suite = record::suite();
     let sections = Ratios::of(&suite, &format!("{who}: sections per second"), "sections/s", 1.0, &names, &throughput);
+    fair_bench::print_rounds(&sections);
     let rows = variants
         .iter()
         .map(|(name, figures)| {

@@ -154,17 +154,17 @@ where
         .collect()
 }
 
-/// Prints `variant` ÷ `baseline` sections per second: the ratio of the median rounds and
-/// the range of the per-round ratios.
-pub fn print_rounds(label: &str, variant: &[f64], baseline: &[f64]) {
-    let median = |rates: &[f64]| distlock_bench::median(rates.to_vec());
-    let ratios: Vec<f64> = variant.iter().zip(baseline).map(|(own, base)| own / base).collect();
-    let (min, max) = ratios.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| (lo.min(r), hi.max(r)));
-    println!(
-        "  {label} sections/s: {:.3}× (median rounds), per round {min:.3}×–{max:.3}× over {} rounds",
-        median(variant) / median(baseline),
-        ratios.len()
-    );
+/// Prints each variant of a sections-per-second comparison ([`Ratios::of`] on
+/// [`RoundFigures::per_round`]) ÷ its baseline: the ratio of the median rounds and the
+/// range of the per-round ratios.
+pub fn print_rounds(sections: &Ratios) {
+    let Some((base, variants)) = sections.rows.split_first() else { return };
+    for row in variants {
+        println!(
+            "  {} ÷ {} sections/s: {:.3}× (median rounds), per round {:.3}×–{:.3}× over {} rounds",
+            row.name, base.name, row.ratio, row.min, row.max, sections.rounds
+        );
+    }
 }
 
 fn p99(mut samples: Vec<f64>) -> f64 {
@@ -374,8 +374,7 @@ pub async fn compare(
     let [fair, barging] = [&pair[0], &pair[1]];
     fair.figures.print("fair");
     barging.figures.print("barging");
-    print_rounds("fair ÷ barging", &fair.per_round, &barging.per_round);
-    record_pair(&format!("{} tasks", plan.tasks), &plan, fair, barging);
+    print_rounds(&record_pair(&format!("{} tasks", plan.tasks), &plan, fair, barging));
     results.push((fair.figures, barging.figures));
     for &(processes, tasks) in plan.processes {
         println!("fair waiting: {processes} processes × {tasks} tasks on one key");
@@ -400,8 +399,9 @@ pub async fn compare(
 
 /// Writes one fair-vs-barging run as results for `BENCHMARKS.md` (when
 /// `DISTLOCK_BENCH_OUT` is set): each variant's worst task p99 wait beside the fair
-/// share, and fair sections per second beside barging, round by round.
-fn record_pair(who: &str, plan: &FairPlan, fair: &RoundFigures, barging: &RoundFigures) {
+/// share, and fair sections per second beside barging, round by round. Returns the
+/// latter.
+fn record_pair(who: &str, plan: &FairPlan, fair: &RoundFigures, barging: &RoundFigures) -> Ratios {
     let rounds = fair.per_round.len();
     let (fair_rounds, barging_rounds) = (fair.per_round.clone(), barging.per_round.clone());
     let (fair, barging) = (fair.figures, barging.figures);
@@ -431,5 +431,6 @@ fn record_pair(who: &str, plan: &FairPlan, fair: &RoundFigures, barging: &RoundF
         &[barging_rounds, fair_rounds],
     );
     record::emit(&Record::Ratios(waits));
-    record::emit(&Record::Ratios(throughput));
+    record::emit(&Record::Ratios(throughput.clone()));
+    throughput
 }
