@@ -26,7 +26,7 @@ pub(crate) fn lock_channel(key: &str) -> String {
 }
 
 /// What separates a channel from a waiter's token in a [`turn_message`].
-pub(crate) const TURN_SEPARATOR: char = '\t';
+const TURN_SEPARATOR: char = '\t';
 
 /// What a hand-over sends to the sockets registered for a key's `channel`, and what the
 /// waiter the key was handed to waits for besides the channel: the channel and the
@@ -34,6 +34,12 @@ pub(crate) const TURN_SEPARATOR: char = '\t';
 /// one waiter; the key's other waiters sleep on, as the key is not free for them.
 pub(crate) fn turn_message(channel: &str, token: &str) -> String {
     format!("{channel}{TURN_SEPARATOR}{token}")
+}
+
+/// The channel a received message was sent for: the message itself, or a
+/// [`turn_message`]'s channel.
+pub(crate) fn channel_of(message: &str) -> &str {
+    message.split_once(TURN_SEPARATOR).map_or(message, |(channel, _)| channel)
 }
 
 /// The channel of a lock group's name: releases, withdrawn places and permit changes.

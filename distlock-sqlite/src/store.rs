@@ -21,7 +21,7 @@ use distlock_sql::connect::explain_file;
 use crate::clock::{self, boot_id, left, ms_after, now_ms};
 use crate::config::Layout;
 use crate::gate::{Gate, Turn};
-use crate::notify::{lock_channel, receive, turn_message, Notifier, Sent, TURN_SEPARATOR};
+use crate::notify::{channel_of, lock_channel, receive, turn_message, Notifier, Sent};
 use crate::process::{self, any_exited, Exit, ExitWatch, ProcessId};
 use crate::sql::{json_array, Statements};
 use crate::write::Write;
@@ -754,8 +754,7 @@ async fn listener(store: Weak<Inner>, socket: tokio::net::UnixDatagram) {
             }
         };
         let Some(inner) = store.upgrade() else { return };
-        // A turn names the channel it was sent for, then the waiter's token.
-        let (registered, _) = channel.split_once(TURN_SEPARATOR).unwrap_or((&channel, ""));
+        let registered = channel_of(&channel);
         if inner.notifier.wanted(registered) {
             inner.notifier.registry().wake(&channel);
         } else {
