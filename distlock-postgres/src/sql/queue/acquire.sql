@@ -19,17 +19,17 @@ WITH RECURSIVE walk AS (
         FROM {queue} WHERE key = $1 AND arrival > walk.arrival ORDER BY arrival LIMIT 1) AS later
     WHERE NOT walk.live),
 head AS (SELECT token FROM walk WHERE live),
+-- Whether the live lease was handed to $2 (read once for the fence and the condition).
+handed AS (SELECT EXISTS (SELECT 1 FROM {table} WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()) AS yes),
 taken AS (
     INSERT INTO {table} AS held (key, token, fence, expires_at)
     SELECT $1, $2,
         -- A lease handed to $2 keeps the fence it was handed with (see the SET list).
-        CASE WHEN EXISTS (SELECT 1 FROM {table} WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp())
-             THEN 0 ELSE nextval('{sequence}') END,
+        CASE WHEN (SELECT yes FROM handed) THEN 0 ELSE nextval('{sequence}') END,
         clock_timestamp() + $3 * interval '1 millisecond'
     -- A lease handed to $2 is taken whoever is first in line now: the release chose $2
     -- as the oldest live place it saw, and no one else can take the key before it lapses.
-    WHERE (coalesce((SELECT token FROM head), $2) = $2
-           OR EXISTS (SELECT 1 FROM {table} WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()))
+    WHERE (coalesce((SELECT token FROM head), $2) = $2 OR (SELECT yes FROM handed))
         -- A key another token holds: nothing to insert, and no fence drawn.
         AND NOT EXISTS (SELECT 1 FROM {table}
                         WHERE key = $1 AND token IS DISTINCT FROM $2 AND expires_at > clock_timestamp())
