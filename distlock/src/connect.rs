@@ -323,6 +323,7 @@ mod tests {
     #[tokio::test]
     async fn sqlite_urls_open_a_file() {
         let dir = std::env::temp_dir().join(format!("distlock-connect-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let store = connect(&format!("sqlite://{}", dir.join("locks.db").display())).await.unwrap();
         assert_eq!(store.backend(), "sqlite");

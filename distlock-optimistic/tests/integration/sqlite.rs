@@ -1,12 +1,14 @@
-//! Versioned and fenced updates on SQLite database files, each test in a file of its
-//! own.
+//! Versioned and fenced updates on SQLite database files, each test in a fresh directory
+//! of its own.
 #![cfg(feature = "sqlite")]
 
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::Sqlite;
 
 async fn setup(test: &str) -> Option<(sqlx::SqlitePool, String)> {
-    let dir = std::env::temp_dir().join(format!("distlock-optimistic-{}", std::process::id()));
+    // Process ids are reused and the temporary directory outlives a run: start empty.
+    let dir = std::env::temp_dir().join(format!("distlock-optimistic-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create the scratch directory");
     let options = SqliteConnectOptions::new()
         .filename(dir.join(format!("{test}.db")))

@@ -53,6 +53,7 @@ async fn mysql_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_url() {
     let dir = std::env::temp_dir().join(format!("distlock-connect-idem-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let url = format!("sqlite://{}", dir.join("locks.db").display());
     round_trip(&url, "sqlite").await;
