@@ -196,9 +196,10 @@ impl MysqlLockStore {
     }
 
     /// The queued attempt (see [`LockStore::try_acquire_queued`]) as one transaction: the
-    /// key's lease row is made to exist (its own autocommit statement) and locked, the
-    /// oldest live place read, and then either the lease taken (the token's place and
-    /// the expired places removed) or the token's place taken or refreshed.
+    /// key's lease row is locked (made first, by its own autocommit statement, when the
+    /// key has none yet), the oldest live place read when the lease is free, and then
+    /// either the lease taken (the token's place and the expired places removed) or the
+    /// token's place taken or refreshed.
     async fn acquire_queued(
         &self,
         key: &StoreKey,
@@ -210,10 +211,18 @@ impl MysqlLockStore {
         let mut attempt = self.in_flight.begin(token);
         let conn = self.pool.acquire().await?;
         let conn = attempt.hold(conn);
-        sqlx::query(&self.sql.ensure_row).bind(key.as_str()).execute(&mut **conn).await?;
+        let lock_lease = || sqlx::query_as::<_, (Option<Vec<u8>>, i64, i64)>(&self.sql.lock_lease).bind(key.as_str());
         let mut tx = conn.begin().await?;
-        let (holder, live, micros_left): (Option<Vec<u8>>, i64, i64) =
-            sqlx::query_as(&self.sql.lock_lease).bind(key.as_str()).fetch_one(&mut *tx).await?;
+        let mut row = lock_lease().fetch_optional(&mut *tx).await?;
+        if row.is_none() {
+            // Made outside the transaction, so that two attempts never both hold a lock
+            // on the missing row and then wait for each other.
+            tx.rollback().await?;
+            sqlx::query(&self.sql.ensure_row).bind(key.as_str()).execute(&mut **conn).await?;
+            tx = conn.begin().await?;
+            row = lock_lease().fetch_optional(&mut *tx).await?;
+        }
+        let (holder, live, micros_left) = row.ok_or(sqlx::Error::RowNotFound)?;
         let live = live != 0 && holder.is_some();
         let mine = live && holder.as_deref() == Some(me);
         let first = if live {
