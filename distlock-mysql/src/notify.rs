@@ -27,7 +27,7 @@
 //! between two sleeps, reconnecting, or belongs to a user the releaser may not `KILL`)
 //! only means the waiter sleeps until its retry interval ends, as without notifications.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -110,7 +110,14 @@ pub(crate) struct Notifier {
     /// The listeners to interrupt, and the waker's state.
     waker: Mutex<Waker>,
     purge_sql: String,
+    /// Tokens of this store's fair waiters a release handed their key to, until their
+    /// next queued attempt (see [`take_handed`](Self::take_handed)).
+    handed: Mutex<HashSet<String>>,
 }
+
+/// The most tokens [`Notifier::handed`] keeps: a waiter cancelled between its wake-up
+/// and its attempt leaves its token behind, and a full set starts again empty.
+const MAX_HANDED: usize = 1024;
 
 impl Notifier {
     pub(crate) fn new(options: &MySqlConnectOptions, listen_sql: String, purge_sql: String) -> Self {
@@ -126,6 +133,7 @@ impl Notifier {
             next_id: AtomicU64::new(0),
             waker: Mutex::default(),
             purge_sql,
+            handed: Mutex::default(),
         }
     }
 
@@ -161,17 +169,41 @@ impl Notifier {
         if listeners.iter().any(|listener| Some(*listener) == own) {
             listeners.retain(|listener| Some(*listener) != own);
             let local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
-            for waiter in names.iter().filter_map(|name| local.get(*name)).flatten() {
-                let wanted = match (handed, &waiter.token) {
+            let woken: Vec<&LocalWaiter> = names
+                .iter()
+                .filter_map(|name| local.get(*name))
+                .flatten()
+                .filter(|waiter| match (handed, &waiter.token) {
                     (Some(handed), Some(token)) => handed == token,
                     _ => true,
-                };
-                if wanted {
-                    waiter.notify.notify_one();
-                }
+                })
+                .collect();
+            // Noted before the waiter wakes, for the attempt it then makes.
+            if let Some(handed) = handed.filter(|_| woken.iter().any(|waiter| waiter.token.is_some())) {
+                self.mark_handed(handed);
+            }
+            for waiter in woken {
+                waiter.notify.notify_one();
             }
         }
         self.interrupt(listeners);
+    }
+
+    /// Notes that a release handed `token`'s key to it (see
+    /// [`take_handed`](Self::take_handed)).
+    pub(crate) fn mark_handed(&self, token: &str) {
+        let mut tokens = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+        if tokens.len() >= MAX_HANDED {
+            tokens.clear();
+        }
+        tokens.insert(token.to_owned());
+    }
+
+    /// Whether a release handed `token`'s key to it since its last queued attempt
+    /// (forgetting it): a hint that the attempt finds the lease its own.
+    pub(crate) fn take_handed(&self, token: &str) -> bool {
+        let mut tokens = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
+        !tokens.is_empty() && tokens.remove(token)
     }
 
     /// Ends the sleep of each of `listeners` with `KILL QUERY`, sent by the store's

@@ -61,6 +61,7 @@ files! {
     lock_lease = "queue/lock_lease.sql",
     head = "queue/head.sql",
     take = "queue/take.sql",
+    take_handed = "queue/take_handed.sql",
     leave = "queue/leave.sql",
     remove_place = "queue/remove_place.sql",
     place = "queue/place.sql",

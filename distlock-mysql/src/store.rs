@@ -200,6 +200,11 @@ impl MysqlLockStore {
     /// key has none yet), the oldest live place read when the lease is free, and then
     /// either the lease taken (the token's place and the expired places removed) or the
     /// token's place taken or refreshed.
+    ///
+    /// A waiter a release of this store handed the key to and woke takes the lease with
+    /// one token-checked `UPDATE` and leaves its place with one `DELETE` instead (no
+    /// transaction: a lease its token holds is no other attempt's to change), falling
+    /// back to the transaction when the lease is not its own after all.
     async fn acquire_queued(
         &self,
         key: &StoreKey,
@@ -211,6 +216,19 @@ impl MysqlLockStore {
         let mut attempt = self.in_flight.begin(token);
         let conn = self.pool.acquire().await?;
         let conn = attempt.hold(conn);
+        if self.notifier.take_handed(token.as_str()) {
+            let done = sqlx::query(&self.sql.take_handed)
+                .bind(sql::millis(ttl.as_duration()))
+                .bind(key.as_str())
+                .bind(token.as_str())
+                .execute(&mut **conn)
+                .await?;
+            if done.rows_affected() == 1 {
+                sqlx::query(&self.sql.leave).bind(key.as_str()).bind(token.as_str()).execute(&mut **conn).await?;
+                attempt.finish();
+                return Ok(Acquire::Acquired { fence: Some(done.last_insert_id()) });
+            }
+        }
         let lock_lease = || sqlx::query_as::<_, (Option<Vec<u8>>, i64, i64)>(&self.sql.lock_lease).bind(key.as_str());
         let mut tx = conn.begin().await?;
         let mut row = lock_lease().fetch_optional(&mut *tx).await?;
@@ -289,11 +307,18 @@ impl MysqlLockStore {
             .map_err(fail)
         };
         let held = || async move {
-            self.retrying("wait for release", || {
-                sqlx::query_scalar(&self.sql.held).bind(key.as_str()).bind(me).fetch_optional(&self.pool)
-            })
-            .await
-            .map_err(fail)
+            let left: Option<i64> = self
+                .retrying("wait for release", || {
+                    sqlx::query_scalar(&self.sql.held).bind(me).bind(key.as_str()).fetch_optional(&self.pool)
+                })
+                .await
+                .map_err(fail)?;
+            if left == Some(0) {
+                // Handed to `me`: its next queued attempt takes it without a transaction.
+                self.notifier.mark_handed(me);
+                return Ok(None);
+            }
+            Ok(left)
         };
         let target = (!me.is_empty()).then_some(me);
         self.wait_woken(&[key.as_str()], target, max, register, held).await

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distlock_api::{
-    GroupMember, LockGroup, LockKey, LockManager, LockOptions, LockStore, QueuedAttempt, StoreKey, Token, Ttl,
+    Acquire, GroupMember, LockGroup, LockKey, LockManager, LockOptions, LockStore, QueuedAttempt, StoreKey, Token, Ttl,
 };
 use distlock_conformance::kit::mysql_server::{self, MysqlServer};
 use distlock_conformance::kit::{self};
@@ -321,4 +321,85 @@ async fn a_long_wait_logs_no_slow_statement() {
     tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("the waiter was woken").unwrap();
     let logged = warnings.0.lock().unwrap().clone();
     assert!(logged.is_empty(), "warnings: {logged:?}");
+}
+
+/// How many transactions the one connection of `store`'s pool has begun.
+async fn transactions_begun(store: &MysqlLockStore) -> u64 {
+    let (_, count): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Com_begin'").fetch_one(store.pool()).await.unwrap();
+    count.parse().unwrap()
+}
+
+/// A waiter a release hands the key to takes it with one token-checked `UPDATE`, in no
+/// transaction, keeping the fence the release gave it and leaving the line. When the
+/// handed lease has lapsed and gone to another token meanwhile, its attempt queues
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_handed_the_key_takes_it_without_a_transaction() {
+    let Some(url) = kit::mysql_url("mysql handed lease") else { return };
+    // One connection: every statement of the store's pool goes through the session
+    // whose counter is read.
+    let store = MysqlLockStore::builder().max_connections(1).connect(&url).await.unwrap();
+    store.ensure_schema().await.unwrap();
+    let queue = store.queue().unwrap();
+    let key = LockKey::new(name("handed").as_str()).unwrap().to_store_key();
+    let ttl = Ttl::new(Duration::from_secs(30)).unwrap();
+    let attempt = |token, place| QueuedAttempt { key: &key, token, ttl, place };
+    let handed_to = |waiter: &Token, place: Ttl| {
+        let (store, key, waiter) = (store.clone(), key.clone(), waiter.clone());
+        async move {
+            let queue = store.queue().unwrap();
+            let holder = Token::generate();
+            let taken = queue.try_acquire_queued(QueuedAttempt { key: &key, token: &holder, ttl, place }).await;
+            let Acquire::Acquired { fence: Some(holder_fence) } = taken.unwrap() else { panic!("not taken") };
+            let queued = queue.try_acquire_queued(QueuedAttempt { key: &key, token: &waiter, ttl, place }).await;
+            assert!(!queued.unwrap().is_acquired());
+            let woken = tokio::spawn({
+                let (store, key, waiter) = (store.clone(), key.clone(), waiter.clone());
+                async move { store.queue().unwrap().wait_for_turn(&key, &waiter, Duration::from_secs(20)).await }
+            });
+            wait_for_registrations(&store, &key, 1).await;
+            let released_at = Instant::now();
+            assert!(store.release(&key, &holder).await.unwrap());
+            woken.await.unwrap().unwrap();
+            let woken_after = released_at.elapsed();
+            assert!(woken_after < Duration::from_secs(10), "the waiter handed the key woke after {woken_after:?}");
+            holder_fence
+        }
+    };
+
+    let waiter = Token::generate();
+    let holder_fence = handed_to(&waiter, Ttl::new(Duration::from_secs(30)).unwrap()).await;
+    let begun = transactions_begun(&store).await;
+    let taken = queue.try_acquire_queued(attempt(&waiter, Ttl::new(Duration::from_secs(30)).unwrap())).await;
+    let Acquire::Acquired { fence: Some(fence) } = taken.unwrap() else { panic!("the handed key was not taken") };
+    assert_eq!(transactions_begun(&store).await, begun, "the handed lease was taken in a transaction");
+    assert!(fence > holder_fence, "fence {fence} after {holder_fence}");
+    let info = store.inspect(&key).await.unwrap().expect("held");
+    assert_eq!((info.token, info.fence), (waiter.clone(), Some(fence)));
+    assert!(info.ttl_left > Duration::from_secs(25), "the lease lasts the waiter's TTL: {:?}", info.ttl_left);
+    assert_eq!(queue.queue_len(&key).await.unwrap(), 0, "the waiter's place stayed");
+    assert!(store.release(&key, &waiter).await.unwrap());
+
+    // Handed a lease that lapses (it lasts the rest of the waiter's 2 s place) and is
+    // taken by another token before the waiter's attempt.
+    let late = Token::generate();
+    let place = Ttl::new(Duration::from_secs(2)).unwrap();
+    handed_to(&late, place).await;
+    let handed = store.inspect(&key).await.unwrap().map(|info| info.token);
+    assert_eq!(handed, Some(late.clone()), "the key was not handed to the waiter");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.inspect(&key).await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the handed lease never lapsed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let other = Token::generate();
+    assert!(store.try_acquire(&key, &other, ttl).await.unwrap().is_acquired());
+    let begun = transactions_begun(&store).await;
+    let queued = queue.try_acquire_queued(attempt(&late, place)).await.unwrap();
+    assert!(!queued.is_acquired(), "the lease of another token was taken");
+    assert_eq!(transactions_begun(&store).await, begun + 1, "the attempt did not queue in its transaction");
+    let places = queue.queue_places(&key).await.unwrap();
+    assert_eq!(places.iter().map(|place| &place.token).collect::<Vec<_>>(), [&late], "{places:?}");
+    assert!(store.release(&key, &other).await.unwrap());
 }
