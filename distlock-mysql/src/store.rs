@@ -201,8 +201,8 @@ impl MysqlLockStore {
     /// either the lease taken (the token's place and the expired places removed) or the
     /// token's place taken or refreshed.
     ///
-    /// A waiter a release of this store handed the key to and woke takes the lease with
-    /// one token-checked `UPDATE` and leaves its place with one `DELETE` instead (no
+    /// A waiter a release handed the key to (as this store saw) leaves its place with one
+    /// `DELETE` and takes the lease with one token-checked `UPDATE` instead (no
     /// transaction: a lease its token holds is no other attempt's to change), falling
     /// back to the transaction when the lease is not its own after all.
     async fn acquire_queued(
@@ -217,6 +217,12 @@ impl MysqlLockStore {
         let conn = self.pool.acquire().await?;
         let conn = attempt.hold(conn);
         if self.notifier.take_handed(token.as_str()) {
+            // The place goes first: cancelled after the take, the attempt would leave a
+            // place no release removes (the lease no longer marked as handed), to which
+            // a later release would hand the key. A lease handed to the token ends with
+            // its place, so a place removed here had lapsed when the lease turns out not
+            // to be the token's.
+            sqlx::query(&self.sql.leave).bind(key.as_str()).bind(token.as_str()).execute(&mut **conn).await?;
             let done = sqlx::query(&self.sql.take_handed)
                 .bind(sql::millis(ttl.as_duration()))
                 .bind(key.as_str())
@@ -224,7 +230,6 @@ impl MysqlLockStore {
                 .execute(&mut **conn)
                 .await?;
             if done.rows_affected() == 1 {
-                sqlx::query(&self.sql.leave).bind(key.as_str()).bind(token.as_str()).execute(&mut **conn).await?;
                 attempt.finish();
                 return Ok(Acquire::Acquired { fence: Some(done.last_insert_id()) });
             }
