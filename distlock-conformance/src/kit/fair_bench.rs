@@ -270,14 +270,20 @@ pub async fn run_worker(store: Arc<DynLockStore>, spec: &WorkerSpec) {
     }
 }
 
+/// Connections a worker opens per task before the start: a task's wait, its release and
+/// the wake-up a release sends may each be on a connection of the pool at once.
+const WARM_CONNECTIONS_PER_TASK: usize = 4;
+
 /// Opens before the start what a worker's tasks use, so that their measured waits do not
-/// include connecting: a connection per task (that many acquisitions at once, each on a
-/// key of its own) and the store's release notifications (a short wait on a held key).
+/// include connecting (nor a connection refused mid-run while the server is busy
+/// interrupting listeners): [`WARM_CONNECTIONS_PER_TASK`] connections per task (that
+/// many acquisitions at once, each on a key of its own, as far as the pool allows) and
+/// the store's release notifications (a short wait on a held key).
 async fn warm_up(store: &Arc<DynLockStore>, key: &str, tasks: usize) {
     let locks = LockManager::new(Arc::clone(store));
     let ttl = Duration::from_secs(10);
     let warm = |i: usize| format!("{key}:warm:{}:{i}", std::process::id());
-    let attempts = (0..tasks).map(|i| {
+    let attempts = (0..tasks * WARM_CONNECTIONS_PER_TASK).map(|i| {
         let (locks, warm) = (&locks, warm(i));
         async move { locks.try_lock(&warm, ttl).await.expect("warm-up lock") }
     });
