@@ -72,9 +72,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_turn_excludes_other_openers_until_dropped() {
-        let dir = std::env::temp_dir().join(format!("distlock-gate-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = distlock_conformance::kit::fresh_dir("gate");
         let database = dir.join("x.db");
         assert_eq!(path_for(&database), dir.join("x.db-lock"));
         let (a, b) = (Gate::open(&database).unwrap(), Gate::open(&database).unwrap());

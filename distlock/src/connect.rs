@@ -322,9 +322,7 @@ mod tests {
     #[cfg(feature = "sqlite")]
     #[tokio::test]
     async fn sqlite_urls_open_a_file() {
-        let dir = std::env::temp_dir().join(format!("distlock-connect-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = distlock_conformance::kit::fresh_dir("connect");
         let store = connect(&format!("sqlite://{}", dir.join("locks.db").display())).await.unwrap();
         assert_eq!(store.backend(), "sqlite");
         let err = connect("sqlite:///tmp/locks.db?tabel=x").await.unwrap_err();

@@ -40,6 +40,21 @@ pub fn libfaketime() -> Option<std::path::PathBuf> {
     dirs.into_iter().map(|dir| dir.join("libfaketime.so.1")).find(|path| path.exists())
 }
 
+/// An empty directory of one test's own under the system's temporary directory:
+/// `distlock-<name>-<pid>`, emptied first when it exists. Process ids come back, and the
+/// temporary directory outlives a run, so a directory named after the pid alone may hold
+/// an earlier process's files.
+///
+/// # Panics
+///
+/// When the directory cannot be made.
+pub fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("distlock-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|error| panic!("{}: {error}", dir.display()));
+    dir
+}
+
 /// The value of the environment variable `var` naming a server URL, or `None` after
 /// printing that `test` skipped.
 ///

@@ -6,10 +6,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::Sqlite;
 
 async fn setup(test: &str) -> Option<(sqlx::SqlitePool, String)> {
-    // Process ids are reused and the temporary directory outlives a run: start empty.
-    let dir = std::env::temp_dir().join(format!("distlock-optimistic-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create the scratch directory");
+    let dir = distlock_conformance::kit::fresh_dir(&format!("optimistic-{test}"));
     let options = SqliteConnectOptions::new()
         .filename(dir.join(format!("{test}.db")))
         .create_if_missing(true)

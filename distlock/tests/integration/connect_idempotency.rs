@@ -52,9 +52,7 @@ async fn mysql_url() {
 #[cfg(feature = "sqlite")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_url() {
-    let dir = std::env::temp_dir().join(format!("distlock-connect-idem-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = distlock_conformance::kit::fresh_dir("connect-idem");
     let url = format!("sqlite://{}", dir.join("locks.db").display());
     round_trip(&url, "sqlite").await;
     let err = distlock::connect_idempotency("sqlite://relative.db?table=x-y").await.unwrap_err();
