@@ -150,14 +150,17 @@ impl WaiterRegistry {
         Self { inner: Arc::new(inner) }
     }
 
-    /// For the listener: wakes every waiter registered for `key`. A key nobody waits for
-    /// is ignored.
-    pub fn wake(&self, key: &str) {
-        if let Some(slot) = self.inner.keys().get(key) {
-            // Counted first: a waiter woken by this call sees it in `wakes`.
-            slot.wakes.fetch_add(1, Ordering::SeqCst);
-            slot.notify.notify_waiters();
-        }
+    /// For the listener: wakes every waiter registered for `key`, and says whether one
+    /// was. A key nobody waits for is ignored.
+    pub fn wake(&self, key: &str) -> bool {
+        let keys = self.inner.keys();
+        let Some(slot) = keys.get(key) else {
+            return false;
+        };
+        // Counted first: a waiter woken by this call sees it in `wakes`.
+        slot.wakes.fetch_add(1, Ordering::SeqCst);
+        slot.notify.notify_waiters();
+        true
     }
 
     /// For the listener: whether it receives notifications now. Call `false` as soon as
@@ -419,8 +422,8 @@ mod tests {
         for w in [w1.as_mut(), w2.as_mut(), wb.as_mut()] {
             w.enable();
         }
-        waiters.wake("a");
-        waiters.wake("unknown");
+        assert!(waiters.wake("a"));
+        assert!(!waiters.wake("unknown"), "nobody waits for it");
         assert!(is_ready(w1.as_mut()).await && is_ready(w2.as_mut()).await, "both waiters of a");
         assert!(!is_ready(wb.as_mut()).await, "b was not released");
         waiters.wake("b");
