@@ -3,8 +3,9 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 // Layers: connect → retry (its timeout error); query → identifier;
-// template → identifier; identifier, inflight, listing and retry are leaves.
+// template → identifier; handed, identifier, inflight, listing and retry are leaves.
 pub mod connect;
+pub mod handed;
 pub mod identifier;
 pub mod inflight;
 pub mod listing;
@@ -13,6 +14,7 @@ pub mod retry;
 pub mod template;
 
 pub use connect::NoConnection;
+pub use handed::HandedTokens;
 pub use identifier::{Identifier, IdentifierRules};
 pub use inflight::{Attempt, InFlight};
 pub use retry::{ConnectTimedOut, Retry};
