@@ -27,11 +27,12 @@
 //! between two sleeps, reconnecting, or belongs to a user the releaser may not `KILL`)
 //! only means the waiter sleeps until its retry interval ends, as without notifications.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use distlock_sql::HandedTokens;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::{watch, Notify};
@@ -112,12 +113,8 @@ pub(crate) struct Notifier {
     purge_sql: String,
     /// Tokens of this store's fair waiters a release handed their key to, until their
     /// next queued attempt (see [`take_handed`](Self::take_handed)).
-    handed: Mutex<HashSet<String>>,
+    handed: HandedTokens,
 }
-
-/// The most tokens [`Notifier::handed`] keeps: a waiter cancelled between its wake-up
-/// and its attempt leaves its token behind, and a full set starts again empty.
-const MAX_HANDED: usize = 1024;
 
 impl Notifier {
     pub(crate) fn new(options: &MySqlConnectOptions, listen_sql: String, purge_sql: String) -> Self {
@@ -133,7 +130,7 @@ impl Notifier {
             next_id: AtomicU64::new(0),
             waker: Mutex::default(),
             purge_sql,
-            handed: Mutex::default(),
+            handed: HandedTokens::default(),
         }
     }
 
@@ -192,18 +189,13 @@ impl Notifier {
     /// Notes that a release handed `token`'s key to it (see
     /// [`take_handed`](Self::take_handed)).
     pub(crate) fn mark_handed(&self, token: &str) {
-        let mut tokens = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
-        if tokens.len() >= MAX_HANDED {
-            tokens.clear();
-        }
-        tokens.insert(token.to_owned());
+        self.handed.mark(token);
     }
 
     /// Whether a release handed `token`'s key to it since its last queued attempt
     /// (forgetting it): a hint that the attempt finds the lease its own.
     pub(crate) fn take_handed(&self, token: &str) -> bool {
-        let mut tokens = self.handed.lock().unwrap_or_else(PoisonError::into_inner);
-        !tokens.is_empty() && tokens.remove(token)
+        self.handed.take(token)
     }
 
     /// Ends the sleep of each of `listeners` with `KILL QUERY`, sent by the store's
