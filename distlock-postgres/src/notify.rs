@@ -22,10 +22,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use distlock_api::waiters::WaiterRegistry;
+use distlock_sql::HandedTokens;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::task::AbortHandle;
 
 use crate::config::Layout;
+use crate::sql::TURN;
 
 /// The first pause before re-connecting a lost listener; doubled after each failure.
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
@@ -67,17 +69,42 @@ struct Shared {
     pool: PgPool,
     /// Waiters per store key; "listening" while the listener is `LISTEN`ing.
     waiters: WaiterRegistry,
+    /// Fair waiters of this store a release handed their key to, until their next attempt.
+    handed: HandedTokens,
+}
+
+impl Shared {
+    /// Wakes the waiters of a notification's payload: a key, or `turn:<token>` for the
+    /// fair waiter a release handed its key to, noted (before it wakes) for its next
+    /// attempt when it waits in this store.
+    fn dispatch(&self, payload: &str) {
+        let handed = payload.strip_prefix(TURN);
+        if let Some(token) = handed {
+            self.handed.mark(token);
+        }
+        if !self.waiters.wake(payload) {
+            if let Some(token) = handed {
+                self.handed.take(token);
+            }
+        }
+    }
 }
 
 impl Notifier {
     pub(crate) fn new(channel: String, pool: PgPool) -> Self {
-        let shared = Shared { channel, pool, waiters: WaiterRegistry::new() };
+        let shared = Shared { channel, pool, waiters: WaiterRegistry::new(), handed: HandedTokens::default() };
         Self { shared: Arc::new(shared), task: OnceLock::new() }
     }
 
     /// The notification channel.
     pub(crate) fn channel(&self) -> &str {
         &self.shared.channel
+    }
+
+    /// Whether a release handed `token`'s key to it since its last queued attempt (as
+    /// this store's listener saw), forgetting it: a hint that the lease is its own.
+    pub(crate) fn take_handed(&self, token: &str) -> bool {
+        self.shared.handed.take(token)
     }
 
     /// The store's waiters, starting the listener on first use. Must be called inside a
@@ -131,7 +158,7 @@ async fn listen_forever(shared: &Shared, listen_pool: &PgPool) {
                 backoff = MIN_BACKOFF;
                 let lost = loop {
                     match listener.try_recv().await {
-                        Ok(Some(notification)) => shared.waiters.wake(notification.payload()),
+                        Ok(Some(notification)) => shared.dispatch(notification.payload()),
                         Ok(None) => break None,
                         Err(error) => break Some(error),
                     }

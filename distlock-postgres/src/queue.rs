@@ -12,7 +12,10 @@
 //! releaser is queued, writes that waiter's token into the lease instead, with the rest
 //! of its place as the expiry and a new fence: the key is *handed* to it, no plain
 //! acquisition can take it meanwhile, and a waiter that died lets it lapse soon. The
-//! waiter's next queued attempt (one statement) turns the handed lease into a full one.
+//! waiter's next queued attempt (one statement) turns the handed lease into a full one;
+//! when the store's listener saw the hand-over's notification, that attempt is the
+//! lighter `take_handed.sql` (one token-checked `UPDATE` and the place's `DELETE`), and the
+//! full statement only when the lease turns out not to be the waiter's.
 
 use std::time::Duration;
 
@@ -78,6 +81,21 @@ impl PostgresLockStore {
         // Someone waits for the key (this waiter, or those it is served before).
         self.queue_state().queued.insert(key.as_str());
         let sql = &self.statements().queue;
+        if self.notifier.take_handed(token.as_str()) {
+            let fence: Option<i64> = self
+                .retrying("acquire", || {
+                    sqlx::query_scalar(&sql.take_handed)
+                        .bind(key.as_str())
+                        .bind(token.as_str())
+                        .bind(millis(ttl.as_duration()))
+                        .fetch_optional(self.pool())
+                })
+                .await
+                .map_err(|error| self.fail("acquire", key, error))?;
+            if let Some(fence) = fence {
+                return self.acquired(key, fence);
+            }
+        }
         let (fence, micros_left): (Option<i64>, Option<i64>) = self
             .retrying("acquire", || {
                 sqlx::query_as(&sql.acquire)
@@ -90,15 +108,17 @@ impl PostgresLockStore {
             .await
             .map_err(|error| self.fail("acquire", key, error))?;
         match fence {
-            Some(fence) => {
-                let fence =
-                    u64::try_from(fence).map_err(|_| self.fail("acquire", key, format!("negative fence {fence}")))?;
-                Ok(Acquire::Acquired { fence: Some(fence) })
-            }
+            Some(fence) => self.acquired(key, fence),
             None => Ok(Acquire::Held {
                 ttl_left: micros_left.map(|micros| Duration::from_micros(u64::try_from(micros).unwrap_or(1))),
             }),
         }
+    }
+
+    /// An acquisition with the fence the statement returned.
+    fn acquired(&self, key: &StoreKey, fence: i64) -> Result<Acquire, LockError> {
+        let fence = u64::try_from(fence).map_err(|_| self.fail("acquire", key, format!("negative fence {fence}")))?;
+        Ok(Acquire::Acquired { fence: Some(fence) })
     }
 
     /// The release that hands the key on: one statement as cheap as the plain release

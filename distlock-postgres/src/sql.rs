@@ -332,6 +332,7 @@ impl Statements {
             ("queue add_placed_at", &q.add_placed_at),
             ("queue exists", &q.exists),
             ("queue acquire", &q.acquire),
+            ("queue take handed", &q.take_handed),
             ("queue release", &q.release),
             ("queue release alone", &q.release_alone),
             ("queue wait", &q.wait),
@@ -360,6 +361,8 @@ pub(crate) struct QueueStatements {
     pub(crate) add_placed_at: String,
     pub(crate) exists: String,
     pub(crate) acquire: String,
+    /// A waiter's take of the lease a release handed to it; see `take_handed.sql`.
+    pub(crate) take_handed: String,
     pub(crate) release: String,
     /// The release of a key whose queue is empty; see `release_alone.sql`.
     pub(crate) release_alone: String,
@@ -376,6 +379,7 @@ impl QueueStatements {
             add_placed_at: names.render(queue::ADD_PLACED_AT),
             exists: names.render(queue::EXISTS),
             acquire: names.render(queue::ACQUIRE),
+            take_handed: names.render(queue::TAKE_HANDED),
             release: names.render(queue::RELEASE),
             release_alone: names.render(queue::RELEASE_ALONE),
             wait: names.render(queue::WAIT),

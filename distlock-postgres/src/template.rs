@@ -103,6 +103,7 @@ pub(crate) mod group {
 pub(crate) mod queue {
     sql_files! {
         ACQUIRE => "queue/acquire.sql",
+        TAKE_HANDED => "queue/take_handed.sql",
         RELEASE => "queue/release.sql",
         RELEASE_ALONE => "queue/release_alone.sql",
         WAIT => "queue/wait.sql",

@@ -22,6 +22,11 @@ impl TestTable {
     }
 
     pub async fn with(test: &str, unlogged: bool) -> Option<Self> {
+        Self::sized(test, unlogged, 8).await
+    }
+
+    /// As [`with`](Self::with), with a pool of at most `connections`.
+    pub async fn sized(test: &str, unlogged: bool, connections: u32) -> Option<Self> {
         let url = kit::postgres_url(test)?;
         let application_name = postgres_server::random_identifier("dl_test");
         let store = PostgresLockStore::builder()
@@ -29,7 +34,7 @@ impl TestTable {
             .table(postgres_server::random_identifier("t"))
             .unlogged(unlogged)
             .application_name(&application_name)
-            .max_connections(8)
+            .max_connections(connections)
             .connect(&url)
             .await
             .expect("connect");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{key, TestTable};
-use distlock_api::{DynLockStore, LockError, LockManager, LockOptions, LockStore, Token, Ttl};
+use distlock_api::{Acquire, DynLockStore, LockError, LockManager, LockOptions, LockStore, QueuedAttempt, Token, Ttl};
 use distlock_conformance::counting::CountingStore;
 use distlock_conformance::kit::postgres_server;
 use distlock_postgres::sqlx;
@@ -384,5 +384,98 @@ async fn a_flag_racing_the_release_never_misses_the_wake_up() {
             })
             .unwrap();
     }
+    t.drop().await;
+}
+
+/// The last statement the store's one pool connection ran (its listener aside).
+async fn last_statement(t: &TestTable) -> String {
+    let sql = "SELECT query FROM pg_stat_activity \
+               WHERE application_name = $1 AND backend_type = 'client backend' AND query NOT LIKE 'LISTEN%'";
+    let mut conn = postgres_server::admin_connection(&t.url).await;
+    let queries: Vec<String> =
+        sqlx::query_scalar(sql).bind(&t.application_name).fetch_all(&mut conn).await.expect("pg_stat_activity");
+    let _ = sqlx::Connection::close(conn).await;
+    match <[String; 1]>::try_from(queries) {
+        Ok([query]) => query,
+        Err(queries) => panic!("expected one pool connection, found {}", queries.len()),
+    }
+}
+
+/// A waiter whose store saw the release hand it the key (the `turn:` notification) takes
+/// the lease with the one-`UPDATE` statement (`queue/take_handed.sql`), keeping the fence
+/// the release gave it, for its own TTL, and leaving the line. When the handed lease has
+/// lapsed and gone to another token meanwhile, its attempt queues again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_handed_the_key_takes_it_with_one_update() {
+    let test = "a_waiter_handed_the_key_takes_it_with_one_update";
+    // One pool connection: its last statement is the attempt's.
+    let Some(t) = TestTable::sized(test, false, 1).await else { return };
+    let store = &t.store;
+    let queue = store.queue().expect("the PostgreSQL store has a fair queue");
+    let k = key("handed");
+    let long = ttl(30_000);
+    let handed_to = |waiter: &Token, place: Ttl| {
+        let (store, k, waiter) = (store.clone(), k.clone(), waiter.clone());
+        async move {
+            let queue = store.queue().unwrap();
+            let holder = Token::generate();
+            let taken = queue.try_acquire_queued(QueuedAttempt { key: &k, token: &holder, ttl: long, place }).await;
+            let Acquire::Acquired { fence: Some(holder_fence) } = taken.unwrap() else { panic!("not taken") };
+            let queued = queue.try_acquire_queued(QueuedAttempt { key: &k, token: &waiter, ttl: long, place }).await;
+            assert!(!queued.unwrap().is_acquired());
+            let woken = tokio::spawn({
+                let (store, k, waiter) = (store.clone(), k.clone(), waiter.clone());
+                async move { store.queue().unwrap().wait_for_turn(&k, &waiter, Duration::from_secs(20)).await }
+            });
+            // The waiter registers before it flags the lease.
+            let flagged = format!("SELECT waiting FROM {} WHERE key = $1", store.table_name());
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !sqlx::query_scalar::<_, bool>(&flagged).bind(k.as_str()).fetch_one(store.pool()).await.unwrap() {
+                assert!(Instant::now() < deadline, "the waiter never flagged the lease");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let released_at = Instant::now();
+            assert!(store.release(&k, &holder).await.unwrap());
+            woken.await.unwrap().unwrap();
+            let woken_after = released_at.elapsed();
+            assert!(woken_after < Duration::from_secs(10), "the waiter handed the key woke after {woken_after:?}");
+            holder_fence
+        }
+    };
+
+    let waiter = Token::generate();
+    let holder_fence = handed_to(&waiter, long).await;
+    let taken = queue.try_acquire_queued(QueuedAttempt { key: &k, token: &waiter, ttl: long, place: long }).await;
+    let Acquire::Acquired { fence: Some(fence) } = taken.unwrap() else { panic!("the handed key was not taken") };
+    let statement = last_statement(&t).await;
+    assert!(
+        statement.contains("WITH taken AS") && !statement.contains("RECURSIVE"),
+        "the handed lease was not taken by take_handed.sql: {statement}"
+    );
+    assert!(fence > holder_fence, "fence {fence} after {holder_fence}");
+    let info = store.inspect(&k).await.unwrap().expect("held");
+    assert_eq!((info.token, info.fence), (waiter.clone(), Some(fence)));
+    assert!(info.ttl_left > Duration::from_secs(25), "the lease lasts the waiter's TTL: {:?}", info.ttl_left);
+    assert_eq!(queue.queue_len(&k).await.unwrap(), 0, "the waiter's place stayed");
+    assert!(store.release(&k, &waiter).await.unwrap());
+
+    // Handed a lease that lapses (it lasts the rest of the waiter's 2 s place) and is
+    // taken by another token before the waiter's attempt.
+    let late = Token::generate();
+    let place = ttl(2_000);
+    handed_to(&late, place).await;
+    assert_eq!(store.inspect(&k).await.unwrap().map(|info| info.token), Some(late.clone()), "not handed");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.inspect(&k).await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the handed lease never lapsed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let other = Token::generate();
+    assert!(store.try_acquire(&k, &other, long).await.unwrap().is_acquired());
+    let queued = queue.try_acquire_queued(QueuedAttempt { key: &k, token: &late, ttl: long, place }).await.unwrap();
+    assert!(!queued.is_acquired(), "the lease of another token was taken");
+    let places = queue.queue_places(&k).await.unwrap();
+    assert_eq!(places.iter().map(|place| &place.token).collect::<Vec<_>>(), [&late], "{places:?}");
+    assert!(store.release(&k, &other).await.unwrap());
     t.drop().await;
 }
