@@ -268,9 +268,9 @@ pub fn render(run: &RunInfo, records: &[Record], files: &[PlotFile]) -> String {
          order of the variants; where a title says they take turns, the variants \
          alternate within each round, cycle by cycle (or a batch of cycles at a time), so \
          that a slower stretch of the machine meets them all. Each row gives the median \
-         round, its ratio to the baseline \
-         (above 1: slower than the baseline) and the spread of the per-round ratios \
-         (min–max). Servers run on loopback, started privately for the run. Each \
+         round, the ratio to the baseline (the median of the per-round ratios, each \
+         between variants that ran under the same load; above 1: slower than the \
+         baseline) and the spread of the per-round ratios (min–max). Servers run on loopback, started privately for the run. Each \
          benchmark runs as a task on the worker threads of a multi-threaded tokio \
          runtime, where an application's code runs.\n\n",
     );

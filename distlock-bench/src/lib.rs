@@ -152,28 +152,29 @@ where
 }
 
 /// Prints each variant's median round divided by `per` (e.g. µs per cycle), and for every
-/// variant after the first its ratio to the first: of the medians, and the median of the
-/// per-round ratios (a round's variants ran back to back, under the same load), and
-/// writes the comparison as a [`record::Ratios`] when `DISTLOCK_BENCH_OUT` is set.
-/// Returns the per-`per` medians.
+/// variant after the first its ratio to the first: the median of the per-round ratios (a
+/// round's variants ran back to back, under the same load; the figure recorded), and that
+/// of the medians; writes the comparison as a [`record::Ratios`] when
+/// `DISTLOCK_BENCH_OUT` is set. Returns the per-`per` medians.
 pub fn report_against_first(title: &str, unit: &str, per: f64, names: &[&str], samples: &[Vec<f64>]) -> Vec<f64> {
     let ratios = record::Ratios::of(&record::suite(), title, unit, per, names, samples);
-    record::emit(&record::Record::Ratios(ratios));
-    let medians: Vec<f64> = samples.iter().map(|s| median(s.clone()) / per).collect();
+    let medians: Vec<f64> = ratios.rows.iter().map(|row| row.value).collect();
     println!("{title}");
     let width = names.iter().map(|name| name.chars().count()).max().unwrap_or(0) + 1;
-    for (i, (name, value)) in names.iter().zip(&medians).enumerate() {
+    for (i, row) in ratios.rows.iter().enumerate() {
+        let (name, value) = (&row.name, row.value);
         if i == 0 {
             println!("  {name:<width$}{value:9.2} {unit}");
         } else {
-            let per_round = median(samples[i].iter().zip(&samples[0]).map(|(lib, base)| lib / base).collect());
             println!(
-                "  {name:<width$}{value:9.2} {unit}   {:.3}× {} (median of per-round ratios {per_round:.3}×)",
-                value / medians[0],
-                names[0]
+                "  {name:<width$}{value:9.2} {unit}   {:.3}× {} (median of per-round ratios; of the medians {:.3}×)",
+                row.ratio,
+                names[0],
+                value / medians[0]
             );
         }
     }
+    record::emit(&record::Record::Ratios(ratios));
     medians
 }
 

@@ -74,7 +74,10 @@ pub struct RatioRow {
     pub name: String,
     /// Its median round, in the comparison's unit.
     pub value: f64,
-    /// Its median ÷ the baseline's median (1 for the baseline).
+    /// The median of its per-round ratios to the baseline: the rounds are paired (a
+    /// round's variants ran back to back, under the same load), so each ratio compares
+    /// like with like. 1 for the baseline. A comparison of quantiles
+    /// ([`Ratios::of_quantile`]) gives its quantile ÷ the baseline's instead.
     pub ratio: f64,
     /// The smallest per-round ratio (a round's variants ran back to back).
     pub min: f64,
@@ -83,8 +86,9 @@ pub struct RatioRow {
 }
 
 impl Ratios {
-    /// The comparison of `samples` (each variant's rounds, the baseline first), each round
-    /// divided by `per`.
+    /// The comparison of `samples` (each variant's rounds, the baseline first, rounds paired
+    /// by index), each round divided by `per`: each variant's median round, and the
+    /// median and range of its per-round ratios to the baseline.
     pub fn of(suite: &str, title: &str, unit: &str, per: f64, names: &[&str], samples: &[Vec<f64>]) -> Self {
         let medians: Vec<f64> = samples.iter().map(|s| super::median(s.clone()) / per).collect();
         let base = medians.first().copied().unwrap_or_default();
@@ -97,7 +101,7 @@ impl Ratios {
                 RatioRow {
                     name: (*name).to_owned(),
                     value,
-                    ratio: if base > 0.0 { value / base } else { f64::NAN },
+                    ratio: if base > 0.0 { super::median(per_round.clone()) } else { f64::NAN },
                     min: per_round.iter().copied().fold(f64::INFINITY, f64::min),
                     max: per_round.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 }
@@ -352,9 +356,20 @@ mod tests {
         assert_eq!(ratios.rounds, 3);
         assert_eq!(ratios.rows[0].ratio, 1.0);
         assert_eq!((ratios.rows[0].min, ratios.rows[0].max), (1.0, 1.0));
-        // medians 100 and 110 → 10 and 11 per op.
+        // medians 100 and 110 → 10 and 11 per op; per-round ratios 1.1, 1.2 and 1.05.
         assert!((ratios.rows[1].value - 11.0).abs() < 1e-9);
         assert!((ratios.rows[1].ratio - 1.1).abs() < 1e-9);
+        // The ratio pairs rounds: not the ratio of medians taken from different rounds.
+        let paired = Ratios::of(
+            "redis",
+            "t",
+            "µs",
+            1.0,
+            &["raw", "manager"],
+            &[vec![100.0, 50.0, 200.0], vec![100.0, 200.0, 50.0]],
+        );
+        assert_eq!(paired.rows[1].value, 100.0);
+        assert!((paired.rows[1].ratio - 1.0).abs() < 1e-9, "{}", paired.rows[1].ratio);
         assert!((ratios.rows[1].min - 1.05).abs() < 1e-9);
         assert!((ratios.rows[1].max - 1.2).abs() < 1e-9);
     }

@@ -155,13 +155,13 @@ where
 }
 
 /// Prints each variant of a sections-per-second comparison ([`Ratios::of`] on
-/// [`RoundFigures::per_round`]) ÷ its baseline: the ratio of the median rounds and the
-/// range of the per-round ratios.
+/// [`RoundFigures::per_round`]) ÷ its baseline: the median and the range of the
+/// per-round ratios.
 pub fn print_rounds(sections: &Ratios) {
     let Some((base, variants)) = sections.rows.split_first() else { return };
     for row in variants {
         println!(
-            "  {} ÷ {} sections/s: {:.3}× (median rounds), per round {:.3}×–{:.3}× over {} rounds",
+            "  {} ÷ {} sections/s: {:.3}× (median of the rounds' ratios), per round {:.3}×–{:.3}× over {} rounds",
             row.name, base.name, row.ratio, row.min, row.max, sections.rounds
         );
     }
