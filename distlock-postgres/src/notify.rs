@@ -27,12 +27,14 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::task::AbortHandle;
 
 use crate::config::Layout;
-use crate::sql::TURN;
 
 /// The first pause before re-connecting a lost listener; doubled after each failure.
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
 /// The longest pause between attempts to re-connect the listener.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// The notification payload of a hand-over to a token (`queue/release.sql`): this
+/// followed by the token.
+pub(crate) const TURN: &str = "turn:";
 /// PostgreSQL truncates identifiers (and refuses channel names) beyond 63 bytes.
 const MAX_CHANNEL_LEN: usize = 63;
 

@@ -348,9 +348,6 @@ impl Statements {
     }
 }
 
-/// The notification payload of a hand-over to a token: this followed by the token.
-pub(crate) const TURN: &str = "turn:";
-
 /// The statements of fair waiting.
 #[derive(Debug)]
 pub(crate) struct QueueStatements {

@@ -18,8 +18,8 @@ use crate::error::{
     is_connection_lost, is_deadlock, GroupSchemaMissing, SchemaProblem, SlowAcquire, UnexpectedAnswer, BACKEND,
 };
 use crate::group_sql::{GroupSchemaState, GroupStatements, HOLDER_COLUMNS, PERMIT_COLUMNS};
-use crate::notify::Notifier;
-use crate::sql::{self, SchemaState, Statements, SCHEMA_LOCK_KEY, TURN};
+use crate::notify::{Notifier, TURN};
+use crate::sql::{self, SchemaState, Statements, SCHEMA_LOCK_KEY};
 use distlock_sql::connect::explain;
 use distlock_sql::listing::{held_lock, lock_info, page_start};
 use distlock_sql::{InFlight, Retry};
