@@ -270,9 +270,10 @@ pub fn render(run: &RunInfo, records: &[Record], files: &[PlotFile]) -> String {
          that a slower stretch of the machine meets them all. Each row gives the median \
          round, the ratio to the baseline (the median of the per-round ratios, each \
          between variants that ran under the same load; above 1: slower than the \
-         baseline) and the spread of the per-round ratios (min–max). Servers run on loopback, started privately for the run. Each \
-         benchmark runs as a task on the worker threads of a multi-threaded tokio \
-         runtime, where an application's code runs.\n\n",
+         baseline) and the spread of the per-round ratios (min–max). Servers run on \
+         loopback, started privately for the run. Each benchmark runs as a task on the \
+         worker threads of a multi-threaded tokio runtime, where an application's code \
+         runs.\n\n",
     );
     let _ = writeln!(out, "- **Machine:** {} logical cores{}", run.cores, optional(" (", &run.cpu, ")"));
     let _ = writeln!(out, "- **Date:** {}", run.date);
