@@ -133,7 +133,7 @@ impl Layout {
 ///
 /// | key | one server (`Node`) | Redis Cluster (`Cluster`) |
 /// |---|---|---|
-/// | a name's stem (+ `:s`, `:h`, `:p`) | `{prefix}:group:{<name'>}` | `{prefix}:group:{<tag>}:<name>` |
+/// | a name's stem (+ `:s`, `:h`, `:p`, `:w`) | `{prefix}:group:{<name'>}` | `{prefix}:group:{<tag>}:<name>` |
 /// | a live group's lease | `{prefix}:group-lease:<token>` | `{prefix}:group-lease:{<tag>}:<token>` |
 /// | fence counter | `{prefix}:fence` (the locks' counter) | `{prefix}:group-fence:{<tag>}` |
 /// | release channel | `{prefix}:released` (`PUBLISH`) | `{prefix}:group-released:{<tag>}` (`SPUBLISH`) |
@@ -142,7 +142,8 @@ impl Layout {
 /// that name's keys. On a Cluster `<tag>` is the name's own hash tag (`orders` for
 /// `{orders}:a`) or, for a name without one, the name percent-encoded the same way: every
 /// key a group script touches carries the group's tag, so the script runs in one slot. One
-/// server has no tags (the tag is `""`).
+/// server has no tags (the tag is `""`). The scripts find a name's `:p` (permits) and `:w`
+/// (waited-for mark) by replacing the last letter of its `:h`, so both stay in its slot.
 impl Layout {
     /// The one tag of a group's names, or the error that refuses a group across tags
     /// (slots) on a Cluster. One server's tag is `""`.
@@ -170,7 +171,7 @@ impl Layout {
         Ok(first)
     }
 
-    /// Appends the stem of the group name `key` and then `part` (`:s`, `:h` or `:p`) to `out`.
+    /// Appends the stem of the group name `key` and then `part` (`:s`, `:h`, `:p` or `:w`) to `out`.
     pub(crate) fn push_group_key(&self, out: &mut String, key: &StoreKey, part: &str) {
         let name = key.lock_key();
         out.reserve(self.stem.len() + 2 * name.len() + part.len() + 12);
@@ -187,7 +188,7 @@ impl Layout {
         out.push_str(part);
     }
 
-    /// The key `part` (`:s`, `:h` or `:p`) of the group name `key`.
+    /// The key `part` (`:s`, `:h`, `:p` or `:w`) of the group name `key`.
     pub(crate) fn group_key(&self, key: &StoreKey, part: &str) -> String {
         let mut out = String::new();
         self.push_group_key(&mut out, key, part);
@@ -373,6 +374,7 @@ mod tests {
                     assert_eq!(layout.group_name_of(&redis_key).as_deref(), Some(name), "{redis_key}");
                 }
                 assert_eq!(layout.group_name_of(&layout.group_key(&key, ":p")), None);
+                assert_eq!(layout.group_name_of(&layout.group_key(&key, ":w")), None, "a mark is not listed");
             }
         }
         assert_eq!(Layout::node("app").group_names_glob("50%*"), r"app:group:{50%25\**}:[hs]");

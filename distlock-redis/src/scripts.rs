@@ -269,12 +269,14 @@ scripts! {
     /// The live places of a key's queue in arrival order, with their expiries and
     /// arrivals, read only. `KEYS` = queue, queue-ttl.
     queue_places: ["lib/queue.lua", "queue_places.lua"],
-    /// A lock group's atomic attempt at every member, or a read-only probe (see `commands/group.rs`
-    /// for the key layout and the file for the arguments).
+    /// A lock group's atomic attempt at every member, or a probe that grants nothing (a
+    /// waiting caller's marks the name that blocks it; see `commands/group.rs` for the key
+    /// layout and the file for the arguments).
     group_acquire: ["lib/group.lua", "lib/clock_fence.lua", "group_acquire.lua"],
     /// Extends every member still held by the token, and the group's lease key.
     group_extend: ["lib/group.lua", "group_extend.lua"],
-    /// Removes the token's holds and places from every name and publishes the change.
+    /// Removes the token's holds and places from every name and publishes the change when
+    /// a name is marked by a waiting group or has places.
     group_release: ["lib/group.lua", "group_release.lua"],
     /// Removes a waiting group's places.
     group_withdraw: ["lib/group.lua", "group_withdraw.lua"],

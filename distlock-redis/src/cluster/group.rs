@@ -65,7 +65,8 @@ impl GroupLockStore for RedisClusterStore {
     }
 
     /// The single-node release script, `SPUBLISH`ing the changed names' `h` keys on the
-    /// tag's shard channel.
+    /// tag's shard channel when one of them has a waited-for mark or places (an
+    /// uncontended release publishes nothing).
     async fn release_group(&self, keys: &[StoreKey], token: &Token) -> Result<usize, LockError> {
         let Some(names) = self.commands().group_names(keys)? else { return Ok(0) };
         self.release_names(&names, token).await
@@ -192,10 +193,12 @@ impl GroupLockStore for RedisClusterStore {
     }
 
     /// Registers for every name's stem, `SSUBSCRIBE`s to the tag's shard channel (once
-    /// per store and channel), then probes the request with the acquire script (read
-    /// only) and returns at once when it could be granted now; otherwise waits for a
-    /// published change of any of its names, at most `max`. Without notifications, a
-    /// plain sleep of `max`.
+    /// per store and channel), then probes the request with the acquire script and
+    /// returns at once when it could be granted now; otherwise the probe has marked the
+    /// first name that blocks it (`{stem}:w`, in the tag's slot, expiring after twice
+    /// `max`), so that the name's next release publishes, and it waits for a published
+    /// change of any of its names, at most `max`. Without notifications, a plain sleep of
+    /// `max`.
     ///
     /// # Cancel safety
     ///
@@ -219,8 +222,10 @@ impl GroupLockStore for RedisClusterStore {
             .wait_any(&wake_keys, max, || async {
                 self.subscribe(&channel).await?;
                 counted.store(true, Ordering::Relaxed);
-                let grantable = self
-                    .exec(&route, |mut conn| async move { commands.group_grantable(&mut conn, request, tag).await })
+                let grantable =
+                    self.exec(&route, |mut conn| async move {
+                        commands.group_grantable(&mut conn, request, tag, max).await
+                    })
                     .await?;
                 Ok(if grantable { KeyState::Free } else { KeyState::Held { expires_in: None } })
             })

@@ -22,7 +22,13 @@
 //! so one `ZCOUNT` (and the `s` holder) counts the live holders of a mode, one `ZSCORE`
 //! tells what a token has on the name, and a grant's `ZADD` replaces the group's own intent.
 //! Scripts that take names get every `h`, then every `s` (`KEYS[… + i]`, `KEYS[… + n + i]`). `stem:p`, hash of the
-//! permits (`shared`, `exclusive`). Per granted group: its **lease key**
+//! permits (`shared`, `exclusive`). `stem:w`, the name's **waited-for mark**: a string that
+//! a waiting group's probe writes, in the same script as the check that found the name
+//! blocking it, with an expiry of twice the wait ([`mark_ms`]); a release publishes only
+//! when one of its names has a mark (which it deletes) or places, so an uncontended release
+//! sends no message (`group_release.lua` and `group_acquire.lua` explain why no wake-up is
+//! lost). `p` and `w` are found beside `h` by the scripts (the same stem, so the same hash
+//! tag and slot), not passed as keys. Per granted group: its **lease key**
 //! `{prefix}:group-lease:<token>` (on Redis Cluster `{prefix}:group-lease:{<tag>}:<token>`),
 //! a string `name \n name … \n\n owner \n fence \n expiry` (expiry `-` for a group granted
 //! in strings: its holds are its names' `s`, which stay its own while the lease lives) that
@@ -36,12 +42,14 @@
 //! and the lease key's `SET … PX`, with no clock read (a held name costs `TIME` and a
 //! `ZADD` per name, and the checks). A release is the lease key's `GETDEL` (live or not),
 //! one `GETDEL` of `s` or `ZREM` from `h` per name (of the token's hold, or, for a group
-//! without a lease key, of its place and ticket) and one `PUBLISH` — no
-//! `TIME`, no score read; the message is the names' `h` keys joined by newlines (`KEYS` as
-//! they are). Key expiries of the names only grow: a write that needs a key to live `ttl`
-//! more reads its `PTTL` and, when shorter, sets it to `2 × ttl` (so the next writes of the
-//! same TTL within `ttl` leave it alone). Nothing sets an expiry on release: keys only
-//! shrink, and an emptied key is gone.
+//! without a lease key, of its place and ticket) and, with notifications, one `EXISTS` of
+//! the names' marks and `h` keys — and only when one exists a `DEL` of the marks, a
+//! `ZCOUNT` of the places per name until one has some, and one `PUBLISH` when a name was
+//! marked or has places — no `TIME`, no score read; the message is the names' `h` keys
+//! joined by newlines (`KEYS` as they are). Key expiries of the names only grow: a write
+//! that needs a key to live `ttl` more reads its `PTTL` and, when shorter, sets it to
+//! `2 × ttl` (so the next writes of the same TTL within `ttl` leave it alone). Nothing sets
+//! an expiry on release: keys only shrink, and an emptied key is gone.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -107,7 +115,7 @@ impl Commands {
     ) -> Result<GroupAcquire, LockError> {
         let mode = grant_mode(self.fencing, self.clock_fences);
         let reply = self
-            .run_acquire(conn, request, tag, mode)
+            .run_acquire(conn, request, tag, mode, request.ttl.as_millis())
             .await
             .map_err(|err| self.request_error("acquire group", request, err))?;
         match (reply, self.fencing) {
@@ -118,30 +126,37 @@ impl Commands {
         }
     }
 
-    /// Whether `request` could be granted now: a read-only run (`P`) of the acquire
-    /// script, with the request's ticket; its own intents do not hold it back.
+    /// Whether `request` could be granted now, asked by a caller that waits up to `wait`
+    /// for a change of its names and is already registered for their release messages: a
+    /// waiting caller's probe (`P`) of the acquire script, with the request's ticket (its
+    /// own intents do not hold it back). It grants nothing; when the request is blocked it
+    /// marks the first name that blocks it for [`mark_ms`]`(wait)`, so that the release of
+    /// that name publishes.
     pub(crate) async fn group_grantable(
         &self,
         conn: &mut impl Conn,
         request: &GroupRequest<'_>,
         tag: &str,
+        wait: Duration,
     ) -> Result<bool, LockError> {
         let reply = self
-            .run_acquire(conn, request, tag, "P")
+            .run_acquire(conn, request, tag, "P", mark_ms(wait))
             .await
             .map_err(|err| self.request_error("wait for a change of", request, err))?;
         Ok(reply >= 0)
     }
 
-    /// The acquire script for `request`: `mode` is a [`grant_mode`] or `P` (a read-only
-    /// probe). Returns the fence (0 without fencing or for a probe) or, when blocked,
-    /// minus the ticket.
+    /// The acquire script for `request`: `mode` is a [`grant_mode`] or `P` (a waiting
+    /// caller's probe), and `ttl_ms` the lease's TTL (for `P`, how long its mark lives).
+    /// Returns the fence (0 without fencing or for a probe) or, when blocked, minus the
+    /// ticket.
     async fn run_acquire(
         &self,
         conn: &mut impl Conn,
         request: &GroupRequest<'_>,
         tag: &str,
         mode: &str,
+        ttl_ms: u64,
     ) -> redis::RedisResult<i64> {
         let members = request.members;
         // The fence counter only when a fence is drawn: the script finds the members' keys
@@ -157,7 +172,7 @@ impl Commands {
                     cmd.arg(counter);
                 }
                 self.push_name_keys(cmd, members.iter().map(|member| &member.key));
-                args.push(cmd, request);
+                args.push(cmd, request, ttl_ms);
             })
             .await
     }
@@ -480,6 +495,16 @@ impl Commands {
     }
 }
 
+/// How long the mark of a waiting caller's probe lives, in ms: twice its `wait`, rounded up
+/// to a whole ms and at least 1 ms (saturating). The mark must outlive the wait, which ends
+/// at most `wait` after the probe was sent (the probe runs after the wait's deadline was
+/// set); twice that leaves room for a server clock that runs faster than the waiter's.
+/// A mark that outlives its waiter costs one message, at the next release of its name.
+fn mark_ms(wait: Duration) -> u64 {
+    let ms = u64::try_from(wait.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+    ms.saturating_mul(2).max(1)
+}
+
 /// The acquire script's mode letter for a grant: `N` without fencing, `F` with the
 /// counter's fence, `C` with a clock fence.
 fn grant_mode(fencing: bool, clock_fences: bool) -> &'static str {
@@ -571,8 +596,8 @@ impl AcquireArgs {
         Self { entry, flags }
     }
 
-    fn push(&self, cmd: &mut Cmd, request: &GroupRequest<'_>) {
-        cmd.arg(request.token.as_str()).arg(&self.entry).arg(request.ttl.as_millis()).arg(&self.flags);
+    fn push(&self, cmd: &mut Cmd, request: &GroupRequest<'_>, ttl_ms: u64) {
+        cmd.arg(request.token.as_str()).arg(&self.entry).arg(ttl_ms).arg(&self.flags);
         if request.members.iter().any(|member| member.default_permits.is_some()) {
             for member in request.members {
                 match member.default_permits {

@@ -1,12 +1,15 @@
--- Acquire: one atomic attempt at every member of a lock group, or a read-only probe of
--- whether the request could be granted now (the key layout: distlock-redis/src/commands/group.rs).
+-- Acquire: one atomic attempt at every member of a lock group, or a probe of whether the
+-- request could be granted now (the key layout: distlock-redis/src/commands/group.rs).
 --
 -- KEYS = the group's lease key, the fence counter (modes `C` and `F` only), then every
 -- member's `h`, then every member's `s` (its permits hash `p`, read only when the name is
--- held, is found beside `h`: the same stem, so the same hash tag and slot). ARGV = token,
--- `name \n name … \n\n owner` (the lease key's value without its fence and expiry), ttl ms,
--- the *flags* — the mode (`F`: grant with the counter's fence, `C`: grant with a clock
--- fence, `N`: grant without, `P`: probe, writes nothing), the members' modes as one letter
+-- held, is found beside `h`: the same stem, so the same hash tag and slot; so is a blocking
+-- name's waited-for mark `w`, written only by a probe). ARGV = token,
+-- `name \n name … \n\n owner` (the lease key's value without its fence and expiry), ttl ms
+-- (for a probe: how long its mark lives), the *flags* — the mode (`F`: grant with the
+-- counter's fence, `C`: grant with a clock fence, `N`: grant without, `P`: a waiting
+-- caller's probe, which grants nothing and records no place but, when the request is
+-- blocked, marks the first name that blocks it, see below), the members' modes as one letter
 -- each (`S` or `X`, in KEYS order) and, for a waiting group, `intent ttl:2 × intent
 -- ttl:ticket` (each part may be empty: no intents, no ticket yet; `:b` after it when
 -- barging), say `NXS` or `NXS30000:60000:` — then, only when some member has default
@@ -15,6 +18,17 @@
 -- call), so there are few.
 -- Returns the fence (0 without fencing, and for a probe that could be granted) or, when
 -- blocked, minus the ticket.
+--
+-- The probe's mark is what makes a release publish (`group_release.lua` publishes only
+-- when one of the names it changes is marked or has places). The waiter registers for the
+-- names' messages and subscribes *before* it sends this probe, and the probe checks and
+-- marks in one atomic step: a release that ran before the probe is seen by the check (the
+-- probe answers "grantable" and the waiter does not sleep), a release after it finds the
+-- mark and publishes to a subscription that already exists. One blocking name is enough:
+-- while it blocks, the request cannot be granted whatever happens to the others, and when
+-- a release frees it the waiter is woken, attempts again and marks whatever blocks it
+-- then. The mark's expiry only grows (`PTTL`, then `SET … PX` when shorter), so a short
+-- wait on a name never cuts short the mark of a longer one.
 
 local token = ARGV[1]
 local ttl = tonumber(ARGV[3])
@@ -130,7 +144,8 @@ if not free then
     end
 
     sizes = {}
-    local blocked = false
+    -- The first member whose name does not admit the request (nil: none).
+    local blocked = nil
     for i = 1, n do
         sizes[i] = redis.call("ZCARD", KEYS[hs + i])
         local holder = redis.call("GET", KEYS[hs + n + i])
@@ -138,12 +153,17 @@ if not free then
             string_holder[i], string_shared[i] = holder_of(holder)
         end
         if not blocked and (sizes[i] > 0 or holder) and not grantable(i) then
-            blocked = true
+            blocked = i
         end
     end
 
     if blocked then
-        if mode ~= 80 and intent_ttl ~= "" then
+        if mode == 80 then
+            local mark = mark_of(KEYS[hs + blocked])
+            if redis.call("PTTL", mark) < ttl then
+                redis.call("SET", mark, "1", "PX", ARGV[3])
+            end
+        elseif intent_ttl ~= "" then
             if first_attempt then
                 -- The ticket: now, or one more than the last ticket on its names when that
                 -- is larger, so that a group blocked after another, even within one

@@ -1,9 +1,19 @@
 -- Release: removes the token's holds and places (with their tickets) from every name,
--- publishes the names' `h` keys when it changed anything (one message, the keys joined by
--- newlines; a name whose hold had expired is named too, and its waiters merely look
--- again), and deletes the group's lease key — or, when only some of its names are
--- released, keeps it for the others.
--- KEYS[1] = the group's lease key; then every name's `h`, then every name's `s`. ARGV =
+-- publishes the names' `h` keys when it changed anything and someone may wait for one of
+-- the names (one message, the keys joined by newlines; a name whose hold had expired is
+-- named too, and its waiters merely look again), and deletes the group's lease key — or,
+-- when only some of its names are released, keeps it for the others.
+--
+-- Someone may wait for a name when it has a waited-for mark (`w`, found beside `h` as
+-- `group_acquire.lua` writes it: see `mark_of`) or entries in the bands of places and
+-- tickets of `h`; otherwise nothing is published, so an uncontended release sends no
+-- message to the subscribers (the releasing client's own among them). The marks are
+-- deleted when the message goes out: every waiter that marked one of the names is
+-- registered for its message, so it is woken by this one and marks again if it is still
+-- blocked. A mark therefore disappears only with a message naming its name or by its own
+-- expiry, after its waiter's wait ended: a waiter is never left asleep by a release.
+-- KEYS[1] = the group's lease key; then every name's `h`, then every name's `s` (each
+-- name's mark `w` is not declared: it is derived from `h`, like the permits hash). ARGV =
 -- token, channel (`""`: do not publish), the names each followed by a newline and one more
 -- newline (the lease value's beginning when they are all its names), and the publish
 -- command (absent: PUBLISH; Redis Cluster passes SPUBLISH). Returns how many live holds
@@ -71,6 +81,26 @@ else
     end
 end
 if (freed > 0 or changed) and channel ~= "" then
-    redis.call(publish, channel, table.concat(KEYS, "\n", 2, n + 1))
+    -- One `EXISTS` over the names' marks and `h` keys tells an uncontended release (no
+    -- mark, no `h`: nobody waits) from the others; only those read further.
+    local marks, keys = {}, {}
+    for i = 1, n do
+        marks[i] = mark_of(KEYS[1 + i])
+        keys[i], keys[n + i] = marks[i], KEYS[1 + i]
+    end
+    local waited = false
+    if redis.call("EXISTS", unpack(keys)) > 0 then
+        waited = redis.call("DEL", unpack(marks)) > 0
+        -- Else the places and tickets of waiting groups, `[2B, 5B)` (expired ones too: a
+        -- spurious message only makes waiters look again).
+        local i = 1
+        while not waited and i <= n do
+            waited = redis.call("ZCOUNT", KEYS[1 + i], "20000000000000", "+inf") > 0
+            i = i + 1
+        end
+    end
+    if waited then
+        redis.call(publish, channel, table.concat(KEYS, "\n", 2, n + 1))
+    end
 end
 return freed

@@ -58,9 +58,10 @@ impl GroupLockStore for RedisLockStore {
 
     /// One script: `GETDEL` of the group's lease key (a hold was live while it existed),
     /// `ZREM` of the token from `{stem}:h` of every name (its hold or its place), and, when
-    /// that changed something and release notifications are on, one
-    /// `PUBLISH {key_prefix}:released <stem>:h\n<stem>:h…` (inside the script) naming the
-    /// names.
+    /// that changed something, release notifications are on and someone may wait for one
+    /// of the names (a name has a waited-for mark `{stem}:w`, which it deletes, or places
+    /// in `{stem}:h`), one `PUBLISH {key_prefix}:released <stem>:h\n<stem>:h…` (inside
+    /// the script) naming the names. An uncontended release publishes nothing.
     ///
     /// # Cancel safety
     ///
@@ -204,11 +205,13 @@ impl GroupLockStore for RedisLockStore {
 
     /// Waits for a published change of any of the request's names (a release, a withdrawn
     /// intent), at most `max`: registers for every name's stem, makes sure the store's
-    /// subscriber is subscribed, then runs the acquire script as a read-only probe — the
-    /// same checks with the request's ticket, the request's own intents not counting — and
-    /// returns at once when the request could be granted now, so a release that landed
-    /// between the caller's blocked attempt and this wait is not slept through. A change
-    /// published after the registration wakes the wait. While the subscriber is not
+    /// subscriber is subscribed, then runs the acquire script as a waiting caller's probe —
+    /// the same checks with the request's ticket, the request's own intents not counting —
+    /// and returns at once when the request could be granted now, so a release that landed
+    /// between the caller's blocked attempt and this wait is not slept through. Otherwise
+    /// the same script marks the first name that blocks the request (`{stem}:w`, expiring
+    /// after twice `max`), so that the name's next release publishes: a change published
+    /// after the registration wakes the wait. While the subscriber is not
     /// subscribed, or without notifications, the wait is a plain sleep of `max`.
     /// Expiries are not published: they are seen at the next attempt. A `max` above
     /// [`MAX_WAIT`](RedisLockStore::MAX_WAIT) counts as `MAX_WAIT`.
@@ -229,7 +232,7 @@ impl GroupLockStore for RedisLockStore {
         waiters
             .wait_any(&holders, max, || async {
                 let grantable =
-                    self.commands().group_grantable(&mut self.connection_manager().clone(), &request, "").await?;
+                    self.commands().group_grantable(&mut self.connection_manager().clone(), &request, "", max).await?;
                 Ok(if grantable { KeyState::Free } else { KeyState::Held { expires_in: None } })
             })
             .await?;

@@ -105,6 +105,7 @@ async fn a_tagged_group_is_atomic_in_one_slot() {
         let stem = format!("app:group:{{orders}}:{name}");
         keys.push(format!("{stem}:h"));
         keys.push(format!("{stem}:p"));
+        keys.push(format!("{stem}:w"));
     }
     for key in &keys {
         assert_eq!(tokio::task::block_in_place(|| cluster.slot_of(key)), slot, "{key}");
@@ -259,6 +260,66 @@ async fn group_waiters_are_woken_by_the_tags_shard_channel() {
     let stamp = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
     assert!(released_at.elapsed() < Duration::from_secs(5), "{:?}", released_at.elapsed());
     assert!(stamp.is_none(), "no fencing configured");
+}
+
+/// How many `SPUBLISH`es the master serving `key`'s slot has run, the release scripts'
+/// own among them (`INFO commandstats` counts the commands a script calls).
+fn spublish_calls(cluster: &RedisCluster, key: &str) -> i64 {
+    let port = tokio::task::block_in_place(|| cluster.owner_of(key));
+    let info = tokio::task::block_in_place(|| cluster.command_on(port, &["INFO", "commandstats"]));
+    let info = info.and_then(|reply| reply.as_text()).expect("INFO commandstats");
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_spublish:calls="))
+        .map_or(0, |rest| rest.split(',').next().and_then(|calls| calls.parse().ok()).expect("a count of calls"))
+}
+
+/// A release publishes on the tag's shard channel only when someone may wait: an
+/// uncontended group cycle sends no `SPUBLISH`, and a barging reader, which leaves no
+/// place, is woken all the same, well within its 10 s retry interval: its probe marked
+/// the name that blocked it, in the tag's slot, so the release published once.
+#[tokio::test(flavor = "multi_thread")]
+async fn group_releases_publish_on_the_tags_shard_channel_only_for_waiters() {
+    let Some(cluster) = start("cluster group release notifications") else { return };
+    let store = RedisClusterStore::connect(&format!("{}?prefix=app", cluster.url())).await.unwrap();
+    let locks = LockManager::new(Arc::new(store));
+    let member = |name: &str, exclusive: bool| {
+        if exclusive {
+            GroupMember::exclusive(name).unwrap()
+        } else {
+            GroupMember::shared(name).unwrap()
+        }
+    };
+    let both = LockGroup::new([member("{quiet}:a", true), member("{quiet}:b", true)]).unwrap();
+    let before = spublish_calls(&cluster, "{quiet}");
+    for _ in 0..3 {
+        locks.try_lock_group(&both, Duration::from_secs(30)).await.unwrap().expect("free").release().await.unwrap();
+    }
+    assert_eq!(spublish_calls(&cluster, "{quiet}"), before, "nobody waited: no SPUBLISH");
+
+    let held = locks.try_lock_group(&both, Duration::from_secs(30)).await.unwrap().expect("free");
+    let readers = LockGroup::new([member("{quiet}:a", false), member("{quiet}:b", false)]).unwrap();
+    let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(10)).barging();
+    let waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.lock_group_opts(&readers, Duration::from_secs(30), &options).await.unwrap().release().await }
+    });
+    let mark = "app:group:{quiet}:{quiet}:a:w";
+    let owner = tokio::task::block_in_place(|| cluster.owner_of(mark));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let marked = tokio::task::block_in_place(|| cluster.command_on(owner, &["EXISTS", mark]));
+        if marked.and_then(|reply| reply.as_int()) == Some(1) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the waiter never marked the name");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(spublish_calls(&cluster, "{quiet}"), before, "waiting publishes nothing");
+    let released_at = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("woken in time").unwrap().unwrap();
+    assert!(released_at.elapsed() < Duration::from_secs(3), "{:?}", released_at.elapsed());
+    assert_eq!(spublish_calls(&cluster, "{quiet}"), before + 1, "one SPUBLISH: the release the reader waited for");
 }
 
 /// `build(client)` on the application's `ClusterClient`: nothing sent until used, the

@@ -695,6 +695,8 @@ async fn a_wait_returns_at_once_when_the_request_could_be_granted_now() {
     cleanup(&store).await;
 }
 
+/// The probe of a request that could be granted writes nothing (a blocked request's
+/// writes only its waited-for mark: `a_release_publishes_for_the_mark_of_a_blocked_waiter_and_wakes_it`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_probe_writes_nothing() {
     let builder = RedisLockStore::builder().fencing(true).release_notifications(true);
@@ -938,5 +940,209 @@ async fn a_late_release_of_an_expired_group_held_in_strings_leaves_the_next_hold
     let holder: String = raw(&store, &["GET", &s_key(&store, "l1")]).await;
     assert_eq!(holder, next.token.as_str(), "l1 is still the next group's");
     assert_eq!(next.release(groups).await, 2);
+    cleanup(&store).await;
+}
+
+/// `name`'s waited-for mark: the `:w` key a blocked waiter's probe writes.
+fn mark_key(store: &RedisLockStore, name: &str) -> String {
+    format!("{}:w", group_key_stem(store, &store_key(name)))
+}
+
+/// A subscriber of its own on the store's release channel, apart from the store's
+/// listener: it sees every message a release publishes.
+struct Published {
+    channel: String,
+    messages: distlock_redis::redis::aio::PubSubStream,
+}
+
+impl Published {
+    async fn subscribe(store: &RedisLockStore, url: &str) -> Self {
+        let channel = common::release_channel(store);
+        let client = distlock_redis::redis::Client::open(url).unwrap();
+        let mut pubsub = client.get_async_pubsub().await.unwrap();
+        pubsub.subscribe(&channel).await.unwrap();
+        Self { channel, messages: pubsub.into_on_message() }
+    }
+
+    /// The messages published on the channel since the last call: it publishes a sentinel
+    /// of its own and collects what arrives before it. The server delivers one channel's
+    /// messages in the order it ran the publishes, so whatever a release published before
+    /// the sentinel was sent comes first.
+    async fn since_last(&mut self, store: &RedisLockStore) -> Vec<String> {
+        use futures_util::StreamExt;
+        let sentinel = format!("sentinel {}", Token::generate().as_str());
+        let receivers: i64 = raw(store, &["PUBLISH", &self.channel, &sentinel]).await;
+        assert!(receivers >= 1, "the subscriber is subscribed");
+        let mut before = Vec::new();
+        loop {
+            let message = tokio::time::timeout(SOON, self.messages.next()).await;
+            let message = message.expect("the sentinel arrives").expect("the subscription is open");
+            let payload: String = message.get_payload().unwrap();
+            if payload == sentinel {
+                return before;
+            }
+            before.push(payload);
+        }
+    }
+}
+
+/// A release with notifications on publishes only when someone may wait for one of its
+/// names: never for an uncontended group (held in strings, held in the sorted set beside
+/// another reader, released whole or in part), while the store's own listener is up as
+/// it is after any waiting acquisition; but for a name where a waiting group left its
+/// place.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_uncontended_group_release_publishes_nothing() {
+    let test = "groups_quiet_release";
+    let Some(url) = distlock_conformance::kit::redis_url(test) else { return };
+    let store = RedisLockStore::builder().key_prefix(common::unique_prefix(test)).release_notifications(true);
+    let store = store.connect(&url).await.unwrap();
+    let mut published = Published::subscribe(&store, &url).await;
+    // The store's own listener comes up with a wait (at once: the name is free).
+    store.wait_for_change(Group::new(vec![exclusive("idle")]).request(), LONG).await.unwrap();
+    assert_eq!(published.since_last(&store).await, Vec::<String>::new(), "a wait publishes nothing");
+
+    for _ in 0..3 {
+        let cycle = Group::new(vec![exclusive("u1"), shared("u2")]);
+        assert!(granted(&cycle.try_once(&store, LONG).await));
+        assert_eq!(cycle.release(&store).await, 2);
+    }
+    let part = Group::new(vec![exclusive("u1"), exclusive("u3")]);
+    assert!(granted(&part.try_once(&store, LONG).await));
+    assert_eq!(store.release_group(&[store_key("u3")], &part.token).await.unwrap(), 1);
+    assert_eq!(part.release(&store).await, 1);
+    // Readers in `s` and in `h`: the one in `s` leaves first, beside the other's hold in
+    // `h` (a sorted set without places).
+    let (first, second) = (Group::new(vec![shared("u4")]), Group::new(vec![shared("u4")]));
+    assert!(granted(&first.try_once(&store, LONG).await));
+    assert!(granted(&second.try_once(&store, LONG).await));
+    assert!(exists(&store, &h_key(&store, "u4")).await, "the second reader is in the sorted set");
+    assert_eq!((first.release(&store).await, second.release(&store).await), (1, 1));
+    assert_eq!(published.since_last(&store).await, Vec::<String>::new(), "nobody waited: no message");
+
+    // A waiting writer's place on a name makes its release publish, naming its names.
+    let reader = Group::new(vec![shared("u5"), shared("u6")]);
+    assert!(granted(&reader.try_once(&store, LONG).await));
+    let mut writer = Group::new(vec![exclusive("u5")]);
+    assert!(!granted(&writer.attempt(&store, LONG).await));
+    assert_eq!(intents(&store, "u5").await, 1);
+    assert!(!exists(&store, &mark_key(&store, "u5")).await, "an attempt leaves a place, no mark");
+    assert_eq!(reader.release(&store).await, 2);
+    assert_eq!(published.since_last(&store).await, [format!("{}\n{}", h_key(&store, "u5"), h_key(&store, "u6"))]);
+    store.withdraw_intents(&writer.keys(), &writer.token).await.unwrap();
+    assert_eq!(published.since_last(&store).await.len(), 1, "a withdrawal publishes as before");
+    cleanup(&store).await;
+}
+
+/// A waiter that left no place (it never attempted: no intent on any name) is woken by
+/// the release all the same: its probe marked the name that blocked it, so the release
+/// published — once, deleting the mark — well within the waiter's 10 s.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_publishes_for_the_mark_of_a_blocked_waiter_and_wakes_it() {
+    let test = "groups_marked_release";
+    let Some(url) = distlock_conformance::kit::redis_url(test) else { return };
+    let store = RedisLockStore::builder().key_prefix(common::unique_prefix(test)).release_notifications(true);
+    let store = Arc::new(store.connect(&url).await.unwrap());
+    let mut published = Published::subscribe(&store, &url).await;
+    let holder = Group::new(vec![exclusive("m")]);
+    assert!(granted(&holder.try_once(&*store, LONG).await));
+    let wait = Duration::from_secs(10);
+    let waiter = tokio::spawn({
+        let store = Arc::clone(&store);
+        // `free` comes first and is free: only `m` blocks the waiter.
+        let group = Group::new(vec![exclusive("free"), exclusive("m")]);
+        async move {
+            store.wait_for_change(group.request(), wait).await.unwrap();
+            tokio::time::Instant::now()
+        }
+    });
+    let mark = mark_key(&store, "m");
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !exists(&store, &mark).await {
+        assert!(tokio::time::Instant::now() < deadline, "the waiter never marked the name");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let left: i64 = raw(&store, &["PTTL", &mark]).await;
+    assert!((10_000..=20_000).contains(&left), "the mark outlives the 10 s wait: PTTL {left}");
+    assert!(!exists(&store, &mark_key(&store, "free")).await, "only the name that blocks it is marked");
+    assert_eq!((intents(&store, "m").await, intents(&store, "free").await), (0, 0), "no place anywhere");
+    assert!(!waiter.is_finished(), "nothing changed yet");
+
+    let released_at = tokio::time::Instant::now();
+    assert_eq!(holder.release(&*store).await, 1);
+    let woken_at = tokio::time::timeout(wait, waiter).await.expect("woken by the release").unwrap();
+    let after = woken_at.duration_since(released_at);
+    assert!(after < Duration::from_secs(3), "woken {after:?} after the release, not at the end of its 10 s");
+    assert!(!exists(&store, &mark).await, "the release took the mark");
+    assert_eq!(published.since_last(&store).await, [h_key(&store, "m")], "one message, for the marked name");
+    cleanup(&store).await;
+}
+
+/// A waiter's mark expires by itself: it lives twice the wait, and once it is gone a
+/// release of the name publishes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waited_for_mark_expires_by_itself() {
+    let test = "groups_mark_expiry";
+    let Some(url) = distlock_conformance::kit::redis_url(test) else { return };
+    let store = RedisLockStore::builder().key_prefix(common::unique_prefix(test)).release_notifications(true);
+    let store = store.connect(&url).await.unwrap();
+    let mut published = Published::subscribe(&store, &url).await;
+    let holder = Group::new(vec![shared("e")]);
+    assert!(granted(&holder.try_once(&store, LONG).await));
+    let started = tokio::time::Instant::now();
+    store.wait_for_change(Group::new(vec![exclusive("e")]).request(), Duration::from_millis(300)).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(290), "blocked: the wait lasts its 300 ms");
+    let mark = mark_key(&store, "e");
+    let left: i64 = raw(&store, &["PTTL", &mark]).await;
+    assert!(left > 0 && left <= 600, "the mark lives twice the wait: PTTL {left}");
+    let deadline = tokio::time::Instant::now() + SOON;
+    while exists(&store, &mark).await {
+        assert!(tokio::time::Instant::now() < deadline, "the mark never expired");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(holder.release(&store).await, 1);
+    assert_eq!(published.since_last(&store).await, Vec::<String>::new(), "an expired mark is nobody waiting");
+    assert!(keys_left(&store).await.is_empty(), "nothing left: {:?}", keys_left(&store).await);
+    cleanup(&store).await;
+}
+
+/// Through the manager, with a retry interval far longer than the test: a blocked group,
+/// fair (its places on the names) or barging with shared members (no place at all: only
+/// its mark), gets the names soon after the holder releases them.
+#[tokio::test(flavor = "multi_thread")]
+async fn group_waiters_with_a_long_retry_interval_are_woken_by_the_release() {
+    use distlock_api::{GroupMember, LockGroup, LockManager, LockOptions};
+    let Some(store) = shared_store("groups_long_retry", RedisLockStore::builder().release_notifications(true)).await
+    else {
+        return;
+    };
+    let store = Arc::new(store);
+    let locks = LockManager::new(Arc::clone(&store) as Arc<distlock_api::DynLockStore>);
+    let fair = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(SOON);
+    for (waiting, options) in [
+        (LockGroup::new([GroupMember::exclusive("r1").unwrap(), GroupMember::exclusive("r2").unwrap()]), fair),
+        (LockGroup::new([GroupMember::shared("r1").unwrap(), GroupMember::shared("r2").unwrap()]), fair.barging()),
+    ] {
+        let waiting = waiting.unwrap();
+        let both = LockGroup::new([GroupMember::exclusive("r1").unwrap(), GroupMember::exclusive("r2").unwrap()]);
+        let held = locks.try_lock_group(&both.unwrap(), LONG).await.unwrap().expect("free");
+        let mark = mark_key(&store, "r1");
+        assert!(!exists(&store, &mark).await, "no mark before the waiter waits");
+        let waiter = tokio::spawn({
+            let locks = locks.clone();
+            async move { locks.lock_group_opts(&waiting, LONG, &options).await.unwrap().release().await }
+        });
+        // Waiting: its probe marked the first name, which blocks it.
+        let deadline = tokio::time::Instant::now() + SOON;
+        while !exists(&store, &mark).await {
+            assert!(tokio::time::Instant::now() < deadline, "the waiter never marked the name");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let released_at = tokio::time::Instant::now();
+        held.release().await.unwrap();
+        tokio::time::timeout(SOON, waiter).await.expect("woken in time").unwrap().unwrap();
+        let after = released_at.elapsed();
+        assert!(after < Duration::from_secs(3), "{after:?} after the release, with a 10 s retry interval");
+    }
     cleanup(&store).await;
 }

@@ -27,6 +27,14 @@ local function keep(key, ttl, ttl2)
     return false
 end
 
+-- The *waited-for mark* of the name whose `stem:h` is `h`: `stem:w`, beside `h` (the same
+-- stem, so the same hash tag and slot), as the permits hash `stem:p` is. A string that a
+-- waiting group's probe (`group_acquire.lua`, mode `P`) writes with an expiry when the
+-- name blocks it, and that a release which changes the name deletes when it publishes.
+local function mark_of(h)
+    return string.sub(h, 1, -2) .. "w"
+end
+
 -- A lease key's value: `name \n name … \n\n owner \n fence \n expiry`.
 local function parse_entry(entry)
     local names, owner, fence, expiry = string.match(entry, "^(.-)\n\n([^\n]*)\n([^\n]*)\n([^\n]*)$")
