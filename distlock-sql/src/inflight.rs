@@ -28,6 +28,8 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Database};
 use tokio::sync::watch;
 
+use crate::kept::Checkout;
+
 /// The acquisitions of one store whose statement may still be running.
 #[derive(Debug, Default)]
 pub struct InFlight {
@@ -86,20 +88,22 @@ impl Drop for Marker {
 /// One acquisition attempt: owns the connection its statement runs on.
 #[derive(Debug)]
 pub struct Attempt<'a, DB: Database> {
-    conn: Option<PoolConnection<DB>>,
+    conn: Option<Checkout<DB>>,
     registry: &'a Arc<InFlight>,
     token: &'a Token,
 }
 
 impl<DB: Database> Attempt<'_, DB> {
-    /// Keeps `conn` for the statement; returns it to run the statement on.
-    pub fn hold(&mut self, conn: PoolConnection<DB>) -> &mut PoolConnection<DB> {
-        self.conn.insert(conn)
+    /// Keeps `conn` (from the pool, or a store's [`KeptConnections`](crate::KeptConnections))
+    /// for the statement; returns it to run the statement on.
+    pub fn hold(&mut self, conn: impl Into<Checkout<DB>>) -> &mut PoolConnection<DB> {
+        self.conn.insert(conn.into())
     }
 
-    /// The statement answered (or failed): nothing can run late any more.
-    pub fn finish(mut self) {
-        self.conn = None;
+    /// The statement answered (or failed): nothing can run late any more. Returns the
+    /// connection it ran on, to be kept when it answered.
+    pub fn finish(mut self) -> Option<Checkout<DB>> {
+        self.conn.take()
     }
 }
 

@@ -3,11 +3,13 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 // Layers: connect → retry (its timeout error); query → identifier;
-// template → identifier; handed, identifier, inflight, listing and retry are leaves.
+// template → identifier; inflight → kept; handed, identifier, kept, listing and retry are
+// leaves.
 pub mod connect;
 pub mod handed;
 pub mod identifier;
 pub mod inflight;
+pub mod kept;
 pub mod listing;
 pub mod query;
 pub mod retry;
@@ -17,4 +19,5 @@ pub use connect::NoConnection;
 pub use handed::HandedTokens;
 pub use identifier::{Identifier, IdentifierRules};
 pub use inflight::{Attempt, InFlight};
+pub use kept::{Checkout, KeptConnections};
 pub use retry::{ConnectTimedOut, Retry};
