@@ -12,6 +12,7 @@ pub mod fair_bench;
 pub mod faults;
 pub mod group_bench;
 pub mod handoff;
+pub mod kept;
 pub mod mysql_server;
 pub mod postgres_server;
 pub mod proxy;
