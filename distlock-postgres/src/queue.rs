@@ -134,8 +134,14 @@ impl PostgresLockStore {
         let sql = &self.statements().queue;
         // Nobody queued: freed by one statement as cheap as the plain release.
         let (released, queued): (i64, bool) = self
-            .retrying("release", || {
-                sqlx::query_as(&sql.release_alone).bind(key.as_str()).bind(token.as_str()).fetch_one(self.pool())
+            .retrying("release", || async move {
+                let mut conn = self.kept.checkout().await?;
+                let query = sqlx::query_as(&sql.release_alone).bind(key.as_str()).bind(token.as_str());
+                let answer = query.fetch_one(&mut **conn).await;
+                if answer.is_ok() {
+                    self.kept.keep(conn);
+                }
+                answer
             })
             .await
             .map_err(|error| self.fail("release", key, error))?;
@@ -150,8 +156,14 @@ impl PostgresLockStore {
     async fn release_queued(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         let sql = &self.statements().queue;
         let released: i64 = self
-            .retrying("release", || {
-                sqlx::query_scalar(&sql.release).bind(key.as_str()).bind(token.as_str()).fetch_one(self.pool())
+            .retrying("release", || async move {
+                let mut conn = self.kept.checkout().await?;
+                let query = sqlx::query_scalar(&sql.release).bind(key.as_str()).bind(token.as_str());
+                let answer = query.fetch_one(&mut **conn).await;
+                if answer.is_ok() {
+                    self.kept.keep(conn);
+                }
+                answer
             })
             .await
             .map_err(|error| self.fail("release", key, error))?;

@@ -9,6 +9,7 @@ mod faults;
 mod fences;
 mod groups;
 mod idempotency;
+mod kept;
 mod listing;
 mod no_connection;
 mod notify;
