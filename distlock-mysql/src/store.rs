@@ -12,7 +12,7 @@ use distlock_api::{
     LOCK_NAMESPACE,
 };
 use sqlx::mysql::MySqlPool;
-use sqlx::Connection;
+use sqlx::{Connection, MySql};
 
 use crate::config::Layout;
 use crate::error::{error_number, is_connection_lost, is_deadlock, is_refusal, UnexpectedAnswer, BACKEND};
@@ -20,7 +20,7 @@ use crate::notify::Notifier;
 use crate::sql::{self, Statements};
 use distlock_sql::connect::explain_refusal;
 use distlock_sql::listing::{held_lock, lock_info, page_start, waiting_place};
-use distlock_sql::{InFlight, Retry};
+use distlock_sql::{InFlight, KeptConnections, Retry};
 
 /// A [`LockStore`] keeping leases in a MySQL or MariaDB table.
 ///
@@ -28,6 +28,16 @@ use distlock_sql::{InFlight, Retry};
 /// server's clock (`NOW(6)`); queued (fair) attempts and group grants are short
 /// transactions that lock the rows they decide on. See the crate documentation for the
 /// tables and the statements. Fencing is always on.
+///
+/// # Connections
+///
+/// Acquisitions and releases keep their connection for the next one: sqlx gives a
+/// connection back to its pool with a ping, a round trip per statement. A connection goes
+/// back to the pool when its statement failed or was cancelled, when it has been out of
+/// the pool for 250 ms, and when no acquisition or release used it for 50 ms, so the
+/// pool's other users, its `max_lifetime` and `idle_timeout`, and `Pool::close` still get
+/// every connection back soon. An operation that finds no kept connection takes the first
+/// of a kept one handed back and one from the pool.
 ///
 /// # Dead connections
 ///
@@ -45,6 +55,8 @@ pub struct MysqlLockStore {
     layout: Arc<Layout>,
     create_schema: bool,
     in_flight: Arc<InFlight>,
+    /// Connections kept between acquire and release statements (see "Connections" above).
+    kept: Arc<KeptConnections<MySql>>,
     notifier: Arc<Notifier>,
 }
 
@@ -67,7 +79,8 @@ pub(crate) const UNKNOWN_OUTCOME: &str =
 impl MysqlLockStore {
     pub(crate) fn from_parts(pool: MySqlPool, sql: Arc<Statements>, layout: Arc<Layout>, create_schema: bool) -> Self {
         let notifier = Arc::new(Notifier::new(&pool.connect_options(), sql.listen.clone(), sql.purge_waiters.clone()));
-        Self { pool, sql, layout, create_schema, in_flight: Arc::default(), notifier }
+        let kept = Arc::new(KeptConnections::new(pool.clone()));
+        Self { pool, sql, layout, create_schema, in_flight: Arc::default(), kept, notifier }
     }
 
     /// The pool the store works on.
@@ -492,7 +505,7 @@ impl LockStore for MysqlLockStore {
         let mut attempt = self.in_flight.begin(token);
         let mut retries = self.retries();
         let done = loop {
-            let conn = match self.pool.acquire().await {
+            let conn = match self.kept.checkout().await {
                 Ok(conn) => conn,
                 Err(error) => return Err(self.fail("acquire", key, self.explain(error).await)),
             };
@@ -514,8 +527,11 @@ impl LockStore for MysqlLockStore {
                 done => break done,
             }
         };
-        attempt.finish();
+        let conn = attempt.finish();
         let fence = done.map_err(|error| self.fail("acquire", key, error))?.last_insert_id();
+        if let Some(conn) = conn {
+            self.kept.keep(conn);
+        }
         Ok(if fence == 0 { Acquire::Held { ttl_left: None } } else { Acquire::Acquired { fence: Some(fence) } })
     }
 
@@ -534,14 +550,16 @@ impl LockStore for MysqlLockStore {
         let done = self
             .retrying("release", || {
                 attempts += 1;
-                sqlx::query(&self.sql.release)
-                    .bind(key.as_str())
-                    .bind(token.as_str())
-                    .bind(key.as_str())
-                    .bind(token.as_str())
-                    .bind(key.as_str())
-                    .bind(token.as_str())
-                    .execute(&self.pool)
+                async move {
+                    let mut conn = self.kept.checkout().await?;
+                    let query = sqlx::query(&self.sql.release).bind(key.as_str()).bind(token.as_str());
+                    let query = query.bind(key.as_str()).bind(token.as_str()).bind(key.as_str()).bind(token.as_str());
+                    let done = query.execute(&mut **conn).await;
+                    if done.is_ok() {
+                        self.kept.keep(conn);
+                    }
+                    done
+                }
             })
             .await
             .map_err(|error| self.fail("release", key, error))?;

@@ -5,6 +5,7 @@ mod conformance;
 mod connect;
 mod faults;
 mod idempotency;
+mod kept;
 mod no_connection;
 mod notify;
 mod values;
