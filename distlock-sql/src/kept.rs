@@ -18,9 +18,10 @@
 //!   connections are kept. So the pool's other users (transactions, the listener) and its
 //!   own limits (`max_lifetime`, `idle_timeout`) see every connection regularly, and a
 //!   burst's connections return to the pool soon after it.
-//! - A task waiting for a connection takes a kept one as soon as one is handed back, or
-//!   one from the pool, whichever comes first: tasks that cannot get a kept connection
-//!   never wait for a pool that the kept ones emptied.
+//! - A task that finds no kept connection takes an idle one of the pool, or opens one
+//!   while the pool may; when the pool is at its size, it waits for a kept one handed back
+//!   or one given back to the pool, whichever comes first: tasks that cannot get a kept
+//!   connection never wait for a pool that the kept ones emptied.
 //! - Once the pool is closed nothing is kept or handed out, and the task gives what was
 //!   kept back to the closed pool, which closes it.
 
@@ -114,7 +115,10 @@ impl<DB: Database> KeptConnections<DB> {
         self.len() == 0
     }
 
-    /// A kept connection, or the first of: one handed back meanwhile, one from the pool.
+    /// A kept connection, else an idle one of the pool, else a new one while the pool may
+    /// open more, else the first of: one handed back meanwhile, one given back to the pool.
+    /// (A connection being opened is never raced: dropped halfway, it would cost the
+    /// server a session for nothing.)
     ///
     /// # Errors
     ///
@@ -127,6 +131,12 @@ impl<DB: Database> KeptConnections<DB> {
         loop {
             if let Some(conn) = self.take() {
                 return Ok(conn);
+            }
+            if let Some(conn) = self.pool.try_acquire() {
+                return Ok(conn.into());
+            }
+            if self.pool.size() < self.pool.options().get_max_connections() {
+                return self.pool.acquire().await.map(Checkout::from);
             }
             let mut handed_back = pin!(self.handed_back.notified());
             handed_back.as_mut().enable();
