@@ -52,7 +52,7 @@ const HOT_SECTIONS: u64 = 8_000;
 const TTL: Duration = Duration::from_secs(30);
 const RETRY: Duration = Duration::from_millis(1);
 /// Cycles per run of the scaling comparison (one task, or shared by all of them).
-const SCALE_CYCLES: u64 = 40_000;
+const SCALE_CYCLES: u64 = 200_000;
 /// Steps of `cpu only`'s cycle: about as long as a manager cycle.
 const CPU_STEPS: u64 = 400;
 
