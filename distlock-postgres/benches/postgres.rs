@@ -12,7 +12,8 @@
 //!   - `raw`: the store's own acquire and release statements
 //!     ([`PostgresLockStore::statements`]; the release that also checks the key's queue
 //!     of fair waiting, which a store sends once that table exists) sent with
-//!     `sqlx::query` through the same pool;
+//!     `sqlx::query` through the same pool (sqlx pings each connection given back to the
+//!     pool, which the store's kept connections skip);
 //!   - `store`: `PostgresLockStore::try_acquire` + `release` (fixed token);
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release` (key validation,
 //!     token generation, the handle).
