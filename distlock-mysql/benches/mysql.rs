@@ -10,7 +10,9 @@
 //!
 //! - uncontended: one acquire + release cycle, one task:
 //!   - `raw`: the store's own acquire and release statements
-//!     ([`MysqlLockStore::statements`]) sent with `sqlx::query` through the same pool;
+//!     ([`MysqlLockStore::statements`]) sent with `sqlx::query` through the same pool
+//!     (sqlx pings each connection given back to the pool, which the store's kept
+//!     connections skip);
 //!   - `store`: `MysqlLockStore::try_acquire` + `release` (fixed token);
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release`.
 //! - distinct: 8 tasks, then 64, each cycling its own key, same three variants.
