@@ -264,8 +264,11 @@ pub fn render(run: &RunInfo, records: &[Record], files: &[PlotFile]) -> String {
     out.push_str(
         "Current reference figures of distlock, every one measured side by side with its \
          baseline in the same run: the store's own commands sent raw (or a peer crate, or \
-         a single node), on the same server and connection, in rounds that rotate the \
-         order of the variants; where a title says they take turns, the variants \
+         a single node), on the same server and connection (on the SQL stores, through \
+         the same pool, as `sqlx::query(…).execute(&pool)` sends them: sqlx pings each \
+         connection given back to the pool, which the stores skip by keeping their \
+         connection between acquisitions and releases), in rounds that rotate the order \
+         of the variants; where a title says they take turns, the variants \
          alternate within each round, cycle by cycle (or a batch of cycles at a time), so \
          that a slower stretch of the machine meets them all. Each row gives the median \
          round, the ratio to the baseline (the median of the per-round ratios, each \
