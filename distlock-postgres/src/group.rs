@@ -226,7 +226,7 @@ impl GroupLockStore for PostgresLockStore {
         let mut retries = self.pool().options().get_max_connections();
         let mut again = false;
         let row = loop {
-            let conn = match self.pool().acquire().await {
+            let conn = match self.kept.checkout().await {
                 Ok(conn) => conn,
                 Err(error) => return Err(self.group_fail(OPERATION, None, explain(self.pool(), error).await)),
             };
@@ -253,9 +253,13 @@ impl GroupLockStore for PostgresLockStore {
                 row => break row,
             }
         };
-        attempt.finish();
+        let conn = attempt.finish();
         let unexpected = |what: String| self.group_fail(OPERATION, None, UnexpectedAnswer(what));
-        match row.map_err(|error| self.group_fail(OPERATION, None, error))? {
+        let row = row.map_err(|error| self.group_fail(OPERATION, None, error))?;
+        if let Some(conn) = conn {
+            self.kept.keep(conn);
+        }
+        match row {
             (Some(fence), _) => {
                 let fence = u64::try_from(fence).map_err(|_| unexpected(format!("negative fence {fence}")))?;
                 Ok(GroupAcquire::Acquired { fence: Some(fence) })
@@ -301,8 +305,14 @@ impl GroupLockStore for PostgresLockStore {
         self.in_flight.settled(token).await;
         let names = names(keys);
         let (released, _notified): (i64, i64) = self
-            .retrying("release group", || {
-                sqlx::query_as(&self.group_sql().release).bind(&names).bind(token.as_str()).fetch_one(self.pool())
+            .retrying("release group", || async {
+                let mut conn = self.kept.checkout().await?;
+                let query = sqlx::query_as(&self.group_sql().release).bind(&names).bind(token.as_str());
+                let answer = query.fetch_one(&mut **conn).await;
+                if answer.is_ok() {
+                    self.kept.keep(conn);
+                }
+                answer
             })
             .await
             .map_err(|error| self.group_fail("release group", None, error))?;

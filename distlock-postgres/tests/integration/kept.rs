@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::{key, TEST_SCHEMA};
-use distlock_api::{LockError, LockStore, Token, Ttl};
+use distlock_api::{
+    GroupAcquire, GroupLockStore, GroupRequest, LockError, LockKey, LockMode, LockStore, OwnerId, StoreMember, Token,
+    Ttl,
+};
 use distlock_conformance::kit::{self, postgres_server};
 use distlock_postgres::sqlx::postgres::{PgPool, PgPoolOptions};
 use distlock_postgres::PostgresLockStore;
@@ -54,6 +57,29 @@ async fn acquire_and_release_keep_their_connection_between_statements() {
     // The first release creates the queue table on a pooled connection.
     cycle(&store, "warm-up").await;
     kit::kept::assert_kept(&returned, 4, || cycle(&store, "hot")).await;
+    pool.close().await;
+}
+
+/// Group grants and releases keep their connection too.
+#[tokio::test]
+async fn group_grants_and_releases_keep_their_connection_between_statements() {
+    let Some((store, pool, returned)) = counted_store("kept connections", 4).await else { return };
+    let owner = OwnerId::new("test", "kept").unwrap();
+    let members: Vec<StoreMember> = ["a", "b"]
+        .into_iter()
+        .map(|name| StoreMember::new(LockKey::new(name).unwrap().to_store_key(), LockMode::Exclusive, Some(1)))
+        .collect();
+    let keys: Vec<_> = members.iter().map(|member| member.key.clone()).collect();
+    let cycle = || async {
+        let token = Token::generate();
+        let request = GroupRequest::new(&members, &token, &owner, ttl(), None, None);
+        let answer = store.try_acquire_group(request).await.unwrap();
+        assert!(matches!(answer, GroupAcquire::Acquired { .. }), "{answer:?}");
+        assert_eq!(store.release_group(&keys, &token).await.unwrap(), 2);
+    };
+    // The first grant creates the group objects on pooled connections.
+    cycle().await;
+    kit::kept::assert_kept(&returned, 4, cycle).await;
     pool.close().await;
 }
 
