@@ -3,10 +3,36 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use sqlx::pool::PoolOptions;
+use sqlx::{Database, Pool};
 
 /// Acquire + release cycles [`assert_kept`] runs.
 pub const CYCLES: usize = 200;
+
+/// A pool of at most `connections` on `url` (5 s acquire timeout) and the count of the
+/// connections given back to it (sqlx pings each of them then), for [`assert_kept`].
+///
+/// # Panics
+///
+/// When the pool cannot connect.
+pub async fn counting_pool<DB: Database>(url: &str, connections: u32) -> (Pool<DB>, Arc<AtomicUsize>) {
+    let returned = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&returned);
+    let pool = PoolOptions::<DB>::new()
+        .max_connections(connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .after_release(move |_, _| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async { Ok(true) })
+        })
+        .connect(url)
+        .await
+        .expect("pool");
+    (pool, returned)
+}
 
 /// Runs `cycle` (one acquire and one release) [`CYCLES`] times and asserts that few
 /// connections went back to the pool meanwhile: `returned` counts them (a pool's

@@ -2,31 +2,21 @@
 //! one instead of giving it back to the pool (and its ping) after each statement, while
 //! the pool's other users and its closing still get their connections.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distlock_api::{LockKey, LockStore, StoreKey, Token, Ttl};
 use distlock_conformance::kit;
-use distlock_mysql::sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use distlock_mysql::sqlx::mysql::MySqlPool;
+use distlock_mysql::sqlx::MySql;
 use distlock_mysql::MysqlLockStore;
 
 /// A store over a pool of `connections` that counts the connections given back to it
 /// (sqlx pings each of them then).
 async fn counted_store(connections: u32) -> Option<(MysqlLockStore, MySqlPool, Arc<AtomicUsize>)> {
     let url = kit::mysql_url("mysql kept connections")?;
-    let returned = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&returned);
-    let pool = MySqlPoolOptions::new()
-        .max_connections(connections)
-        .acquire_timeout(Duration::from_secs(5))
-        .after_release(move |_, _| {
-            counter.fetch_add(1, Ordering::Relaxed);
-            Box::pin(async { Ok(true) })
-        })
-        .connect(&url)
-        .await
-        .expect("pool");
+    let (pool, returned) = kit::kept::counting_pool::<MySql>(&url, connections).await;
     let store = MysqlLockStore::builder().build(pool.clone()).expect("store");
     // The test makes the tables it uses, whatever ran before.
     store.ensure_schema().await.expect("ensure_schema");

@@ -2,7 +2,7 @@
 //! one instead of giving it back to the pool (and its ping) after each statement, while
 //! the pool's other users, its closing and its small sizes still get their connections.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,25 +12,15 @@ use distlock_api::{
     Ttl,
 };
 use distlock_conformance::kit::{self, postgres_server};
-use distlock_postgres::sqlx::postgres::{PgPool, PgPoolOptions};
+use distlock_postgres::sqlx::postgres::PgPool;
+use distlock_postgres::sqlx::Postgres;
 use distlock_postgres::PostgresLockStore;
 
 /// A store on a new table over a pool of `connections` that counts the connections given
 /// back to it (sqlx pings each of them then).
 async fn counted_store(test: &str, connections: u32) -> Option<(PostgresLockStore, PgPool, Arc<AtomicUsize>)> {
     let url = kit::postgres_url(test)?;
-    let returned = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&returned);
-    let pool = PgPoolOptions::new()
-        .max_connections(connections)
-        .acquire_timeout(Duration::from_secs(5))
-        .after_release(move |_, _| {
-            counter.fetch_add(1, Ordering::Relaxed);
-            Box::pin(async { Ok(true) })
-        })
-        .connect(&url)
-        .await
-        .expect("pool");
+    let (pool, returned) = kit::kept::counting_pool::<Postgres>(&url, connections).await;
     let store = PostgresLockStore::builder()
         .schema(TEST_SCHEMA)
         .table(postgres_server::random_identifier("t"))
