@@ -1030,7 +1030,7 @@ async fn an_uncontended_group_release_publishes_nothing() {
     assert_eq!(reader.release(&store).await, 2);
     assert_eq!(published.since_last(&store).await, [format!("{}\n{}", h_key(&store, "u5"), h_key(&store, "u6"))]);
     store.withdraw_intents(&writer.keys(), &writer.token).await.unwrap();
-    assert_eq!(published.since_last(&store).await.len(), 1, "a withdrawal publishes as before");
+    assert_eq!(published.since_last(&store).await.len(), 1, "a withdrawal that removes places publishes");
     cleanup(&store).await;
 }
 
