@@ -20,7 +20,8 @@
 //!   - `manager`: `LockManager::try_lock` + `DistributedLock::release`.
 //! - distinct: 8 tasks, each cycling its own key, same three variants.
 //! - hand-off: one hot key, 8 waiters, hold 0, retry interval 50 ms: release → next
-//!   holder latency (p50/p99), woken by the watch vs polling only.
+//!   holder latency (p50/p99), woken by the watch vs polling only, and the p50 in round
+//!   trips of the store (one `inspect` of an absent key, measured in each round).
 //! - lock groups (`kit::group_bench`, through the manager): a two-name group cycle and a
 //!   read-lock cycle beside a single-key lock cycle, readers' vs writers' throughput on
 //!   one name, and a writer's wait among continuous readers.
@@ -168,9 +169,23 @@ fn main() {
         if only_locks {
             return;
         }
-        let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };
+        let plan = Plan {
+            waiters: TASKS,
+            retry: RETRY,
+            notified_sections: 1_000,
+            polling_sections: 100,
+            rounds: 3,
+            round_trips: true,
+        };
         handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
-        let plan = Plan { waiters: 2, retry: RETRY, notified_sections: 1_000, polling_sections: 100, rounds: 3 };
+        let plan = Plan {
+            waiters: 2,
+            retry: RETRY,
+            notified_sections: 1_000,
+            polling_sections: 100,
+            rounds: 3,
+            round_trips: true,
+        };
         handoff::compare(Arc::clone(&store), "one watching waiter: ", "bench:handoff1:", plan).await;
         if only_hand_off {
             return;

@@ -199,6 +199,7 @@ fn main() {
             notified_sections: 2_000,
             polling_sections: 100,
             rounds: 1,
+            round_trips: false,
         };
         handoff::compare(Arc::clone(&store), "", "bench:handoff:", plan).await;
 

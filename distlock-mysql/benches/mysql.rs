@@ -18,7 +18,8 @@
 //! - distinct: 8 tasks, then 64, each cycling its own key, same three variants.
 //! - hand-off: 8 waiters take turns on one hot key (hold 0, retry interval 50 ms): latency
 //!   from a release to the next holder (p50/p99) and critical sections per second, woken
-//!   by the store's listener vs polling only, alternating, the median round of each.
+//!   by the store's listener vs polling only, alternating, the median round of each;
+//!   and the p50 in round trips of the store (one `inspect` of an absent key, each round).
 //! - lock groups (`kit::group_bench`, through the manager; `-- groups` runs only these).
 //! - fair waiting: 8 tasks on one hot key, holding 2 ms, fair vs barging, in this process
 //!   and then as 8 processes of one task each (copies of this benchmark, on the same

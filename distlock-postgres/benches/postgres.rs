@@ -25,7 +25,8 @@
 //!   on the same table.
 //! - hand-off: 8 waiters take turns on one hot key (hold 0, retry interval 50 ms): latency
 //!   from a release to the next holder (p50/p99) and critical sections per second, woken
-//!   by `LISTEN`/`NOTIFY` vs polling only, alternating, the median round of each.
+//!   by `LISTEN`/`NOTIFY` vs polling only, alternating, the median round of each; and
+//!   the p50 in round trips of the store (one `inspect` of an absent key, each round).
 //!
 //! - lock groups (`kit::group_bench`, through the manager): a two-name group cycle and a
 //!   read-lock cycle vs a single-key lock cycle, 8 readers vs 8 writers of one name, and

@@ -25,7 +25,8 @@
 //!   cycle, 8 readers vs 8 writers of one name, a writer among continuous readers.
 //! - hand-off: one hot key, 8 waiters, hold 0, retry interval 50 ms: release → next
 //!   holder latency (p50/p99) and critical sections/s, with release notifications
-//!   (pub/sub) and with polling only.
+//!   (pub/sub) and with polling only, and the p50 in round trips of the store (one
+//!   `inspect` of an absent key, measured in each round).
 //! - fair waiting (`kit::fair_bench`; `-- fair` runs it alone): tasks loop acquire →
 //!   hold 2 ms → release on one hot key, fair vs barging, as 8 tasks in this process, then
 //!   as 4 processes × 2 tasks and 6 processes × 8 tasks (48 waiters; the processes are
@@ -124,7 +125,14 @@ fn main() {
             elections(&url, &prefix).await;
             return;
         }
-        let plan = Plan { waiters: TASKS, retry: RETRY, notified_sections: 4_000, polling_sections: 200, rounds: 1 };
+        let plan = Plan {
+            waiters: TASKS,
+            retry: RETRY,
+            notified_sections: 4_000,
+            polling_sections: 200,
+            rounds: 1,
+            round_trips: true,
+        };
         // `cargo bench -p distlock-redis -- handoff` runs the hand-off comparison only.
         if std::env::args().skip(1).any(|arg| arg == "handoff") {
             handoff::compare(store, "", "bench:handoff:", Plan { rounds: rounds.min(5), ..plan }).await;

@@ -25,7 +25,8 @@
 //! - lock groups (`kit::group_bench`, through the manager).
 //! - hand-off: 8 waiters take turns on one hot key (hold 0, retry interval 50 ms): latency
 //!   from a release to the next holder (p50/p99) and critical sections per second, woken
-//!   by the store's datagrams vs polling only, alternating, the median round of each.
+//!   by the store's datagrams vs polling only, alternating, the median round of each;
+//!   and the p50 in reads of the store (one `inspect` of an absent key, each round).
 //!
 //! - leader election (`kit::bench::election`; `-- election` runs only it): graceful
 //!   hand-over, observer lag and failover after `kill -9` of the leader's process (TTL

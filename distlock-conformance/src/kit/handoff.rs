@@ -2,12 +2,12 @@
 //! next waiter holds the lock, with release notifications and with polling only.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use distlock_api::{
     Acquire, Capabilities, DynLockStore, GroupLockStore, KeyPattern, LeaseValueStore, ListCursor, ListPage, LockError,
-    LockInfo, LockManager, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, WaitingPlace,
+    LockInfo, LockKey, LockManager, LockStore, QueueStore, QueuedAttempt, StoreKey, Token, Ttl, WaitingPlace,
 };
 
 use distlock_bench::record::{self, Ratios, Record};
@@ -167,6 +167,31 @@ pub struct Plan {
     pub polling_sections: usize,
     /// Rounds of each; the round with the median p50 is reported.
     pub rounds: usize,
+    /// Whether to measure one round trip of the store in each round (the median of
+    /// [`ROUND_TRIP_SAMPLES`] `inspect` calls of an absent key, one at a time) and report
+    /// the notified hand-off in round trips: a hand-off takes at least two, the release
+    /// and the next waiter's attempt. `false` for a store in this process, which has none.
+    pub round_trips: bool,
+}
+
+/// `inspect` calls per round whose median is one round trip of the store.
+pub const ROUND_TRIP_SAMPLES: usize = 200;
+
+/// The median time of [`ROUND_TRIP_SAMPLES`] `inspect` calls of `key` (absent: one read,
+/// one round trip on every store with a server), one at a time.
+///
+/// # Panics
+///
+/// On any store error.
+pub async fn round_trip(store: &DynLockStore, key: &StoreKey) -> Duration {
+    let mut samples = Vec::with_capacity(ROUND_TRIP_SAMPLES);
+    for _ in 0..ROUND_TRIP_SAMPLES {
+        let started = Instant::now();
+        store.inspect(key).await.unwrap_or_else(|error| panic!("round trip: {error}"));
+        samples.push(started.elapsed());
+    }
+    samples.sort_unstable();
+    samples[samples.len() / 2]
 }
 
 /// The round with the median p50 hand-off.
@@ -183,14 +208,18 @@ fn median_round(mut rounds: Vec<HandOff>) -> HandOff {
 ///
 /// On any store error, or when two holders were inside at once.
 pub async fn compare(store: Arc<DynLockStore>, label: &str, prefix: &str, plan: Plan) -> (HandOff, HandOff) {
-    let Plan { waiters, retry, notified_sections, polling_sections, rounds } = plan;
+    let Plan { waiters, retry, notified_sections, polling_sections, rounds, round_trips } = plan;
     let (notified_sections, polling_sections) = (scaled(notified_sections), scaled(polling_sections));
     let polling: Arc<DynLockStore> = Arc::new(PollingOnly(Arc::clone(&store)));
     // Warm-up: connections, listeners, scripts, the row.
     hot_key(Arc::clone(&store), prefix, waiters, 200, retry).await;
-    let (mut notified, mut polled) = (Vec::new(), Vec::new());
+    let absent: StoreKey = (&LockKey::new(format!("{prefix}round-trip")).expect("a valid key")).into();
+    let (mut notified, mut polled, mut trips) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds.max(1) {
         notified.push(hot_key(Arc::clone(&store), prefix, waiters, notified_sections, retry).await);
+        if round_trips {
+            trips.push(round_trip(&*store, &absent).await);
+        }
         polled.push(hot_key(Arc::clone(&polling), prefix, waiters, polling_sections, retry).await);
     }
     for round in notified.iter().chain(&polled) {
@@ -201,6 +230,9 @@ pub async fn compare(store: Arc<DynLockStore>, label: &str, prefix: &str, plan: 
     };
     let (all_notified, all_polled) = (all(&notified), all(&polled));
     record_rounds(label, &plan, &notified, &polled);
+    if round_trips {
+        record_round_trips(label, &plan, &notified, &trips);
+    }
     let count = notified.len();
     let (notified, polled) = (median_round(notified), median_round(polled));
     let target = if notified.p50 <= Duration::from_millis(2) { "met" } else { "MISSED" };
@@ -212,7 +244,30 @@ pub async fn compare(store: Arc<DynLockStore>, label: &str, prefix: &str, plan: 
         polled.p50.as_secs_f64() / notified.p50.as_secs_f64().max(1e-9),
         notified.sections_per_sec / polled.sections_per_sec.max(f64::MIN_POSITIVE)
     );
+    if let Some(&trip) = trips.get(trips.len() / 2) {
+        println!(
+            "  one round trip of the store (`inspect`, median of the rounds) {:.3} ms: notified p50 = {:.1} round trips (at least 2: the release, the next attempt)",
+            trip.as_secs_f64() * 1e3,
+            notified.p50.as_secs_f64() / trip.as_secs_f64().max(1e-9)
+        );
+    }
     (notified, polled)
+}
+
+/// Writes each round's notified p50 beside that round's round trip of the store, as a
+/// result for `BENCHMARKS.md` (when `DISTLOCK_BENCH_OUT` is set): the hand-off in round
+/// trips.
+fn record_round_trips(label: &str, plan: &Plan, notified: &[HandOff], trips: &[Duration]) {
+    let title = format!(
+        "{label}hand-off p50 on one hot key, {} waiters, in round trips of the store (one `inspect`)",
+        plan.waiters
+    );
+    let ms = |durations: &mut dyn Iterator<Item = Duration>| -> Vec<f64> {
+        durations.map(|duration| duration.as_secs_f64() * 1e3).collect()
+    };
+    let samples = [ms(&mut trips.iter().copied()), ms(&mut notified.iter().map(|round| round.p50))];
+    let ratios = Ratios::of(&record::suite(), &title, "ms", 1.0, &["round trip", "notified"], &samples);
+    record::emit(&Record::Ratios(ratios));
 }
 
 /// Writes the p50 and p99 of every round, notified beside polling, as results for

@@ -71,8 +71,14 @@ pub async fn groups(store: Arc<DynLockStore>, prefix: &str, rounds: usize) {
 /// [`TASKS`] waiters taking turns on one hot key, woken by the store vs polling only
 /// ([`handoff::compare`]); titles start with `label`.
 pub async fn hand_off(store: Arc<DynLockStore>, label: &str, prefix: &str, rounds: usize) {
-    let plan =
-        Plan { waiters: TASKS, retry: RETRY, notified_sections: 1_600, polling_sections: 160, rounds: rounds.min(5) };
+    let plan = Plan {
+        waiters: TASKS,
+        retry: RETRY,
+        notified_sections: 1_600,
+        polling_sections: 160,
+        rounds: rounds.min(5),
+        round_trips: true,
+    };
     handoff::compare(store, label, &format!("{prefix}handoff:"), plan).await;
 }
 
