@@ -288,6 +288,13 @@ pub trait QueueStore: Debug + Send + Sync {
     /// `attempt.place`, and the answer is [`Acquire::Held`].
     async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError>;
 
+    /// Whether a token's first [`try_acquire_queued`](Self::try_acquire_queued) costs no
+    /// more than [`LockStore::try_acquire`]: one step that takes a free key nobody waits
+    /// for, or else the place. The manager then queues a fair waiter with its first
+    /// attempt, rather than with the attempt after a plain one found the key held: a
+    /// contended acquisition saves that plain attempt.
+    fn queues_in_first_attempt(&self) -> bool;
+
     /// As [`LockStore::wait_for_release`], for a queued waiter: the wait also ends at
     /// once when the key is handed to `token` (the check after registering treats "held
     /// by `token`" as free).

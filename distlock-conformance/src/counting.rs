@@ -247,6 +247,10 @@ impl QueueStore for CountingStore {
         outcome
     }
 
+    fn queues_in_first_attempt(&self) -> bool {
+        self.inner.queue().is_some_and(QueueStore::queues_in_first_attempt)
+    }
+
     /// Counted as a wait.
     async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
         self.waits.fetch_add(1, Ordering::SeqCst);
@@ -269,6 +273,10 @@ impl QueueStore for LostAnswerStore {
     async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
         let _ = inner_queue(&*self.inner)?.try_acquire_queued(attempt).await;
         std::future::pending().await
+    }
+
+    fn queues_in_first_attempt(&self) -> bool {
+        self.inner.queue().is_some_and(QueueStore::queues_in_first_attempt)
     }
 
     async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {

@@ -238,6 +238,14 @@ struct Place {
     refreshed_at: Instant,
 }
 
+/// What [`EtcdLockStore::keep_place`] did: the waiter's place, and whether the key was
+/// held or an older place waited when it was taken (`false` when not read).
+#[derive(Debug, Clone, Copy)]
+struct KeptPlace {
+    place: Place,
+    blocked: bool,
+}
+
 /// A lease of this store's, as a lock-group attempt keeps it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct KeptLease {
@@ -319,21 +327,22 @@ struct Turn {
 }
 
 impl EtcdLockStore {
-    /// Takes or refreshes `token`'s place in the queue of `key`; returns it.
-    async fn keep_place(&self, key: &StoreKey, token: &Token, place: Ttl) -> Result<Place, LockError> {
+    /// Takes or refreshes `token`'s place in the queue of `key`; returns it, and whether
+    /// the waiter's turn is certainly not yet.
+    async fn keep_place(&self, key: &StoreKey, token: &Token, place: Ttl) -> Result<KeptPlace, LockError> {
         let etcd_key = self.etcd_key(key);
         let cached = self.places().get(&(etcd_key.clone(), token.as_str().to_owned())).copied();
         if let Some(mut known) = cached {
             // Refreshed recently enough: a third of the place's lease has not passed yet.
             if known.refreshed_at.elapsed() < place.as_duration() / 3 {
-                return Ok(known);
+                return Ok(KeptPlace { place: known, blocked: false });
             }
             let mut leases = self.inner.client.lease_client();
             match tokio::time::timeout(self.inner.config.response_timeout, leases.keep_alive(known.lease)).await {
                 Ok(Ok(_)) => {
                     known.refreshed_at = Instant::now();
                     self.places().insert((etcd_key, token.as_str().to_owned()), known);
-                    return Ok(known);
+                    return Ok(KeptPlace { place: known, blocked: false });
                 }
                 // The place expired: take a new one (at the back of the queue).
                 Ok(Err(err)) if is_lease_not_found(&err) => {}
@@ -342,14 +351,20 @@ impl EtcdLockStore {
             }
         }
         let place_key = self.inner.config.place_key(key.as_str(), token.as_str());
+        let queue = self.inner.config.queue_prefix(key.as_str());
         let secs = lease_seconds(place.as_duration());
         let put = |lease: i64| {
             let mut kv = self.inner.client.kv_client();
             let options = PutOptions::new().with_lease(lease).with_prev_key();
-            // The place's value is when it was taken, for `queue_places`.
-            let value = unix_ms().to_string();
-            let place_key = place_key.clone();
-            async move { self.call("acquire", Some(key), kv.put(place_key, value, Some(options))).await }
+            // The place's value is when it was taken, for `queue_places`. Read in the same
+            // revision: the key's holder, and the oldest place (the waiter's turn is not
+            // yet unless the key is free, or its own, and that place is this one).
+            let txn = Txn::new().and_then([
+                TxnOp::put(place_key.clone(), unix_ms().to_string(), Some(options)),
+                TxnOp::get(etcd_key.clone(), None),
+                oldest_place(&queue),
+            ]);
+            async move { self.call("acquire", Some(key), kv.txn(txn)).await }
         };
         // The lease of a place this store's waiters left, with a keep-alive sent beside
         // the put (no Raft write), as a released lock's lease is used again.
@@ -384,18 +399,108 @@ impl EtcdLockStore {
                 }
             }
         };
-        let revision = match answer.prev_key() {
-            // The place existed (taken by an earlier call whose answer was lost): it keeps
-            // its position; its old lease goes.
-            Some(prev) => {
-                self.revoke_later(prev.lease());
-                prev.create_revision()
+        let mut revision = answer.header().map_or(0, |header| header.revision());
+        let (mut held, mut oldest) = (false, None);
+        for (i, op) in answer.op_responses().into_iter().enumerate() {
+            match op {
+                // The place existed (taken by an earlier call whose answer was lost): it
+                // keeps its position; its old lease goes.
+                TxnOpResponse::Put(put) => {
+                    if let Some(prev) = put.prev_key() {
+                        self.revoke_later(prev.lease());
+                        revision = prev.create_revision();
+                    }
+                }
+                // Held by this token is an acquisition that went through (see `acquisition`).
+                TxnOpResponse::Get(get) if i == 1 => {
+                    held = get.kvs().first().is_some_and(|kv| kv.value() != token.as_str().as_bytes());
+                }
+                TxnOpResponse::Get(get) => oldest = get.kvs().first().map(|kv| kv.key().to_vec()),
+                _ => {}
             }
-            None => answer.header().map_or(0, |header| header.revision()),
-        };
+        }
         let known = Place { lease, revision, refreshed_at };
         self.places().insert((etcd_key, token.as_str().to_owned()), known);
-        Ok(known)
+        let blocked = held || oldest.is_some_and(|oldest| oldest != place_key.as_bytes());
+        Ok(KeptPlace { place: known, blocked })
+    }
+
+    /// A token's first queued attempt, in one transaction: the key when it is free and
+    /// nobody waits (as [`try_acquire`](LockStore::try_acquire) takes it), else a place at
+    /// the back of the queue, with the key's holder read beside it. The place's lease is
+    /// one this store's places left (kept alive beside the transaction), else a new one;
+    /// when that kept lease turns out to have ended, the attempt runs again on a new one.
+    async fn first_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
+        let QueuedAttempt { key, token, ttl, place } = attempt;
+        let etcd_key = self.etcd_key(key);
+        let queue = self.inner.config.queue_prefix(key.as_str());
+        let place_key = self.inner.config.place_key(key.as_str(), token.as_str());
+        let secs = lease_seconds(place.as_duration());
+        let mut idle = self.take_idle_place(secs);
+        loop {
+            let reused = idle.take();
+            let place_lease = match reused {
+                Some(spare) => spare.lease,
+                None => self.call("acquire", Some(key), self.inner.client.lease_client().grant(secs, None)).await?.id(),
+            };
+            let placed_ms = unix_ms().to_string();
+            let txn = |lease: i64| {
+                let place = PutOptions::new().with_lease(place_lease).with_prev_key();
+                take_if_free(&etcd_key, &queue, token, lease).or_else([
+                    TxnOp::put(place_key.clone(), placed_ms.clone(), Some(place)),
+                    TxnOp::get(etcd_key.clone(), None),
+                    oldest_place(&queue),
+                ])
+            };
+            let refreshed_at = Instant::now();
+            let keep_alive = async {
+                if reused.is_none() {
+                    return Ok(Ok(()));
+                }
+                let mut keeper = self.inner.client.lease_client();
+                let kept = tokio::time::timeout(self.inner.config.response_timeout, keeper.keep_alive(place_lease));
+                kept.await.map(|kept| kept.map(drop))
+            };
+            let (kept, answer) = tokio::join!(keep_alive, self.attempt(key, token, ttl, txn));
+            // When the place's lease was last reset to its full TTL.
+            let reset_at = match (&kept, reused) {
+                (Ok(Ok(())), _) | (_, None) => refreshed_at,
+                (_, Some(spare)) => spare.kept_at,
+            };
+            let (answer, lease) = match answer {
+                Ok(answer) => answer,
+                Err(err) => {
+                    self.revoke_later(place_lease);
+                    // The kept lease had ended: the transaction failed on it; once more,
+                    // on a new lease.
+                    if matches!(&kept, Ok(Err(ended)) if is_lease_not_found(ended)) {
+                        continue;
+                    }
+                    return Err(err);
+                }
+            };
+            if answer.succeeded() {
+                let spare = Spare { lease: place_lease, secs, kept_at: reset_at };
+                self.keep_or_revoke(|leases| &mut leases.idle_places, spare);
+                return Ok(acquisition(answer, token));
+            }
+            if lease != 0 {
+                self.keep_spare(&etcd_key, token, lease, ttl);
+            }
+            let mut revision = answer.header().map_or(0, |header| header.revision());
+            for op in answer.op_responses() {
+                // A place taken by an earlier call whose answer was lost keeps its position.
+                if let TxnOpResponse::Put(put) = op {
+                    if let Some(prev) = put.prev_key() {
+                        self.revoke_later(prev.lease());
+                        revision = prev.create_revision();
+                    }
+                }
+            }
+            let known = Place { lease: place_lease, revision, refreshed_at: reset_at };
+            self.places().insert((etcd_key.clone(), token.as_str().to_owned()), known);
+            return Ok(acquisition(answer, token));
+        }
     }
 
     /// One acquisition attempt (see [`attempt_with`](Self::attempt_with)); a lease that
@@ -649,6 +754,23 @@ impl EtcdLockStore {
     }
 }
 
+/// `Txn If CreateRevision(key) = 0 ∧ queue of key empty Then Put(key, token, lease)`: the
+/// key when it is free and nobody waits (a plain attempt never overtakes a fair waiter).
+fn take_if_free(etcd_key: &str, queue: &str, token: &Token, lease: i64) -> Txn {
+    Txn::new()
+        .when([
+            Compare::create_revision(etcd_key, CompareOp::Equal, 0),
+            Compare::create_revision(queue, CompareOp::Equal, 0).with_prefix(),
+        ])
+        .and_then([TxnOp::put(etcd_key, token.as_str(), Some(PutOptions::new().with_lease(lease)))])
+}
+
+/// `Get` of the oldest place (by create revision) of the queue `queue`, its key only.
+fn oldest_place(queue: &str) -> TxnOp {
+    let oldest = GetOptions::new().with_prefix().with_limit(1).with_keys_only();
+    TxnOp::get(queue, Some(oldest.with_sort(SortTarget::Create, SortOrder::Ascend)))
+}
+
 /// What the answer of an acquisition's transaction (put if free, else get the key) says:
 /// acquired, with the answer's revision as the fence; or, the key held, acquired still
 /// when the holder is `token` (a retry of an acquisition that went through, contract
@@ -755,15 +877,8 @@ impl LockStore for EtcdLockStore {
         let etcd_key = self.etcd_key(key);
         // Free, and nobody queued: a plain attempt never overtakes a fair waiter.
         let queue = self.inner.config.queue_prefix(key.as_str());
-        let txn = |lease: i64| {
-            Txn::new()
-                .when([
-                    Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0),
-                    Compare::create_revision(queue.clone(), CompareOp::Equal, 0).with_prefix(),
-                ])
-                .and_then([TxnOp::put(etcd_key.clone(), token.as_str(), Some(PutOptions::new().with_lease(lease)))])
-                .or_else([TxnOp::get(etcd_key.clone(), None)])
-        };
+        let txn =
+            |lease: i64| take_if_free(&etcd_key, &queue, token, lease).or_else([TxnOp::get(etcd_key.clone(), None)]);
         let (answer, lease) = self.attempt(key, token, ttl, txn).await?;
         if !answer.succeeded() && lease != 0 {
             self.keep_spare(&etcd_key, token, lease, ttl);
@@ -953,10 +1068,24 @@ impl LockStore for EtcdLockStore {
 
 #[async_trait]
 impl QueueStore for EtcdLockStore {
+    /// A token's first queued attempt is one transaction, as a plain attempt is: it takes
+    /// the key when free and nobody waits, else the place.
+    fn queues_in_first_attempt(&self) -> bool {
+        true
+    }
+
     async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
         let QueuedAttempt { key, token, ttl, place } = attempt;
         let etcd_key = self.etcd_key(key);
-        let mine = self.keep_place(key, token, place).await?;
+        if !self.places().contains_key(&(etcd_key.clone(), token.as_str().to_owned())) {
+            return self.first_queued(attempt).await;
+        }
+        let KeptPlace { place: mine, blocked } = self.keep_place(key, token, place).await?;
+        if blocked {
+            // Held, or someone is ahead, as the place was taken: no attempt can succeed
+            // yet (the wait's own check reads again before sleeping).
+            return Ok(Acquire::Held { ttl_left: None });
+        }
         let queue = self.inner.config.queue_prefix(key.as_str());
         let place_key = format!("{queue}{}", token.as_str());
         // Free, and no place older than this waiter's: its turn.

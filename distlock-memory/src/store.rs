@@ -270,6 +270,12 @@ impl LockStore for MemoryLockStore {
 
 #[async_trait]
 impl QueueStore for MemoryLockStore {
+    /// A queued attempt does more than a plain one: the manager queues after a plain
+    /// attempt found the key held.
+    fn queues_in_first_attempt(&self) -> bool {
+        false
+    }
+
     /// One critical section: a key handed to `token` (or free with `token` first in line,
     /// or nobody waiting) is taken for `ttl` with a new fence; otherwise `token`'s place
     /// is taken or refreshed.

@@ -705,6 +705,12 @@ impl LockStore for MysqlLockStore {
 
 #[async_trait]
 impl QueueStore for MysqlLockStore {
+    /// A queued attempt does more than a plain one: the manager queues after a plain
+    /// attempt found the key held.
+    fn queues_in_first_attempt(&self) -> bool {
+        false
+    }
+
     /// One short transaction (MySQL has no data-modifying common table expressions, so
     /// reading the queue and writing the lease cannot be one statement): takes the key
     /// when it was handed to `token`, or is free with `token` first in line (or nobody

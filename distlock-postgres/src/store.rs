@@ -636,6 +636,12 @@ impl LockStore for PostgresLockStore {
 
 #[async_trait]
 impl QueueStore for PostgresLockStore {
+    /// A queued attempt does more than a plain one: the manager queues after a plain
+    /// attempt found the key held.
+    fn queues_in_first_attempt(&self) -> bool {
+        false
+    }
+
     /// One statement (fair waiting): takes the key when it was handed to `token`, or is
     /// free with `token` first in line (or nobody waiting); otherwise takes or refreshes
     /// `token`'s place in the queue table for `place`. See "Fair waiting" in the crate

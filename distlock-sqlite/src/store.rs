@@ -905,6 +905,12 @@ impl LockStore for SqliteLockStore {
 
 #[async_trait]
 impl QueueStore for SqliteLockStore {
+    /// A queued attempt does more than a plain one: the manager queues after a plain
+    /// attempt found the key held.
+    fn queues_in_first_attempt(&self) -> bool {
+        false
+    }
+
     /// One `BEGIN IMMEDIATE` transaction: a key handed to `token` (or free with `token`
     /// first in line, or nobody waiting) is taken for `ttl`; otherwise `token`'s place is
     /// taken or refreshed.

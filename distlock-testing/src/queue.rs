@@ -26,6 +26,10 @@ impl<S: LockStore> QueueStore for Faulty<S> {
         self.call(Op::Acquire, Some(attempt.key), queue.try_acquire_queued(attempt)).await
     }
 
+    fn queues_in_first_attempt(&self) -> bool {
+        self.inner.queue().is_some_and(QueueStore::queues_in_first_attempt)
+    }
+
     /// A queued waiter's wait is an [`Op::WaitForRelease`].
     async fn wait_for_turn(&self, key: &StoreKey, token: &Token, max: Duration) -> Result<(), LockError> {
         let queue = self.inner_queue(Op::WaitForRelease)?;

@@ -28,6 +28,11 @@ pub(crate) enum Plan<'a> {
         /// Whether a blocked waiter takes a place in the key's queue (fair waiting on a
         /// store that has queues).
         queue: bool,
+        /// Whether the place is taken with the first attempt (the store's first queued
+        /// attempt costs no more than a plain one: [`QueueStore::queues_in_first_attempt`]).
+        ///
+        /// [`QueueStore::queues_in_first_attempt`]: crate::QueueStore::queues_in_first_attempt
+        at_once: bool,
     },
     Group {
         members: Vec<StoreMember>,
@@ -42,7 +47,8 @@ pub(crate) enum Plan<'a> {
 pub(crate) enum Queueing {
     /// Never: it retries until the deadline.
     Never,
-    /// With its first attempt (a group's intents).
+    /// With its first attempt (a group's intents; a key on a store whose first queued
+    /// attempt costs no more than a plain one).
     FirstAttempt,
     /// With the attempt right after the first one found the target held: arrival order
     /// is the order of those calls.
@@ -86,7 +92,8 @@ pub(crate) enum Attempt {
 impl<'a> Plan<'a> {
     /// The plan of a single key.
     pub(crate) fn key(store: &DynLockStore, fairness: Fairness) -> Self {
-        Self::Key { queue: fairness == Fairness::Fair && store.queue().is_some() }
+        let queue = store.queue().filter(|_| fairness == Fairness::Fair);
+        Self::Key { queue: queue.is_some(), at_once: queue.is_some_and(|queue| queue.queues_in_first_attempt()) }
     }
 
     /// The plan of a group of `members`, checked against what the store takes before any I/O.
@@ -111,9 +118,11 @@ impl<'a> Plan<'a> {
 
     pub(crate) fn queueing(&self) -> Queueing {
         match self {
-            Self::Key { queue: true } => Queueing::AfterFirstBlock,
-            Self::Group { holders_only: false, .. } => Queueing::FirstAttempt,
-            Self::Key { queue: false } | Self::Group { holders_only: true, .. } => Queueing::Never,
+            Self::Key { queue: true, at_once: false } => Queueing::AfterFirstBlock,
+            Self::Key { queue: true, at_once: true } | Self::Group { holders_only: false, .. } => {
+                Queueing::FirstAttempt
+            }
+            Self::Key { queue: false, .. } | Self::Group { holders_only: true, .. } => Queueing::Never,
         }
     }
 }

@@ -79,6 +79,10 @@ impl QueueStore for PollingOnly {
         crate::counting::inner_queue(&*self.0)?.try_acquire_queued(attempt).await
     }
 
+    fn queues_in_first_attempt(&self) -> bool {
+        self.0.queue().is_some_and(QueueStore::queues_in_first_attempt)
+    }
+
     async fn wait_for_turn(&self, _key: &StoreKey, _token: &Token, max: Duration) -> Result<(), LockError> {
         tokio::time::sleep(max).await;
         Ok(())

@@ -12,12 +12,18 @@ use tokio::net::TcpStream;
 
 /// The `Txn` requests etcd has answered, from its metrics page.
 async fn txns_answered(cluster: &EtcdCluster) -> u64 {
+    answered(cluster, &["Txn"]).await
+}
+
+/// The requests of the `methods` of etcd's KV service it has answered, from its metrics page.
+async fn answered(cluster: &EtcdCluster, methods: &[&str]) -> u64 {
     let mut stream = TcpStream::connect(cluster.client_addr(0)).await.expect("connect to etcd's metrics");
     stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: etcd\r\n\r\n").await.unwrap();
     let mut page = String::new();
     stream.read_to_string(&mut page).await.unwrap();
     page.lines()
-        .filter(|line| line.starts_with("grpc_server_handled_total{") && line.contains("grpc_method=\"Txn\""))
+        .filter(|line| line.starts_with("grpc_server_handled_total{"))
+        .filter(|line| methods.iter().any(|method| line.contains(&format!("grpc_method=\"{method}\""))))
         .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
         .map(|count| count as u64)
         .sum()
@@ -74,5 +80,63 @@ fn a_hand_over_wakes_the_next_waiter_alone() {
         let per_hand_over = txns as f64 / WAITERS as f64;
         println!("{txns} transactions for {WAITERS} hand-overs ({per_hand_over:.1} each)");
         assert!(per_hand_over < 5.0, "{txns} transactions for {WAITERS} hand-overs: waiters looked at every release");
+    });
+}
+
+/// Requests that read or write keys (a lease's grant or keep-alive is not one).
+const KEY_REQUESTS: [&str; 4] = ["Txn", "Put", "Range", "DeleteRange"];
+
+/// The requests answered once none has come in for 200 ms.
+async fn settled(cluster: &EtcdCluster) -> u64 {
+    let mut before = answered(cluster, &KEY_REQUESTS).await;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = answered(cluster, &KEY_REQUESTS).await;
+        if now == before {
+            return now;
+        }
+        before = now;
+    }
+}
+
+/// A fair waiter queues with its first attempt, one transaction that takes the key when
+/// free and nobody waits, else the place: a free key costs one request, a held one the
+/// attempt and the waiter's one look before it sleeps.
+#[test]
+fn a_fair_waiter_queues_with_its_first_attempt() {
+    let Some(cluster) = EtcdCluster::start_or_skip("a_fair_waiter_queues_with_its_first_attempt", 1) else { return };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let store = EtcdLockStore::builder().key_prefix("first").connect(&cluster.url()).await.expect("connect");
+        let store: Arc<DynLockStore> = Arc::new(store);
+        let locks = LockManager::new(Arc::clone(&store));
+        let ttl = Duration::from_secs(30);
+        let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(10));
+
+        let before = settled(&cluster).await;
+        let holder = locks.lock_opts("hot", ttl, &options).await.unwrap();
+        let after = answered(&cluster, &KEY_REQUESTS).await;
+        assert_eq!(after - before, 1, "a fair acquisition of a free key took {} requests", after - before);
+
+        let waiter = tokio::spawn({
+            let locks = locks.clone();
+            async move { locks.lock_opts("hot", ttl, &options).await.expect("the waiter's turn came").release().await }
+        });
+        let key = LockKey::new("hot").unwrap().to_store_key();
+        let queue = store.queue().unwrap();
+        let mut looks = 0;
+        while queue.queue_len(&key).await.unwrap() < 1 {
+            looks += 1;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The waiter's requests: all but this test's own `queue_len` counts (ranges).
+        let queued = settled(&cluster).await - after - (looks + 1);
+        assert_eq!(queued, 2, "a waiter took {queued} requests to queue and sleep (the attempt, then one look)");
+        assert!(holder.release().await.unwrap());
+        assert!(tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("the hand-over stalled")
+            .unwrap()
+            .unwrap());
     });
 }

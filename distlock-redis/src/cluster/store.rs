@@ -623,6 +623,12 @@ impl LeaseValueStore for RedisClusterStore {
 
 #[async_trait]
 impl QueueStore for RedisClusterStore {
+    /// A queued attempt does more than a plain one: the manager queues after a plain
+    /// attempt found the key held.
+    fn queues_in_first_attempt(&self) -> bool {
+        false
+    }
+
     async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
         self.commands.try_acquire_queued(&mut self.conn.clone(), attempt).await
     }

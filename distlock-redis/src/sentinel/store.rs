@@ -198,6 +198,11 @@ impl LockStore for RedisSentinelStore {
 
 #[async_trait]
 impl QueueStore for RedisSentinelStore {
+    /// As the current master's store.
+    fn queues_in_first_attempt(&self) -> bool {
+        QueueStore::queues_in_first_attempt(&*self.current())
+    }
+
     async fn try_acquire_queued(&self, attempt: QueuedAttempt<'_>) -> Result<Acquire, LockError> {
         let (key, token) = (attempt.key, attempt.token);
         let store = self.current();

@@ -438,6 +438,12 @@ impl LeaseValueStore for RedisLockStore {
 
 #[async_trait]
 impl QueueStore for RedisLockStore {
+    /// A queued attempt does more than a plain one: the manager queues after a plain
+    /// attempt found the key held.
+    fn queues_in_first_attempt(&self) -> bool {
+        false
+    }
+
     /// One script (fair waiting, see [`RedisLockStoreBuilder::fair_queue`](crate::RedisLockStoreBuilder::fair_queue)):
     /// takes the key when it was handed to `token`, or is free with `token` first in line
     /// (or nobody waiting) — in fencing mode with a fencing number, as the fenced acquire
