@@ -399,18 +399,10 @@ impl EtcdLockStore {
                 }
             }
         };
-        let mut revision = answer.header().map_or(0, |header| header.revision());
+        let revision = self.place_revision(&answer);
         let (mut held, mut oldest) = (false, None);
         for (i, op) in answer.op_responses().into_iter().enumerate() {
             match op {
-                // The place existed (taken by an earlier call whose answer was lost): it
-                // keeps its position; its old lease goes.
-                TxnOpResponse::Put(put) => {
-                    if let Some(prev) = put.prev_key() {
-                        self.revoke_later(prev.lease());
-                        revision = prev.create_revision();
-                    }
-                }
                 // Held by this token is an acquisition that went through (see `acquisition`).
                 TxnOpResponse::Get(get) if i == 1 => {
                     held = get.kvs().first().is_some_and(|kv| kv.value() != token.as_str().as_bytes());
@@ -423,6 +415,21 @@ impl EtcdLockStore {
         self.places().insert((etcd_key, token.as_str().to_owned()), known);
         let blocked = held || oldest.is_some_and(|oldest| oldest != place_key.as_bytes());
         Ok(KeptPlace { place: known, blocked })
+    }
+
+    /// The create revision of the place the transaction `answer` put: its own revision,
+    /// or, when the place existed (taken by an earlier call whose answer was lost), the
+    /// old one, which keeps its position; the old lease goes.
+    fn place_revision(&self, answer: &etcd_client::TxnResponse) -> i64 {
+        for op in answer.op_responses() {
+            if let TxnOpResponse::Put(put) = op {
+                if let Some(prev) = put.prev_key() {
+                    self.revoke_later(prev.lease());
+                    return prev.create_revision();
+                }
+            }
+        }
+        answer.header().map_or(0, |header| header.revision())
     }
 
     /// A token's first queued attempt, in one transaction: the key when it is free and
@@ -449,7 +456,6 @@ impl EtcdLockStore {
                 take_if_free(&etcd_key, &queue, token, lease).or_else([
                     TxnOp::put(place_key.clone(), placed_ms.clone(), Some(place)),
                     TxnOp::get(etcd_key.clone(), None),
-                    oldest_place(&queue),
                 ])
             };
             let refreshed_at = Instant::now();
@@ -487,17 +493,7 @@ impl EtcdLockStore {
             if lease != 0 {
                 self.keep_spare(&etcd_key, token, lease, ttl);
             }
-            let mut revision = answer.header().map_or(0, |header| header.revision());
-            for op in answer.op_responses() {
-                // A place taken by an earlier call whose answer was lost keeps its position.
-                if let TxnOpResponse::Put(put) = op {
-                    if let Some(prev) = put.prev_key() {
-                        self.revoke_later(prev.lease());
-                        revision = prev.create_revision();
-                    }
-                }
-            }
-            let known = Place { lease: place_lease, revision, refreshed_at: reset_at };
+            let known = Place { lease: place_lease, revision: self.place_revision(&answer), refreshed_at: reset_at };
             self.places().insert((etcd_key.clone(), token.as_str().to_owned()), known);
             return Ok(acquisition(answer, token));
         }
