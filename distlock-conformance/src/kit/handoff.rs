@@ -266,10 +266,8 @@ fn record_round_trips(label: &str, plan: &Plan, notified: &[HandOff], trips: &[D
         "{label}hand-off p50 on one hot key, {} waiters, in round trips of the store (one `inspect`)",
         plan.waiters
     );
-    let ms = |durations: &mut dyn Iterator<Item = Duration>| -> Vec<f64> {
-        durations.map(|duration| duration.as_secs_f64() * 1e3).collect()
-    };
-    let samples = [ms(&mut trips.iter().copied()), ms(&mut notified.iter().map(|round| round.p50))];
+    let ms = |duration: Duration| duration.as_secs_f64() * 1e3;
+    let samples = [trips.iter().map(|&trip| ms(trip)).collect(), notified.iter().map(|round| ms(round.p50)).collect()];
     let ratios = Ratios::of(&record::suite(), &title, "ms", 1.0, &["round trip", "notified"], &samples);
     record::emit(&Record::Ratios(ratios));
 }
