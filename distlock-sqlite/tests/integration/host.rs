@@ -15,6 +15,10 @@ use distlock_conformance::kit::child::{self, ChildProcess};
 use distlock_sqlite::SqliteLockStore;
 
 const CHILD_START: Duration = Duration::from_secs(60);
+/// How soon a woken waiter acquires, at most: a quarter of the 20 s retry interval the
+/// waking tests give their waiters, so a waiter that slept until its retry fails them,
+/// however loaded the machine (where a wake can take a few hundred milliseconds).
+const WOKEN_WITHIN: Duration = Duration::from_secs(5);
 
 /// A database URL of its own for one test.
 fn fresh_url(name: &str) -> String {
@@ -153,7 +157,7 @@ async fn a_killed_holder_frees_its_lock_at_once() {
     assert!(lock.is_ok(), "{lock:?}");
     let after = acquired_at.saturating_sub(killed_at);
     println!("acquired {after:?} after kill -9 of the holder");
-    assert!(after < Duration::from_millis(100), "acquired {after:?} after the holder was killed");
+    assert!(after < WOKEN_WITHIN, "acquired {after:?} after the holder was killed: woken by the retry, not the exit");
 }
 
 /// Child entry: under a faked wall clock (`faketime`), reports how far its wall clock is
@@ -231,7 +235,9 @@ async fn child_takes_turns() {
 }
 
 /// A lock handed back and forth between two processes: each release wakes the other
-/// process's waiter (its retry interval is 20 s), so every hand-off takes milliseconds.
+/// process's waiter (its retry interval is 20 s), so no hand-off waits for a retry. How
+/// fast a hand-off is belongs to the benchmarks; on a loaded machine one takes tens of
+/// milliseconds, far below the retry interval either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releases_wake_waiting_processes() {
     const ROUNDS: u32 = 40;
@@ -258,8 +264,14 @@ async fn releases_wake_waiting_processes() {
         // A child that took the key between two rounds without waiting (its first,
         // plain attempt found it free) reports an acquisition from before this release:
         // not a hand-off.
-        hand_offs.extend(times[0].checked_sub(released)); // to the child
-        hand_offs.extend(back.checked_sub(times[1])); // and back
+        for hand_off in [times[0].checked_sub(released), back.checked_sub(times[1])].into_iter().flatten() {
+            // A waiter that was not woken sleeps the full retry interval (20 s).
+            assert!(
+                hand_off < WOKEN_WITHIN.as_micros(),
+                "round {round}: a hand-off took {hand_off} µs: the waiter slept until its retry instead of being woken"
+            );
+            hand_offs.push(hand_off);
+        }
     }
     assert!(hand_offs.len() >= ROUNDS as usize, "only {} hand-offs in {ROUNDS} rounds", hand_offs.len());
     hand_offs.sort_unstable();
@@ -270,7 +282,6 @@ async fn releases_wake_waiting_processes() {
         hand_offs.last().unwrap(),
         hand_offs.len()
     );
-    assert!(p50 < 50_000, "hand-offs take {p50} µs at the median: waiters poll instead of being woken?");
 }
 
 /// With fair waiting, a release that hands the key over wakes the waiter it hands the key
@@ -370,5 +381,5 @@ async fn a_killed_group_holder_frees_its_names_at_once() {
     assert!(held.is_ok(), "{held:?}");
     let after = acquired_at.saturating_sub(killed_at);
     println!("group acquired {after:?} after kill -9 of the holder");
-    assert!(after < Duration::from_millis(100), "acquired {after:?} after the holder was killed");
+    assert!(after < WOKEN_WITHIN, "acquired {after:?} after the holder was killed: woken by the retry, not the exit");
 }
