@@ -229,18 +229,21 @@ impl EtcdLockStore {
 }
 
 /// A waiter's place in a queue, as this store created it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Place {
     lease: i64,
     /// The place key's create revision: its position in the queue.
     revision: i64,
     /// When the place's lease was last granted or kept alive.
     refreshed_at: Instant,
+    /// The etcd key of the place just ahead, as read when this one was taken: the first
+    /// wait's guess of what to watch (see [`QueueStore::wait_for_turn`]), used once.
+    ahead: Option<String>,
 }
 
 /// What [`EtcdLockStore::keep_place`] did: the waiter's place, and whether the key was
 /// held or an older place waited when it was taken (`false` when not read).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct KeptPlace {
     place: Place,
     blocked: bool,
@@ -331,7 +334,7 @@ impl EtcdLockStore {
     /// the waiter's turn is certainly not yet.
     async fn keep_place(&self, key: &StoreKey, token: &Token, place: Ttl) -> Result<KeptPlace, LockError> {
         let etcd_key = self.etcd_key(key);
-        let cached = self.places().get(&(etcd_key.clone(), token.as_str().to_owned())).copied();
+        let cached = self.places().get(&(etcd_key.clone(), token.as_str().to_owned())).cloned();
         if let Some(mut known) = cached {
             // Refreshed recently enough: a third of the place's lease has not passed yet.
             if known.refreshed_at.elapsed() < place.as_duration() / 3 {
@@ -341,7 +344,7 @@ impl EtcdLockStore {
             match tokio::time::timeout(self.inner.config.response_timeout, leases.keep_alive(known.lease)).await {
                 Ok(Ok(_)) => {
                     known.refreshed_at = Instant::now();
-                    self.places().insert((etcd_key, token.as_str().to_owned()), known);
+                    self.places().insert((etcd_key, token.as_str().to_owned()), known.clone());
                     return Ok(KeptPlace { place: known, blocked: false });
                 }
                 // The place expired: take a new one (at the back of the queue).
@@ -411,8 +414,8 @@ impl EtcdLockStore {
                 _ => {}
             }
         }
-        let known = Place { lease, revision, refreshed_at };
-        self.places().insert((etcd_key, token.as_str().to_owned()), known);
+        let known = Place { lease, revision, refreshed_at, ahead: None };
+        self.places().insert((etcd_key, token.as_str().to_owned()), known.clone());
         let blocked = held || oldest.is_some_and(|oldest| oldest != place_key.as_bytes());
         Ok(KeptPlace { place: known, blocked })
     }
@@ -456,6 +459,7 @@ impl EtcdLockStore {
                 take_if_free(&etcd_key, &queue, token, lease).or_else([
                     TxnOp::put(place_key.clone(), placed_ms.clone(), Some(place)),
                     TxnOp::get(etcd_key.clone(), None),
+                    newest_places(&queue),
                 ])
             };
             let refreshed_at = Instant::now();
@@ -493,7 +497,9 @@ impl EtcdLockStore {
             if lease != 0 {
                 self.keep_spare(&etcd_key, token, lease, ttl);
             }
-            let known = Place { lease: place_lease, revision: self.place_revision(&answer), refreshed_at: reset_at };
+            let revision = self.place_revision(&answer);
+            let ahead = place_ahead(&answer, &place_key);
+            let known = Place { lease: place_lease, revision, refreshed_at: reset_at, ahead };
             self.places().insert((etcd_key.clone(), token.as_str().to_owned()), known);
             return Ok(acquisition(answer, token));
         }
@@ -767,6 +773,25 @@ fn oldest_place(queue: &str) -> TxnOp {
     TxnOp::get(queue, Some(oldest.with_sort(SortTarget::Create, SortOrder::Ascend)))
 }
 
+/// `Get` of the two newest places (by create revision) of the queue `queue`, their keys
+/// only: after a waiter's place was put, its own and the one just ahead of it.
+fn newest_places(queue: &str) -> TxnOp {
+    let newest = GetOptions::new().with_prefix().with_limit(2).with_keys_only();
+    TxnOp::get(queue, Some(newest.with_sort(SortTarget::Create, SortOrder::Descend)))
+}
+
+/// The place just ahead of `place_key` in the answer of a transaction that put it and then
+/// read [`newest_places`]: the newest place that is not `place_key`. A guess only: a place
+/// that existed already (its put a retry) may have newer ones behind it.
+fn place_ahead(answer: &etcd_client::TxnResponse, place_key: &str) -> Option<String> {
+    let newest = answer.op_responses().into_iter().rev().find_map(|op| match op {
+        TxnOpResponse::Get(get) => Some(get),
+        _ => None,
+    })?;
+    let ahead = newest.kvs().iter().find(|kv| kv.key() != place_key.as_bytes())?;
+    Some(String::from_utf8_lossy(ahead.key()).into_owned())
+}
+
 /// What the answer of an acquisition's transaction (put if free, else get the key) says:
 /// acquired, with the answer's revision as the fence; or, the key held, acquired still
 /// when the holder is `token` (a retry of an acquisition that went through, contract
@@ -776,10 +801,12 @@ fn acquisition(answer: etcd_client::TxnResponse, token: &Token) -> Acquire {
         let revision = answer.header().map_or(0, |header| header.revision());
         return Acquire::Acquired { fence: fence_of(revision) };
     }
+    // The key's `Get` is the transaction's first (places may be read after it).
     let holder = answer.op_responses().into_iter().find_map(|op| match op {
-        TxnOpResponse::Get(get) => get.kvs().first().cloned(),
+        TxnOpResponse::Get(get) => Some(get.kvs().first().cloned()),
         _ => None,
     });
+    let holder = holder.flatten();
     match holder {
         Some(kv) if kv.value() == token.as_str().as_bytes() => {
             Acquire::Acquired { fence: fence_of(kv.create_revision()) }
@@ -1114,13 +1141,17 @@ impl QueueStore for EtcdLockStore {
         }
         let etcd_key = self.etcd_key(key);
         let deadline = distlock_api::waiters::deadline_after(max);
-        let mine = self.places().get(&(etcd_key.clone(), token.as_str().to_owned())).map(|place| place.revision);
+        let (mine, guess) = match self.places().get_mut(&(etcd_key.clone(), token.as_str().to_owned())) {
+            Some(place) => (Some(place.revision), place.ahead.take()),
+            None => (None, None),
+        };
         let own_place = self.inner.config.place_key(key.as_str(), token.as_str());
         // Each waiter waits on the place just ahead of its own, and the next in line on the
         // lock key: a release wakes the next waiter alone, and a place leaving wakes the
         // waiter behind it alone, instead of every waiter looking again (a read each).
-        // `None`: the lock key. A first guess; the check corrects it.
-        let mut watched: Option<String> = None;
+        // `None`: the lock key. A first guess (the place read ahead when this one was
+        // taken, else the lock key); the check corrects it.
+        let mut watched: Option<String> = guess;
         loop {
             let seen = Mutex::new(None);
             // Sleep only when registered on the right key: the place ahead, or the lock key

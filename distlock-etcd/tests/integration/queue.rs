@@ -83,6 +83,20 @@ fn a_hand_over_wakes_the_next_waiter_alone() {
     });
 }
 
+/// The key requests of waiters of `hot` since `since` (a [`settled`] count), once its queue
+/// holds `places` and they are all asleep: all requests but this function's own
+/// `queue_len` counts (ranges).
+async fn requests_to_queue(cluster: &EtcdCluster, store: &DynLockStore, places: usize, since: u64) -> u64 {
+    let key = LockKey::new("hot").unwrap().to_store_key();
+    let queue = store.queue().unwrap();
+    let mut looks = 0;
+    while queue.queue_len(&key).await.unwrap() < places {
+        looks += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    settled(cluster).await - since - (looks + 1)
+}
+
 /// Requests that read or write keys (a lease's grant or keep-alive is not one).
 const KEY_REQUESTS: [&str; 4] = ["Txn", "Put", "Range", "DeleteRange"];
 
@@ -101,7 +115,7 @@ async fn settled(cluster: &EtcdCluster) -> u64 {
 
 /// A fair waiter queues with its first attempt, one transaction that takes the key when
 /// free and nobody waits, else the place: a free key costs one request, a held one the
-/// attempt and the waiter's one look before it sleeps.
+/// attempt and the waiter's one look before it sleeps, also behind another waiter.
 #[test]
 fn a_fair_waiter_queues_with_its_first_attempt() {
     let Some(cluster) = EtcdCluster::start_or_skip("a_fair_waiter_queues_with_its_first_attempt", 1) else { return };
@@ -122,21 +136,28 @@ fn a_fair_waiter_queues_with_its_first_attempt() {
             let locks = locks.clone();
             async move { locks.lock_opts("hot", ttl, &options).await.expect("the waiter's turn came").release().await }
         });
-        let key = LockKey::new("hot").unwrap().to_store_key();
-        let queue = store.queue().unwrap();
-        let mut looks = 0;
-        while queue.queue_len(&key).await.unwrap() < 1 {
-            looks += 1;
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        // The waiter's requests: all but this test's own `queue_len` counts (ranges).
-        let queued = settled(&cluster).await - after - (looks + 1);
+        let queued = requests_to_queue(&cluster, &*store, 1, after).await;
         assert_eq!(queued, 2, "a waiter took {queued} requests to queue and sleep (the attempt, then one look)");
+
+        // A waiter behind another reads the place ahead of its own with its attempt, and
+        // its one look finds it watching that place already.
+        let settled_first = settled(&cluster).await;
+        let second = tokio::spawn({
+            let locks = locks.clone();
+            async move {
+                locks.lock_opts("hot", ttl, &options).await.expect("the second waiter's turn came").release().await
+            }
+        });
+        let queued = requests_to_queue(&cluster, &*store, 2, settled_first).await;
+        assert_eq!(queued, 2, "a second waiter took {queued} requests to queue and sleep (the attempt, then one look)");
+
         assert!(holder.release().await.unwrap());
-        assert!(tokio::time::timeout(Duration::from_secs(30), waiter)
-            .await
-            .expect("the hand-over stalled")
-            .unwrap()
-            .unwrap());
+        for waiter in [waiter, second] {
+            assert!(tokio::time::timeout(Duration::from_secs(30), waiter)
+                .await
+                .expect("the hand-over stalled")
+                .unwrap()
+                .unwrap());
+        }
     });
 }
