@@ -45,7 +45,8 @@ impl Config {
 
     /// The prefix of a lock's queue of waiters: `{prefix}/queue/{store key}` and the unit
     /// separator (a control character, so never part of a key: the queue of `a` is not a
-    /// prefix of the queue of `a/b`). A waiter's place is this prefix followed by its token.
+    /// prefix of the queue of `a/b`). A waiter's place is this prefix followed by the
+    /// name of a slot (see [`place_key`](Self::place_key)).
     pub(crate) fn queue_prefix(&self, store_key: &str) -> String {
         format!("{}/{QUEUE_SEGMENT}{store_key}{QUEUE_SEPARATOR}", self.key_prefix)
     }
@@ -56,17 +57,20 @@ impl Config {
         format!("{}/{VALUE_SEGMENT}{store_key}", self.key_prefix)
     }
 
-    /// The etcd key of `token`'s place in the queue of `store_key`: its
-    /// [`queue_prefix`](Self::queue_prefix) followed by the token.
-    pub(crate) fn place_key(&self, store_key: &str, token: &str) -> String {
-        format!("{}{token}", self.queue_prefix(store_key))
+    /// The etcd key of the place slot `slot` of a store in the queue of `store_key`: its
+    /// [`queue_prefix`](Self::queue_prefix) followed by the store's id, a dot and the
+    /// slot's number (`distlock/queue/lock:a␟5f0c….0`). A store names its waiters' places
+    /// from a few slots it uses again, so that a busy queue does not leave a deleted key
+    /// per wait in etcd's index.
+    pub(crate) fn place_key(&self, store_key: &str, store_id: &str, slot: u32) -> String {
+        format!("{}{store_id}.{slot}", self.queue_prefix(store_key))
     }
 
     /// The prefix of the queue that holds the place `etcd_key` (see
     /// [`queue_prefix`](Self::queue_prefix)), or `None` for another key.
     pub(crate) fn queue_of_place(&self, etcd_key: &str) -> Option<String> {
         let rest = etcd_key.strip_prefix(&self.key_prefix)?.strip_prefix('/')?.strip_prefix(QUEUE_SEGMENT)?;
-        let (store_key, _token) = rest.rsplit_once(QUEUE_SEPARATOR)?;
+        let (store_key, _slot) = rest.rsplit_once(QUEUE_SEPARATOR)?;
         Some(self.queue_prefix(store_key))
     }
 }
@@ -177,8 +181,8 @@ mod tests {
         assert!(!config.value_key("lock:order:1").starts_with(&config.locks_prefix()));
         assert_eq!(config.queue_of_place(&config.value_key("lock:a")), None);
         assert_eq!(config.group_of_key(&config.value_key("lock:a")), None);
-        let place = config.place_key("lock:a/b", "token");
-        assert_eq!(place, "app/queue/lock:a/b\u{1f}token");
+        let place = config.place_key("lock:a/b", "store", 3);
+        assert_eq!(place, "app/queue/lock:a/b\u{1f}store.3");
         assert_eq!(config.queue_of_place(&place).as_deref(), Some("app/queue/lock:a/b\u{1f}"));
         assert_eq!(config.queue_of_place("app/lock:a"), None);
         let name = config.group_prefix("lock:a/b");

@@ -7,6 +7,7 @@ mod builder;
 mod config;
 mod group;
 mod notify;
+mod slots;
 mod store;
 mod url;
 mod value;

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::config::{lease_seconds, Config};
 use crate::notify::ReleaseListener;
+use crate::slots::Slots;
 
 pub(crate) const BACKEND: &str = "etcd";
 
@@ -77,6 +79,10 @@ struct Inner {
     /// The places this store's waiters hold in queues, by (lock key, token): the
     /// lease and create revision of each, so a retry needs no lookup.
     places: Mutex<HashMap<(String, String), Place>>,
+    /// This store's id in the names of its places: random, one per store.
+    id: String,
+    /// The names of this store's places: see [`Slots`].
+    slots: Mutex<Slots>,
     /// Leases granted for attempts that found the key held, by (lock key, token): the
     /// waiter's next attempt keeps one alive (no Raft write) instead of granting anew.
     spares: Mutex<HashMap<(String, String), Spare>>,
@@ -114,7 +120,9 @@ impl EtcdLockStore {
             .then(|| ReleaseListener::start(client.clone(), config.clone(), waiters.clone()));
         let (places, spares, group_leases) = (Mutex::default(), Mutex::default(), Mutex::default());
         let leases = Mutex::default();
-        let inner = Inner { client, config, waiters, places, spares, group_leases, leases, _listener: listener };
+        let (id, slots) = (Token::generate().as_str().replace('-', ""), Mutex::default());
+        let inner =
+            Inner { client, config, waiters, places, id, slots, spares, group_leases, leases, _listener: listener };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -231,6 +239,8 @@ impl EtcdLockStore {
 /// A waiter's place in a queue, as this store created it.
 #[derive(Debug, Clone)]
 struct Place {
+    /// The number of its slot (see [`Slots`]).
+    slot: u32,
     lease: i64,
     /// The place key's create revision: its position in the queue.
     revision: i64,
@@ -353,21 +363,22 @@ impl EtcdLockStore {
                 Err(_) => return Err(LockError::store(BACKEND, "acquire", Some(key.lock_key()), "no answer in time")),
             }
         }
-        let place_key = self.inner.config.place_key(key.as_str(), token.as_str());
+        let slot = self.slots().assign(&etcd_key, token.as_str());
+        let place_key = self.place_key(key, slot);
         let queue = self.inner.config.queue_prefix(key.as_str());
         let secs = lease_seconds(place.as_duration());
         let put = |lease: i64| {
-            let mut kv = self.inner.client.kv_client();
+            let kv = self.inner.client.kv_client();
             let options = PutOptions::new().with_lease(lease).with_prev_key();
-            // The place's value is when it was taken, for `queue_places`. Read in the same
-            // revision: the key's holder, and the oldest place (the waiter's turn is not
-            // yet unless the key is free, or its own, and that place is this one).
+            // Read in the same revision: the key's holder, and the oldest place (the
+            // waiter's turn is not yet unless the key is free, or its own, and that place
+            // is this one).
             let txn = Txn::new().and_then([
-                TxnOp::put(place_key.clone(), unix_ms().to_string(), Some(options)),
+                TxnOp::put(place_key.clone(), place_value(token), Some(options)),
                 TxnOp::get(etcd_key.clone(), None),
                 oldest_place(&queue),
             ]);
-            async move { self.call("acquire", Some(key), kv.txn(txn)).await }
+            self.put_place(key, &etcd_key, token, txn, kv)
         };
         // The lease of a place this store's waiters left, with a keep-alive sent beside
         // the put (no Raft write), as a released lock's lease is used again.
@@ -414,7 +425,7 @@ impl EtcdLockStore {
                 _ => {}
             }
         }
-        let known = Place { lease, revision, refreshed_at, ahead: None };
+        let known = Place { slot, lease, revision, refreshed_at, ahead: None };
         self.places().insert((etcd_key, token.as_str().to_owned()), known.clone());
         let blocked = held || oldest.is_some_and(|oldest| oldest != place_key.as_bytes());
         Ok(KeptPlace { place: known, blocked })
@@ -444,7 +455,8 @@ impl EtcdLockStore {
         let QueuedAttempt { key, token, ttl, place } = attempt;
         let etcd_key = self.etcd_key(key);
         let queue = self.inner.config.queue_prefix(key.as_str());
-        let place_key = self.inner.config.place_key(key.as_str(), token.as_str());
+        let slot = self.slots().assign(&etcd_key, token.as_str());
+        let place_key = self.place_key(key, slot);
         let secs = lease_seconds(place.as_duration());
         let mut idle = self.take_idle_place(secs);
         loop {
@@ -453,11 +465,16 @@ impl EtcdLockStore {
                 Some(spare) => spare.lease,
                 None => self.call("acquire", Some(key), self.inner.client.lease_client().grant(secs, None)).await?.id(),
             };
-            let placed_ms = unix_ms().to_string();
+            let placed = place_value(token);
+            // Each transaction built is sent, and may put the place: until it is answered,
+            // the slot may not go to another waiter (see `Slots`).
+            let sent = AtomicU32::new(0);
             let txn = |lease: i64| {
+                sent.fetch_add(1, Ordering::Relaxed);
+                self.slots().put_sending(&etcd_key, token.as_str());
                 let place = PutOptions::new().with_lease(place_lease).with_prev_key();
                 take_if_free(&etcd_key, &queue, token, lease).or_else([
-                    TxnOp::put(place_key.clone(), placed_ms.clone(), Some(place)),
+                    TxnOp::put(place_key.clone(), placed.clone(), Some(place)),
                     TxnOp::get(etcd_key.clone(), None),
                     newest_places(&queue),
                 ])
@@ -472,6 +489,12 @@ impl EtcdLockStore {
                 kept.await.map(|kept| kept.map(drop))
             };
             let (kept, answer) = tokio::join!(keep_alive, self.attempt(key, token, ttl, txn));
+            let lease_ended = matches!(&kept, Ok(Err(ended)) if is_lease_not_found(ended));
+            // Answered (an earlier send of the attempt failed on its ended lock lease), or
+            // failed on the place's ended lease: nothing else can be put.
+            if answer.is_ok() || lease_ended {
+                self.slots().puts_answered(&etcd_key, token.as_str(), sent.load(Ordering::Relaxed));
+            }
             // When the place's lease was last reset to its full TTL.
             let reset_at = match (&kept, reused) {
                 (Ok(Ok(())), _) | (_, None) => refreshed_at,
@@ -483,13 +506,15 @@ impl EtcdLockStore {
                     self.revoke_later(place_lease);
                     // The kept lease had ended: the transaction failed on it; once more,
                     // on a new lease.
-                    if matches!(&kept, Ok(Err(ended)) if is_lease_not_found(ended)) {
+                    if lease_ended {
                         continue;
                     }
                     return Err(err);
                 }
             };
             if answer.succeeded() {
+                // Taken at once: no place was put.
+                self.slots().gone(&etcd_key, token.as_str());
                 let spare = Spare { lease: place_lease, secs, kept_at: reset_at };
                 self.keep_or_revoke(|leases| &mut leases.idle_places, spare);
                 return Ok(acquisition(answer, token));
@@ -499,7 +524,7 @@ impl EtcdLockStore {
             }
             let revision = self.place_revision(&answer);
             let ahead = place_ahead(&answer, &place_key);
-            let known = Place { lease: place_lease, revision, refreshed_at: reset_at, ahead };
+            let known = Place { slot, lease: place_lease, revision, refreshed_at: reset_at, ahead };
             self.places().insert((etcd_key.clone(), token.as_str().to_owned()), known);
             return Ok(acquisition(answer, token));
         }
@@ -701,6 +726,33 @@ impl EtcdLockStore {
         self.revoke_later(spare.lease);
     }
 
+    /// The etcd key of this store's place slot `slot` in the queue of `key`.
+    fn place_key(&self, key: &StoreKey, slot: u32) -> String {
+        self.inner.config.place_key(key.as_str(), &self.inner.id, slot)
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.inner.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends `txn`, which puts `token`'s place in the queue of `etcd_key`; until it is
+    /// answered the place's slot may not go to another waiter (see [`Slots`]).
+    async fn put_place(
+        &self,
+        key: &StoreKey,
+        etcd_key: &str,
+        token: &Token,
+        txn: Txn,
+        mut kv: etcd_client::KvClient,
+    ) -> Result<etcd_client::TxnResponse, LockError> {
+        self.slots().put_sending(etcd_key, token.as_str());
+        let answer = self.call("acquire", Some(key), kv.txn(txn)).await;
+        if answer.is_ok() {
+            self.slots().puts_answered(etcd_key, token.as_str(), 1);
+        }
+        answer
+    }
+
     fn forget_place(&self, etcd_key: &str, token: &Token) {
         self.places().remove(&(etcd_key.to_owned(), token.as_str().to_owned()));
     }
@@ -821,6 +873,23 @@ pub(crate) fn unix_ms() -> u64 {
     u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The value of `token`'s place: when it was taken ([`unix_ms`]), a space and the token.
+fn place_value(token: &Token) -> String {
+    format!("{} {}", unix_ms(), token.as_str())
+}
+
+/// The token of the place `found` in the queue `queue`, and when it was taken: from its
+/// value ([`place_value`]), or, for a place whose key ends in its token and whose value
+/// is the time alone, from both.
+fn read_place(found: &KeyValue, queue: &str) -> Option<(Token, Option<u64>)> {
+    let value = std::str::from_utf8(found.value()).ok()?;
+    if let Some((placed_ms, token)) = value.split_once(' ') {
+        return Some((Token::parse(token).ok()?, placed_ms.parse().ok()));
+    }
+    let token = std::str::from_utf8(found.key()).ok()?.strip_prefix(queue)?;
+    Some((Token::parse(token).ok()?, value.parse().ok()))
+}
+
 /// How long ago `placed_ms` ([`unix_ms`] of another process, maybe) was by this process's
 /// clock; zero when it lies ahead.
 pub(crate) fn waited_since(placed_ms: u64) -> Duration {
@@ -911,22 +980,29 @@ impl LockStore for EtcdLockStore {
 
     async fn release(&self, key: &StoreKey, token: &Token) -> Result<bool, LockError> {
         let etcd_key = self.etcd_key(key);
-        // A waiter's token: its place in the queue goes too.
-        let place = self.inner.config.place_key(key.as_str(), token.as_str());
-        let leave = || TxnOp::delete(place.clone(), Some(DeleteOptions::new().with_prev_key()));
+        // A waiter's token: its place in the queue goes too (a place this store named;
+        // another store's waiter leaves its own, or its place ends with its lease).
+        let slot = self.slots().of(&etcd_key, token.as_str());
+        let leave = slot.map(|slot| {
+            let place = self.place_key(key, slot);
+            TxnOp::delete(place, Some(DeleteOptions::new().with_prev_key()))
+        });
         // The lease's value goes with the key (without its previous value: its lease is the
         // key's, revoked below once).
+        let release = [
+            TxnOp::delete(etcd_key.clone(), Some(DeleteOptions::new().with_prev_key())),
+            TxnOp::delete(self.value_key(key), None),
+        ];
         let txn = Txn::new()
             .when([Compare::value(etcd_key.clone(), CompareOp::Equal, token.as_str())])
-            .and_then([
-                TxnOp::delete(etcd_key.clone(), Some(DeleteOptions::new().with_prev_key())),
-                TxnOp::delete(self.value_key(key), None),
-                leave(),
-            ])
-            .or_else([leave()]);
+            .and_then(release.into_iter().chain(leave.clone()).collect::<Vec<_>>())
+            .or_else(leave.into_iter().collect::<Vec<_>>());
         let mut kv = self.inner.client.kv_client();
         let answer = self.call("release", Some(key), kv.txn(txn)).await?;
         self.forget_place(&etcd_key, token);
+        if slot.is_some() {
+            self.slots().gone(&etcd_key, token.as_str());
+        }
         // The token's spare lease, or the lease of its acquisition still in flight (a
         // cancelled attempt): revoked before returning, so that a put still on its way
         // either fails or is deleted with the lease.
@@ -1110,7 +1186,7 @@ impl QueueStore for EtcdLockStore {
             return Ok(Acquire::Held { ttl_left: None });
         }
         let queue = self.inner.config.queue_prefix(key.as_str());
-        let place_key = format!("{queue}{}", token.as_str());
+        let place_key = self.place_key(key, mine.slot);
         // Free, and no place older than this waiter's: its turn.
         let txn = |lease: i64| {
             Txn::new()
@@ -1127,6 +1203,7 @@ impl QueueStore for EtcdLockStore {
         let (answer, lease) = self.attempt(key, token, ttl, txn).await?;
         if answer.succeeded() {
             self.forget_place(&etcd_key, token);
+            self.slots().gone(&etcd_key, token.as_str());
             self.retire_place(mine, lease_seconds(place.as_duration()));
         } else if lease != 0 {
             self.keep_spare(&etcd_key, token, lease, ttl);
@@ -1141,11 +1218,10 @@ impl QueueStore for EtcdLockStore {
         }
         let etcd_key = self.etcd_key(key);
         let deadline = distlock_api::waiters::deadline_after(max);
-        let (mine, guess) = match self.places().get_mut(&(etcd_key.clone(), token.as_str().to_owned())) {
-            Some(place) => (Some(place.revision), place.ahead.take()),
-            None => (None, None),
+        let (mine, guess, own_place) = match self.places().get_mut(&(etcd_key.clone(), token.as_str().to_owned())) {
+            Some(place) => (Some(place.revision), place.ahead.take(), Some(self.place_key(key, place.slot))),
+            None => (None, None, None),
         };
-        let own_place = self.inner.config.place_key(key.as_str(), token.as_str());
         // Each waiter waits on the place just ahead of its own, and the next in line on the
         // lock key: a release wakes the next waiter alone, and a place leaving wakes the
         // waiter behind it alone, instead of every waiter looking again (a read each).
@@ -1159,7 +1235,7 @@ impl QueueStore for EtcdLockStore {
             // register on the right key.
             let check = || async {
                 let turn = self.turn(key, mine).await?;
-                let ahead = turn.ahead.clone().filter(|place| *place != own_place);
+                let ahead = turn.ahead.clone().filter(|place| Some(place) != own_place.as_ref());
                 let stay = ahead == watched && (turn.held || ahead.is_some());
                 *seen.lock().unwrap_or_else(PoisonError::into_inner) = Some((turn.held, ahead));
                 Ok(if stay { KeyState::Held { expires_in: None } } else { KeyState::Free })
@@ -1206,9 +1282,7 @@ impl QueueStore for EtcdLockStore {
         let mut places = Vec::with_capacity(lefts.len());
         for (found, left) in answer.kvs().iter().zip(lefts) {
             let Some((left, _)) = left? else { continue };
-            let token = std::str::from_utf8(found.key()).ok().and_then(|place| place.strip_prefix(&queue));
-            let Some(token) = token.and_then(|token| Token::parse(token).ok()) else { continue };
-            let placed_ms = std::str::from_utf8(found.value()).ok().and_then(|value| value.parse().ok());
+            let Some((token, placed_ms)) = read_place(found, &queue) else { continue };
             places.push(WaitingPlace::new(token, LockMode::Exclusive, placed_ms.map(waited_since), left));
         }
         Ok(places)

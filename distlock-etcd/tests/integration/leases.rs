@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use distlock_api::{LockStore, QueuedAttempt, StoreKey, Token};
+use distlock_etcd::etcd_client::GetOptions;
 use distlock_etcd::EtcdLockStore;
 use tokio::time::Instant;
 
@@ -79,11 +80,14 @@ async fn a_lease_past_half_its_ttl_is_revoked_on_release() {
     assert!(store.release(&second, &next).await.unwrap());
 }
 
-/// The lease of `token`'s place in the queue of `key`.
+/// The lease of `token`'s place in the queue of `key` (the place whose value, when it was
+/// taken and the token, ends in the token).
 async fn place_lease(store: &EtcdLockStore, key: &StoreKey, token: &Token) -> i64 {
-    let place = format!("{}/queue/{}\u{1f}{}", store.key_prefix(), key.as_str(), token.as_str());
-    let answer = store.client().kv_client().get(place, None).await.unwrap();
-    answer.kvs().first().map(|found| found.lease()).expect("the waiter has a place")
+    let queue = format!("{}/queue/{}\u{1f}", store.key_prefix(), key.as_str());
+    let answer = store.client().kv_client().get(queue, Some(GetOptions::new().with_prefix())).await.unwrap();
+    let own = format!(" {}", token.as_str());
+    let place = answer.kvs().iter().find(|found| found.value().ends_with(own.as_bytes()));
+    place.map(|found| found.lease()).expect("the waiter has a place")
 }
 
 /// A queued attempt of `token` on `key`, with places of `place_secs`.

@@ -1,11 +1,13 @@
 //! Fair waiting's traffic, against a private etcd started by the test kit (its request
 //! counters are this test's alone): a release wakes the next waiter, not every waiter.
 
+use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use distlock_api::{DynLockStore, LockKey, LockManager, LockOptions};
+use distlock_api::{DynLockStore, LockKey, LockManager, LockOptions, Token};
 use distlock_conformance::kit::etcd_server::EtcdCluster;
+use distlock_etcd::etcd_client::{EventType, PutOptions, WatchOptions};
 use distlock_etcd::EtcdLockStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -159,5 +161,101 @@ fn a_fair_waiter_queues_with_its_first_attempt() {
                 .unwrap()
                 .unwrap());
         }
+    });
+}
+
+/// Four tasks of one store take turns on a key, each waiting in the queue 25 times: the
+/// store names their places from a few slots it uses again (one per waiter it has at
+/// once), so the queue's waits leave no deleted key each in etcd's index, which keeps
+/// deleted keys until a compaction and walks them at every read of the queue.
+#[test]
+fn waits_use_a_few_place_keys_again() {
+    let Some(cluster) = EtcdCluster::start_or_skip("waits_use_a_few_place_keys_again", 1) else { return };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        const TASKS: usize = 4;
+        const SECTIONS: usize = 25;
+        let store = EtcdLockStore::builder().key_prefix("slots").connect(&cluster.url()).await.expect("connect");
+        let client = store.client().clone();
+        let store: Arc<DynLockStore> = Arc::new(store);
+        let locks = LockManager::new(store);
+        let ttl = Duration::from_secs(30);
+        let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(10));
+        let start = client.kv_client().get("slots/", None).await.unwrap().header().unwrap().revision();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let locks = locks.clone();
+                tokio::spawn(async move {
+                    for _ in 0..SECTIONS {
+                        let lock = locks.lock_opts("hot", ttl, &options).await.expect("the task's turn came");
+                        assert!(lock.release().await.unwrap());
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            tokio::time::timeout(Duration::from_secs(60), task).await.expect("the turns stalled").unwrap();
+        }
+        // Every place put since `start`, read back from etcd's history up to an end mark.
+        client.kv_client().put("slots/queue/~end", "", None).await.unwrap();
+        let options = WatchOptions::new().with_prefix().with_start_revision(start + 1);
+        let mut history = client.watch_client().watch("slots/queue/", Some(options)).await.unwrap();
+        let (mut places, mut keys) = (0, HashSet::new());
+        'read: loop {
+            let answer = tokio::time::timeout(Duration::from_secs(10), history.message()).await;
+            let answer = answer.expect("the history stopped short of the end mark").unwrap().expect("a history");
+            for event in answer.events().iter().filter(|event| event.event_type() == EventType::Put) {
+                let key = event.kv().unwrap().key_str().unwrap().to_owned();
+                if key == "slots/queue/~end" {
+                    break 'read;
+                }
+                places += 1;
+                keys.insert(key);
+            }
+        }
+        assert!(places >= SECTIONS, "the tasks took {places} places: too few waits to tell");
+        assert!(keys.len() <= TASKS, "{places} places under {} keys (more than the {TASKS} waiters)", keys.len());
+    });
+}
+
+/// A place named after its token, with the time it was taken alone as its value (as a
+/// store named places before it named them by slot), is listed beside the store's own.
+#[test]
+fn places_named_after_their_token_are_listed() {
+    let Some(cluster) = EtcdCluster::start_or_skip("places_named_after_their_token_are_listed", 1) else { return };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let store = EtcdLockStore::builder().key_prefix("layouts").connect(&cluster.url()).await.expect("connect");
+        let client = store.client().clone();
+        let store: Arc<DynLockStore> = Arc::new(store);
+        let locks = LockManager::new(Arc::clone(&store));
+        let ttl = Duration::from_secs(30);
+        let options = LockOptions::new().wait(Duration::from_secs(60)).retry_interval(Duration::from_secs(10));
+        let holder = locks.lock("hot", ttl).await.unwrap();
+        let waiter = tokio::spawn({
+            let locks = locks.clone();
+            async move { locks.lock_opts("hot", ttl, &options).await.expect("the waiter's turn came").release().await }
+        });
+        let key = LockKey::new("hot").unwrap().to_store_key();
+        let queue = store.queue().unwrap();
+        while queue.queue_len(&key).await.unwrap() < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let token = Token::generate();
+        let lease = client.lease_client().grant(30, None).await.unwrap().id();
+        let placed_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() - 1_000;
+        let place = format!("layouts/queue/lock:hot\u{1f}{}", token.as_str());
+        client.kv_client().put(place, placed_ms.to_string(), Some(PutOptions::new().with_lease(lease))).await.unwrap();
+
+        let places = queue.queue_places(&key).await.unwrap();
+        assert_eq!(places.len(), 2, "{places:?}");
+        assert_ne!(places[0].token, token, "the store's own waiter came first");
+        assert_eq!(places[1].token, token);
+        assert!(places[1].waited.is_some_and(|waited| waited >= Duration::from_millis(900)), "{places:?}");
+
+        client.lease_client().revoke(lease).await.unwrap();
+        assert!(holder.release().await.unwrap());
+        let released = tokio::time::timeout(Duration::from_secs(30), waiter).await.expect("the hand-over stalled");
+        assert!(released.unwrap().unwrap());
     });
 }
