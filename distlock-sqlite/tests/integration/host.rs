@@ -15,10 +15,12 @@ use distlock_conformance::kit::child::{self, ChildProcess};
 use distlock_sqlite::SqliteLockStore;
 
 const CHILD_START: Duration = Duration::from_secs(60);
-/// How soon a woken waiter acquires, at most: a quarter of the 20 s retry interval the
-/// waking tests give their waiters, so a waiter that slept until its retry fails them,
-/// however loaded the machine (where a wake can take a few hundred milliseconds).
-const WOKEN_WITHIN: Duration = Duration::from_secs(5);
+/// The retry interval (or longest wait) the waking tests give their waiters: far longer
+/// than a wake, so a waiter that slept until it fails them.
+const RETRY: Duration = Duration::from_secs(20);
+/// How soon a woken waiter acquires, at most: a quarter of [`RETRY`], however loaded the
+/// machine (where a wake can take a few hundred milliseconds).
+const WOKEN_WITHIN: Duration = Duration::from_secs(RETRY.as_secs() / 4);
 
 /// A database URL of its own for one test.
 fn fresh_url(name: &str) -> String {
@@ -135,7 +137,7 @@ async fn a_killed_holder_frees_its_lock_at_once() {
     let ttl = Duration::from_secs(60);
     assert!(locks.try_lock("job", ttl).await.unwrap().is_none(), "held by the child");
     // A retry interval far longer than the bound: only the holder's exit can wake the waiter.
-    let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(Duration::from_secs(20));
+    let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(RETRY);
     let waiter = tokio::spawn({
         let locks = locks.clone();
         async move {
@@ -224,7 +226,7 @@ async fn child_takes_turns() {
     let mut parts = arg.split(' ');
     let (url, key) = (parts.next().unwrap(), parts.next().unwrap());
     let (_, locks) = open(url).await;
-    let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(Duration::from_secs(20));
+    let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(RETRY);
     for round in 0u64.. {
         let lock = locks.lock_opts(key, Duration::from_secs(30), &options).await.expect("acquire");
         let got = SqliteLockStore::clock().as_micros();
@@ -244,7 +246,7 @@ async fn releases_wake_waiting_processes() {
     let url = fresh_url("turns");
     let (store, locks) = open(&url).await;
     let key = distlock_api::LockKey::new("hot").unwrap().to_store_key();
-    let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(Duration::from_secs(20));
+    let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(RETRY);
     let mut lock = locks.lock("hot", Duration::from_secs(30)).await.unwrap();
     let mut child = ChildProcess::spawn("host::child_takes_turns", "turns", &format!("{url} hot"));
     let mut hand_offs = Vec::new();
@@ -308,7 +310,7 @@ async fn a_hand_over_wakes_only_the_waiter_it_hands_the_key_to() {
         .enumerate()
         .map(|(i, token)| {
             let (store, key, token) = (stores[i % 2].clone(), key.clone(), token.clone());
-            tokio::spawn(async move { store.wait_for_turn(&key, &token, Duration::from_secs(20)).await })
+            tokio::spawn(async move { store.wait_for_turn(&key, &token, RETRY).await })
         })
         .collect();
     // Every waiter registered: the key's channel and two turns on the first store, the
@@ -327,7 +329,7 @@ async fn a_hand_over_wakes_only_the_waiter_it_hands_the_key_to() {
         assert!(waits.iter().all(|wait| !wait.is_finished()), "turn {turn}: nobody wakes before the release");
         assert!(stores[releasing_store].release(&key, &releaser).await.unwrap());
         let woken = waits.remove(0);
-        tokio::time::timeout(Duration::from_secs(5), woken).await.expect("the first waiter is woken").unwrap().unwrap();
+        tokio::time::timeout(WOKEN_WITHIN, woken).await.expect("the first waiter is woken").unwrap().unwrap();
         // The others stay asleep (a wrong wake would end their wait within this time).
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(waits.iter().all(|wait| !wait.is_finished()), "turn {turn}: a waiter behind the first woke");
@@ -359,7 +361,7 @@ async fn a_killed_group_holder_frees_its_names_at_once() {
     let (store, locks) = open(&url).await;
     let group = distlock_api::LockGroup::new([distlock_api::GroupMember::shared("shelf").unwrap()]).unwrap();
     let ttl = Duration::from_secs(60);
-    let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(Duration::from_secs(20));
+    let options = LockOptions::new().wait(Duration::from_secs(30)).retry_interval(RETRY);
     let waiter = tokio::spawn({
         let (locks, group) = (locks.clone(), group.clone());
         async move {
