@@ -241,7 +241,7 @@ impl LockManager {
     /// [`LockError::InvalidKey`], or [`LockError::InvalidGroup`] for `Some(0)`, before
     /// any I/O; [`LockError::Store`] when the store fails.
     pub async fn set_permits(&self, key: &str, mode: LockMode, permits: Option<u32>) -> Result<(), LockError> {
-        let key = LockKey::new(key)?;
+        let key = LockKey::try_from(key)?;
         if permits == Some(0) {
             return Err(LockError::InvalidGroup {
                 reason: crate::error::InvalidGroup::ZeroPermits { key: key.as_str().to_owned() },
@@ -256,8 +256,8 @@ impl LockManager {
     ///
     /// [`LockError::InvalidKey`] before any I/O; [`LockError::Store`] when the store fails.
     pub async fn holders(&self, key: &str) -> Result<Vec<LockInfo>, LockError> {
-        let key = LockKey::new(key)?;
-        group_store(&**self.store(), "holders")?.holders(&key.to_store_key()).await
+        let key = LockKey::try_from(key)?;
+        group_store(&**self.store(), "holders")?.holders(&key.into_store_key()).await
     }
 
     async fn acquire_group(
@@ -278,13 +278,7 @@ impl LockManager {
         let keys: Arc<[StoreKey]> = members.iter().map(|member| member.key.clone()).collect();
         let holders_only = self.admission() == Admission::HoldersOnly;
         let plan = Plan::group(&*engine.store, members, &engine.owner, options.fairness, holders_only)?;
-        let acquisition = Acquisition {
-            target: Target::Group(keys),
-            plan,
-            label: group.members()[0].key.clone(),
-            options,
-            default_wait,
-        };
+        let acquisition = Acquisition { target: Target::Group(keys), plan, options, default_wait };
         let members = || group.members().iter().map(|member| (member.key.clone(), member.mode)).collect();
         Ok(Engine::acquire(self.engine_ref(), acquisition).await?.map(|hold| GroupLock { hold, members: members() }))
     }

@@ -24,7 +24,11 @@ pub const LOCK_NAMESPACE: &str = "lock:";
 /// # Ok::<(), distlock::LockError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LockKey(String);
+pub struct LockKey {
+    /// `lock:` followed by the key, so that the [`StoreKey`] made from it is the same
+    /// text: one allocation per key.
+    namespaced: String,
+}
 
 impl LockKey {
     /// The longest key accepted, in bytes.
@@ -37,22 +41,25 @@ impl LockKey {
     /// [`LockError::InvalidKey`] when the key is empty, longer than [`LockKey::MAX_LEN`]
     /// bytes, or contains a control character (including NUL).
     pub fn new(key: impl Into<String>) -> Result<Self, LockError> {
-        let key = key.into();
-        validate(&key)?;
-        Ok(Self(key))
+        let mut namespaced = key.into();
+        validate(&namespaced)?;
+        namespaced.insert_str(0, LOCK_NAMESPACE);
+        Ok(Self { namespaced })
     }
 
     /// The key as the application wrote it (without the `lock:` namespace).
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.namespaced[LOCK_NAMESPACE.len()..]
     }
 
     /// The namespaced key a store receives: `lock:` followed by this key.
     pub fn to_store_key(&self) -> StoreKey {
-        let mut key = String::with_capacity(LOCK_NAMESPACE.len() + self.0.len());
-        key.push_str(LOCK_NAMESPACE);
-        key.push_str(&self.0);
-        StoreKey(key)
+        StoreKey(self.clone())
+    }
+
+    /// As [`to_store_key`](Self::to_store_key), without copying the key.
+    pub fn into_store_key(self) -> StoreKey {
+        StoreKey(self)
     }
 }
 
@@ -72,7 +79,8 @@ fn validate(key: &str) -> Result<(), LockError> {
 /// The byte index of `key`'s first control character, if any. A key of printable ASCII
 /// (most keys) is passed byte by byte, without decoding characters.
 fn control_character(key: &str) -> Option<usize> {
-    if key.bytes().all(|byte| (b' '..=b'~').contains(&byte)) {
+    // No early exit: the compiler checks many bytes at a time.
+    if key.bytes().fold(true, |printable, byte| printable & (byte.wrapping_sub(b' ') <= b'~' - b' ')) {
         return None;
     }
     key.char_indices().find(|(_, c)| c.is_control()).map(|(index, _)| index)
@@ -80,27 +88,32 @@ fn control_character(key: &str) -> Option<usize> {
 
 impl fmt::Display for LockKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for LockKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("LockKey").field(&self.0).finish()
+        f.debug_tuple("LockKey").field(&self.as_str()).finish()
     }
 }
 
 impl AsRef<str> for LockKey {
     fn as_ref(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
+/// As [`LockKey::new`], copying `key` once (`new` copies a `&str` into a `String` first).
 impl TryFrom<&str> for LockKey {
     type Error = LockError;
 
     fn try_from(key: &str) -> Result<Self, LockError> {
-        Self::new(key)
+        validate(key)?;
+        let mut namespaced = String::with_capacity(LOCK_NAMESPACE.len() + key.len());
+        namespaced.push_str(LOCK_NAMESPACE);
+        namespaced.push_str(key);
+        Ok(Self { namespaced })
     }
 }
 
@@ -119,35 +132,46 @@ impl TryFrom<String> for LockKey {
 /// un-namespaced or unvalidated key. A store may add its own prefix in front (the Redis
 /// store writes `{key_prefix}:lock:{key}`).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StoreKey(String);
+pub struct StoreKey(LockKey);
 
 impl StoreKey {
     /// The full namespaced key, e.g. `lock:order:42`.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.0.namespaced
     }
 
     /// The application's part of the key, e.g. `order:42`.
     pub fn lock_key(&self) -> &str {
-        &self.0[LOCK_NAMESPACE.len()..]
+        self.0.as_str()
+    }
+
+    /// The application's key this store key was made of.
+    pub fn as_lock_key(&self) -> &LockKey {
+        &self.0
     }
 }
 
 impl fmt::Display for StoreKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for StoreKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("StoreKey").field(&self.0).finish()
+        f.debug_tuple("StoreKey").field(&self.as_str()).finish()
     }
 }
 
 impl From<&LockKey> for StoreKey {
     fn from(key: &LockKey) -> Self {
         key.to_store_key()
+    }
+}
+
+impl From<LockKey> for StoreKey {
+    fn from(key: LockKey) -> Self {
+        key.into_store_key()
     }
 }
 
@@ -202,6 +226,12 @@ mod tests {
         let store_key = key.to_store_key();
         assert_eq!(store_key.as_str(), "lock:order:1");
         assert_eq!(store_key.lock_key(), "order:1");
+        assert_eq!(store_key.as_lock_key(), &key);
+        assert_eq!(key.as_str(), "order:1");
+        assert_eq!(format!("{key} {key:?} {store_key:?}"), r#"order:1 LockKey("order:1") StoreKey("lock:order:1")"#);
+        assert_eq!(key.clone().into_store_key(), store_key);
+        assert_eq!(LockKey::try_from("order:1").unwrap(), key);
+        assert!(LockKey::try_from("bad\nkey").is_err());
     }
 
     #[test]

@@ -148,7 +148,9 @@ impl LockManager {
     /// while an attempt is in flight, the lease that attempt may have taken is released in
     /// the background; no lock is left behind.
     pub async fn try_lock(&self, key: &str, ttl: Duration) -> Result<Option<DistributedLock>, LockError> {
-        self.try_lock_opts(key, ttl, &LockOptions::new()).await
+        // As `try_lock_opts`, without its future around this one.
+        let (key, options) = checked(key, ttl, &LockOptions::new())?;
+        self.acquire(key, options, DefaultWait::OneAttempt).await
     }
 
     /// Takes `key` for `ttl`, waiting up to `options.wait` while another owner holds it
@@ -172,8 +174,7 @@ impl LockManager {
         ttl: Duration,
         options: &LockOptions,
     ) -> Result<Option<DistributedLock>, LockError> {
-        let key = LockKey::new(key)?;
-        let options = options.validate(ttl)?;
+        let (key, options) = checked(key, ttl, options)?;
         self.acquire(key, options, DefaultWait::OneAttempt).await
     }
 
@@ -213,8 +214,7 @@ impl LockManager {
         ttl: Duration,
         options: &LockOptions,
     ) -> Result<DistributedLock, LockError> {
-        let key = LockKey::new(key)?;
-        let options = options.validate(ttl)?;
+        let (key, options) = checked(key, ttl, options)?;
         self.lock_valid(key, options, DefaultWait::Unbounded).await
     }
 
@@ -293,8 +293,7 @@ impl LockManager {
         Fut: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        let key = LockKey::new(key)?;
-        let options = options.validate(ttl)?;
+        let (key, options) = checked(key, ttl, options)?;
         let lock = self.lock_valid(key, options, DefaultWait::OneAttempt).await?;
         Hold::run_then_release(lock.into_hold(), options.renew_every.is_some(), block()).await
     }
@@ -333,12 +332,16 @@ impl LockManager {
     ) -> Result<Option<DistributedLock>, LockError> {
         let engine = self.engine_ref();
         let acquisition = Acquisition {
-            target: Target::Key(key.to_store_key()),
+            target: Target::Key(key.into_store_key()),
             plan: Plan::key(&*engine.engine().store, options.fairness),
-            label: key,
             options,
             default_wait,
         };
         Ok(Engine::acquire(engine, acquisition).await?.map(DistributedLock::new))
     }
+}
+
+/// `key` and `options` for `ttl`, checked before any I/O.
+fn checked(key: &str, ttl: Duration, options: &LockOptions) -> Result<(LockKey, ValidOptions), LockError> {
+    Ok((LockKey::try_from(key)?, options.validate(ttl)?))
 }

@@ -14,7 +14,6 @@ use super::reentrant;
 use super::state::{Engine, EngineRef};
 use super::target::{Ask, Attempt, Plan, Queueing, Standing, Target};
 use crate::error::LockError;
-use crate::key::LockKey;
 use crate::observe::{self, AcquireOutcome};
 use crate::options::ValidOptions;
 use crate::token::Token;
@@ -31,8 +30,6 @@ pub(crate) enum DefaultWait {
 pub(crate) struct Acquisition<'a> {
     pub(crate) target: Target,
     pub(crate) plan: Plan<'a>,
-    /// The application key (a group's first member), for the handle and the logs.
-    pub(crate) label: LockKey,
     pub(crate) options: ValidOptions,
     pub(crate) default_wait: DefaultWait,
 }
@@ -55,7 +52,8 @@ impl Engine {
                 return Ok(Some(hold));
             }
         }
-        let label = &acquisition.label;
+        // The application key (a group's first member), for the logs.
+        let label = acquisition.target.first().as_lock_key();
         // Checked first: a disabled span still costs its fields' formatting for `log`
         // when some dependency turns on `tracing`'s `log` feature (sqlx does).
         // Without a span the loop is awaited bare: an `Instrumented` wrapper around a
@@ -102,7 +100,7 @@ impl Engine {
         started: Instant,
         contended: &mut bool,
     ) -> Result<Option<Arc<Hold>>, LockError> {
-        let Acquisition { target, plan, label, options, default_wait } = acquisition;
+        let Acquisition { target, plan, options, default_wait } = acquisition;
         let store = &*engine.engine().store;
         let backend = store.backend();
         // `None`: no deadline. A wait is at most `LockOptions::MAX_WAIT`, so this never overflows.
@@ -118,24 +116,17 @@ impl Engine {
         // or a place in the queue. Dropped armed (an error, a cancelled wait), it releases
         // that in the background; the lock's handle keeps it once the target is taken.
         let guard = DropGuard::new(Arc::clone(engine), target, Token::generate());
-        let place_ttl = options.place_ttl();
+        let label = guard.target().first().as_lock_key();
         // The first attempt is sent right after `started` was read: one clock read less.
         let mut first_sent_at = Some(started);
         loop {
-            let ask = Ask {
-                target: guard.target(),
-                plan: &plan,
-                token: guard.token(),
-                ttl: options.ttl,
-                place_ttl,
-                standing,
-            };
+            let ask = Ask { target: guard.target(), plan: &plan, token: guard.token(), options: &options, standing };
             guard.arm();
             let sent_at = first_sent_at.take().unwrap_or_else(Instant::now);
             let holder_ttl_left = match ask.attempt(store).await {
                 Ok(Attempt::Acquired { fence }) => {
                     tracing::debug!(lock.key = %label, backend, fence, "lock acquired");
-                    return Ok(Some(Hold::new(guard, label, fence, sent_at, &options)));
+                    return Ok(Some(Hold::new(guard, fence, sent_at, &options)));
                 }
                 Ok(Attempt::Blocked { holder_ttl_left, ticket }) => {
                     if !standing.queued {

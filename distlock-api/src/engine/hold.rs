@@ -27,11 +27,9 @@ use crate::token::Token;
 #[derive(Debug)]
 pub(crate) struct Hold {
     guard: DropGuard,
-    /// The application key (a group's first member), for the handle and the logs.
-    label: LockKey,
     fence: Option<u64>,
     ttl: Ttl,
-    lease: Arc<Lease>,
+    lease: Kept,
     watchdog: Option<AbortHandle>,
     /// When the acquisition was confirmed, for `distlock_hold_seconds`.
     acquired_at: observe::Stamp,
@@ -39,27 +37,42 @@ pub(crate) struct Hold {
     leaked: AtomicBool,
 }
 
+/// A hold's lease: its own, or shared with its renewal task.
+#[derive(Debug)]
+enum Kept {
+    Own(Lease),
+    Shared(Arc<Lease>),
+}
+
+impl std::ops::Deref for Kept {
+    type Target = Lease;
+
+    fn deref(&self) -> &Lease {
+        match self {
+            Self::Own(lease) => lease,
+            Self::Shared(lease) => lease,
+        }
+    }
+}
+
 impl Hold {
     /// The hold of an acquisition confirmed for an attempt sent at `sent_at`, with its
     /// guard (armed); starts renewal when the options ask for it.
-    pub(crate) fn new(
-        guard: DropGuard,
-        label: LockKey,
-        fence: Option<u64>,
-        sent_at: Instant,
-        options: &ValidOptions,
-    ) -> Arc<Self> {
+    pub(crate) fn new(guard: DropGuard, fence: Option<u64>, sent_at: Instant, options: &ValidOptions) -> Arc<Self> {
         let engine = guard.engine();
         let backend = engine.store.backend();
         let lease = Lease::new(sent_at, options.ttl, options.loss_margin, backend);
-        let watchdog = options.renew_every.map(|every| {
-            let renewal =
-                renew(Arc::clone(engine), guard.target().clone(), guard.token().clone(), options.ttl, every, &lease);
-            tokio::spawn(renewal).abort_handle()
-        });
+        let (lease, watchdog) = match options.renew_every {
+            None => (Kept::Own(lease), None),
+            Some(every) => {
+                let lease = Arc::new(lease);
+                let (target, token) = (guard.target().clone(), guard.token().clone());
+                let renewal = renew(Arc::clone(engine), target, token, options.ttl, every, &lease);
+                (Kept::Shared(lease), Some(tokio::spawn(renewal).abort_handle()))
+            }
+        };
         Arc::new(Self {
             guard: guard.held(),
-            label,
             fence,
             ttl: options.ttl,
             lease,
@@ -86,8 +99,9 @@ impl Hold {
         self.guard.target()
     }
 
+    /// The application key (a group's first member), for the handle and the logs.
     pub(crate) fn label(&self) -> &LockKey {
-        &self.label
+        self.target().first().as_lock_key()
     }
 
     pub(crate) fn token(&self) -> &Token {
@@ -143,13 +157,13 @@ impl Hold {
             tokio::select! {
                 outcome = block => outcome,
                 reason = this.lost() => {
-                    return Err(E::from(LockError::LeaseLost { key: this.label.as_str().to_owned(), reason }));
+                    return Err(E::from(LockError::LeaseLost { key: this.label().as_str().to_owned(), reason }));
                 }
             }
         } else {
             block.await
         };
-        let (key, backend) = (this.label.clone(), this.backend());
+        let (key, backend) = (this.label().clone(), this.backend());
         match Self::release(this).await {
             Ok(true) => {}
             Ok(false) => tracing::warn!(
@@ -194,8 +208,8 @@ impl Hold {
         // As in `Engine::acquire`: no span at all unless one would be recorded.
         let span = match hold.target() {
             _ if !tracing::enabled!(tracing::Level::DEBUG) => None,
-            Target::Key(_) => Some(tracing::debug_span!("distlock.release", lock.key = %hold.label, backend)),
-            Target::Group(_) => Some(tracing::debug_span!("distlock.release_group", lock.key = %hold.label, backend)),
+            Target::Key(_) => Some(tracing::debug_span!("distlock.release", lock.key = %hold.label(), backend)),
+            Target::Group(_) => Some(tracing::debug_span!("distlock.release_group", lock.key = %hold.label(), backend)),
         };
         let release = hold.target().release(&*hold.engine().store, hold.token());
         let result = match &span {
@@ -207,10 +221,10 @@ impl Hold {
         match &result {
             Ok(released) => {
                 hold.guard.disarm();
-                tracing::debug!(lock.key = %hold.label, backend, released, "lock released");
+                tracing::debug!(lock.key = %hold.label(), backend, released, "lock released");
             }
             Err(error) => tracing::debug!(
-                lock.key = %hold.label,
+                lock.key = %hold.label(),
                 backend,
                 error = %error.report(),
                 "release failed; retrying in the background"

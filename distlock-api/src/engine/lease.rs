@@ -57,14 +57,14 @@ pub const LEASE_LOST_TARGET: &str = "distlock::lease_lost";
 impl Lease {
     /// A lease of a lock on `backend` whose acquisition was sent at `sent_at`; its loss is
     /// signalled `margin` before the store could free it.
-    pub(crate) fn new(sent_at: Instant, ttl: Ttl, margin: Duration, backend: &'static str) -> Arc<Self> {
-        Arc::new(Self {
+    pub(crate) fn new(sent_at: Instant, ttl: Ttl, margin: Duration, backend: &'static str) -> Self {
+        Self {
             state: Mutex::new(LeaseState { safe_until: safe_deadline(sent_at, ttl), lost: None }),
             changed: Notify::new(),
             margin,
             backend,
             what: None,
-        })
+        }
     }
 
     /// A renewal sent at `sent_at` was confirmed.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::error::{InvalidGroup, LockError};
 use crate::group::{GroupAcquire, GroupLockStore, GroupRequest, OwnerId, StoreMember};
 use crate::key::StoreKey;
-use crate::options::{Fairness, Ttl};
+use crate::options::{Fairness, Ttl, ValidOptions};
 use crate::store::{Acquire, DynLockStore, QueuedAttempt};
 use crate::token::Token;
 
@@ -70,9 +70,9 @@ pub(crate) struct Ask<'a> {
     pub(crate) target: &'a Target,
     pub(crate) plan: &'a Plan<'a>,
     pub(crate) token: &'a Token,
-    pub(crate) ttl: Ttl,
-    /// How long a place in the store's queue lives unless refreshed.
-    pub(crate) place_ttl: Ttl,
+    /// The lease, and the retry interval that a place in the store's queue outlives
+    /// ([`ValidOptions::place_ttl`], worked out only for an attempt that queues).
+    pub(crate) options: &'a ValidOptions,
     pub(crate) standing: Standing,
 }
 
@@ -134,10 +134,15 @@ impl Ask<'_> {
             let key = self.target.first();
             let outcome = match store.queue().filter(|_| self.standing.queued) {
                 Some(queue) => {
-                    let queued = QueuedAttempt { key, token: self.token, ttl: self.ttl, place: self.place_ttl };
+                    let queued = QueuedAttempt {
+                        key,
+                        token: self.token,
+                        ttl: self.options.ttl,
+                        place: self.options.place_ttl(),
+                    };
                     queue.try_acquire_queued(queued).await?
                 }
-                None => store.try_acquire(key, self.token, self.ttl).await?,
+                None => store.try_acquire(key, self.token, self.options.ttl).await?,
             };
             return Ok(match outcome {
                 Acquire::Acquired { fence } => Attempt::Acquired { fence },
@@ -167,8 +172,8 @@ impl Ask<'_> {
         let Plan::Group { members, owner, fair, holders_only } = self.plan else {
             return None;
         };
-        let intents = self.standing.queued.then_some(self.place_ttl);
-        let request = GroupRequest::new(members, self.token, owner, self.ttl, intents, self.standing.ticket);
+        let intents = self.standing.queued.then(|| self.options.place_ttl());
+        let request = GroupRequest::new(members, self.token, owner, self.options.ttl, intents, self.standing.ticket);
         let request = if *fair { request } else { request.barging() };
         Some(if *holders_only { request.holders_only() } else { request })
     }
