@@ -11,7 +11,8 @@
 //!
 //! Scenarios (each an acquire + release cycle of a free key, 30 s TTL):
 //! - uncontended: one task cycling one key, the contenders taking turns 10 cycles at a
-//!   time;
+//!   time, each turn run in the benchmark's own task (as the stores' own uncontended
+//!   comparisons run);
 //! - distinct: 8 tasks, each cycling its own key;
 //! - hot key (Redis): 8 tasks loop acquire → hold 2 ms → release on one key, each variant
 //!   for `DISTLOCK_FAIR_SECONDS` (default 10) in all, in rounds that rotate the variants
@@ -41,7 +42,8 @@ use std::time::Duration;
 use distlock::{DynLockStore, LockError};
 use distlock_conformance::kit::bench::record::{self, RatioRow, Ratios, Record};
 use distlock_conformance::kit::bench::{
-    interleaved_cycles, interleaved_rounds, on_worker, report_against_first, run, Library, Locker, Scenario, Stop,
+    interleaved_cycles, interleaved_rounds, on_worker, one_cycle, report_against_first, run, BenchError, Library,
+    Locker, Scenario, Stop,
 };
 use distlock_conformance::kit::fair_bench::{self, FairFigures};
 use distributed_lock::{DistributedLock as _, LockHandle as _};
@@ -129,6 +131,26 @@ impl Any {
         }
     }
 
+    /// `cycles` acquire + release cycles of `{prefix}{name}:uncontended` in this task, as
+    /// the stores' own uncontended comparisons run them: no task is spawned per turn.
+    async fn cycles_here(&self, prefix: &str, cycles: u64) {
+        async fn cycles_of<L: Locker>(locker: &L, name: &str, cycles: u64) -> Result<(), BenchError> {
+            let key = locker.key(name)?;
+            for _ in 0..cycles {
+                one_cycle(locker, &key, name).await?;
+            }
+            Ok(())
+        }
+        let name = format!("{prefix}{}:uncontended", self.name());
+        let done = match self {
+            Self::Distlock(c) => cycles_of(&**c, &name, cycles).await,
+            Self::Rslock(c) => cycles_of(&**c, &name, cycles).await,
+            Self::DlRedis(c) => cycles_of(&**c, &name, cycles).await,
+            Self::DlPostgres(c) => cycles_of(&**c, &name, cycles).await,
+        };
+        done.unwrap_or_else(|error| panic!("{}: {error}", self.name()));
+    }
+
     async fn run(&self, scenario: Scenario, prefix: &str, cycles: u64) {
         let prefix = format!("{prefix}{}:", self.name());
         let stop = Stop::Cycles(cycles);
@@ -149,10 +171,9 @@ async fn compare(store: &str, contenders: &[Any]) {
     let names: Vec<&str> = contenders.iter().map(Any::name).collect();
     // One task: the contenders take turns, TURN_CYCLES cycles at a time, so that a slower
     // stretch of the machine meets them all.
-    let samples = interleaved_cycles(&indices, ROUNDS, CYCLES / TURN_CYCLES, |i| {
-        contenders[i].run(Scenario::Uncontended, &prefix, TURN_CYCLES)
-    })
-    .await;
+    let samples =
+        interleaved_cycles(&indices, ROUNDS, CYCLES / TURN_CYCLES, |i| contenders[i].cycles_here(&prefix, TURN_CYCLES))
+            .await;
     let title = format!(
         "{store} · uncontended (1 task, taking turns {TURN_CYCLES} cycles at a time): µs per acquire + release \
          cycle (median of {ROUNDS} rounds)"
@@ -160,7 +181,8 @@ async fn compare(store: &str, contenders: &[Any]) {
     report_against_first(&title, "µs", (CYCLES / TURN_CYCLES * TURN_CYCLES) as f64, &names, &samples);
     let scenario = Scenario::Distinct { workers: TASKS };
     let samples = interleaved_rounds(&indices, ROUNDS, |i| contenders[i].run(scenario, &prefix, TASK_CYCLES)).await;
-    let title = format!("{store} · distinct keys ({TASKS} tasks): µs per acquire + release cycle (median of {ROUNDS} rounds)");
+    let title =
+        format!("{store} · distinct keys ({TASKS} tasks): µs per acquire + release cycle (median of {ROUNDS} rounds)");
     report_against_first(&title, "µs", (TASK_CYCLES * TASKS as u64) as f64, &names, &samples);
 }
 

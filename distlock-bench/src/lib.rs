@@ -43,8 +43,7 @@ pub use self::locker::{Library, Locker, RawMemory, StoreDirect};
 pub use self::raw_redis::RawRedis;
 pub use self::raw_sql::{RawMysql, RawPostgres, RawSql, RawStatements};
 pub use self::raw_sqlite::{RawSqlite, SqliteStatements};
-use self::workload::one_cycle;
-pub use self::workload::{run, BenchError, Measured, Scenario, Stop};
+pub use self::workload::{one_cycle, run, BenchError, Measured, Scenario, Stop};
 
 /// Runs a benchmark's `body` as a task on the runtime's worker threads, where an
 /// application's code runs, and returns its output (a panic in it is resumed here).

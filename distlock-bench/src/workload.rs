@@ -201,9 +201,13 @@ async fn cycle<L: Locker>(locker: Arc<L>, name: String, stop: Stop) -> Result<Me
     }
 }
 
-/// Acquires `key` (named `name`) once, without waiting, and releases it; whether the
-/// release found it still held.
-pub(crate) async fn one_cycle<L: Locker>(locker: &L, key: &L::Key, name: &str) -> Result<bool, BenchError> {
+/// Acquires `key` (named `name`) once, without waiting, and releases it, in the calling
+/// task; whether the release found it still held.
+///
+/// # Errors
+///
+/// [`BenchError::Held`] when the key was held by someone else; the locker's errors.
+pub async fn one_cycle<L: Locker>(locker: &L, key: &L::Key, name: &str) -> Result<bool, BenchError> {
     let Some(guard) = locker.acquire(key, Duration::ZERO).await? else {
         return Err(BenchError::Held(format!("benchmark key `{name}` was held by someone else")));
     };
